@@ -1,0 +1,118 @@
+//! Reorder configs: aggregate the packets of a batch into one output buffer
+//! in sequence order, optionally converting the sample type.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One entry of `rx.reorder_configs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReorderConfig {
+    /// Unique per interface.
+    pub name: String,
+    /// `gpu` or `cpu`.
+    pub reorder_type: ReorderType,
+    /// Output region for the aggregate.
+    pub memory_region: String,
+    /// Bytes skipped at the start of each packet.
+    #[serde(default)]
+    pub payload_byte_offset: u32,
+    /// Flows this plan applies to.
+    pub flow_ids: Vec<u32>,
+    /// Optional sample conversion (gpu only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_types: Option<DataTypes>,
+    /// How sequence and batch are read from the packet.
+    pub method: ReorderMethod,
+}
+
+/// `reorder_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum ReorderType {
+    Gpu,
+    Cpu,
+}
+
+/// `method`: exactly one of the two keys must be present.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReorderMethod {
+    /// Sequence number plus an explicit batch number field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq_batch_number: Option<SeqBatchNumber>,
+    /// Sequence number with a fixed number of packets per batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq_packets_per_batch: Option<SeqPacketsPerBatch>,
+}
+
+/// `method.seq_batch_number`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SeqBatchNumber {
+    /// Where the sequence number sits.
+    pub sequence_number: BitField,
+    /// Where the batch number sits.
+    pub batch_number: BitField,
+}
+
+/// `method.seq_packets_per_batch`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SeqPacketsPerBatch {
+    /// Where the sequence number sits.
+    pub sequence_number: BitField,
+    /// Packets in one batch (> 0, divides 2^bit_width).
+    pub packets_per_batch: u32,
+}
+
+/// A bit field inside the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct BitField {
+    /// Offset from the start of the packet, in bits.
+    pub bit_offset: u32,
+    /// Width in bits, 1..32.
+    pub bit_width: u32,
+}
+
+/// `data_types`: sample conversion during reorder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DataTypes {
+    /// On-wire element type.
+    pub input_type: InputType,
+    /// Output element type.
+    pub output_type: OutputType,
+    /// Input byte order (default host).
+    #[serde(default)]
+    pub endianness: Endianness,
+}
+
+/// `data_types.input_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum InputType {
+    Int4,
+    Int8,
+    Int16,
+    Int32,
+}
+
+/// `data_types.output_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum OutputType {
+    Fp16,
+    Bf16,
+    Fp32,
+    Fp64,
+    Int32,
+}
+
+/// `data_types.endianness`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum Endianness {
+    #[default]
+    Host,
+    Network,
+}

@@ -1,0 +1,231 @@
+//! Interface rules: backend resolution, addresses, socket endpoints.
+
+use crate::diagnostic::{Report, YamlPath};
+use crate::endpoint::{Endpoint, Transport};
+use crate::model::{EngineConfig, EngineKind, Interface, Loopback, SocketConfig, SocketMode, StreamType};
+use crate::valid::{InterfaceBackend, SocketEndpoints};
+
+use super::{duplicates, flow, queue, reorder};
+
+pub(super) fn check_interfaces(
+    config: &EngineConfig,
+    report: &mut Report,
+) -> Vec<(InterfaceBackend, Option<SocketEndpoints>)> {
+    let list = YamlPath::cfg().key("interfaces");
+    duplicates(config.interfaces.iter().map(|i| &i.name), &list, "name", "interface name", report);
+    config
+        .interfaces
+        .iter()
+        .enumerate()
+        .map(|(i, iface)| {
+            let path = list.index(i);
+            let endpoints = iface.socket_config.as_ref().and_then(|s| socket_endpoints(config, s, &path.key("socket_config"), report));
+            let backend = resolve_backend(config, iface, endpoints.as_ref(), &path, report);
+            check_address(config, iface, backend, &path, report);
+            if iface.roce_config.is_some() && backend != InterfaceBackend::Roce {
+                report.error(&path.key("roce_config"), "roce_config applies only to interfaces with roce:// endpoints");
+            }
+            if iface.rx.is_none() && iface.tx.is_none() {
+                report.warn(&path, format!("interface \"{}\" has neither rx nor tx queues", iface.name));
+            }
+            let ctx = InterfaceCtx { config, iface, backend, endpoints, path };
+            queue::check_queues(&ctx, report);
+            flow::check_rx_flows(&ctx, report);
+            flow::check_tx_flows(&ctx, report);
+            reorder::check_reorder_configs(&ctx, report);
+            check_raw_only_features(&ctx, report);
+            (backend, endpoints)
+        })
+        .collect()
+}
+
+/// What the per-interface rules need to know.
+pub(super) struct InterfaceCtx<'a> {
+    pub config: &'a EngineConfig,
+    pub iface: &'a Interface,
+    pub backend: InterfaceBackend,
+    pub endpoints: Option<SocketEndpoints>,
+    pub path: YamlPath,
+}
+
+impl InterfaceCtx<'_> {
+    pub fn is_raw(&self) -> bool {
+        matches!(self.backend, InterfaceBackend::Dpdk | InterfaceBackend::IbverbsRaw | InterfaceBackend::SoftwareLoopback)
+    }
+
+    pub fn transport(&self) -> Option<Transport> {
+        self.endpoints.map(|e| e.transport)
+    }
+}
+
+fn resolve_backend(
+    config: &EngineConfig,
+    iface: &Interface,
+    endpoints: Option<&SocketEndpoints>,
+    path: &YamlPath,
+    report: &mut Report,
+) -> InterfaceBackend {
+    let cfg = YamlPath::cfg();
+    let roce = endpoints.is_some_and(|e| e.transport == Transport::Roce);
+    let stream_type = config.stream_type.or(match config.engine {
+        Some(EngineKind::Dpdk) => Some(StreamType::Raw),
+        Some(EngineKind::Socket) => Some(StreamType::Socket),
+        _ if iface.socket_config.is_some() => Some(StreamType::Socket),
+        _ => None,
+    });
+    match stream_type {
+        Some(StreamType::Raw) => {
+            if iface.socket_config.is_some() {
+                report.error(&path.key("socket_config"), "socket_config applies to stream_type: socket; raw interfaces use address (PCIe BDF or netdev)");
+            }
+            match config.engine {
+                Some(EngineKind::Socket) => {
+                    report.error(&cfg.key("engine"), "engine \"socket\" cannot drive stream_type raw; valid: dpdk (default), ibverbs");
+                    InterfaceBackend::Dpdk
+                }
+                Some(EngineKind::Ibverbs) => InterfaceBackend::IbverbsRaw,
+                _ if config.loopback == Loopback::Software => InterfaceBackend::SoftwareLoopback,
+                _ => InterfaceBackend::Dpdk,
+            }
+        }
+        Some(StreamType::Socket) => {
+            if iface.socket_config.is_none() {
+                report.error(&path.key("socket_config"), "socket interfaces need socket_config with mode and local_addr/remote_addr");
+            }
+            if config.engine == Some(EngineKind::Dpdk) {
+                report.error(&cfg.key("engine"), "engine \"dpdk\" cannot drive stream_type socket; valid: socket (default), ibverbs (RoCE)");
+            }
+            if roce { InterfaceBackend::Roce } else { InterfaceBackend::Socket }
+        }
+        None => {
+            report.error(&cfg.key("stream_type"), "stream_type is missing; valid: raw, socket");
+            InterfaceBackend::Dpdk
+        }
+    }
+}
+
+fn check_address(config: &EngineConfig, iface: &Interface, backend: InterfaceBackend, path: &YamlPath, report: &mut Report) {
+    let address = iface.address.trim();
+    let key = path.key("address");
+    if address.starts_with('<') && address.ends_with('>') {
+        report.warn(&key, format!("\"{address}\" is a placeholder; replace it with the real PCIe BDF, netdev name or IP before running"));
+        return;
+    }
+    match backend {
+        InterfaceBackend::SoftwareLoopback => {}
+        InterfaceBackend::Dpdk | InterfaceBackend::IbverbsRaw => {
+            if address.is_empty() {
+                report.error(&key, "raw interfaces need an address: a PCIe BDF such as 0000:3b:00.0 or a netdev name");
+            }
+        }
+        InterfaceBackend::Socket | InterfaceBackend::Roce => {
+            if !address.is_empty() && address.parse::<std::net::IpAddr>().is_err() {
+                report.error(&key, format!("\"{address}\" is not an IP address; socket and RoCE interfaces give their IP here"));
+            }
+        }
+    }
+    if config.loopback == Loopback::Software && backend != InterfaceBackend::SoftwareLoopback && !address.is_empty() {
+        report.warn(&key, "ignored under software loopback");
+    }
+}
+
+fn socket_endpoints(
+    config: &EngineConfig,
+    socket: &SocketConfig,
+    path: &YamlPath,
+    report: &mut Report,
+) -> Option<SocketEndpoints> {
+    let legacy_transport = match config.engine {
+        Some(EngineKind::Ibverbs) => Some(Transport::Roce),
+        Some(EngineKind::Socket) => Some(Transport::Udp),
+        _ => None,
+    };
+    let mut side = |uri: &Option<String>, ip: &Option<String>, port: Option<u16>, prefix: &str| -> Option<Endpoint> {
+        let uri_key = path.key(&format!("{prefix}_addr"));
+        match (uri, ip.is_some() || port.is_some()) {
+            (Some(_), true) => {
+                report.error(&uri_key, format!("give either {prefix}_addr or the legacy {prefix}_ip/{prefix}_port, not both"));
+                None
+            }
+            (Some(text), false) => text.parse::<Endpoint>().map_err(|e| report.error(&uri_key, e)).ok(),
+            (None, true) => {
+                let Some(transport) = legacy_transport else {
+                    report.error(
+                        &path.key(&format!("{prefix}_ip")),
+                        format!("legacy {prefix}_ip/{prefix}_port need `engine` (socket or ibverbs) to name the transport; prefer {prefix}_addr: udp://IP:PORT"),
+                    );
+                    return None;
+                };
+                let ip_key = path.key(&format!("{prefix}_ip"));
+                let ip = ip.as_deref().unwrap_or_default().parse().map_err(|_| report.error(&ip_key, "not an IP address")).ok()?;
+                Some(Endpoint { transport, ip, port })
+            }
+            (None, false) => None,
+        }
+    };
+    let local = side(&socket.local_addr, &socket.local_ip, socket.local_port, "local");
+    let remote = side(&socket.remote_addr, &socket.remote_ip, socket.remote_port, "remote");
+    let transport = match (local, remote) {
+        (Some(l), Some(r)) if l.transport != r.transport => {
+            report.error(
+                &path.key("remote_addr"),
+                format!("scheme {} does not match local_addr's {}; both ends use one transport", r.transport.scheme(), l.transport.scheme()),
+            );
+            return None;
+        }
+        (Some(e), _) | (None, Some(e)) => e.transport,
+        (None, None) => {
+            let needed = if socket.mode == SocketMode::Server { "local_addr" } else { "remote_addr" };
+            report.error(&path.key(needed), format!("{:?} mode needs {needed}", socket.mode).to_lowercase());
+            return None;
+        }
+    };
+    let needs_port = |e: &Option<Endpoint>, key: &str, report: &mut Report| {
+        if let Some(e) = e
+            && e.port.is_none()
+            && e.transport != Transport::Roce
+        {
+            report.error(&path.key(key), format!("{} endpoints need a port: {}://IP:PORT", e.transport.scheme(), e.transport.scheme()));
+        }
+    };
+    needs_port(&local, "local_addr", report);
+    needs_port(&remote, "remote_addr", report);
+    match socket.mode {
+        SocketMode::Server if local.is_none() => {
+            report.error(&path.key("local_addr"), "server mode needs local_addr (the address to bind)");
+        }
+        SocketMode::Server if local.is_some_and(|l| l.port.is_none()) => {
+            report.error(&path.key("local_addr"), "server mode needs a port in local_addr");
+        }
+        SocketMode::Client if transport == Transport::Roce && local.is_none() => {
+            report.error(&path.key("local_addr"), "RoCE clients need local_addr (roce://IP) to pick the RDMA device");
+        }
+        SocketMode::Client if transport != Transport::Roce && remote.is_none() => {
+            report.error(&path.key("remote_addr"), format!("{} client mode needs remote_addr (the server to connect to)", transport.scheme()));
+        }
+        _ => {}
+    }
+    if socket.max_payload_size == Some(0) {
+        report.error(&path.key("max_payload_size"), "must be at least 1 byte");
+    }
+    Some(SocketEndpoints { mode: socket.mode, transport, local, remote })
+}
+
+fn check_raw_only_features(ctx: &InterfaceCtx<'_>, report: &mut Report) {
+    if ctx.is_raw() {
+        return;
+    }
+    if let Some(rx) = &ctx.iface.rx {
+        if rx.hardware_timestamps {
+            report.error(&ctx.path.key("rx").key("hardware_timestamps"), "hardware timestamps exist only for raw streams (stream_type: raw)");
+        }
+        if rx.dynamic_flow_capacity > 0 {
+            report.error(&ctx.path.key("rx").key("dynamic_flow_capacity"), "dynamic flows exist only for raw streams; set 0 or remove it");
+        }
+    }
+    if let Some(tx) = &ctx.iface.tx
+        && tx.accurate_send
+    {
+        report.error(&ctx.path.key("tx").key("accurate_send"), "accurate send is a raw-stream NIC feature (ConnectX-7+); remove it for socket streams");
+    }
+}

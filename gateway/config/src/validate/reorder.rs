@@ -1,0 +1,160 @@
+//! Reorder config rules: memory kinds, flow references, method constraints.
+
+use std::collections::HashMap;
+
+use crate::diagnostic::{Report, YamlPath};
+use crate::model::{BitField, MemoryKind, ReorderConfig, ReorderType};
+
+use super::interface::InterfaceCtx;
+use super::{duplicates, valid_list};
+
+pub(super) fn check_reorder_configs(ctx: &InterfaceCtx<'_>, report: &mut Report) {
+    let Some(rx) = &ctx.iface.rx else { return };
+    let list = ctx.path.key("rx").key("reorder_configs");
+    duplicates(rx.reorder_configs.iter().map(|r| &r.name), &list, "name", "reorder config name", report);
+    if !rx.reorder_configs.is_empty() && !ctx.is_raw() {
+        report.error(&list, "reorder configs are implemented for raw streams only (stream_type: raw)");
+    }
+    let mut claimed: HashMap<u32, usize> = HashMap::new();
+    for (i, plan) in rx.reorder_configs.iter().enumerate() {
+        let path = list.index(i);
+        check_output_region(ctx, plan, &path, report);
+        check_method(plan, &path.key("method"), report);
+        if plan.data_types.is_some() && plan.reorder_type == ReorderType::Cpu {
+            report.error(&path.key("data_types"), "data type conversion is implemented for reorder_type: gpu only");
+        }
+        if plan.flow_ids.is_empty() {
+            report.error(&path.key("flow_ids"), "list at least one RX flow id");
+        }
+        let flow_ids = || rx.flows.iter().map(|f| f.id);
+        for (j, id) in plan.flow_ids.iter().enumerate() {
+            let id_path = path.key("flow_ids").index(j);
+            if let Some(other) = claimed.insert(*id, i)
+                && other != i
+            {
+                report.error(&id_path, format!("flow {id} is already reordered by {}; flow ids cannot overlap across reorder configs", list.index(other)));
+            }
+            let Some(flow) = rx.flows.iter().find(|f| f.id == *id) else {
+                report.error(&id_path, format!("flow {id} is not defined in rx.flows; {}", valid_list(flow_ids())));
+                continue;
+            };
+            let queues = flow.queue_ids();
+            if queues.len() != 1 {
+                report.error(&id_path, format!("flow {id} steers to {} queues; a reordered flow must steer to exactly one queue (no RSS)", queues.len()));
+                continue;
+            }
+            let Some(queue) = rx.queues.iter().find(|q| q.id == queues[0]) else { continue };
+            if queue.memory_regions.len() != 1 {
+                report.error(
+                    &id_path,
+                    format!("flow {id} lands in queue \"{}\" with {} memory regions; reorder needs exactly one source region (no header-data split in v1)", queue.name, queue.memory_regions.len()),
+                );
+            }
+            for name in &queue.memory_regions {
+                if let Some(region) = ctx.config.memory_region(name)
+                    && !kind_fits(plan.reorder_type, region.kind)
+                {
+                    report.error(
+                        &id_path,
+                        format!("flow {id} lands in region \"{name}\" of kind {}; {}", region.kind.as_str(), kind_rule(plan.reorder_type)),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn check_output_region(ctx: &InterfaceCtx<'_>, plan: &ReorderConfig, path: &YamlPath, report: &mut Report) {
+    let Some(region) = ctx.config.memory_region(&plan.memory_region) else {
+        let names = ctx.config.memory_regions.iter().map(|r| format!("\"{}\"", r.name));
+        report.error(&path.key("memory_region"), format!("memory region \"{}\" is not defined; {}", plan.memory_region, valid_list(names)));
+        return;
+    };
+    if !kind_fits(plan.reorder_type, region.kind) {
+        report.error(&path.key("memory_region"), format!("region \"{}\" is {}; {}", region.name, region.kind.as_str(), kind_rule(plan.reorder_type)));
+    }
+    // The aggregate of a full batch must fit one output buffer.
+    if let (Some(ppb), None) = (plan.method.seq_packets_per_batch.as_ref(), &plan.data_types) {
+        let rx = ctx.iface.rx.as_ref().expect("reorder configs live under rx");
+        let source = rx
+            .flows
+            .iter()
+            .filter(|f| plan.flow_ids.contains(&f.id))
+            .flat_map(|f| f.queue_ids())
+            .filter_map(|id| rx.queues.iter().find(|q| q.id == id))
+            .filter_map(|q| q.memory_regions.first())
+            .filter_map(|name| ctx.config.memory_region(name))
+            .map(|r| r.buf_size)
+            .max();
+        if let Some(source) = source {
+            let needed = source.saturating_sub(u64::from(plan.payload_byte_offset)) * u64::from(ppb.packets_per_batch);
+            if region.buf_size < needed {
+                report.warn(
+                    &ctx.config_region_path(&region.name).key("buf_size"),
+                    format!("{} bytes may not hold one batch: (source buf_size {source} - payload_byte_offset {}) x {} packets = {needed}", region.buf_size, plan.payload_byte_offset, ppb.packets_per_batch),
+                );
+            }
+        }
+    }
+}
+
+fn check_method(plan: &ReorderConfig, path: &YamlPath, report: &mut Report) {
+    match (&plan.method.seq_batch_number, &plan.method.seq_packets_per_batch) {
+        (Some(_), Some(_)) | (None, None) => {
+            report.error(path, "give exactly one method: seq_batch_number or seq_packets_per_batch");
+        }
+        (Some(m), None) => {
+            let p = path.key("seq_batch_number");
+            let seq = check_field(&m.sequence_number, &p.key("sequence_number"), report);
+            let batch = check_field(&m.batch_number, &p.key("batch_number"), report);
+            if let (Some(seq), Some(batch)) = (seq, batch)
+                && batch > seq
+            {
+                report.error(&p.key("batch_number").key("bit_width"), format!("2^{seq} sequence numbers are not divisible by 2^{batch} batches; batch_number.bit_width must not exceed sequence_number.bit_width"));
+            }
+        }
+        (None, Some(m)) => {
+            let p = path.key("seq_packets_per_batch");
+            let seq = check_field(&m.sequence_number, &p.key("sequence_number"), report);
+            if m.packets_per_batch == 0 {
+                report.error(&p.key("packets_per_batch"), "must be at least 1");
+            } else if let Some(bits) = seq
+                && (1u64 << bits) % u64::from(m.packets_per_batch) != 0
+            {
+                report.error(
+                    &p.key("packets_per_batch"),
+                    format!("{} does not divide 2^{bits} = {}; use a power of two up to that", m.packets_per_batch, 1u64 << bits),
+                );
+            }
+        }
+    }
+}
+
+fn check_field(field: &BitField, path: &YamlPath, report: &mut Report) -> Option<u32> {
+    if !(1..=32).contains(&field.bit_width) {
+        report.error(&path.key("bit_width"), format!("{} is out of range; valid: 1..32", field.bit_width));
+        return None;
+    }
+    Some(field.bit_width)
+}
+
+fn kind_fits(reorder: ReorderType, kind: MemoryKind) -> bool {
+    match reorder {
+        ReorderType::Gpu => kind.gpu_addressable(),
+        ReorderType::Cpu => kind.cpu_addressable(),
+    }
+}
+
+fn kind_rule(reorder: ReorderType) -> &'static str {
+    match reorder {
+        ReorderType::Gpu => "reorder_type gpu needs device or host_pinned memory",
+        ReorderType::Cpu => "reorder_type cpu needs host, host_pinned or huge memory",
+    }
+}
+
+impl InterfaceCtx<'_> {
+    fn config_region_path(&self, name: &str) -> YamlPath {
+        let index = self.config.memory_regions.iter().position(|r| r.name == name).unwrap_or_default();
+        YamlPath::cfg().key("memory_regions").index(index)
+    }
+}
