@@ -1,0 +1,142 @@
+//! Software loopback (`loopback: "sw"`): TX bursts of an interface come back
+//! on its own RX queues, steered by the RX flow rules as the NIC would. The
+//! "wire" is a copy from TX buffers into the RX queue's regions, split over
+//! the RX segments in order (header-data split by segment size).
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crossbeam_utils::Backoff;
+
+use super::Backend;
+use crate::burst::{Burst, PacketSlot};
+use crate::engine::EngineInner;
+use crate::error::Result;
+use crate::flow::Steering;
+use crate::headers::FlowKey;
+use crate::memory::RegionTable;
+use crate::port::Port;
+use crate::queue::Queue;
+use crate::stats::DropReason;
+use crate::worker::{self, Assembler, idle};
+
+/// Largest frame the loop carries (jumbo).
+const MAX_FRAME: usize = 16 * 1024;
+
+#[derive(Debug)]
+pub(super) struct LoopbackBackend;
+
+pub(super) fn open(port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend>> {
+    super::require_cpu_memory(port, regions)?;
+    Ok(Box::new(LoopbackBackend))
+}
+
+impl Backend for LoopbackBackend {
+    fn start(self: Box<Self>, engine: &Arc<EngineInner>, port: u16) -> Result<Vec<JoinHandle<()>>> {
+        let p = &engine.ports[port as usize];
+        if p.tx.is_empty() {
+            return Ok(Vec::new());
+        }
+        let core = p.tx[0].cpu_core;
+        let engine = Arc::clone(engine);
+        Ok(vec![worker::spawn(format!("loop-{}", p.name), core, move || run(&engine, port))?])
+    }
+}
+
+fn run(engine: &EngineInner, port: u16) {
+    let p = &engine.ports[port as usize];
+    let mut assemblers: Vec<Assembler<'_>> = p.rx.iter().map(Assembler::new).collect();
+    let mut frame = vec![0u8; MAX_FRAME];
+    let backoff = Backoff::new();
+    while !engine.stopping() {
+        let mut moved = false;
+        for q in &p.tx {
+            while let Some(burst) = q.ring.pop() {
+                moved = true;
+                carry(p, &engine.regions, q, &burst, &mut assemblers, &mut frame);
+            }
+        }
+        let now = Instant::now();
+        for a in &mut assemblers {
+            a.flush_if_due(now);
+        }
+        if moved { backoff.reset() } else { idle(&backoff) }
+    }
+}
+
+/// Moves one TX burst onto the RX side.
+fn carry(p: &Port, regions: &RegionTable, tx: &Queue, burst: &Burst, assemblers: &mut [Assembler<'_>], frame: &mut [u8]) {
+    let (mut sent, mut bytes) = (0u64, 0u64);
+    for packet in burst.packets() {
+        let len = packet.len();
+        if len > frame.len() {
+            tx.stats.dropped(DropReason::Truncated, 1);
+            continue;
+        }
+        let mut at = 0;
+        for piece in (0..crate::burst::MAX_SEGMENTS).filter_map(|s| packet.segment(s)) {
+            frame[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
+        sent += 1;
+        bytes += len as u64;
+        if p.rx.is_empty() {
+            continue;
+        }
+        let frame = &frame[..len];
+        if p.drop_all.load(std::sync::atomic::Ordering::Relaxed) {
+            p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
+            continue;
+        }
+        let steering = match FlowKey::from_frame(frame) {
+            Some(key) => p.flows.steer(&key),
+            None => p.flows.steer_unparsed(),
+        };
+        let (queue, flow_id) = match steering {
+            Steering::Flow { rule, queue } => {
+                let rule = &p.flows.rules[rule];
+                rule.stats.matched(len as u64);
+                (queue, Some(rule.flow_id))
+            }
+            Steering::Default { queue } => (queue, None),
+            Steering::Unmatched => {
+                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+                continue;
+            }
+        };
+        if let Some(slot) = land(&p.rx[queue], regions, frame, flow_id) {
+            assemblers[queue].push(slot, regions);
+        }
+    }
+    tx.stats.delivered(sent, bytes);
+}
+
+/// Copies a frame into fresh buffers of an RX queue, segment by segment.
+fn land(rx: &Queue, regions: &RegionTable, frame: &[u8], flow_id: Option<u32>) -> Option<PacketSlot> {
+    let mut slot = PacketSlot::default();
+    slot.set_flow_id(flow_id);
+    let mut rest = frame;
+    let last = rx.segment_regions.len() - 1;
+    for (segment, &r) in rx.segment_regions.iter().enumerate() {
+        let region = regions.get(r);
+        let take = if segment == last { rest.len() } else { rest.len().min(region.buf_size()) };
+        if take > region.buf_size() {
+            slot.release(regions);
+            rx.stats.dropped(DropReason::Truncated, 1);
+            return None;
+        }
+        let Some(mut token) = region.take() else {
+            slot.release(regions);
+            rx.stats.dropped(DropReason::NoFreePacketBuffers, 1);
+            return None;
+        };
+        region.bytes_mut(&mut token)[..take].copy_from_slice(&rest[..take]);
+        slot.set_segment(segment, token, take as u32);
+        rest = &rest[take..];
+        if rest.is_empty() {
+            break;
+        }
+    }
+    Some(slot)
+}

@@ -1,0 +1,34 @@
+//! The socket backend: Linux UDP and TCP sockets, client or server, from
+//! `socket_config`.
+//!
+//! UDP: one RX worker per interface receives with `recvmmsg` straight into
+//! buffers of the first RX queue's memory region, then steers each datagram
+//! by the flow rules (as a NIC would) and hands the buffer, not the bytes, to
+//! the target queue. TX workers send bursts with `sendmmsg`, one datagram per
+//! packet, segments gathered with iovecs.
+//!
+//! TCP: see [`tcp`] for how a byte stream maps onto bursts.
+
+mod sys;
+mod tcp;
+mod udp;
+
+use daqiri_config::{Transport, ValidConfig};
+
+use super::Backend;
+use crate::error::{Error, Result, Status};
+use crate::memory::RegionTable;
+use crate::port::Port;
+
+/// Socket receive/send buffer size requested from the kernel.
+const SOCKET_BUFFER_BYTES: usize = 64 << 20;
+
+pub(super) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend>> {
+    super::require_cpu_memory(port, regions)?;
+    let endpoints = config.endpoints(port.id as usize).ok_or_else(|| Error::invalid(format!("interface \"{}\" has no socket endpoints", port.name)))?;
+    match endpoints.transport {
+        Transport::Udp => Ok(Box::new(udp::UdpBackend::open(endpoints, port)?)),
+        Transport::Tcp => Ok(Box::new(tcp::TcpBackend::open(endpoints, port)?)),
+        Transport::Roce => Err(Error::new(Status::NotSupported, format!("interface \"{}\" uses RoCE, which needs the rdma backend", port.name))),
+    }
+}

@@ -1,0 +1,258 @@
+//! UDP sockets: batched receive into pool buffers with software flow
+//! steering, batched send of TX bursts.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::Backoff;
+use daqiri_config::SocketEndpoints;
+use daqiri_config::model::SocketMode;
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::sys::{self, RecvBatch, SendBatch};
+use super::SOCKET_BUFFER_BYTES;
+use crate::backend::Backend;
+use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
+use crate::engine::EngineInner;
+use crate::error::{Error, Result, Status};
+use crate::flow::Steering;
+use crate::headers::{FlowKey, IPV4_LEN, UDP_LEN};
+use crate::port::Port;
+use crate::queue::Queue;
+use crate::stats::DropReason;
+use crate::worker::{self, Assembler, idle};
+
+/// Datagrams per `recvmmsg`/`sendmmsg` call.
+const SYSCALL_BATCH: usize = 64;
+/// Largest UDP datagram, for draining when the pool is exhausted.
+const MAX_DATAGRAM: usize = 65536;
+
+#[derive(Debug)]
+struct Shared {
+    socket: Socket,
+    local: SocketAddr,
+    mode: SocketMode,
+    /// Server mode: where TX datagrams go (the last peer heard from).
+    last_peer: Mutex<Option<SocketAddr>>,
+}
+
+#[derive(Debug)]
+pub(super) struct UdpBackend {
+    shared: Arc<Shared>,
+}
+
+impl UdpBackend {
+    pub(super) fn open(endpoints: SocketEndpoints, port: &Port) -> Result<Self> {
+        let context = |what: &str| format!("interface \"{}\": {what}", port.name);
+        let target = endpoints.local.or(endpoints.remote).expect("validated: one endpoint exists").socket_addr();
+        let socket = Socket::new(Domain::for_address(target), Type::DGRAM, Some(Protocol::UDP))
+            .map_err(|e| Error::io(Status::InternalError, context("cannot create a UDP socket"), e))?;
+        tune(&socket);
+        let _ = sys::enable_drop_counter(socket.as_fd());
+        let local = match endpoints.local {
+            Some(local) => local.socket_addr(),
+            None => unspecified_like(target),
+        };
+        socket
+            .bind(&local.into())
+            .map_err(|e| Error::io(Status::InvalidParameter, context(&format!("cannot bind udp://{local}")), e))?;
+        if let (SocketMode::Client, Some(remote)) = (endpoints.mode, endpoints.remote) {
+            socket
+                .connect(&remote.socket_addr().into())
+                .map_err(|e| Error::io(Status::ConnectFailure, context(&format!("cannot connect to {remote}")), e))?;
+        }
+        let poll = worker::poll_interval(&port.rx);
+        socket.set_read_timeout(Some(poll)).map_err(|e| Error::io(Status::InternalError, context("cannot set a receive timeout"), e))?;
+        let local = socket.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(local);
+        Ok(Self { shared: Arc::new(Shared { socket, local, mode: endpoints.mode, last_peer: Mutex::new(None) }) })
+    }
+}
+
+fn tune(socket: &Socket) {
+    // Bigger kernel buffers absorb bursts while the worker is descheduled;
+    // FORCE works for privileged processes, the plain call is the fallback.
+    if sys::force_receive_buffer(socket.as_fd(), SOCKET_BUFFER_BYTES).is_err() {
+        let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
+    }
+    if sys::force_send_buffer(socket.as_fd(), SOCKET_BUFFER_BYTES).is_err() {
+        let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
+    }
+}
+
+fn unspecified_like(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        SocketAddr::V6(_) => SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 0),
+    }
+}
+
+impl Backend for UdpBackend {
+    fn start(self: Box<Self>, engine: &Arc<EngineInner>, port: u16) -> Result<Vec<JoinHandle<()>>> {
+        let p = &engine.ports[port as usize];
+        let mut workers = Vec::new();
+        if let Some(first) = p.rx.first() {
+            let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
+            workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || receive_loop(&engine, port, &shared))?);
+        }
+        for (index, q) in p.tx.iter().enumerate() {
+            let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
+            workers.push(worker::spawn(format!("tx-{}-{}", p.name, q.id), q.cpu_core, move || send_loop(&engine, port, index, &shared))?);
+        }
+        Ok(workers)
+    }
+}
+
+fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
+    let p = &engine.ports[port as usize];
+    let regions = &*engine.regions;
+    let landing = regions.get(p.rx[0].segment_regions[0]);
+    let mut assemblers: Vec<Assembler<'_>> = p.rx.iter().map(Assembler::new).collect();
+    let mut batch = RecvBatch::new(SYSCALL_BATCH);
+    let mut ready = Vec::with_capacity(SYSCALL_BATCH);
+    let mut scratch = vec![0u8; MAX_DATAGRAM];
+    let local_ip = ipv4_octets(shared.local.ip());
+    let mut kernel_drops_seen = 0u32;
+    let mut peer_seen: Option<SocketAddr> = None;
+    let fd = shared.socket.as_fd();
+    while !engine.stopping() {
+        while ready.len() < SYSCALL_BATCH {
+            match landing.take() {
+                Some(token) => ready.push(token),
+                None => break,
+            }
+        }
+        let received = if ready.is_empty() {
+            // Pool exhausted: drain into scratch so the loss is counted as ours,
+            // as a NIC counts packets it had no descriptor for.
+            batch.recv(fd, std::iter::once(&mut scratch[..])).map(|m| {
+                p.rx_drops.dropped(DropReason::NoFreePacketBuffers, m.len() as u64);
+                0
+            })
+        } else {
+            batch.recv(fd, ready.iter_mut().map(|t| landing.bytes_mut(t))).map(|m| m.len())
+        };
+        match received {
+            Ok(count) => {
+                let metas = batch.last(count);
+                for (meta, token) in metas.iter().zip(ready.drain(..count)) {
+                    if let Some(total) = meta.kernel_drops {
+                        let fresh = total.wrapping_sub(kernel_drops_seen);
+                        if fresh > 0 {
+                            p.rx_drops.dropped(DropReason::SocketOverflow, u64::from(fresh));
+                        }
+                        kernel_drops_seen = total;
+                    }
+                    if meta.truncated || p.drop_all.load(std::sync::atomic::Ordering::Relaxed) {
+                        landing.release(token);
+                        let reason = if meta.truncated { DropReason::Truncated } else { DropReason::DropAllTraffic };
+                        p.rx_drops.dropped(reason, 1);
+                        continue;
+                    }
+                    if meta.peer != peer_seen && shared.mode == SocketMode::Server {
+                        peer_seen = meta.peer;
+                        *shared.last_peer.lock().unwrap_or_else(|e| e.into_inner()) = meta.peer;
+                    }
+                    let key = FlowKey {
+                        src_ip: meta.peer.map_or([0; 4], |a| ipv4_octets(a.ip())),
+                        dst_ip: local_ip,
+                        src_port: meta.peer.map_or(0, |a| a.port()),
+                        dst_port: shared.local.port(),
+                        ipv4_len: (IPV4_LEN + UDP_LEN + meta.len).min(u16::MAX as usize) as u16,
+                    };
+                    let len = meta.len as u32;
+                    match p.flows.steer(&key) {
+                        Steering::Flow { rule, queue } => {
+                            let rule = &p.flows.rules[rule];
+                            rule.stats.matched(u64::from(len));
+                            assemblers[queue].push(PacketSlot::single(token, len, Some(rule.flow_id)), regions);
+                        }
+                        Steering::Default { queue } => assemblers[queue].push(PacketSlot::single(token, len, None), regions),
+                        Steering::Unmatched => {
+                            landing.release(token);
+                            p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+                        }
+                    }
+                }
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(e) => {
+                tracing::warn!(interface = %p.name, "receive failed: {e}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let now = Instant::now();
+        for a in &mut assemblers {
+            a.flush_if_due(now);
+        }
+    }
+    for token in ready {
+        landing.release(token);
+    }
+}
+
+fn ipv4_octets(ip: IpAddr) -> [u8; 4] {
+    match ip {
+        IpAddr::V4(v4) => v4.octets(),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or([0; 4], |v4| v4.octets()),
+    }
+}
+
+fn send_loop(engine: &EngineInner, port: u16, queue: usize, shared: &Shared) {
+    let p = &engine.ports[port as usize];
+    let q = &p.tx[queue];
+    let mut batch = SendBatch::new(SYSCALL_BATCH, MAX_SEGMENTS);
+    let backoff = Backoff::new();
+    let mut warned_no_peer = false;
+    while !engine.stopping() {
+        let Some(burst) = q.ring.pop() else {
+            idle(&backoff);
+            continue;
+        };
+        backoff.reset();
+        let dest = match shared.mode {
+            SocketMode::Client => None,
+            SocketMode::Server => match *shared.last_peer.lock().unwrap_or_else(|e| e.into_inner()) {
+                Some(peer) => Some(SockAddr::from(peer)),
+                None => {
+                    if !warned_no_peer {
+                        tracing::warn!(interface = %p.name, "TX on a UDP server before any peer sent a datagram: nowhere to send, dropping");
+                        warned_no_peer = true;
+                    }
+                    q.stats.dropped(DropReason::SendFailed, burst.num_packets() as u64);
+                    continue;
+                }
+            },
+        };
+        send_burst(&mut batch, shared, q, &burst, dest.as_ref());
+    }
+}
+
+fn send_burst(batch: &mut SendBatch, shared: &Shared, q: &Queue, burst: &Burst, dest: Option<&SockAddr>) {
+    let fd = shared.socket.as_fd();
+    let total = burst.num_packets();
+    let (mut done, mut sent, mut bytes) = (0, 0u64, 0u64);
+    while done < total {
+        let datagrams = burst.packets().skip(done).map(|p| (0..MAX_SEGMENTS).filter_map(move |s| p.segment(s)));
+        match batch.send(fd, dest, datagrams) {
+            Ok(n) => {
+                bytes += burst.packets().skip(done).take(n).map(|p| p.len() as u64).sum::<u64>();
+                done += n;
+                sent += n as u64;
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => std::thread::yield_now(),
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::sleep(Duration::from_micros(10)),
+            Err(_) => {
+                // One datagram was refused (e.g. ICMP port unreachable on a connected socket): count it, go on.
+                q.stats.dropped(DropReason::SendFailed, 1);
+                done += 1;
+            }
+        }
+    }
+    if sent > 0 {
+        q.stats.delivered(sent, bytes);
+    }
+}

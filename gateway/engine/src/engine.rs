@@ -1,0 +1,244 @@
+//! The engine: DAQIRI's lifecycle (`daqiri_init`, RX/TX burst calls,
+//! utilities, `shutdown`) as methods of one value instead of globals.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use daqiri_config::{Document, InterfaceBackend, ValidConfig};
+
+use crate::backend;
+use crate::burst::{Burst, PacketSlot};
+use crate::error::{Error, Result, Status};
+use crate::memory::{Region, RegionTable};
+use crate::port::Port;
+use crate::queue::Direction;
+use crate::stats::{QueueStatsSnapshot};
+
+/// State shared by the engine handle and its workers.
+#[derive(Debug)]
+pub(crate) struct EngineInner {
+    pub(crate) config: ValidConfig,
+    pub(crate) regions: Arc<RegionTable>,
+    pub(crate) ports: Vec<Port>,
+    stopping: AtomicBool,
+}
+
+impl EngineInner {
+    /// Whether workers should wind down.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+}
+
+/// A running engine: memory regions allocated, sockets or devices open,
+/// worker threads started. Dropping it shuts down.
+///
+/// ```no_run
+/// # fn main() -> daqiri::Result<()> {
+/// let engine = daqiri::Engine::from_file("configs/socket_udp_server.yaml")?;
+/// let port = engine.get_port_id("udp_rx").expect("interface is configured");
+/// loop {
+///     if let Some(burst) = engine.get_rx_burst(port, 0)? {
+///         for packet in burst.packets() {
+///             let _payload: &[u8] = packet.data();
+///         }
+///     } // the burst drops here: its buffers go back to their pool
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+/// A TX burst the engine could not accept, handed back for a retry.
+#[derive(Debug)]
+pub struct SendError {
+    /// Why it was refused.
+    pub error: Error,
+    /// The burst, untouched.
+    pub burst: Burst,
+}
+
+impl Engine {
+    /// Reads, validates and starts a config file (DAQIRI's `daqiri_init(path)`).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
+        let doc = Document::read(path.as_ref())?;
+        Self::new(doc.validate()?)
+    }
+
+    /// Parses, validates and starts YAML text.
+    pub fn from_yaml(text: &str) -> Result<Self> {
+        Self::new(Document::parse(text)?.validate()?)
+    }
+
+    /// Starts a validated config (DAQIRI's `daqiri_init(config)`).
+    pub fn new(config: ValidConfig) -> Result<Self> {
+        let regions = config
+            .config()
+            .memory_regions
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Region::new(r, i as u16))
+            .collect::<Result<Vec<_>>>()?;
+        let regions = Arc::new(RegionTable::new(regions));
+        let ports = (0..config.config().interfaces.len()).map(|i| Port::new(&config, i, &regions)).collect::<Result<Vec<_>>>()?;
+        let backends = (0..ports.len()).map(|i| backend::open(&config, &ports[i], &regions)).collect::<Result<Vec<_>>>()?;
+        let inner = Arc::new(EngineInner { config, regions, ports, stopping: AtomicBool::new(false) });
+        let mut engine = Engine { inner, workers: Vec::new() };
+        for (port, backend) in backends.into_iter().enumerate() {
+            let workers = backend.start(&engine.inner, port as u16)?;
+            engine.workers.extend(workers);
+        }
+        Ok(engine)
+    }
+
+    /// The config the engine runs.
+    pub fn config(&self) -> &ValidConfig {
+        &self.inner.config
+    }
+
+    /// Number of ports (interfaces).
+    pub fn num_ports(&self) -> usize {
+        self.inner.ports.len()
+    }
+
+    /// Port id of an interface, looked up by name or address (`get_port_id`).
+    pub fn get_port_id(&self, name_or_address: &str) -> Option<u16> {
+        let ports = &self.inner.ports;
+        ports.iter().find(|p| p.name == name_or_address).or_else(|| ports.iter().find(|p| p.address == name_or_address)).map(|p| p.id)
+    }
+
+    fn port(&self, port: u16) -> Result<&Port> {
+        self.inner.ports.get(port as usize).ok_or_else(|| {
+            Error::invalid(format!("port {port} does not exist; valid: 0..{}", self.inner.ports.len().saturating_sub(1)))
+        })
+    }
+
+    fn queue(&self, port: u16, direction: Direction, queue: u16) -> Result<&crate::queue::Queue> {
+        let p = self.port(port)?;
+        p.queue(direction, queue).ok_or_else(|| {
+            let ids: Vec<String> = p.queues(direction).iter().map(|q| q.id.to_string()).collect();
+            Error::invalid(format!("port {port} (\"{}\") has no {} queue {queue}; valid: {}", p.name, direction.as_str(), ids.join(", ")))
+        })
+    }
+
+    /// The next burst of one RX queue; `Ok(None)` when none is ready (DAQIRI's `NULL_PTR`).
+    pub fn get_rx_burst(&self, port: u16, queue: u16) -> Result<Option<Burst>> {
+        Ok(self.queue(port, Direction::Rx, queue)?.ring.pop())
+    }
+
+    /// The next burst of any RX queue of `port`, round-robin.
+    pub fn get_rx_burst_from_port(&self, port: u16) -> Result<Option<Burst>> {
+        let p = self.port(port)?;
+        let n = p.rx.len();
+        let start = p.next_queue.fetch_add(1, Ordering::Relaxed);
+        Ok((0..n).find_map(|i| p.rx[(start + i) % n].ring.pop()))
+    }
+
+    /// The next burst of any RX queue of any port, round-robin.
+    pub fn get_rx_burst_any(&self) -> Option<Burst> {
+        (0..self.inner.ports.len() as u16).find_map(|port| self.get_rx_burst_from_port(port).ok().flatten())
+    }
+
+    /// Whether `num_packets` buffers per segment are free for a TX burst.
+    pub fn tx_burst_available(&self, port: u16, queue: u16, num_packets: usize) -> Result<bool> {
+        let q = self.queue(port, Direction::Tx, queue)?;
+        Ok(q.meta.available() > 0 && q.segment_regions.iter().all(|r| self.inner.regions.get(*r).available() as usize >= num_packets))
+    }
+
+    /// A TX burst of `num_packets` packets with a buffer per segment each
+    /// (DAQIRI's `get_tx_packet_burst`). Fill the packets, then
+    /// [`send_tx_burst`](Self::send_tx_burst) it or drop it.
+    pub fn get_tx_packet_burst(&self, port: u16, queue: u16, num_packets: usize) -> Result<Burst> {
+        let q = self.queue(port, Direction::Tx, queue)?;
+        if num_packets > q.batch_size {
+            return Err(Error::invalid(format!("{num_packets} packets exceed TX queue \"{}\" batch_size {}", q.name, q.batch_size)));
+        }
+        let mut burst = q.meta.take().ok_or_else(|| {
+            Error::new(Status::NoFreeBurstBuffers, format!("all {} tx_meta_buffers of queue \"{}\" are in flight", q.meta.capacity(), q.name))
+        })?;
+        for _ in 0..num_packets {
+            let mut slot = PacketSlot::default();
+            for (segment, &region) in q.segment_regions.iter().enumerate() {
+                let Some(token) = self.inner.regions.get(region).take() else {
+                    let name = self.inner.regions.get(region).name().to_owned();
+                    // The partial slot joins the burst so that dropping the burst returns every buffer taken.
+                    burst.push(slot);
+                    return Err(Error::new(Status::NoFreePacketBuffers, format!("memory region \"{name}\" has no free buffer; send or drop bursts sooner or raise num_bufs")));
+                };
+                slot.set_segment(segment, token, 0);
+            }
+            burst.push(slot);
+        }
+        Ok(burst)
+    }
+
+    /// Queues a filled TX burst for its queue's worker (DAQIRI's `send_tx_burst`).
+    pub fn send_tx_burst(&self, burst: Burst) -> Result<(), SendError> {
+        let q = match self.queue(burst.port_id(), Direction::Tx, burst.queue_id()) {
+            Ok(q) => q,
+            Err(error) => return Err(SendError { error, burst }),
+        };
+        q.ring.push(burst).map_err(|burst| SendError {
+            error: Error::new(Status::NoSpaceAvailable, format!("TX queue \"{}\" ring is full; retry once the worker catches up", q.name)),
+            burst,
+        })
+    }
+
+    /// Discards every burst waiting in an RX queue; returns the packets discarded.
+    pub fn flush_port_queue(&self, port: u16, queue: u16) -> Result<u64> {
+        Ok(self.queue(port, Direction::Rx, queue)?.flush())
+    }
+
+    /// Drops all incoming packets of a port until [`allow_all_traffic`](Self::allow_all_traffic).
+    pub fn drop_all_traffic(&self, port: u16) -> Result<()> {
+        self.port(port)?.drop_all.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Restores normal receive after [`drop_all_traffic`](Self::drop_all_traffic).
+    pub fn allow_all_traffic(&self, port: u16) -> Result<()> {
+        self.port(port)?.drop_all.store(false, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Counters of one queue.
+    pub fn queue_stats(&self, port: u16, direction: Direction, queue: u16) -> Result<QueueStatsSnapshot> {
+        Ok(self.queue(port, direction, queue)?.stats.snapshot())
+    }
+
+    /// A snapshot of every counter, for status lines, the admin API and metrics.
+    pub fn stats(&self) -> crate::EngineStats {
+        crate::snapshot::take(&self.inner)
+    }
+
+    /// The backend driving a port.
+    pub fn backend(&self, port: u16) -> Result<InterfaceBackend> {
+        Ok(self.port(port)?.backend)
+    }
+
+    /// Stops the workers and waits for them; buffers in flight are returned
+    /// as their bursts drop (DAQIRI's `shutdown`).
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.inner.stopping.store(true, Ordering::Relaxed);
+        for worker in self.workers.drain(..) {
+            if worker.join().is_err() {
+                tracing::error!("a worker thread panicked during shutdown");
+            }
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

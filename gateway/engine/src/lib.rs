@@ -1,0 +1,67 @@
+//! `daqiri`: a packet-acquisition engine that speaks NVIDIA DAQIRI's
+//! configuration and concepts, in safe Rust.
+//!
+//! The lifecycle mirrors DAQIRI's API guide:
+//!
+//! 1. **Init** an [`Engine`] from a YAML file or a validated
+//!    [`daqiri_config::ValidConfig`]: memory regions are allocated, sockets or
+//!    devices opened, workers started.
+//! 2. **Receive**: [`Engine::get_rx_burst`] (one queue),
+//!    [`Engine::get_rx_burst_from_port`] (any queue of a port) or
+//!    [`Engine::get_rx_burst_any`] return a [`Burst`]; read its packets, then
+//!    drop it, which returns every buffer to its pool.
+//! 3. **Transmit**: [`Engine::get_tx_packet_burst`], fill the packets (raw
+//!    bytes or the Ethernet/IPv4/UDP helpers of [`PacketMut`]), then
+//!    [`Engine::send_tx_burst`].
+//! 4. **Shut down** by dropping the engine or calling [`Engine::shutdown`].
+//!
+//! ```
+//! // Software loopback: what queue 0 sends comes back on queue 0.
+//! let yaml = r#"
+//! daqiri:
+//!   cfg:
+//!     version: 1
+//!     stream_type: raw
+//!     loopback: sw
+//!     memory_regions:
+//!     - { name: mem, kind: host, num_bufs: 64, buf_size: 2048 }
+//!     interfaces:
+//!     - name: lo
+//!       address: loopback
+//!       tx: { queues: [{ name: t, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [mem] }] }
+//!       rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 1, memory_regions: [mem] }] }
+//! "#;
+//! let engine = daqiri::Engine::from_yaml(yaml)?;
+//! let mut burst = engine.get_tx_packet_burst(0, 0, 1)?;
+//! burst.packet_mut(0).write(b"hello")?;
+//! engine.send_tx_burst(burst).map_err(|e| e.error)?;
+//! let rx = loop {
+//!     if let Some(b) = engine.get_rx_burst(0, 0)? { break b; }
+//! };
+//! assert_eq!(rx.packet(0).data(), b"hello");
+//! # Ok::<(), daqiri::Error>(())
+//! ```
+
+mod backend;
+mod burst;
+mod engine;
+mod error;
+mod flow;
+pub mod headers;
+mod memory;
+mod port;
+pub mod preflight;
+mod queue;
+mod snapshot;
+mod stats;
+mod worker;
+
+pub use burst::{Burst, MAX_SEGMENTS, Packet, PacketMut, flags};
+pub use engine::{Engine, SendError};
+pub use error::{Error, Result, Status};
+pub use memory::{HugepageInfo, Region};
+pub use queue::Direction;
+pub use snapshot::{EngineStats, FlowStatsEntry, PortStats, QueueStatsEntry, RegionStats};
+pub use stats::{DropReason, QueueStatsSnapshot};
+
+pub use daqiri_config as config;

@@ -1,0 +1,14 @@
+//! Memory regions: DAQIRI's named pools of fixed-size packet buffers.
+//!
+//! A region is one mapping cut into `num_bufs` buffers of `buf_size` bytes,
+//! with a lock-free free list. Taking a buffer yields a [`BufToken`], the
+//! proof of ownership that the burst types keep; the token is the only key to
+//! the buffer's bytes and goes back to the free list when the burst drops.
+
+mod hugepages;
+mod mapping;
+mod region;
+
+pub use hugepages::HugepageInfo;
+pub(crate) use region::{BufToken, RegionTable};
+pub use region::Region;

@@ -1,0 +1,71 @@
+//! A port: one configured interface with its queues, flow table and counters.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+
+use daqiri_config::{InterfaceBackend, ValidConfig};
+
+use crate::error::Result;
+use crate::flow::FlowTable;
+use crate::memory::RegionTable;
+use crate::queue::{Direction, Queue};
+use crate::stats::QueueStats;
+
+#[derive(Debug)]
+pub(crate) struct Port {
+    pub(crate) id: u16,
+    pub(crate) name: String,
+    pub(crate) address: String,
+    pub(crate) backend: InterfaceBackend,
+    pub(crate) rx: Vec<Queue>,
+    pub(crate) tx: Vec<Queue>,
+    pub(crate) flows: FlowTable,
+    /// Set by `drop_all_traffic`.
+    pub(crate) drop_all: AtomicBool,
+    /// RX drops that happen before a queue is chosen (unmatched, truncated, ...).
+    pub(crate) rx_drops: QueueStats,
+    /// Round-robin cursor for `get_rx_burst` on any queue of the port.
+    pub(crate) next_queue: AtomicUsize,
+    /// `socket_config.max_payload_size`.
+    pub(crate) max_payload: Option<usize>,
+}
+
+impl Port {
+    pub(crate) fn new(config: &ValidConfig, index: usize, regions: &Arc<RegionTable>) -> Result<Self> {
+        let iface = &config.config().interfaces[index];
+        let id = index as u16;
+        let rx_meta = config.config().rx_meta_buffers();
+        let tx_meta = config.config().tx_meta_buffers();
+        let rx = iface.rx_queues().iter().map(|q| Queue::new(q, id, rx_meta, regions)).collect::<Result<_>>()?;
+        let tx = iface.tx_queues().iter().map(|q| Queue::new(q, id, tx_meta, regions)).collect::<Result<_>>()?;
+        Ok(Self {
+            id,
+            name: iface.name.clone(),
+            address: iface.address.clone(),
+            backend: config.backend(index),
+            rx,
+            tx,
+            flows: iface.rx.as_ref().map(FlowTable::new).unwrap_or_default(),
+            drop_all: AtomicBool::new(false),
+            rx_drops: QueueStats::default(),
+            next_queue: AtomicUsize::new(0),
+            max_payload: iface.socket_config.as_ref().and_then(|s| s.max_payload_size).map(|n| n as usize),
+        })
+    }
+
+    /// Largest read or datagram the config allows, if it sets one.
+    pub(crate) fn config_max_payload(&self) -> Option<usize> {
+        self.max_payload
+    }
+
+    pub(crate) fn queues(&self, direction: Direction) -> &[Queue] {
+        match direction {
+            Direction::Rx => &self.rx,
+            Direction::Tx => &self.tx,
+        }
+    }
+
+    pub(crate) fn queue(&self, direction: Direction, id: u16) -> Option<&Queue> {
+        self.queues(direction).iter().find(|q| q.id == id)
+    }
+}

@@ -1,0 +1,115 @@
+//! RX and TX queues: the burst ring between a worker and the application,
+//! the queue's burst metadata pool and its counters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use daqiri_config::model::Queue as QueueConfig;
+
+use crate::burst::{Burst, MetaPool};
+use crate::error::{Error, Result, Status};
+use crate::memory::RegionTable;
+use crate::stats::{DropReason, QueueStats};
+
+/// Which way a queue moves packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Receive.
+    Rx,
+    /// Transmit.
+    Tx,
+}
+
+impl Direction {
+    /// `rx` or `tx`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Direction::Rx => "rx",
+            Direction::Tx => "tx",
+        }
+    }
+}
+
+/// One queue of a port, either direction.
+#[derive(Debug)]
+pub(crate) struct Queue {
+    pub(crate) id: u16,
+    pub(crate) name: String,
+    pub(crate) cpu_core: Option<u32>,
+    pub(crate) batch_size: usize,
+    /// RX: deliver a partial burst after this long; `None` = full bursts only.
+    pub(crate) timeout: Option<Duration>,
+    /// Region index per segment, in segment order.
+    pub(crate) segment_regions: Vec<u16>,
+    pub(crate) ring: ArrayQueue<Burst>,
+    pub(crate) meta: Arc<MetaPool>,
+    pub(crate) stats: QueueStats,
+}
+
+impl Queue {
+    pub(crate) fn new(config: &QueueConfig, port: u16, meta_entries: u32, regions: &Arc<RegionTable>) -> Result<Self> {
+        let segment_regions = config
+            .memory_regions
+            .iter()
+            .map(|name| regions.index_of(name).expect("validated: queue regions exist"))
+            .collect::<Vec<_>>();
+        if segment_regions.len() > crate::burst::MAX_SEGMENTS {
+            return Err(Error::new(
+                Status::NotSupported,
+                format!("queue \"{}\" has {} memory regions; at most {} segments are supported", config.name, segment_regions.len(), crate::burst::MAX_SEGMENTS),
+            ));
+        }
+        let batch_size = config.batch_size() as usize;
+        let timeout = match config.timeout_us() {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        };
+        Ok(Self {
+            id: config.id,
+            name: config.name.clone(),
+            cpu_core: config.cpu_core.map(|c| c.0),
+            batch_size,
+            timeout,
+            segment_regions,
+            ring: ArrayQueue::new(meta_entries.max(1) as usize),
+            meta: MetaPool::new(meta_entries, batch_size as u32, port, config.id, Arc::clone(regions)),
+            stats: QueueStats::default(),
+        })
+    }
+
+    /// Hands a finished RX burst to the application; a full ring drops it.
+    pub(crate) fn deliver(&self, burst: Burst) {
+        let (packets, bytes) = (burst.num_packets() as u64, burst.total_bytes());
+        match self.ring.push(burst) {
+            Ok(()) => self.stats.delivered(packets, bytes),
+            Err(_dropped) => self.stats.dropped(DropReason::RingFull, packets),
+        }
+    }
+
+    /// Hands a finished RX burst over, waiting for ring space instead of dropping
+    /// (for byte streams, where a drop would corrupt the stream).
+    pub(crate) fn deliver_lossless(&self, mut burst: Burst, stop: impl Fn() -> bool) {
+        let (packets, bytes) = (burst.num_packets() as u64, burst.total_bytes());
+        loop {
+            match self.ring.push(burst) {
+                Ok(()) => return self.stats.delivered(packets, bytes),
+                Err(back) if stop() => return drop(back),
+                Err(back) => {
+                    burst = back;
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+            }
+        }
+    }
+
+    /// Drops every burst waiting in the ring; returns the packets discarded.
+    pub(crate) fn flush(&self) -> u64 {
+        let mut packets = 0;
+        while let Some(burst) = self.ring.pop() {
+            packets += burst.num_packets() as u64;
+        }
+        self.stats.dropped(DropReason::Flushed, packets);
+        packets
+    }
+}

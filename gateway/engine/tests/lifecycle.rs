@@ -1,0 +1,182 @@
+//! Engine lifecycle on software loopback: pools, bursts, batching, steering.
+
+use std::time::{Duration, Instant};
+
+use daqiri::headers::UdpFrame;
+use daqiri::{Burst, DropReason, Engine, Status};
+
+fn loopback(rx_batch: u32, timeout_us: u64, num_bufs: u32, extra_rx: &str) -> String {
+    format!(
+        r#"
+daqiri:
+  cfg:
+    version: 1
+    stream_type: raw
+    loopback: sw
+    tx_meta_buffers: 8
+    rx_meta_buffers: 16
+    memory_regions:
+    - {{ name: tx_mem, kind: host, num_bufs: {num_bufs}, buf_size: 2048 }}
+    - {{ name: rx_mem, kind: host, num_bufs: 1024, buf_size: 2048 }}
+    - {{ name: rx_hdr, kind: host, num_bufs: 1024, buf_size: 42 }}
+    interfaces:
+    - name: lo
+      address: loopback
+      tx:
+        queues:
+        - {{ name: t0, id: 0, cpu_core: 0, batch_size: 64, memory_regions: [tx_mem] }}
+      rx:
+        queues:
+        - {{ name: r0, id: 0, cpu_core: 0, batch_size: {rx_batch}, timeout_us: {timeout_us}, memory_regions: [rx_mem] }}
+        - {{ name: r1, id: 1, cpu_core: 0, batch_size: {rx_batch}, timeout_us: {timeout_us}, memory_regions: [rx_hdr, rx_mem] }}
+{extra_rx}
+"#
+    )
+}
+
+fn frame(src_port: u16, dst_port: u16) -> UdpFrame {
+    UdpFrame {
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        src_ip: [10, 0, 0, 1].into(),
+        dst_ip: [10, 0, 0, 2].into(),
+        src_port,
+        dst_port,
+    }
+}
+
+fn send(engine: &Engine, count: usize, dst_port: u16, payload: &[u8]) {
+    let mut burst = engine.get_tx_packet_burst(0, 0, count).unwrap();
+    for i in 0..count {
+        burst.packet_mut(i).write_udp_frame(&frame(4096, dst_port), payload).unwrap();
+    }
+    engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+}
+
+fn receive(engine: &Engine, queue: u16, within: Duration) -> Option<Burst> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Some(b) = engine.get_rx_burst(0, queue).unwrap() {
+            return Some(b);
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    None
+}
+
+#[test]
+fn pool_exhaustion_reports_no_free_packet_buffers_and_recovers() {
+    let engine = Engine::from_yaml(&loopback(1, 0, 100, "")).unwrap();
+    let held = engine.get_tx_packet_burst(0, 0, 64).unwrap();
+    let err = engine.get_tx_packet_burst(0, 0, 64).unwrap_err();
+    assert_eq!(err.status, Status::NoFreePacketBuffers);
+    assert!(err.message.contains("tx_mem"), "{err}");
+    assert_eq!(engine.stats().regions[0].in_use, 64, "a failed allocation returns what it took");
+    drop(held);
+    assert_eq!(engine.stats().regions[0].in_use, 0, "dropping a burst returns its buffers");
+    let again = engine.get_tx_packet_burst(0, 0, 64).unwrap();
+    assert_eq!(again.num_packets(), 64);
+}
+
+#[test]
+fn burst_metadata_exhaustion_reports_no_free_burst_buffers() {
+    let engine = Engine::from_yaml(&loopback(1, 0, 200, "")).unwrap();
+    let held: Vec<Burst> = (0..8).map(|_| engine.get_tx_packet_burst(0, 0, 1).unwrap()).collect();
+    assert_eq!(engine.get_tx_packet_burst(0, 0, 1).unwrap_err().status, Status::NoFreeBurstBuffers);
+    drop(held);
+    assert!(engine.get_tx_packet_burst(0, 0, 1).is_ok());
+}
+
+#[test]
+fn timeout_delivers_a_partial_batch() {
+    let engine = Engine::from_yaml(&loopback(32, 2000, 200, "")).unwrap();
+    send(&engine, 5, 9, b"partial");
+    let burst = receive(&engine, 0, Duration::from_secs(2)).expect("timeout_us must deliver the 5 packets");
+    assert_eq!(burst.num_packets(), 5);
+}
+
+#[test]
+fn zero_timeout_waits_for_a_full_batch() {
+    let engine = Engine::from_yaml(&loopback(8, 0, 200, "")).unwrap();
+    send(&engine, 5, 9, b"x");
+    assert!(receive(&engine, 0, Duration::from_millis(100)).is_none(), "no partial batch without timeout_us");
+    send(&engine, 3, 9, b"x");
+    assert_eq!(receive(&engine, 0, Duration::from_secs(2)).unwrap().num_packets(), 8);
+}
+
+#[test]
+fn software_loopback_round_trips_and_steers_with_header_data_split() {
+    let flows = "        flow_isolation: true
+        flows:
+        - { name: a, id: 70, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }
+        - { name: b, id: 71, action: { type: queue, id: 1 }, match: { udp_dst: \"6000-6009\" } }";
+    let engine = Engine::from_yaml(&loopback(4, 1000, 200, flows)).unwrap();
+    let payload: Vec<u8> = (0..200u8).collect();
+    send(&engine, 4, 5000, &payload);
+    send(&engine, 4, 6005, &payload);
+    send(&engine, 2, 7000, &payload);
+
+    let a = receive(&engine, 0, Duration::from_secs(2)).unwrap();
+    assert_eq!(a.num_packets(), 4);
+    for p in a.packets() {
+        assert_eq!(p.flow_id(), Some(70));
+        assert_eq!(&p.data()[42..], &payload[..]);
+    }
+    let b = receive(&engine, 1, Duration::from_secs(2)).unwrap();
+    for p in b.packets() {
+        assert_eq!(p.flow_id(), Some(71));
+        assert_eq!((p.num_segments(), p.segment_len(0), p.segment_len(1)), (2, 42, 200), "headers in segment 0, payload in 1");
+        assert_eq!(p.segment(1).unwrap(), &payload[..]);
+    }
+    let stats = engine.stats();
+    assert_eq!(stats.ports[0].rx_port_drops.drops(DropReason::UnmatchedFlow), 2);
+    assert_eq!(stats.ports[0].flows.iter().map(|f| f.packets).collect::<Vec<_>>(), vec![4, 4]);
+}
+
+#[test]
+fn partial_release_returns_single_buffers() {
+    let engine = Engine::from_yaml(&loopback(1, 0, 200, "")).unwrap();
+    let mut burst = engine.get_tx_packet_burst(0, 0, 10).unwrap();
+    burst.free_packet(3);
+    assert!(burst.packet(3).is_freed());
+    assert_eq!(engine.stats().regions[0].in_use, 9);
+    burst.free_all_segment_packets(0);
+    assert_eq!(engine.stats().regions[0].in_use, 0);
+}
+
+#[test]
+fn flush_and_drop_all_traffic() {
+    let engine = Engine::from_yaml(&loopback(1, 0, 200, "")).unwrap();
+    engine.drop_all_traffic(0).unwrap();
+    send(&engine, 3, 1, b"x");
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(engine.get_rx_burst(0, 0).unwrap().is_none());
+    engine.allow_all_traffic(0).unwrap();
+    send(&engine, 3, 1, b"x");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while engine.stats().ports[0].rx_queues[0].ring_len < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(engine.flush_port_queue(0, 0).unwrap(), 3);
+    let stats = engine.stats().ports[0].clone();
+    assert_eq!(stats.rx_port_drops.drops(DropReason::DropAllTraffic), 3);
+    assert_eq!(stats.rx_queues[0].stats.drops(DropReason::Flushed), 3);
+    assert_eq!(engine.stats().regions[1].in_use, 0, "flushed bursts return their buffers");
+}
+
+#[test]
+fn bad_calls_name_the_valid_choices() {
+    let engine = Engine::from_yaml(&loopback(1, 0, 200, "")).unwrap();
+    assert!(engine.get_rx_burst(0, 9).unwrap_err().message.contains("valid: 0, 1"));
+    assert!(engine.get_rx_burst(4, 0).unwrap_err().message.contains("port 4 does not exist"));
+    assert_eq!(engine.get_port_id("lo"), Some(0));
+    assert_eq!(engine.get_port_id("nope"), None);
+}
+
+#[test]
+fn gpu_memory_without_cuda_fails_init_clearly() {
+    let yaml = loopback(1, 0, 200, "").replace("{ name: rx_mem, kind: host", "{ name: rx_mem, kind: device");
+    let err = Engine::from_yaml(&yaml).unwrap_err();
+    assert_eq!(err.status, Status::NotSupported);
+    assert!(err.message.contains("needs CUDA"), "{err}");
+}
