@@ -2,7 +2,7 @@
 //! utilities, `shutdown`) as methods of one value instead of globals.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
@@ -51,7 +51,7 @@ impl EngineInner {
 #[derive(Debug)]
 pub struct Engine {
     inner: Arc<EngineInner>,
-    workers: Vec<JoinHandle<()>>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// A TX burst the engine could not accept, handed back for a retry.
@@ -88,10 +88,10 @@ impl Engine {
         let ports = (0..config.config().interfaces.len()).map(|i| Port::new(&config, i, &regions)).collect::<Result<Vec<_>>>()?;
         let backends = (0..ports.len()).map(|i| backend::open(&config, &ports[i], &regions)).collect::<Result<Vec<_>>>()?;
         let inner = Arc::new(EngineInner { config, regions, ports, stopping: AtomicBool::new(false) });
-        let mut engine = Engine { inner, workers: Vec::new() };
+        let engine = Engine { inner, workers: Mutex::new(Vec::new()) };
         for (port, backend) in backends.into_iter().enumerate() {
             let workers = backend.start(&engine.inner, port as u16)?;
-            engine.workers.extend(workers);
+            engine.workers.lock().unwrap_or_else(|e| e.into_inner()).extend(workers);
         }
         Ok(engine)
     }
@@ -221,24 +221,27 @@ impl Engine {
         Ok(self.port(port)?.backend)
     }
 
-    /// Stops the workers and waits for them; buffers in flight are returned
-    /// as their bursts drop (DAQIRI's `shutdown`).
-    pub fn shutdown(mut self) {
-        self.stop();
-    }
-
-    fn stop(&mut self) {
+    /// Stops the workers and waits for them (DAQIRI's `shutdown`). No packet
+    /// arrives afterwards, but bursts already delivered stay readable, so an
+    /// application can drain the rings before it drops the engine. Idempotent.
+    pub fn shutdown(&self) {
         self.inner.stopping.store(true, Ordering::Relaxed);
-        for worker in self.workers.drain(..) {
+        let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|e| e.into_inner()));
+        for worker in workers {
             if worker.join().is_err() {
                 tracing::error!("a worker thread panicked during shutdown");
             }
         }
     }
+
+    /// Whether [`shutdown`](Self::shutdown) has run.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.stopping()
+    }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.stop();
+        self.shutdown();
     }
 }

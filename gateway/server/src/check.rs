@@ -1,0 +1,58 @@
+//! `daqiri-gateway check FILE...`: judge configs as DAQIRI would, and list
+//! what this host or build cannot run as warnings.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use daqiri_config::{Diagnostic, Document};
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// Config files to check.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Print findings as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn main(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let mut all_valid = true;
+    for file in &args.files {
+        let (valid, findings) = check_file(file);
+        all_valid &= valid;
+        if args.json {
+            let out = serde_json::json!({ "file": file, "valid": valid, "diagnostics": findings });
+            println!("{out}");
+            continue;
+        }
+        for d in &findings {
+            println!("{}: {d}", file.display());
+        }
+        let (errors, warnings) = count(&findings);
+        let verdict = if valid { "valid" } else { "INVALID" };
+        println!("{}: {verdict} ({errors} errors, {warnings} warnings)", file.display());
+    }
+    Ok(if all_valid { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn check_file(file: &PathBuf) -> (bool, Vec<Diagnostic>) {
+    let doc = match Document::read(file) {
+        Ok(doc) => doc,
+        Err(report) => return (false, report.diagnostics),
+    };
+    match doc.validate() {
+        Ok(valid) => {
+            let mut findings = valid.warnings().to_vec();
+            findings.extend(daqiri::preflight::host_warnings(&valid));
+            (true, findings)
+        }
+        Err(report) => (false, report.diagnostics),
+    }
+}
+
+fn count(findings: &[Diagnostic]) -> (usize, usize) {
+    let errors = findings.iter().filter(|d| d.severity == daqiri_config::Severity::Error).count();
+    (errors, findings.len() - errors)
+}

@@ -1,0 +1,77 @@
+//! The gateway's application loop: drains every RX queue, checks sequence
+//! numbers per flow and, for byte streams, hashes what arrived.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use daqiri::Engine;
+use sha2::{Digest, Sha256};
+
+use crate::sequence::{SequenceStats, read_sequence};
+
+/// What the application does with each packet.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ConsumerOptions {
+    /// Check a `u32` sequence number at this payload offset.
+    pub seq_offset: Option<usize>,
+    /// Hash every port's received bytes in order (SHA-256).
+    pub digest: bool,
+}
+
+/// Key of a flow in reports: port and flow id (`None` = unmatched).
+pub(crate) type FlowKey = (u16, Option<u32>);
+
+/// What the application saw.
+#[derive(Debug, Default)]
+pub(crate) struct ConsumerReport {
+    pub packets: u64,
+    pub bytes: u64,
+    pub sequences: BTreeMap<FlowKey, SequenceStats>,
+    pub digests: BTreeMap<u16, String>,
+}
+
+/// Drains bursts until `stop` is set and the engine is shut down and empty.
+pub(crate) fn run(engine: &Arc<Engine>, options: ConsumerOptions, stop: &AtomicBool) -> ConsumerReport {
+    let mut report = ConsumerReport::default();
+    let mut hashers: BTreeMap<u16, Sha256> = BTreeMap::new();
+    let mut idle_rounds = 0u32;
+    loop {
+        let Some(burst) = engine.get_rx_burst_any() else {
+            if stop.load(Ordering::Relaxed) && engine.is_shut_down() {
+                break;
+            }
+            idle_rounds += 1;
+            if idle_rounds > 64 {
+                std::thread::sleep(Duration::from_micros(50));
+            } else {
+                std::thread::yield_now();
+            }
+            continue;
+        };
+        idle_rounds = 0;
+        let port = burst.port_id();
+        for packet in burst.packets() {
+            report.packets += 1;
+            report.bytes += packet.len() as u64;
+            if let Some(offset) = options.seq_offset
+                && let Some(seq) = read_sequence(packet.data(), offset)
+            {
+                report.sequences.entry((port, packet.flow_id())).or_default().observe(seq);
+            }
+            if options.digest {
+                let hasher = hashers.entry(port).or_default();
+                for segment in (0..daqiri::MAX_SEGMENTS).filter_map(|s| packet.segment(s)) {
+                    hasher.update(segment);
+                }
+            }
+        }
+    }
+    report.digests = hashers.into_iter().map(|(port, h)| (port, hex(&h.finalize()))).collect();
+    report
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

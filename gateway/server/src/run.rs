@@ -1,0 +1,115 @@
+//! `daqiri-gateway run`: the main job.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use daqiri::Engine;
+use daqiri_config::{Document, ValidConfig};
+
+use crate::consumer::{self, ConsumerOptions};
+use crate::shutdown::ShutdownFlag;
+use crate::status::{StatusMeter, summary_json, summary_text};
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// DAQIRI YAML config; without it the embedded default runs (UDP server on 127.0.0.1:4096).
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Check a network-order u32 sequence number at this payload offset, per flow.
+    #[arg(long)]
+    pub seq_offset: Option<usize>,
+    /// Hash each port's received bytes (SHA-256), e.g. to verify a TCP stream.
+    #[arg(long)]
+    pub digest: bool,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Stop once traffic has been seen and then nothing arrived for this many seconds.
+    #[arg(long)]
+    pub exit_when_idle: Option<f64>,
+    /// Seconds between status lines.
+    #[arg(long, default_value_t = 1.0)]
+    pub status_interval: f64,
+    /// Write the summary as JSON to this file at exit.
+    #[arg(long)]
+    pub summary_json: Option<PathBuf>,
+}
+
+pub(crate) fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = load(args.config.as_ref())?;
+    let shutdown = ShutdownFlag::install()?;
+    run_gateway(config, &args, &shutdown)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Loads and validates a config file, or the embedded default.
+pub(crate) fn load(path: Option<&PathBuf>) -> anyhow::Result<ValidConfig> {
+    let (doc, origin) = match path {
+        Some(path) => (Document::read(path), path.display().to_string()),
+        None => (Document::parse(crate::DEFAULT_CONFIG), "the embedded default config".to_owned()),
+    };
+    let valid = doc.and_then(|d| d.validate()).map_err(|report| anyhow::anyhow!("{origin} is invalid:\n{report}"))?;
+    for warning in valid.warnings().iter().chain(&daqiri::preflight::host_warnings(&valid)) {
+        tracing::warn!("{warning}");
+    }
+    tracing::info!("running {origin}");
+    Ok(valid)
+}
+
+/// Runs the engine until a stop condition, printing status lines and a summary.
+pub(crate) fn run_gateway(config: ValidConfig, args: &RunArgs, shutdown: &ShutdownFlag) -> anyhow::Result<serde_json::Value> {
+    if args.status_interval <= 0.0 {
+        bail!("--status-interval must be positive");
+    }
+    let engine = Arc::new(Engine::new(config).context("cannot start the engine")?);
+    let options = ConsumerOptions { seq_offset: args.seq_offset, digest: args.digest };
+    let consumer_stop = Arc::new(AtomicBool::new(false));
+    let consumer = {
+        let (engine, stop) = (Arc::clone(&engine), Arc::clone(&consumer_stop));
+        std::thread::Builder::new().name("consumer".into()).spawn(move || consumer::run(&engine, options, &stop))?
+    };
+    let mut meter = StatusMeter::new(engine.stats());
+    let interval = Duration::from_secs_f64(args.status_interval);
+    let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
+    let mut last_packets = 0;
+    let mut last_change = Instant::now();
+    let mut next_status = Instant::now() + interval;
+    while !shutdown.requested() && deadline.is_none_or(|d| Instant::now() < d) {
+        std::thread::sleep(Duration::from_millis(20).min(interval));
+        let packets = received(&engine);
+        if packets != last_packets {
+            last_packets = packets;
+            last_change = Instant::now();
+        }
+        if let Some(idle) = args.exit_when_idle
+            && last_packets > 0
+            && last_change.elapsed() >= Duration::from_secs_f64(idle)
+        {
+            break;
+        }
+        if Instant::now() >= next_status {
+            println!("{}", meter.line(engine.stats()));
+            next_status += interval;
+        }
+    }
+    // Stop receiving, then let the application drain what was already delivered.
+    engine.shutdown();
+    consumer_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let report = consumer.join().map_err(|_| anyhow::anyhow!("the consumer thread panicked"))?;
+    let stats = engine.stats();
+    print!("{}", summary_text(&stats, &report, meter.elapsed()));
+    let summary = summary_json(&stats, &report, meter.elapsed());
+    if let Some(path) = &args.summary_json {
+        std::fs::write(path, serde_json::to_vec_pretty(&summary)?).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(summary)
+}
+
+fn received(engine: &Engine) -> u64 {
+    engine.stats().ports.iter().map(|p| p.rx_total().packets + p.rx_total().total_drops()).sum()
+}
