@@ -20,8 +20,8 @@ pub(crate) struct ConsumerOptions {
     pub digest: bool,
 }
 
-/// Key of a flow in reports: port and flow id (`None` = unmatched).
-pub(crate) type FlowKey = (u16, Option<u32>);
+/// Key of a flow in reports: port, queue and flow id (`None` = unmatched).
+pub(crate) type FlowKey = (u16, u16, Option<u32>);
 
 /// What the application saw.
 #[derive(Debug, Default)]
@@ -51,14 +51,14 @@ pub(crate) fn run(engine: &Arc<Engine>, options: ConsumerOptions, stop: &AtomicB
             continue;
         };
         idle_rounds = 0;
-        let port = burst.port_id();
+        let (port, queue) = (burst.port_id(), burst.queue_id());
         for packet in burst.packets() {
             report.packets += 1;
             report.bytes += packet.len() as u64;
             if let Some(offset) = options.seq_offset
                 && let Some(seq) = read_sequence(packet.data(), offset)
             {
-                report.sequences.entry((port, packet.flow_id())).or_default().observe(seq);
+                report.sequences.entry((port, queue, packet.flow_id())).or_default().observe(seq);
             }
             if options.digest {
                 let hasher = hashers.entry(port).or_default();

@@ -89,7 +89,7 @@ pub(crate) fn summary_json(stats: &EngineStats, report: &ConsumerReport, elapsed
     let sequences: Vec<Value> = report
         .sequences
         .iter()
-        .map(|((port, flow), s)| json!({ "port": port, "flow_id": flow, "in_order_without_loss": s.in_order_without_loss(), "stats": s }))
+        .map(|((port, queue, flow), s)| json!({ "port": port, "queue_id": queue, "flow_id": flow, "in_order_without_loss": s.in_order_without_loss(), "stats": s }))
         .collect();
     json!({
         "elapsed_s": elapsed.as_secs_f64(),
@@ -126,10 +126,10 @@ pub(crate) fn summary_text(stats: &EngineStats, report: &ConsumerReport, elapsed
             let _ = writeln!(out, "  {} flow {} ({}): {} packets -> queue {:?}", p.name, f.id, f.name, f.packets, f.queue_ids);
         }
     }
-    for ((port, flow), s) in &report.sequences {
+    for ((port, queue, flow), s) in &report.sequences {
         let flow = flow.map_or("unmatched".to_owned(), |f| format!("flow {f}"));
         let verdict = if s.in_order_without_loss() { "in order, no loss" } else { "LOSS OR REORDER" };
-        let _ = writeln!(out, "  sequence port {port} {flow}: {} received, {} gaps, {} late: {verdict}", s.received, s.gaps, s.late);
+        let _ = writeln!(out, "  sequence port {port} queue {queue} {flow}: {} received, {} gaps, {} late: {verdict}", s.received, s.gaps, s.late);
     }
     for (port, digest) in &report.digests {
         let _ = writeln!(out, "  port {port} stream sha256 {digest}");

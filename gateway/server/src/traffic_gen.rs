@@ -129,7 +129,9 @@ pub(crate) fn generate(args: &GenArgs, shutdown: &ShutdownFlag) -> anyhow::Resul
     let started = Instant::now();
     let deadline = args.duration.map(|s| started + Duration::from_secs_f64(s));
     let limit = args.count.unwrap_or(u64::MAX);
-    let (mut sent, mut stalls, mut flow) = (0u64, 0u64, 0usize);
+    // Each flow gets an equal share of --count, so per-flow totals are exact.
+    let mut quota: Vec<u64> = (0..flows as u64).map(|f| limit / flows as u64 + u64::from(f < limit % flows as u64)).collect();
+    let (mut sent, mut stalls) = (0u64, 0u64);
     while sent < limit && !shutdown.requested() && deadline.is_none_or(|d| Instant::now() < d) {
         let due = if args.rate == 0.0 {
             args.batch as u64
@@ -137,7 +139,8 @@ pub(crate) fn generate(args: &GenArgs, shutdown: &ShutdownFlag) -> anyhow::Resul
             let owed = (started.elapsed().as_secs_f64() * args.rate) as u64;
             owed.saturating_sub(sent).min(args.batch as u64)
         };
-        let due = due.min(limit - sent) as usize;
+        let flow = (0..flows).max_by_key(|&f| (quota[f], std::cmp::Reverse(f))).expect("at least one flow");
+        let due = due.min(quota[flow]) as usize;
         if due == 0 {
             wait_for_next(started, sent, args.rate);
             continue;
@@ -157,7 +160,7 @@ pub(crate) fn generate(args: &GenArgs, shutdown: &ShutdownFlag) -> anyhow::Resul
             std::thread::yield_now();
         }
         sent += due as u64;
-        flow = (flow + 1) % flows;
+        quota[flow] -= due as u64;
     }
     let elapsed = started.elapsed();
     let (tx_packets, tx_drops) = wait_until_sent(&engine, sent);
