@@ -180,3 +180,16 @@ fn gpu_memory_without_cuda_fails_init_clearly() {
     assert_eq!(err.status, Status::NotSupported);
     assert!(err.message.contains("needs CUDA"), "{err}");
 }
+
+#[test]
+#[ignore = "needs reserved hugepages; tests/run.sh reserves them"]
+fn huge_regions_map_hugepages() {
+    let yaml = loopback(1, 0, 200, "").replace("{ name: rx_mem, kind: host", "{ name: rx_mem, kind: huge");
+    let before = daqiri::HugepageInfo::read().expect("kernel reports hugepages");
+    let engine = Engine::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}"));
+    let during = daqiri::HugepageInfo::read().unwrap();
+    assert!(during.free < before.free, "the huge region must take hugepages ({} -> {})", before.free, during.free);
+    send(&engine, 2, 1, b"huge");
+    let burst = receive(&engine, 0, Duration::from_secs(2)).unwrap();
+    assert_eq!(&burst.packet(0).data()[42..], b"huge");
+}

@@ -145,23 +145,24 @@ fn map_hugepages(config: &MemoryRegion, bytes: u64, len: usize) -> Result<Mappin
         Error::new(Status::NotSupported, format!("memory region \"{}\" is kind huge but this kernel reports no hugepages in /proc/meminfo", config.name))
     })?;
     let pages = info.pages_for(bytes);
-    let shortage = |free: u64| {
-        Error::new(
-            Status::NoFreePacketBuffers,
-            format!(
-                "memory region \"{}\" (kind huge) needs {pages} hugepages of {} KiB ({} MiB) but only {free} are free; {}",
-                config.name,
-                info.page_size / 1024,
-                (pages * info.page_size) >> 20,
-                info.how_to_reserve(pages.saturating_sub(free))
-            ),
-        )
-    };
+    let shortage = |free: u64| hugepage_shortage(&config.name, &info, pages, free);
     if info.free < pages {
         return Err(shortage(info.free));
     }
     let rounded = usize::try_from(pages * info.page_size).unwrap_or(len);
     Mapping::hugetlb(rounded).map_err(|_| shortage(HugepageInfo::read().map_or(0, |i| i.free)))
+}
+
+fn hugepage_shortage(region: &str, info: &HugepageInfo, pages: u64, free: u64) -> Error {
+    Error::new(
+        Status::NoFreePacketBuffers,
+        format!(
+            "memory region \"{region}\" (kind huge) needs {pages} hugepages of {} KiB ({} MiB) but only {free} are free; {}",
+            info.page_size / 1024,
+            (pages * info.page_size) >> 20,
+            info.how_to_reserve(pages.saturating_sub(free))
+        ),
+    )
 }
 
 /// Every region of an engine, indexed as in `memory_regions`.
@@ -193,5 +194,33 @@ impl RegionTable {
 
     pub(crate) fn index_of(&self, name: &str) -> Option<u16> {
         self.regions.iter().position(|r| r.name == name).map(|i| i as u16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hugepage_shortage_says_how_to_reserve() {
+        let info = HugepageInfo { page_size: 2 << 20, total: 10, free: 2 };
+        let err = hugepage_shortage("rx", &info, 6, 2);
+        assert_eq!(err.status, Status::NoFreePacketBuffers);
+        assert!(err.message.contains("needs 6 hugepages of 2048 KiB (12 MiB) but only 2 are free"), "{err}");
+        assert!(err.message.contains("echo 14 > /proc/sys/vm/nr_hugepages"), "{err}");
+    }
+
+    #[test]
+    fn host_region_hands_out_each_buffer_once() {
+        let config = MemoryRegion { name: "r".into(), kind: MemoryKind::Host, affinity: 0, access: vec![], num_bufs: 3, buf_size: 16 };
+        let region = Region::new(&config, 0).unwrap();
+        let mut tokens: Vec<BufToken> = (0..3).map(|_| region.take().unwrap()).collect();
+        assert!(region.take().is_none());
+        region.bytes_mut(&mut tokens[1]).fill(7);
+        assert!(region.bytes(&tokens[0]).iter().all(|&b| b == 0), "buffers do not overlap");
+        for t in tokens {
+            region.release(t);
+        }
+        assert_eq!(region.available(), 3);
     }
 }

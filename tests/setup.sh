@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Prepares this machine for the test suite and prints the nextest flag that
+# says whether the privileged tests (network namespaces, hugepages) can run.
+# Installs what is missing; changes nothing that is already in place.
+set -euo pipefail
+
+log() { echo "setup: $*" >&2; }
+
+need_apt=()
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v ss >/dev/null || need_apt+=(iproute2)
+if ((${#need_apt[@]})); then
+    if [[ $(id -u) -eq 0 ]]; then
+        log "installing ${need_apt[*]}"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >&2
+    else
+        log "missing ${need_apt[*]} and not root: cannot install"
+    fi
+fi
+
+if ! command -v cargo-nextest >/dev/null; then
+    log "installing cargo-nextest"
+    cargo install --locked cargo-nextest >&2
+fi
+
+why_not=""
+if [[ $(id -u) -ne 0 ]]; then
+    why_not="not root"
+elif ! ip netns add daqiri-probe 2>/dev/null; then
+    why_not="cannot create network namespaces"
+else
+    ip netns del daqiri-probe
+    # 64 x 2 MiB pages for the hugepage tests, on top of what is reserved.
+    free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+    total=$(awk '/HugePages_Total/ {print $2}' /proc/meminfo)
+    if ((free < 64)); then
+        echo $((total + 64 - free)) >/proc/sys/vm/nr_hugepages
+        free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+    fi
+    ((free >= 64)) || why_not="could not reserve 64 hugepages (free: $free)"
+fi
+
+if [[ -z $why_not ]]; then
+    log "privileged tests enabled (root, network namespaces, hugepages)"
+    echo "--run-ignored=all"
+else
+    log "privileged tests will be reported as SKIPPED: $why_not"
+    echo "--run-ignored=default"
+fi
