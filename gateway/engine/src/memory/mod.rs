@@ -5,6 +5,7 @@
 //! proof of ownership that the burst types keep; the token is the only key to
 //! the buffer's bytes and goes back to the free list when the burst drops.
 
+mod free_list;
 mod hugepages;
 mod mapping;
 mod region;

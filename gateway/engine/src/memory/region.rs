@@ -2,9 +2,9 @@
 
 use std::ptr::NonNull;
 
-use crossbeam_queue::ArrayQueue;
 use daqiri_config::model::{MemoryKind, MemoryRegion};
 
+use super::free_list::FreeList;
 use super::hugepages::HugepageInfo;
 use super::mapping::Mapping;
 use crate::error::{Error, Status};
@@ -35,7 +35,7 @@ pub struct Region {
     buf_size: usize,
     num_bufs: u32,
     mapping: Mapping,
-    free: ArrayQueue<u32>,
+    free: FreeList,
 }
 
 impl Region {
@@ -46,7 +46,7 @@ impl Region {
         let bytes = config.total_bytes();
         let len = usize::try_from(bytes).map_err(|_| Error::invalid(format!("memory region \"{}\" ({bytes} bytes) does not fit this address space", config.name)))?;
         let mapping = match config.kind {
-            MemoryKind::Host => Mapping::anonymous(len).map_err(|e| {
+            MemoryKind::Host => Mapping::host(len).map_err(|e| {
                 Error::new(Status::NoFreePacketBuffers, format!("memory region \"{}\": cannot map {bytes} bytes of host memory: {e}", config.name))
             })?,
             MemoryKind::Huge => map_hugepages(config, bytes, len)?,
@@ -61,10 +61,7 @@ impl Region {
                 ));
             }
         };
-        let free = ArrayQueue::new(config.num_bufs.max(1) as usize);
-        for i in 0..config.num_bufs {
-            free.push(i).expect("free list is sized for every buffer");
-        }
+        let free = FreeList::full(config.num_bufs);
         Ok(Self { name: config.name.clone(), kind: config.kind, index, buf_size, num_bufs: config.num_bufs, mapping, free })
     }
 
@@ -90,7 +87,7 @@ impl Region {
 
     /// Buffers currently free.
     pub fn available(&self) -> u32 {
-        self.free.len() as u32
+        self.free.len()
     }
 
     /// Buffers currently owned by bursts or workers.
@@ -106,8 +103,7 @@ impl Region {
     /// Returns a buffer to the pool.
     pub(crate) fn release(&self, token: BufToken) {
         self.check(&token);
-        // Cannot fail: each index is either in the free list or held by one token.
-        let _ = self.free.push(token.index);
+        self.free.push(token.index);
     }
 
     /// The bytes of a buffer the caller owns.
