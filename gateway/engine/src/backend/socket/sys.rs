@@ -13,12 +13,16 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 /// Room for the `SO_RXQ_OVFL` control message of one datagram.
 const CONTROL_LEN: usize = 64;
 
-/// What the kernel said about one received datagram.
+/// What the kernel said about one received message.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct RecvMeta {
-    /// Bytes placed in the buffer.
+    /// Bytes received (all datagrams of a GRO message together).
     pub(crate) len: usize,
-    /// The datagram was larger than the buffer and was cut.
+    /// With GRO: the size of each coalesced datagram but the last.
+    pub(crate) gro_segment: Option<usize>,
+    /// Pool buffers the message was spread over (the overflow area not counted).
+    pub(crate) buffers: usize,
+    /// The message was larger than all its buffers and was cut.
     pub(crate) truncated: bool,
     /// Sender address.
     pub(crate) peer: Option<SocketAddr>,
@@ -26,58 +30,93 @@ pub(crate) struct RecvMeta {
     pub(crate) kernel_drops: Option<u32>,
 }
 
-/// Reusable `recvmmsg` state for up to `capacity` datagrams per call.
+/// Reusable `recvmmsg` state: up to `messages` messages per call, each
+/// spread over the pool buffers given for it and then an overflow area the
+/// batch owns, so a message longer than its buffers is never cut.
 pub(crate) struct RecvBatch {
     headers: Vec<libc::mmsghdr>,
     iovecs: Vec<libc::iovec>,
     names: Vec<libc::sockaddr_storage>,
     controls: Vec<[u64; CONTROL_LEN / 8]>,
+    overflow: Vec<u8>,
+    overflow_len: usize,
+    buffers_per_message: usize,
+    used: Vec<usize>,
     meta: Vec<RecvMeta>,
 }
 
 impl std::fmt::Debug for RecvBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecvBatch").field("capacity", &self.headers.len()).finish()
+        f.debug_struct("RecvBatch").field("messages", &self.headers.len()).field("buffers_per_message", &self.buffers_per_message).finish()
     }
 }
 
 impl RecvBatch {
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// `messages` messages per call of up to `buffers_per_message` pool
+    /// buffers each, plus `overflow_len` bytes of overflow per message.
+    pub(crate) fn new(messages: usize, buffers_per_message: usize, overflow_len: usize) -> Self {
         // SAFETY: mmsghdr, iovec and sockaddr_storage are plain C structs for
         // which all-zero bytes are a valid (empty) value.
         let (header, iovec, name) = unsafe { (zeroed::<libc::mmsghdr>(), zeroed::<libc::iovec>(), zeroed::<libc::sockaddr_storage>()) };
         Self {
-            headers: vec![header; capacity],
-            iovecs: vec![iovec; capacity],
-            names: vec![name; capacity],
-            controls: vec![[0; CONTROL_LEN / 8]; capacity],
-            meta: vec![RecvMeta::default(); capacity],
+            headers: vec![header; messages],
+            iovecs: vec![iovec; messages * (buffers_per_message + 1)],
+            names: vec![name; messages],
+            controls: vec![[0; CONTROL_LEN / 8]; messages],
+            overflow: vec![0; messages * overflow_len],
+            overflow_len,
+            buffers_per_message,
+            used: vec![0; messages],
+            meta: vec![RecvMeta::default(); messages],
         }
     }
 
-    /// Receives up to one datagram per buffer, blocking (up to the socket's
-    /// receive timeout) for the first only. Returns the datagrams' metadata in
-    /// buffer order; `WouldBlock`/`TimedOut` when nothing arrived in time.
-    pub(crate) fn recv<'a>(&mut self, socket: BorrowedFd<'_>, buffers: impl Iterator<Item = &'a mut [u8]>) -> io::Result<&[RecvMeta]> {
+    /// Pool buffers one call can use at most.
+    pub(crate) fn capacity(&self) -> usize {
+        self.headers.len() * self.buffers_per_message
+    }
+
+    /// Overflow area of message `index` after a receive (bytes past its buffers).
+    pub(crate) fn overflow(&self, index: usize) -> &[u8] {
+        &self.overflow[index * self.overflow_len..(index + 1) * self.overflow_len]
+    }
+
+    /// Receives up to one message per group of `segment`-byte slices of the
+    /// given buffers, blocking (up to the socket's receive timeout) for the
+    /// first only. Returns the messages' metadata in order;
+    /// `WouldBlock`/`TimedOut` when nothing arrived in time.
+    pub(crate) fn recv<'a>(&mut self, socket: BorrowedFd<'_>, buffers: impl Iterator<Item = &'a mut [u8]>, segment: usize) -> io::Result<&[RecvMeta]> {
+        let mut buffers = buffers.peekable();
+        let per = self.buffers_per_message + 1;
         let mut count = 0;
-        for (i, buf) in buffers.take(self.headers.len()).enumerate() {
-            self.iovecs[i] = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-            let header = &mut self.headers[i].msg_hdr;
-            header.msg_name = (&raw mut self.names[i]).cast();
+        while count < self.headers.len() && buffers.peek().is_some() {
+            let first = count * per;
+            let mut used = 0;
+            while used < self.buffers_per_message {
+                let Some(buf) = buffers.next() else { break };
+                let len = segment.min(buf.len());
+                self.iovecs[first + used] = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: len };
+                used += 1;
+            }
+            let overflow = &mut self.overflow[count * self.overflow_len..(count + 1) * self.overflow_len];
+            self.iovecs[first + used] = libc::iovec { iov_base: overflow.as_mut_ptr().cast(), iov_len: overflow.len() };
+            self.used[count] = used;
+            let header = &mut self.headers[count].msg_hdr;
+            header.msg_name = (&raw mut self.names[count]).cast();
             header.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            header.msg_iov = &raw mut self.iovecs[i];
-            header.msg_iovlen = 1;
-            header.msg_control = self.controls[i].as_mut_ptr().cast();
+            header.msg_iov = &raw mut self.iovecs[first];
+            header.msg_iovlen = used + 1;
+            header.msg_control = self.controls[count].as_mut_ptr().cast();
             header.msg_controllen = CONTROL_LEN;
             header.msg_flags = 0;
-            count = i + 1;
+            count += 1;
         }
         if count == 0 {
             return Ok(&[]);
         }
-        // SAFETY: headers[..count] point at iovecs, names and control buffers
-        // owned by self, and the iovecs at `buffers`, whose borrows ('a) outlive
-        // this call; every length matches its buffer.
+        // SAFETY: headers[..count] point at iovecs, names, control and overflow
+        // buffers owned by self, and the iovecs at `buffers`, whose borrows ('a)
+        // outlive this call; every length is within its buffer.
         let received = unsafe {
             libc::recvmmsg(socket.as_raw_fd(), self.headers.as_mut_ptr(), count as libc::c_uint, libc::MSG_WAITFORONE, std::ptr::null_mut())
         };
@@ -87,11 +126,14 @@ impl RecvBatch {
         let received = received as usize;
         for i in 0..received {
             let header = &self.headers[i];
+            let (kernel_drops, gro_segment) = control_messages(&header.msg_hdr);
             self.meta[i] = RecvMeta {
                 len: header.msg_len as usize,
+                gro_segment,
+                buffers: self.used[i],
                 truncated: header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
                 peer: sockaddr_to_std(&self.names[i]),
-                kernel_drops: overflow_counter(&header.msg_hdr),
+                kernel_drops,
             };
         }
         Ok(&self.meta[..received])
@@ -105,78 +147,192 @@ impl RecvBatch {
     }
 }
 
-/// Reusable `sendmmsg` state: up to `capacity` datagrams of up to
-/// `max_segments` pieces each per call.
+/// Most segments the kernel accepts in one UDP GSO send (`UDP_MAX_SEGMENTS`).
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Most bytes one GSO send may carry (an IPv4 datagram's limit, with headroom).
+const GSO_MAX_BYTES: usize = 65_000;
+/// Room for one `UDP_SEGMENT` control message.
+const GSO_CONTROL_LEN: usize = 32;
+
+/// Reusable `sendmmsg` state. With GSO on, runs of equal-size datagrams go
+/// out as one message with a `UDP_SEGMENT` size, which the kernel (or NIC)
+/// cuts back into datagrams: one trip through the stack per run instead of
+/// per datagram.
 pub(crate) struct SendBatch {
     headers: Vec<libc::mmsghdr>,
     iovecs: Vec<libc::iovec>,
-    max_segments: usize,
+    controls: Vec<[u64; GSO_CONTROL_LEN / 8]>,
+    datagrams_in: Vec<usize>,
+    gso: bool,
+    /// Largest datagram GSO may carry: a segment must fit the path MTU.
+    gso_max_segment: usize,
 }
 
 impl std::fmt::Debug for SendBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SendBatch").field("capacity", &self.headers.len()).finish()
+        f.debug_struct("SendBatch").field("messages", &self.headers.len()).field("gso", &self.gso).finish()
     }
 }
 
+/// One message being built: a run of datagrams of `segment` bytes.
+#[derive(Clone, Copy)]
+struct Run {
+    first_iovec: usize,
+    iovecs: usize,
+    datagrams: usize,
+    bytes: usize,
+    segment: usize,
+    closed: bool,
+}
+
 impl SendBatch {
-    pub(crate) fn new(capacity: usize, max_segments: usize) -> Self {
+    /// Room for `messages` messages per call, each up to 64 datagrams of
+    /// `max_pieces` pieces when `gso` is on.
+    pub(crate) fn new(messages: usize, max_pieces: usize, gso_max_segment: Option<usize>) -> Self {
+        let gso = gso_max_segment.is_some();
         // SAFETY: all-zero bytes are a valid mmsghdr and iovec.
         let (header, iovec) = unsafe { (zeroed::<libc::mmsghdr>(), zeroed::<libc::iovec>()) };
-        Self { headers: vec![header; capacity], iovecs: vec![iovec; capacity * max_segments], max_segments }
+        let per_message = if gso { GSO_MAX_SEGMENTS } else { 1 } * max_pieces;
+        Self {
+            headers: vec![header; messages],
+            iovecs: vec![iovec; messages * per_message],
+            controls: vec![[0; GSO_CONTROL_LEN / 8]; messages],
+            datagrams_in: vec![0; messages],
+            gso,
+            gso_max_segment: gso_max_segment.unwrap_or(0),
+        }
     }
 
-    /// Sends one datagram per item of `datagrams` (each a list of pieces sent
-    /// back to back) on a connected socket, or to `dest`. Returns how many the
-    /// kernel took, which may be fewer than given.
+    /// Whether GSO is in use.
+    pub(crate) fn gso(&self) -> bool {
+        self.gso
+    }
+
+    /// Turns GSO off (the kernel refused it).
+    pub(crate) fn disable_gso(&mut self) {
+        self.gso = false;
+    }
+
+    /// Sends datagrams (each a list of pieces sent back to back) on a
+    /// connected socket, or to `dest`. Returns how many datagrams the kernel
+    /// took, which may be fewer than given; call again with the rest.
     pub(crate) fn send<'a, D>(&mut self, socket: BorrowedFd<'_>, dest: Option<&socket2::SockAddr>, datagrams: impl Iterator<Item = D>) -> io::Result<usize>
     where
         D: Iterator<Item = &'a [u8]>,
     {
-        let mut count = 0;
-        for (i, pieces) in datagrams.take(self.headers.len()).enumerate() {
-            let first = i * self.max_segments;
-            let mut used = 0;
-            for piece in pieces.take(self.max_segments) {
-                self.iovecs[first + used] = libc::iovec { iov_base: piece.as_ptr().cast_mut().cast(), iov_len: piece.len() };
-                used += 1;
+        let max_pieces = self.iovecs.len() / self.headers.len() / if self.gso { GSO_MAX_SEGMENTS } else { 1 };
+        let mut runs = 0;
+        let mut current: Option<Run> = None;
+        let mut next_iovec = 0;
+        for pieces in datagrams {
+            if next_iovec + max_pieces > self.iovecs.len() {
+                break;
             }
-            let header = &mut self.headers[i].msg_hdr;
-            header.msg_iov = &raw mut self.iovecs[first];
-            header.msg_iovlen = used;
-            header.msg_name = dest.map_or(std::ptr::null_mut(), |d| d.as_ptr().cast_mut().cast());
-            header.msg_namelen = dest.map_or(0, |d| d.len());
-            header.msg_control = std::ptr::null_mut();
-            header.msg_controllen = 0;
-            count = i + 1;
+            let first = next_iovec;
+            let mut len = 0;
+            for piece in pieces.take(max_pieces) {
+                self.iovecs[next_iovec] = libc::iovec { iov_base: piece.as_ptr().cast_mut().cast(), iov_len: piece.len() };
+                next_iovec += 1;
+                len += piece.len();
+            }
+            let joins = current.is_some_and(|r| {
+                self.gso
+                    && !r.closed
+                    && r.segment <= self.gso_max_segment
+                    && len > 0
+                    && len <= r.segment
+                    && r.datagrams < GSO_MAX_SEGMENTS
+                    && r.bytes + len <= GSO_MAX_BYTES
+            });
+            if joins {
+                let r = current.as_mut().expect("checked");
+                r.iovecs += next_iovec - first;
+                r.datagrams += 1;
+                r.bytes += len;
+                r.closed = len < r.segment;
+                continue;
+            }
+            if let Some(run) = current.take() {
+                if runs == self.headers.len() {
+                    // No message slot left for this datagram: it goes in the next call.
+                    current = Some(run);
+                    break;
+                }
+                self.finish(runs, run, dest);
+                runs += 1;
+            }
+            if runs == self.headers.len() {
+                break;
+            }
+            current = Some(Run { first_iovec: first, iovecs: next_iovec - first, datagrams: 1, bytes: len, segment: len, closed: false });
         }
-        if count == 0 {
+        if let Some(run) = current
+            && runs < self.headers.len()
+        {
+            self.finish(runs, run, dest);
+            runs += 1;
+        }
+        if runs == 0 {
             return Ok(0);
         }
-        // SAFETY: headers[..count] point at iovecs owned by self, which point at
-        // the `'a` slices (alive for this call) and at `dest` (borrowed for this
-        // call); the kernel only reads them.
-        let sent = unsafe { libc::sendmmsg(socket.as_raw_fd(), self.headers.as_mut_ptr(), count as libc::c_uint, 0) };
-        if sent < 0 { Err(io::Error::last_os_error()) } else { Ok(sent as usize) }
+        // SAFETY: headers[..runs] point at iovecs and control buffers owned by
+        // self, the iovecs at the `'a` slices (alive for this call), and
+        // msg_name at `dest` (borrowed for this call); the kernel only reads them.
+        let sent = unsafe { libc::sendmmsg(socket.as_raw_fd(), self.headers.as_mut_ptr(), runs as libc::c_uint, 0) };
+        if sent < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(self.datagrams_in[..sent as usize].iter().sum())
+    }
+
+    fn finish(&mut self, slot: usize, run: Run, dest: Option<&socket2::SockAddr>) {
+        self.datagrams_in[slot] = run.datagrams;
+        let header = &mut self.headers[slot].msg_hdr;
+        header.msg_iov = &raw mut self.iovecs[run.first_iovec];
+        header.msg_iovlen = run.iovecs;
+        header.msg_name = dest.map_or(std::ptr::null_mut(), |d| d.as_ptr().cast_mut().cast());
+        header.msg_namelen = dest.map_or(0, |d| d.len());
+        if run.datagrams > 1 {
+            header.msg_control = self.controls[slot].as_mut_ptr().cast();
+            header.msg_controllen = GSO_CONTROL_LEN;
+            // SAFETY: msg_control points at GSO_CONTROL_LEN bytes owned by self,
+            // enough for one cmsg carrying a u16 (CMSG_SPACE(2) = 24).
+            unsafe {
+                let cmsg = libc::CMSG_FIRSTHDR(header);
+                (*cmsg).cmsg_level = libc::SOL_UDP;
+                (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), run.segment as u16);
+                header.msg_controllen = libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
+            }
+        } else {
+            header.msg_control = std::ptr::null_mut();
+            header.msg_controllen = 0;
+        }
     }
 }
 
-fn overflow_counter(header: &libc::msghdr) -> Option<u32> {
+/// Reads `SO_RXQ_OVFL` (kernel drop counter) and `UDP_GRO` (segment size).
+fn control_messages(header: &libc::msghdr) -> (Option<u32>, Option<usize>) {
+    let (mut drops, mut segment) = (None, None);
     if header.msg_controllen == 0 || header.msg_control.is_null() {
-        return None;
+        return (drops, segment);
     }
     // SAFETY: the kernel filled msg_control with msg_controllen bytes of cmsgs;
-    // the CMSG_* macros walk exactly that range.
+    // the CMSG_* macros walk exactly that range, and each payload read matches
+    // the type the kernel documents for that cmsg.
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(header);
         while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SO_RXQ_OVFL {
-                return Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>()));
+            match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>())),
+                (libc::SOL_UDP, libc::UDP_GRO) => segment = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>()) as usize),
+                _ => {}
             }
             cmsg = libc::CMSG_NXTHDR(header, cmsg);
         }
     }
-    None
+    (drops, segment)
 }
 
 fn sockaddr_to_std(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
@@ -201,9 +357,24 @@ fn set_int_option(socket: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int,
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
+/// The path MTU of a connected socket (`IP_MTU` / `IPV6_MTU`).
+pub(crate) fn path_mtu(socket: BorrowedFd<'_>, ipv6: bool) -> io::Result<usize> {
+    let (level, name) = if ipv6 { (libc::IPPROTO_IPV6, libc::IPV6_MTU) } else { (libc::IPPROTO_IP, libc::IP_MTU) };
+    let mut value: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: value and len are live locals of the sizes passed.
+    let rc = unsafe { libc::getsockopt(socket.as_raw_fd(), level, name, (&raw mut value).cast(), &raw mut len) };
+    if rc == 0 { Ok(value as usize) } else { Err(io::Error::last_os_error()) }
+}
+
 /// Asks the kernel to report its per-socket drop counter with each datagram.
 pub(crate) fn enable_drop_counter(socket: BorrowedFd<'_>) -> io::Result<()> {
     set_int_option(socket, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)
+}
+
+/// Asks the kernel to hand over coalesced runs of datagrams (UDP GRO).
+pub(crate) fn enable_gro(socket: BorrowedFd<'_>) -> io::Result<()> {
+    set_int_option(socket, libc::SOL_UDP, libc::UDP_GRO, 1)
 }
 
 /// Raises the receive buffer past `net.core.rmem_max` where privileges allow.

@@ -13,10 +13,11 @@ use daqiri_config::SocketEndpoints;
 use daqiri_config::model::SocketMode;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::sys::{self, RecvBatch, SendBatch};
+use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use super::SOCKET_BUFFER_BYTES;
 use crate::backend::Backend;
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
+use crate::memory::BufToken;
 use crate::engine::EngineInner;
 use crate::error::{Error, Result, Status};
 use crate::flow::Steering;
@@ -28,6 +29,9 @@ use crate::worker::{self, Assembler, idle};
 
 /// Datagrams per `recvmmsg`/`sendmmsg` call.
 const SYSCALL_BATCH: usize = 64;
+/// With UDP GRO: messages per `recvmmsg`, and datagrams (buffers) per message.
+const GRO_MESSAGES: usize = 8;
+const GRO_SEGMENTS: usize = 64;
 /// Largest UDP datagram, for draining when the pool is exhausted.
 const MAX_DATAGRAM: usize = 65536;
 
@@ -38,6 +42,10 @@ struct Shared {
     mode: SocketMode,
     /// Server mode: where TX datagrams go (the last peer heard from).
     last_peer: Mutex<Option<SocketAddr>>,
+    /// Largest datagram one GSO segment may be: path MTU less IP and UDP headers.
+    gso_max_segment: usize,
+    /// The kernel hands over coalesced runs of datagrams (UDP GRO).
+    gro: bool,
 }
 
 #[derive(Debug)]
@@ -68,7 +76,12 @@ impl UdpBackend {
         let poll = worker::poll_interval(&port.rx);
         socket.set_read_timeout(Some(poll)).map_err(|e| Error::io(Status::InternalError, context("cannot set a receive timeout"), e))?;
         let local = socket.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(local);
-        Ok(Self { shared: Arc::new(Shared { socket, local, mode: endpoints.mode, last_peer: Mutex::new(None) }) })
+        // Unconnected sockets have no path MTU yet: assume Ethernet's 1500.
+        let mtu = sys::path_mtu(socket.as_fd(), target.is_ipv6()).unwrap_or(1500);
+        let headers = if target.is_ipv6() { 40 } else { IPV4_LEN } + UDP_LEN;
+        let gso_max_segment = mtu.saturating_sub(headers);
+        let gro = sys::enable_gro(socket.as_fd()).is_ok();
+        Ok(Self { shared: Arc::new(Shared { socket, local, mode: endpoints.mode, last_peer: Mutex::new(None), gso_max_segment, gro }) })
     }
 }
 
@@ -106,20 +119,86 @@ impl Backend for UdpBackend {
     }
 }
 
+/// How one datagram's bytes are laid out over a message's buffers.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    /// Bytes per datagram but the last.
+    segment: usize,
+    /// Datagrams in the message.
+    datagrams: usize,
+}
+
+fn layout(meta: &RecvMeta) -> Layout {
+    let segment = meta.gro_segment.unwrap_or(meta.len).max(1);
+    Layout { segment, datagrams: meta.len.div_ceil(segment).max(1) }
+}
+
+/// The RX worker's view of its port: steering and assembling.
+struct Delivery<'e> {
+    port: &'e Port,
+    regions: &'e crate::memory::RegionTable,
+    assemblers: Vec<Assembler<'e>>,
+    local_ip: [u8; 4],
+    local_port: u16,
+}
+
+impl Delivery<'_> {
+    fn deliver(&mut self, token: BufToken, len: usize, peer: Option<SocketAddr>) {
+        let p = self.port;
+        if p.drop_all.load(std::sync::atomic::Ordering::Relaxed) {
+            self.regions.release(token);
+            p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
+            return;
+        }
+        let key = FlowKey {
+            src_ip: peer.map_or([0; 4], |a| ipv4_octets(a.ip())),
+            dst_ip: self.local_ip,
+            src_port: peer.map_or(0, |a| a.port()),
+            dst_port: self.local_port,
+            ipv4_len: (IPV4_LEN + UDP_LEN + len).min(u16::MAX as usize) as u16,
+        };
+        match p.flows.steer(&key) {
+            Steering::Flow { rule, queue } => {
+                let rule = &p.flows.rules[rule];
+                rule.stats.matched(len as u64);
+                self.assemblers[queue].push(PacketSlot::single(token, len as u32, Some(rule.flow_id)), self.regions);
+            }
+            Steering::Default { queue } => self.assemblers[queue].push(PacketSlot::single(token, len as u32, None), self.regions),
+            Steering::Unmatched => {
+                self.regions.release(token);
+                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+            }
+        }
+    }
+}
+
 fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
     let p = &engine.ports[port as usize];
     let regions = &*engine.regions;
     let landing = regions.get(p.rx[0].segment_regions[0]);
-    let mut assemblers: Vec<Assembler<'_>> = p.rx.iter().map(Assembler::new).collect();
-    let mut batch = RecvBatch::new(SYSCALL_BATCH);
-    let mut ready = Vec::with_capacity(SYSCALL_BATCH);
-    let mut scratch = vec![0u8; MAX_DATAGRAM];
-    let local_ip = ipv4_octets(shared.local.ip());
+    let mut batch = if shared.gro {
+        RecvBatch::new(GRO_MESSAGES, GRO_SEGMENTS, MAX_DATAGRAM)
+    } else {
+        RecvBatch::new(SYSCALL_BATCH, 1, 0)
+    };
+    let mut out = Delivery {
+        port: p,
+        regions,
+        assemblers: p.rx.iter().map(Assembler::new).collect(),
+        local_ip: ipv4_octets(shared.local.ip()),
+        local_port: shared.local.port(),
+    };
+    let mut ready: Vec<BufToken> = Vec::with_capacity(batch.capacity());
+    let mut mine: Vec<BufToken> = Vec::with_capacity(GRO_SEGMENTS);
+    let mut gather = vec![0u8; MAX_DATAGRAM];
+    let mut drain = vec![0u8; MAX_DATAGRAM];
+    // Expected bytes per datagram: each buffer takes this much of a GRO run.
+    let mut segment = landing.buf_size();
     let mut kernel_drops_seen = 0u32;
     let mut peer_seen: Option<SocketAddr> = None;
     let fd = shared.socket.as_fd();
     while !engine.stopping() {
-        while ready.len() < SYSCALL_BATCH {
+        while ready.len() < batch.capacity() {
             match landing.take() {
                 Some(token) => ready.push(token),
                 None => break,
@@ -128,17 +207,23 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
         let received = if ready.is_empty() {
             // Pool exhausted: drain into scratch so the loss is counted as ours,
             // as a NIC counts packets it had no descriptor for.
-            batch.recv(fd, std::iter::once(&mut scratch[..])).map(|m| {
-                p.rx_drops.dropped(DropReason::NoFreePacketBuffers, m.len() as u64);
+            batch.recv(fd, std::iter::once(&mut drain[..]), MAX_DATAGRAM).map(|m| {
+                let datagrams: usize = m.iter().map(|m| layout(m).datagrams).sum();
+                p.rx_drops.dropped(DropReason::NoFreePacketBuffers, datagrams as u64);
                 0
             })
         } else {
-            batch.recv(fd, ready.iter_mut().map(|t| landing.bytes_mut(t))).map(|m| m.len())
+            batch.recv(fd, ready.iter_mut().map(|t| landing.bytes_mut(t)), segment).map(|m| m.len())
         };
         match received {
             Ok(count) => {
+                // Every message of this call was laid out with the same segment size.
+                let laid_out = segment;
                 let metas = batch.last(count);
-                for (meta, token) in metas.iter().zip(ready.drain(..count)) {
+                let used: usize = metas.iter().map(|m| m.buffers).sum();
+                let mut tokens = ready.drain(..used);
+                for (index, meta) in metas.iter().enumerate() {
+                    mine.extend(tokens.by_ref().take(meta.buffers));
                     if let Some(total) = meta.kernel_drops {
                         let fresh = total.wrapping_sub(kernel_drops_seen);
                         if fresh > 0 {
@@ -146,35 +231,28 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
                         }
                         kernel_drops_seen = total;
                     }
-                    if meta.truncated || p.drop_all.load(std::sync::atomic::Ordering::Relaxed) {
-                        landing.release(token);
-                        let reason = if meta.truncated { DropReason::Truncated } else { DropReason::DropAllTraffic };
-                        p.rx_drops.dropped(reason, 1);
-                        continue;
-                    }
                     if meta.peer != peer_seen && shared.mode == SocketMode::Server {
                         peer_seen = meta.peer;
                         *shared.last_peer.lock().unwrap_or_else(|e| e.into_inner()) = meta.peer;
                     }
-                    let key = FlowKey {
-                        src_ip: meta.peer.map_or([0; 4], |a| ipv4_octets(a.ip())),
-                        dst_ip: local_ip,
-                        src_port: meta.peer.map_or(0, |a| a.port()),
-                        dst_port: shared.local.port(),
-                        ipv4_len: (IPV4_LEN + UDP_LEN + meta.len).min(u16::MAX as usize) as u16,
-                    };
-                    let len = meta.len as u32;
-                    match p.flows.steer(&key) {
-                        Steering::Flow { rule, queue } => {
-                            let rule = &p.flows.rules[rule];
-                            rule.stats.matched(u64::from(len));
-                            assemblers[queue].push(PacketSlot::single(token, len, Some(rule.flow_id)), regions);
+                    let shape = layout(meta);
+                    let in_place = !meta.truncated
+                        && shape.datagrams <= meta.buffers
+                        && ((shape.datagrams == 1 && meta.len <= laid_out) || shape.segment == laid_out);
+                    if in_place {
+                        for (j, token) in mine.drain(..shape.datagrams).enumerate() {
+                            let len = shape.segment.min(meta.len - j * shape.segment);
+                            out.deliver(token, len, meta.peer);
                         }
-                        Steering::Default { queue } => assemblers[queue].push(PacketSlot::single(token, len, None), regions),
-                        Steering::Unmatched => {
-                            landing.release(token);
-                            p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
-                        }
+                    } else {
+                        relayout(meta, shape, laid_out, &mut mine, batch.overflow(index), &mut gather, &mut out);
+                    }
+                    for token in mine.drain(..) {
+                        landing.release(token);
+                    }
+                    // Follow the sender's datagram size so the next calls land in place.
+                    if meta.gro_segment.is_some() || meta.len > laid_out {
+                        segment = shape.segment.clamp(1, landing.buf_size());
                     }
                 }
             }
@@ -185,12 +263,47 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
             }
         }
         let now = Instant::now();
-        for a in &mut assemblers {
+        for a in &mut out.assemblers {
             a.flush_if_due(now);
         }
     }
     for token in ready {
         landing.release(token);
+    }
+}
+
+/// The slow path: a message whose datagrams did not line up with its
+/// buffers (first run of a new size, or a datagram longer than expected).
+/// Gathers the bytes, then copies each datagram into a buffer of its own.
+fn relayout(meta: &RecvMeta, shape: Layout, segment: usize, mine: &mut Vec<BufToken>, overflow: &[u8], gather: &mut [u8], out: &mut Delivery<'_>) {
+    let p = out.port;
+    let landing = out.regions.get(p.rx[0].segment_regions[0]);
+    if meta.truncated {
+        p.rx_drops.dropped(DropReason::Truncated, shape.datagrams as u64);
+        return;
+    }
+    let mut at = 0;
+    for token in mine.iter() {
+        let take = segment.min(landing.buf_size()).min(meta.len - at);
+        gather[at..at + take].copy_from_slice(&landing.bytes(token)[..take]);
+        at += take;
+    }
+    let rest = meta.len - at;
+    gather[at..meta.len].copy_from_slice(&overflow[..rest]);
+    // The gathered bytes are safe in `gather`: the message's own buffers are free for reuse.
+    for j in 0..shape.datagrams {
+        let start = j * shape.segment;
+        let len = shape.segment.min(meta.len - start);
+        if len > landing.buf_size() {
+            p.rx_drops.dropped(DropReason::Truncated, 1);
+            continue;
+        }
+        let Some(mut token) = mine.pop().or_else(|| landing.take()) else {
+            p.rx_drops.dropped(DropReason::NoFreePacketBuffers, 1);
+            continue;
+        };
+        landing.bytes_mut(&mut token)[..len].copy_from_slice(&gather[start..start + len]);
+        out.deliver(token, len, meta.peer);
     }
 }
 
@@ -204,7 +317,7 @@ fn ipv4_octets(ip: IpAddr) -> [u8; 4] {
 fn send_loop(engine: &EngineInner, port: u16, queue: usize, shared: &Shared) {
     let p = &engine.ports[port as usize];
     let q = &p.tx[queue];
-    let mut batch = SendBatch::new(SYSCALL_BATCH, MAX_SEGMENTS);
+    let mut batch = SendBatch::new(SYSCALL_BATCH, MAX_SEGMENTS, Some(shared.gso_max_segment));
     let backoff = Backoff::new();
     let mut warned_no_peer = false;
     while !engine.stopping() {
@@ -245,6 +358,10 @@ fn send_burst(batch: &mut SendBatch, shared: &Shared, q: &Queue, burst: &Burst, 
             }
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => std::thread::yield_now(),
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::sleep(Duration::from_micros(10)),
+            Err(e) if batch.gso() && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP | libc::EMSGSIZE)) => {
+                tracing::info!("UDP GSO refused by the kernel ({e}); sending one datagram per message");
+                batch.disable_gso();
+            }
             Err(_) => {
                 // One datagram was refused (e.g. ICMP port unreachable on a connected socket): count it, go on.
                 q.stats.dropped(DropReason::SendFailed, 1);
