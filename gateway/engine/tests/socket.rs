@@ -76,6 +76,7 @@ daqiri:
   cfg:
     version: 1
     stream_type: socket
+    rx_meta_buffers: 4096
     memory_regions:
     - {{ name: mem, kind: host, num_bufs: 16384, buf_size: 20000 }}
     interfaces:
@@ -120,7 +121,8 @@ daqiri:
             got.extend(b.packets().map(|p| p.data().to_vec()));
         }
     }
-    assert_eq!(got.len(), expected.len());
+    let stats = engine.stats();
+    assert_eq!(got.len(), expected.len(), "rx port drops {:?}, queue {:?}", stats.ports[0].rx_port_drops, stats.ports[0].rx_queues[0].stats);
     for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
         assert!(g == e, "datagram {i}: {} bytes received, {} sent, or contents differ", g.len(), e.len());
     }

@@ -1,7 +1,7 @@
 //! `daqiri-gateway check FILE...`: judge configs as DAQIRI would, and list
 //! what this host or build cannot run as warnings.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -37,7 +37,7 @@ pub(crate) fn main(args: CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(if all_valid { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-fn check_file(file: &PathBuf) -> (bool, Vec<Diagnostic>) {
+fn check_file(file: &Path) -> (bool, Vec<Diagnostic>) {
     let doc = match Document::read(file) {
         Ok(doc) => doc,
         Err(report) => return (false, report.diagnostics),

@@ -8,7 +8,7 @@
 //! prints its SHA-256 so the receiver can prove it got every byte in order.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -92,7 +92,7 @@ pub(crate) fn main(mut args: GenArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn apply_bench_tx(args: &mut GenArgs, path: &PathBuf) -> anyhow::Result<()> {
+fn apply_bench_tx(args: &mut GenArgs, path: &Path) -> anyhow::Result<()> {
     let doc = Document::read(path).map_err(|r| anyhow::anyhow!("{}:\n{r}", path.display()))?;
     let Some(section) = doc.sections.get("bench_tx") else { bail!("{} has no bench_tx section", path.display()) };
     // bench_tx is a map, or a list of maps (one per TX queue): use the first.
@@ -119,7 +119,7 @@ pub(crate) fn generate(args: &GenArgs, shutdown: &ShutdownFlag) -> anyhow::Resul
     if args.flows > 1 && args.src_port.is_none() {
         bail!("--flows {} needs --src-port (flows are told apart by source port)", args.flows);
     }
-    if args.batch == 0 || !(args.rate >= 0.0) {
+    if args.batch == 0 || args.rate.is_nan() || args.rate < 0.0 {
         bail!("--batch must be at least 1 and --rate at least 0");
     }
     let engine = Engine::from_yaml(&engine_yaml(args, &plan)).context("cannot start the generator's engine")?;

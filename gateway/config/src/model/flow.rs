@@ -37,8 +37,7 @@ impl Flow {
     pub fn queue_ids(&self) -> Vec<u16> {
         self.action_list()
             .iter()
-            .filter(|a| a.kind == ActionType::Queue)
-            .next_back()
+            .rfind(|a| a.kind == ActionType::Queue)
             .map(FlowAction::queue_ids)
             .unwrap_or_default()
     }
