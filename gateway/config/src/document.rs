@@ -28,7 +28,10 @@ impl Document {
             let path = ignored_path(&ignored);
             // Top-level sections other than `daqiri` belong to tools; only keys inside ours are suspect.
             if path.starts_with("daqiri.") {
-                unknown_keys.warn(&YamlPath::from_text(path), "unknown key, ignored (check the spelling against the configuration reference)");
+                unknown_keys.warn(
+                    &YamlPath::from_text(path),
+                    "unknown key, ignored (check the spelling against the configuration reference)",
+                );
             }
         };
         let tracked = serde_ignored::Deserializer::new(de, &mut on_ignored);

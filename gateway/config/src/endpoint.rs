@@ -61,9 +61,7 @@ impl FromStr for Endpoint {
 
     fn from_str(text: &str) -> Result<Self, String> {
         const HINT: &str = "write udp://IP:PORT, tcp://IP:PORT or roce://IP[:PORT]";
-        let (scheme, rest) = text
-            .split_once("://")
-            .ok_or_else(|| format!("\"{text}\" has no scheme; {HINT}"))?;
+        let (scheme, rest) = text.split_once("://").ok_or_else(|| format!("\"{text}\" has no scheme; {HINT}"))?;
         let transport = match scheme {
             "udp" => Transport::Udp,
             "tcp" => Transport::Tcp,

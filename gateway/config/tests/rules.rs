@@ -113,7 +113,11 @@ fn base_configs_are_valid() {
 
 #[test]
 fn all_problems_are_reported_at_once() {
-    let yaml = edit(&edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, id: 7 }"), "version: 1", "version: 2");
+    let yaml = edit(
+        &edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, id: 7 }"),
+        "version: 1",
+        "version: 2",
+    );
     let errors = diagnostics(&yaml);
     assert!(errors.iter().any(|d| d.path == "daqiri.cfg.version"));
     assert!(errors.iter().any(|d| d.path == format!("{IF1}.rx.flows[1].action.id")));
@@ -125,13 +129,22 @@ fn type_errors_name_their_path_and_the_valid_values() {
     let d = err.errors().next().unwrap();
     assert_eq!(d.path, "daqiri.cfg.memory_regions[1].kind");
     assert!(d.message.contains("unknown variant `gpu`") && d.message.contains("host_pinned"), "{d}");
-    let err = Document::parse(&edit(RAW, "batch_size: 1024, memory_regions: [tx_cpu]", "batch_size: many, memory_regions: [tx_cpu]")).unwrap_err();
+    let err = Document::parse(&edit(
+        RAW,
+        "batch_size: 1024, memory_regions: [tx_cpu]",
+        "batch_size: many, memory_regions: [tx_cpu]",
+    ))
+    .unwrap_err();
     assert_eq!(err.errors().next().unwrap().path, "daqiri.cfg.interfaces[0].tx.queues[0].batch_size");
 }
 
 #[test]
 fn unknown_keys_are_warnings_with_their_path() {
-    assert_warning(&edit(SOCKET, "version: 1", "version: 1\n    stream_tipe: raw"), "daqiri.cfg.stream_tipe", "unknown key");
+    assert_warning(
+        &edit(SOCKET, "version: 1", "version: 1\n    stream_tipe: raw"),
+        "daqiri.cfg.stream_tipe",
+        "unknown key",
+    );
 }
 
 #[test]
@@ -141,7 +154,11 @@ fn version_must_be_1() {
 
 #[test]
 fn meta_buffers_must_be_positive() {
-    assert_error(&edit(RAW, "version: 1", "version: 1\n    rx_meta_buffers: 0"), "daqiri.cfg.rx_meta_buffers", "at least 1");
+    assert_error(
+        &edit(RAW, "version: 1", "version: 1\n    rx_meta_buffers: 0"),
+        "daqiri.cfg.rx_meta_buffers",
+        "at least 1",
+    );
 }
 
 #[test]
@@ -151,29 +168,53 @@ fn stream_type_is_required() {
 
 #[test]
 fn engine_must_fit_the_stream_type() {
-    assert_error(&edit(RAW, "stream_type: raw", "stream_type: raw\n    engine: socket"), "daqiri.cfg.engine", "valid: dpdk (default), ibverbs");
-    assert_error(&edit(SOCKET, "stream_type: socket", "stream_type: socket\n    engine: dpdk"), "daqiri.cfg.engine", "cannot drive stream_type socket");
+    assert_error(
+        &edit(RAW, "stream_type: raw", "stream_type: raw\n    engine: socket"),
+        "daqiri.cfg.engine",
+        "valid: dpdk (default), ibverbs",
+    );
+    assert_error(
+        &edit(SOCKET, "stream_type: socket", "stream_type: socket\n    engine: dpdk"),
+        "daqiri.cfg.engine",
+        "cannot drive stream_type socket",
+    );
 }
 
 #[test]
 fn sw_loopback_needs_raw_streams() {
-    assert_error(&edit(SOCKET, "version: 1", "version: 1\n    loopback: sw"), "daqiri.cfg.loopback", "applies to raw streams");
+    assert_error(
+        &edit(SOCKET, "version: 1", "version: 1\n    loopback: sw"),
+        "daqiri.cfg.loopback",
+        "applies to raw streams",
+    );
 }
 
 #[test]
 fn memory_region_names_are_unique() {
-    assert_error(&edit(RAW, "name: out_gpu", "name: rx_cpu"), "daqiri.cfg.memory_regions[2].name", "duplicate memory region name rx_cpu");
+    assert_error(
+        &edit(RAW, "name: out_gpu", "name: rx_cpu"),
+        "daqiri.cfg.memory_regions[2].name",
+        "duplicate memory region name rx_cpu",
+    );
 }
 
 #[test]
 fn memory_regions_need_buffers() {
     assert_error(&edit(RAW, "num_bufs: 16,", "num_bufs: 0,"), "daqiri.cfg.memory_regions[2].num_bufs", "at least 1");
-    assert_error(&edit(RAW, "buf_size: 1048576", "buf_size: 0"), "daqiri.cfg.memory_regions[2].buf_size", "at least 1 byte");
+    assert_error(
+        &edit(RAW, "buf_size: 1048576", "buf_size: 0"),
+        "daqiri.cfg.memory_regions[2].buf_size",
+        "at least 1 byte",
+    );
 }
 
 #[test]
 fn unused_memory_region_is_a_warning() {
-    let yaml = edit(SOCKET, "    interfaces:", "    - { name: spare, kind: host, num_bufs: 8, buf_size: 64 }\n    interfaces:");
+    let yaml = edit(
+        SOCKET,
+        "    interfaces:",
+        "    - { name: spare, kind: host, num_bufs: 8, buf_size: 64 }\n    interfaces:",
+    );
     assert_warning(&yaml, "daqiri.cfg.memory_regions[1].name", "not used");
 }
 
@@ -188,12 +229,20 @@ fn small_raw_pools_are_raised_with_a_warning() {
 
 #[test]
 fn interface_names_are_unique() {
-    assert_error(&edit(RAW, "name: rx_port", "name: tx_port"), "daqiri.cfg.interfaces[1].name", "duplicate interface name tx_port");
+    assert_error(
+        &edit(RAW, "name: rx_port", "name: tx_port"),
+        "daqiri.cfg.interfaces[1].name",
+        "duplicate interface name tx_port",
+    );
 }
 
 #[test]
 fn placeholder_address_is_a_warning() {
-    assert_warning(&edit(RAW, "address: 0000:3b:00.1", "address: <0000:00:00.0>"), "daqiri.cfg.interfaces[1].address", "placeholder");
+    assert_warning(
+        &edit(RAW, "address: 0000:3b:00.1", "address: <0000:00:00.0>"),
+        "daqiri.cfg.interfaces[1].address",
+        "placeholder",
+    );
 }
 
 #[test]
@@ -203,20 +252,48 @@ fn raw_interfaces_need_an_address() {
 
 #[test]
 fn queue_memory_region_must_exist() {
-    assert_error(&edit(RAW, "memory_regions: [rx_gpu] }", "memory_regions: [rx_gpux] }"), &format!("{IF1}.rx.queues[0].memory_regions[0]"), "\"rx_gpux\" is not defined; valid: \"rx_cpu\"");
+    assert_error(
+        &edit(RAW, "memory_regions: [rx_gpu] }", "memory_regions: [rx_gpux] }"),
+        &format!("{IF1}.rx.queues[0].memory_regions[0]"),
+        "\"rx_gpux\" is not defined; valid: \"rx_cpu\"",
+    );
 }
 
 #[test]
 fn queue_ids_and_names_are_unique() {
-    assert_error(&edit(RAW, "{ name: q1, id: 1", "{ name: q1, id: 0"), &format!("{IF1}.rx.queues[1].id"), "duplicate queue id 0");
-    assert_error(&edit(RAW, "{ name: q1, id: 1", "{ name: q0, id: 1"), &format!("{IF1}.rx.queues[1].name"), "duplicate queue name q0");
+    assert_error(
+        &edit(RAW, "{ name: q1, id: 1", "{ name: q1, id: 0"),
+        &format!("{IF1}.rx.queues[1].id"),
+        "duplicate queue id 0",
+    );
+    assert_error(
+        &edit(RAW, "{ name: q1, id: 1", "{ name: q0, id: 1"),
+        &format!("{IF1}.rx.queues[1].name"),
+        "duplicate queue name q0",
+    );
 }
 
 #[test]
 fn indirect_queues_need_core_and_batch() {
-    assert_error(&edit(RAW, "{ name: q0, id: 0, cpu_core: 2, batch_size: 1024,", "{ name: q0, id: 0,"), &format!("{IF1}.rx.queues[0].cpu_core"), "need cpu_core");
-    assert_error(&edit(RAW, "{ name: q0, id: 0, cpu_core: 2, batch_size: 1024,", "{ name: q0, id: 0, cpu_core: 2,"), &format!("{IF1}.rx.queues[0].batch_size"), "need batch_size");
-    assert_error(&edit(RAW, "{ name: q0, id: 0, cpu_core: 2, batch_size: 1024,", "{ name: q0, id: 0, cpu_core: 2, batch_size: 0,"), &format!("{IF1}.rx.queues[0].batch_size"), "at least 1");
+    assert_error(
+        &edit(RAW, "{ name: q0, id: 0, cpu_core: 2, batch_size: 1024,", "{ name: q0, id: 0,"),
+        &format!("{IF1}.rx.queues[0].cpu_core"),
+        "need cpu_core",
+    );
+    assert_error(
+        &edit(RAW, "{ name: q0, id: 0, cpu_core: 2, batch_size: 1024,", "{ name: q0, id: 0, cpu_core: 2,"),
+        &format!("{IF1}.rx.queues[0].batch_size"),
+        "need batch_size",
+    );
+    assert_error(
+        &edit(
+            RAW,
+            "{ name: q0, id: 0, cpu_core: 2, batch_size: 1024,",
+            "{ name: q0, id: 0, cpu_core: 2, batch_size: 0,",
+        ),
+        &format!("{IF1}.rx.queues[0].batch_size"),
+        "at least 1",
+    );
 }
 
 #[test]
@@ -230,7 +307,11 @@ fn direct_poll_mode_needs_raw_ibverbs() {
 #[test]
 fn direct_poll_mode_forbids_worker_settings_and_reorder() {
     let yaml = edit(RAW, "stream_type: raw", "stream_type: raw\n    engine: ibverbs");
-    let yaml = edit(&yaml, "{ name: q0, id: 0, cpu_core: 2, batch_size: 1024,", "{ name: q0, id: 0, poll_mode: direct, cpu_core: 2, timeout_us: 5,");
+    let yaml = edit(
+        &yaml,
+        "{ name: q0, id: 0, cpu_core: 2, batch_size: 1024,",
+        "{ name: q0, id: 0, poll_mode: direct, cpu_core: 2, timeout_us: 5,",
+    );
     assert_error(&yaml, &format!("{IF1}.rx.queues[0].cpu_core"), "not allowed in direct poll mode");
     assert_error(&yaml, &format!("{IF1}.rx.queues[0].timeout_us"), "not allowed in direct poll mode");
     assert_error(&yaml, &format!("{IF1}.rx.queues[0].poll_mode"), "cannot feed a reorder config");
@@ -238,13 +319,25 @@ fn direct_poll_mode_forbids_worker_settings_and_reorder() {
 
 #[test]
 fn tx_only_keys_are_rejected_on_rx_queues() {
-    assert_error(&edit(RAW, "{ name: q0, id: 0,", "{ name: q0, id: 0, pacing_mbps: 100,"), &format!("{IF1}.rx.queues[0].pacing_mbps"), "TX queue setting");
-    assert_error(&edit(RAW, "{ name: q0, id: 0,", "{ name: q0, id: 0, offloads: [tx_eth_src],"), &format!("{IF1}.rx.queues[0].offloads"), "TX queue setting");
+    assert_error(
+        &edit(RAW, "{ name: q0, id: 0,", "{ name: q0, id: 0, pacing_mbps: 100,"),
+        &format!("{IF1}.rx.queues[0].pacing_mbps"),
+        "TX queue setting",
+    );
+    assert_error(
+        &edit(RAW, "{ name: q0, id: 0,", "{ name: q0, id: 0, offloads: [tx_eth_src],"),
+        &format!("{IF1}.rx.queues[0].offloads"),
+        "TX queue setting",
+    );
 }
 
 #[test]
 fn flow_must_reference_an_existing_queue() {
-    assert_error(&edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, id: 3 }"), &format!("{IF1}.rx.flows[1].action.id"), "queue 3 does not exist on this interface's rx.queues; valid: 0, 1");
+    assert_error(
+        &edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, id: 3 }"),
+        &format!("{IF1}.rx.flows[1].action.id"),
+        "queue 3 does not exist on this interface's rx.queues; valid: 0, 1",
+    );
 }
 
 #[test]
@@ -255,50 +348,114 @@ fn flow_names_and_ids_are_unique() {
 
 #[test]
 fn id_and_ids_are_exclusive() {
-    assert_error(&edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, id: 1, ids: [0, 1] }"), &format!("{IF1}.rx.flows[1].action.ids"), "mutually exclusive");
-    assert_error(&edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue }"), &format!("{IF1}.rx.flows[1].action.id"), "need id (one queue) or ids");
+    assert_error(
+        &edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, id: 1, ids: [0, 1] }"),
+        &format!("{IF1}.rx.flows[1].action.ids"),
+        "mutually exclusive",
+    );
+    assert_error(
+        &edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue }"),
+        &format!("{IF1}.rx.flows[1].action.id"),
+        "need id (one queue) or ids",
+    );
 }
 
 #[test]
 fn rss_ids_must_be_unique_and_exist() {
-    assert_error(&edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, ids: [0, 0] }"), &format!("{IF1}.rx.flows[1].action.ids[1]"), "duplicate queue id 0");
-    assert_error(&edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, ids: [0, 5] }"), &format!("{IF1}.rx.flows[1].action.ids[1]"), "queue 5 does not exist");
-    assert_error(&edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, ids: [] }"), &format!("{IF1}.rx.flows[1].action.ids"), "at least one queue");
+    assert_error(
+        &edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, ids: [0, 0] }"),
+        &format!("{IF1}.rx.flows[1].action.ids[1]"),
+        "duplicate queue id 0",
+    );
+    assert_error(
+        &edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, ids: [0, 5] }"),
+        &format!("{IF1}.rx.flows[1].action.ids[1]"),
+        "queue 5 does not exist",
+    );
+    assert_error(
+        &edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, ids: [] }"),
+        &format!("{IF1}.rx.flows[1].action.ids"),
+        "at least one queue",
+    );
 }
 
 #[test]
 fn action_and_actions_are_exclusive_and_one_is_required() {
-    assert_error(&edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, id: 1 }\n          actions: [{ type: queue, id: 1 }]"), &format!("{IF1}.rx.flows[1].action"), "not both");
+    assert_error(
+        &edit(
+            RAW,
+            "action: { type: queue, id: 1 }",
+            "action: { type: queue, id: 1 }\n          actions: [{ type: queue, id: 1 }]",
+        ),
+        &format!("{IF1}.rx.flows[1].action"),
+        "not both",
+    );
     assert_error(&edit(RAW, "action: { type: queue, id: 1 }", ""), &format!("{IF1}.rx.flows[1]"), "has no action");
 }
 
 #[test]
 fn rx_action_lists_end_with_a_queue() {
-    assert_error(&edit(RAW, "action: { type: queue, id: 1 }", "actions: [{ type: queue, id: 1 }, { type: vlan_pop }]"), &format!("{IF1}.rx.flows[1].actions[1]"), "must end with type: queue");
+    assert_error(
+        &edit(RAW, "action: { type: queue, id: 1 }", "actions: [{ type: queue, id: 1 }, { type: vlan_pop }]"),
+        &format!("{IF1}.rx.flows[1].actions[1]"),
+        "must end with type: queue",
+    );
 }
 
 #[test]
 fn action_types_fit_the_direction() {
-    assert_error(&edit(RAW, "action: { type: queue, id: 1 }", "actions: [{ type: vlan_push, vlan_id: 3 }, { type: queue, id: 1 }]"), &format!("{IF1}.rx.flows[1].actions[0].type"), "vlan_push is not an RX flow action; valid: queue, vlan_pop, tunnel_decap");
-    let tx = edit(RAW, "memory_regions: [tx_cpu] }", "memory_regions: [tx_cpu] }\n        flows:\n        - { name: t, id: 1, actions: [{ type: queue, id: 0 }] }");
-    assert_error(&tx, "daqiri.cfg.interfaces[0].tx.flows[0].actions[0].type", "queue is not an TX flow action; valid: vlan_push, tunnel_encap");
+    assert_error(
+        &edit(
+            RAW,
+            "action: { type: queue, id: 1 }",
+            "actions: [{ type: vlan_push, vlan_id: 3 }, { type: queue, id: 1 }]",
+        ),
+        &format!("{IF1}.rx.flows[1].actions[0].type"),
+        "vlan_push is not an RX flow action; valid: queue, vlan_pop, tunnel_decap",
+    );
+    let tx = edit(
+        RAW,
+        "memory_regions: [tx_cpu] }",
+        "memory_regions: [tx_cpu] }\n        flows:\n        - { name: t, id: 1, actions: [{ type: queue, id: 0 }] }",
+    );
+    assert_error(
+        &tx,
+        "daqiri.cfg.interfaces[0].tx.flows[0].actions[0].type",
+        "queue is not an TX flow action; valid: vlan_push, tunnel_encap",
+    );
 }
 
 #[test]
 fn vlan_push_fields_are_range_checked() {
-    let tx = edit(RAW, "memory_regions: [tx_cpu] }", "memory_regions: [tx_cpu] }\n        flows:\n        - { name: t, id: 1, actions: [{ type: vlan_push, vlan_id: 5000, pcp: 9 }] }");
+    let tx = edit(
+        RAW,
+        "memory_regions: [tx_cpu] }",
+        "memory_regions: [tx_cpu] }\n        flows:\n        - { name: t, id: 1, actions: [{ type: vlan_push, vlan_id: 5000, pcp: 9 }] }",
+    );
     assert_error(&tx, "daqiri.cfg.interfaces[0].tx.flows[0].actions[0].vlan_id", "valid: 0..4095");
     assert_error(&tx, "daqiri.cfg.interfaces[0].tx.flows[0].actions[0].pcp", "valid: 0..7");
 }
 
 #[test]
 fn stray_action_fields_are_rejected() {
-    assert_error(&edit(RAW, "action: { type: queue, id: 1 }", "actions: [{ type: vlan_pop, vlan_id: 3 }, { type: queue, id: 1 }]"), &format!("{IF1}.rx.flows[1].actions[0].vlan_id"), "does not belong to a vlan_pop action");
+    assert_error(
+        &edit(
+            RAW,
+            "action: { type: queue, id: 1 }",
+            "actions: [{ type: vlan_pop, vlan_id: 3 }, { type: queue, id: 1 }]",
+        ),
+        &format!("{IF1}.rx.flows[1].actions[0].vlan_id"),
+        "does not belong to a vlan_pop action",
+    );
 }
 
 #[test]
 fn tunnel_encap_needs_outer_headers_and_ids() {
-    let tx = edit(RAW, "memory_regions: [tx_cpu] }", "memory_regions: [tx_cpu] }\n        flows:\n        - { name: t, id: 1, actions: [{ type: tunnel_encap, tunnel: { type: vxlan, outer_eth_src: \"02:00:00:00:00:01\", outer_ipv4_src: 10.0.0.1, outer_ipv4_dst: 10.0.0.2, tni: 5 } }] }");
+    let tx = edit(
+        RAW,
+        "memory_regions: [tx_cpu] }",
+        "memory_regions: [tx_cpu] }\n        flows:\n        - { name: t, id: 1, actions: [{ type: tunnel_encap, tunnel: { type: vxlan, outer_eth_src: \"02:00:00:00:00:01\", outer_ipv4_src: 10.0.0.1, outer_ipv4_dst: 10.0.0.2, tni: 5 } }] }",
+    );
     let at = "daqiri.cfg.interfaces[0].tx.flows[0].actions[0].tunnel";
     assert_error(&tx, &format!("{at}.outer_eth_dst"), "tunnel_encap needs outer_eth_dst");
     assert_error(&tx, &format!("{at}.vni"), "vxlan tunnels need vni");
@@ -307,127 +464,251 @@ fn tunnel_encap_needs_outer_headers_and_ids() {
 
 #[test]
 fn tunnel_decap_is_an_rx_transform() {
-    let yaml = edit(RAW, "action: { type: queue, id: 1 }", "actions: [{ type: tunnel_decap, tunnel: { type: vxlan, vni: 16777216 } }, { type: queue, id: 1 }]");
+    let yaml = edit(
+        RAW,
+        "action: { type: queue, id: 1 }",
+        "actions: [{ type: tunnel_decap, tunnel: { type: vxlan, vni: 16777216 } }, { type: queue, id: 1 }]",
+    );
     assert_error(&yaml, &format!("{IF1}.rx.flows[1].actions[0].tunnel.vni"), "does not fit 24 bits");
 }
 
 #[test]
 fn match_classes_cannot_mix_in_one_flow() {
-    assert_error(&edit(RAW, "match: { udp_dst: \"5000-5010\" }", "match: { udp_dst: 5000, flex_item_id: 1, val: 3 }"), &format!("{IF1}.rx.flows[1].match"), "cannot be combined");
+    assert_error(
+        &edit(RAW, "match: { udp_dst: \"5000-5010\" }", "match: { udp_dst: 5000, flex_item_id: 1, val: 3 }"),
+        &format!("{IF1}.rx.flows[1].match"),
+        "cannot be combined",
+    );
 }
 
 #[test]
 fn one_flow_class_per_interface() {
     let yaml = edit(RAW, "match: { udp_dst: \"5000-5010\" }", "match: { ecpri: { msg_type: 0 } }");
-    assert_error(&yaml, &format!("{IF1}.rx.flows[1].match"), "this is a eCPRI flow but daqiri.cfg.interfaces[1].rx.flows[0] is UDP/IP");
+    assert_error(
+        &yaml,
+        &format!("{IF1}.rx.flows[1].match"),
+        "this is a eCPRI flow but daqiri.cfg.interfaces[1].rx.flows[0] is UDP/IP",
+    );
 }
 
 #[test]
 fn flex_match_needs_a_defined_item() {
     let yaml = edit(RAW, "match: { udp_src: 4096, udp_dst: 4096 }", "match: { flex_item_id: 4, val: 1, mask: 255 }");
     let yaml = edit(&yaml, "match: { udp_dst: \"5000-5010\" }", "match: { flex_item_id: 1, val: 2 }");
-    let yaml = edit(&yaml, "flow_isolation: true", "flow_isolation: true\n        flex_items:\n        - { name: fx, id: 1, offset: 8, udp_dst_port: 4791 }");
-    assert_error(&yaml, &format!("{IF1}.rx.flows[0].match.flex_item_id"), "flex item 4 is not defined in rx.flex_items; valid: 1");
+    let yaml = edit(
+        &yaml,
+        "flow_isolation: true",
+        "flow_isolation: true\n        flex_items:\n        - { name: fx, id: 1, offset: 8, udp_dst_port: 4791 }",
+    );
+    assert_error(
+        &yaml,
+        &format!("{IF1}.rx.flows[0].match.flex_item_id"),
+        "flex item 4 is not defined in rx.flex_items; valid: 1",
+    );
 }
 
 #[test]
 fn flex_item_offset_rule() {
-    let yaml = edit(RAW, "flow_isolation: true", "flow_isolation: true\n        flex_items:\n        - { name: fx, id: 1, offset: 6, udp_dst_port: 4791 }");
+    let yaml = edit(
+        RAW,
+        "flow_isolation: true",
+        "flow_isolation: true\n        flex_items:\n        - { name: fx, id: 1, offset: 6, udp_dst_port: 4791 }",
+    );
     assert_error(&yaml, &format!("{IF1}.rx.flex_items[0].offset"), "multiple of 4 below 28");
-    let yaml = edit(RAW, "flow_isolation: true", "flow_isolation: true\n        flex_items:\n        - { name: fx, id: 1, offset: 28, udp_dst_port: 4791 }");
+    let yaml = edit(
+        RAW,
+        "flow_isolation: true",
+        "flow_isolation: true\n        flex_items:\n        - { name: fx, id: 1, offset: 28, udp_dst_port: 4791 }",
+    );
     assert_error(&yaml, &format!("{IF1}.rx.flex_items[0].offset"), "multiple of 4 below 28");
 }
 
 #[test]
 fn flex_flows_cannot_use_transforms() {
-    let yaml = edit(RAW, "action: { type: queue, id: 0 }\n          match: { udp_src: 4096, udp_dst: 4096 }", "actions: [{ type: vlan_pop }, { type: queue, id: 0 }]\n          match: { flex_item_id: 1, val: 1 }");
+    let yaml = edit(
+        RAW,
+        "action: { type: queue, id: 0 }\n          match: { udp_src: 4096, udp_dst: 4096 }",
+        "actions: [{ type: vlan_pop }, { type: queue, id: 0 }]\n          match: { flex_item_id: 1, val: 1 }",
+    );
     let yaml = edit(&yaml, "match: { udp_dst: \"5000-5010\" }", "match: { flex_item_id: 1, val: 2 }");
-    let yaml = edit(&yaml, "flow_isolation: true", "flow_isolation: true\n        flex_items:\n        - { name: fx, id: 1, offset: 8, udp_dst_port: 4791 }");
+    let yaml = edit(
+        &yaml,
+        "flow_isolation: true",
+        "flow_isolation: true\n        flex_items:\n        - { name: fx, id: 1, offset: 8, udp_dst_port: 4791 }",
+    );
     assert_error(&yaml, &format!("{IF1}.rx.flows[0].actions"), "cannot use VLAN or tunnel transforms");
 }
 
 #[test]
 fn ecpri_id_needs_msg_type_and_no_rss() {
     let yaml = edit(RAW, "match: { udp_src: 4096, udp_dst: 4096 }", "match: { ecpri: { pc_id: 7 } }");
-    let yaml = edit(&yaml, "action: { type: queue, id: 1 }\n          match: { udp_dst: \"5000-5010\" }", "action: { type: queue, ids: [0, 1] }\n          match: { ecpri: { msg_type: 2, rtc_id: 1 } }");
+    let yaml = edit(
+        &yaml,
+        "action: { type: queue, id: 1 }\n          match: { udp_dst: \"5000-5010\" }",
+        "action: { type: queue, ids: [0, 1] }\n          match: { ecpri: { msg_type: 2, rtc_id: 1 } }",
+    );
     assert_error(&yaml, &format!("{IF1}.rx.flows[0].match.ecpri.msg_type"), "needs msg_type");
     assert_error(&yaml, &format!("{IF1}.rx.flows[1]"), "cannot use multi-queue RSS");
 }
 
 #[test]
 fn reorder_output_region_must_exist_and_fit_the_type() {
-    assert_error(&edit(RAW, "memory_region: out_gpu", "memory_region: nowhere"), &format!("{IF1}.rx.reorder_configs[0].memory_region"), "\"nowhere\" is not defined");
-    assert_error(&edit(RAW, "memory_region: out_gpu", "memory_region: rx_cpu"), &format!("{IF1}.rx.reorder_configs[0].memory_region"), "gpu needs device or host_pinned memory");
+    assert_error(
+        &edit(RAW, "memory_region: out_gpu", "memory_region: nowhere"),
+        &format!("{IF1}.rx.reorder_configs[0].memory_region"),
+        "\"nowhere\" is not defined",
+    );
+    assert_error(
+        &edit(RAW, "memory_region: out_gpu", "memory_region: rx_cpu"),
+        &format!("{IF1}.rx.reorder_configs[0].memory_region"),
+        "gpu needs device or host_pinned memory",
+    );
 }
 
 #[test]
 fn cpu_reorder_needs_cpu_memory() {
     let yaml = edit(RAW, "reorder_type: gpu", "reorder_type: cpu");
-    assert_error(&yaml, &format!("{IF1}.rx.reorder_configs[0].memory_region"), "cpu needs host, host_pinned or huge memory");
-    assert_error(&yaml, &format!("{IF1}.rx.reorder_configs[0].flow_ids[0]"), "lands in region \"rx_gpu\" of kind device");
+    assert_error(
+        &yaml,
+        &format!("{IF1}.rx.reorder_configs[0].memory_region"),
+        "cpu needs host, host_pinned or huge memory",
+    );
+    assert_error(
+        &yaml,
+        &format!("{IF1}.rx.reorder_configs[0].flow_ids[0]"),
+        "lands in region \"rx_gpu\" of kind device",
+    );
 }
 
 #[test]
 fn reorder_flows_must_exist_and_not_overlap() {
-    assert_error(&edit(RAW, "flow_ids: [10]", "flow_ids: [99]"), &format!("{IF1}.rx.reorder_configs[0].flow_ids[0]"), "flow 99 is not defined in rx.flows; valid: 10, 11");
-    let two = edit(RAW, "    - name: r0\n", "    - name: r1\n          reorder_type: gpu\n          memory_region: out_gpu\n          flow_ids: [10]\n          method: { seq_packets_per_batch: { sequence_number: { bit_offset: 0, bit_width: 8 }, packets_per_batch: 16 } }\n        - name: r0\n");
+    assert_error(
+        &edit(RAW, "flow_ids: [10]", "flow_ids: [99]"),
+        &format!("{IF1}.rx.reorder_configs[0].flow_ids[0]"),
+        "flow 99 is not defined in rx.flows; valid: 10, 11",
+    );
+    let two = edit(
+        RAW,
+        "    - name: r0\n",
+        "    - name: r1\n          reorder_type: gpu\n          memory_region: out_gpu\n          flow_ids: [10]\n          method: { seq_packets_per_batch: { sequence_number: { bit_offset: 0, bit_width: 8 }, packets_per_batch: 16 } }\n        - name: r0\n",
+    );
     assert_error(&two, &format!("{IF1}.rx.reorder_configs[1].flow_ids[0]"), "already reordered by");
 }
 
 #[test]
 fn reorder_flow_steers_to_one_single_region_queue() {
-    assert_error(&edit(RAW, "flow_ids: [10]", "flow_ids: [11]"), &format!("{IF1}.rx.reorder_configs[0].flow_ids[0]"), "exactly one source region");
+    assert_error(
+        &edit(RAW, "flow_ids: [10]", "flow_ids: [11]"),
+        &format!("{IF1}.rx.reorder_configs[0].flow_ids[0]"),
+        "exactly one source region",
+    );
     let rss = edit(RAW, "action: { type: queue, id: 0 }", "action: { type: queue, ids: [0, 1] }");
     assert_error(&rss, &format!("{IF1}.rx.reorder_configs[0].flow_ids[0]"), "steers to 2 queues");
 }
 
 #[test]
 fn reorder_method_is_exactly_one() {
-    let both = edit(RAW, "            seq_packets_per_batch:", "            seq_batch_number: { sequence_number: { bit_offset: 0, bit_width: 16 }, batch_number: { bit_offset: 16, bit_width: 8 } }\n            seq_packets_per_batch:");
+    let both = edit(
+        RAW,
+        "            seq_packets_per_batch:",
+        "            seq_batch_number: { sequence_number: { bit_offset: 0, bit_width: 16 }, batch_number: { bit_offset: 16, bit_width: 8 } }\n            seq_packets_per_batch:",
+    );
     assert_error(&both, &format!("{IF1}.rx.reorder_configs[0].method"), "exactly one method");
 }
 
 #[test]
 fn reorder_bit_widths_and_divisibility() {
     let at = format!("{IF1}.rx.reorder_configs[0].method.seq_packets_per_batch");
-    assert_error(&edit(RAW, "bit_width: 32 }", "bit_width: 33 }"), &format!("{at}.sequence_number.bit_width"), "valid: 1..32");
-    assert_error(&edit(RAW, "packets_per_batch: 1024", "packets_per_batch: 1000"), &format!("{at}.packets_per_batch"), "does not divide 2^32");
-    assert_error(&edit(RAW, "packets_per_batch: 1024", "packets_per_batch: 0"), &format!("{at}.packets_per_batch"), "at least 1");
-    let sbn = edit(RAW, "            seq_packets_per_batch:\n              sequence_number: { bit_offset: 0, bit_width: 32 }\n              packets_per_batch: 1024", "            seq_batch_number: { sequence_number: { bit_offset: 0, bit_width: 8 }, batch_number: { bit_offset: 8, bit_width: 12 } }");
-    assert_error(&sbn, &format!("{IF1}.rx.reorder_configs[0].method.seq_batch_number.batch_number.bit_width"), "not divisible");
+    assert_error(
+        &edit(RAW, "bit_width: 32 }", "bit_width: 33 }"),
+        &format!("{at}.sequence_number.bit_width"),
+        "valid: 1..32",
+    );
+    assert_error(
+        &edit(RAW, "packets_per_batch: 1024", "packets_per_batch: 1000"),
+        &format!("{at}.packets_per_batch"),
+        "does not divide 2^32",
+    );
+    assert_error(
+        &edit(RAW, "packets_per_batch: 1024", "packets_per_batch: 0"),
+        &format!("{at}.packets_per_batch"),
+        "at least 1",
+    );
+    let sbn = edit(
+        RAW,
+        "            seq_packets_per_batch:\n              sequence_number: { bit_offset: 0, bit_width: 32 }\n              packets_per_batch: 1024",
+        "            seq_batch_number: { sequence_number: { bit_offset: 0, bit_width: 8 }, batch_number: { bit_offset: 8, bit_width: 12 } }",
+    );
+    assert_error(
+        &sbn,
+        &format!("{IF1}.rx.reorder_configs[0].method.seq_batch_number.batch_number.bit_width"),
+        "not divisible",
+    );
 }
 
 #[test]
 fn data_types_need_gpu_reorder() {
-    let yaml = edit(RAW, "reorder_type: gpu", "reorder_type: cpu\n          data_types: { input_type: int4, output_type: fp16 }");
+    let yaml = edit(
+        RAW,
+        "reorder_type: gpu",
+        "reorder_type: cpu\n          data_types: { input_type: int4, output_type: fp16 }",
+    );
     assert_error(&yaml, &format!("{IF1}.rx.reorder_configs[0].data_types"), "gpu only");
 }
 
 #[test]
 fn reorder_output_too_small_is_a_warning() {
-    let yaml = edit(RAW, "{ name: rx_gpu, kind: device, num_bufs: 51200, buf_size: 1000 }", "{ name: rx_gpu, kind: device, num_bufs: 51200, buf_size: 8000 }");
+    let yaml = edit(
+        RAW,
+        "{ name: rx_gpu, kind: device, num_bufs: 51200, buf_size: 1000 }",
+        "{ name: rx_gpu, kind: device, num_bufs: 51200, buf_size: 8000 }",
+    );
     assert_warning(&yaml, "daqiri.cfg.memory_regions[2].buf_size", "may not hold one batch");
 }
 
 #[test]
 fn socket_server_needs_local_addr() {
-    assert_error(&edit(SOCKET, "socket_config: { mode: server, local_addr: \"udp://127.0.0.1:5001\" }", "socket_config: { mode: server, remote_addr: \"udp://127.0.0.1:5001\" }"), "daqiri.cfg.interfaces[0].socket_config.local_addr", "server mode needs local_addr");
+    assert_error(
+        &edit(
+            SOCKET,
+            "socket_config: { mode: server, local_addr: \"udp://127.0.0.1:5001\" }",
+            "socket_config: { mode: server, remote_addr: \"udp://127.0.0.1:5001\" }",
+        ),
+        "daqiri.cfg.interfaces[0].socket_config.local_addr",
+        "server mode needs local_addr",
+    );
 }
 
 #[test]
 fn socket_client_needs_remote_addr() {
-    assert_error(&edit(SOCKET, "mode: server", "mode: client"), "daqiri.cfg.interfaces[0].socket_config.remote_addr", "udp client mode needs remote_addr");
+    assert_error(
+        &edit(SOCKET, "mode: server", "mode: client"),
+        "daqiri.cfg.interfaces[0].socket_config.remote_addr",
+        "udp client mode needs remote_addr",
+    );
 }
 
 #[test]
 fn socket_uris_are_parsed() {
-    assert_error(&edit(SOCKET, "udp://127.0.0.1:5001", "http://127.0.0.1:5001"), "daqiri.cfg.interfaces[0].socket_config.local_addr", "unknown scheme \"http\"");
-    assert_error(&edit(SOCKET, "udp://127.0.0.1:5001", "udp://127.0.0.1"), "daqiri.cfg.interfaces[0].socket_config.local_addr", "need a port");
+    assert_error(
+        &edit(SOCKET, "udp://127.0.0.1:5001", "http://127.0.0.1:5001"),
+        "daqiri.cfg.interfaces[0].socket_config.local_addr",
+        "unknown scheme \"http\"",
+    );
+    assert_error(
+        &edit(SOCKET, "udp://127.0.0.1:5001", "udp://127.0.0.1"),
+        "daqiri.cfg.interfaces[0].socket_config.local_addr",
+        "need a port",
+    );
 }
 
 #[test]
 fn socket_schemes_must_agree() {
-    let yaml = edit(SOCKET, "local_addr: \"udp://127.0.0.1:5001\"", "local_addr: \"udp://127.0.0.1:5001\", remote_addr: \"tcp://127.0.0.1:6000\"");
+    let yaml = edit(
+        SOCKET,
+        "local_addr: \"udp://127.0.0.1:5001\"",
+        "local_addr: \"udp://127.0.0.1:5001\", remote_addr: \"tcp://127.0.0.1:6000\"",
+    );
     assert_error(&yaml, "daqiri.cfg.interfaces[0].socket_config.remote_addr", "does not match local_addr's udp");
 }
 
@@ -435,53 +716,91 @@ fn socket_schemes_must_agree() {
 fn legacy_socket_fields_need_an_engine() {
     let legacy = edit(SOCKET, "local_addr: \"udp://127.0.0.1:5001\"", "local_ip: 127.0.0.1, local_port: 5001");
     assert_error(&legacy, "daqiri.cfg.interfaces[0].socket_config.local_ip", "need `engine`");
-    assert!(Document::parse(&edit(&legacy, "stream_type: socket", "stream_type: socket\n    engine: socket")).unwrap().validate().is_ok());
-    let both = edit(SOCKET, "local_addr: \"udp://127.0.0.1:5001\"", "local_addr: \"udp://127.0.0.1:5001\", local_port: 5001");
+    assert!(
+        Document::parse(&edit(&legacy, "stream_type: socket", "stream_type: socket\n    engine: socket"))
+            .unwrap()
+            .validate()
+            .is_ok()
+    );
+    let both =
+        edit(SOCKET, "local_addr: \"udp://127.0.0.1:5001\"", "local_addr: \"udp://127.0.0.1:5001\", local_port: 5001");
     assert_error(&both, "daqiri.cfg.interfaces[0].socket_config.local_addr", "not both");
 }
 
 #[test]
 fn socket_interfaces_need_socket_config() {
-    assert_error(&edit(SOCKET, "      socket_config: { mode: server, local_addr: \"udp://127.0.0.1:5001\" }\n", ""), "daqiri.cfg.interfaces[0].socket_config", "need socket_config");
+    assert_error(
+        &edit(SOCKET, "      socket_config: { mode: server, local_addr: \"udp://127.0.0.1:5001\" }\n", ""),
+        "daqiri.cfg.interfaces[0].socket_config",
+        "need socket_config",
+    );
 }
 
 #[test]
 fn raw_interfaces_reject_socket_config() {
-    let yaml = edit(RAW, "address: 0000:3b:00.1", "address: 0000:3b:00.1\n      socket_config: { mode: server, local_addr: \"udp://1.2.3.4:5\" }");
+    let yaml = edit(
+        RAW,
+        "address: 0000:3b:00.1",
+        "address: 0000:3b:00.1\n      socket_config: { mode: server, local_addr: \"udp://1.2.3.4:5\" }",
+    );
     assert_error(&yaml, &format!("{IF1}.socket_config"), "applies to stream_type: socket");
 }
 
 #[test]
 fn tcp_streams_have_no_flows() {
-    let yaml = edit(&edit(SOCKET, "udp://", "tcp://"), "memory_regions: [rx] }", "memory_regions: [rx] }\n        flows:\n        - { name: f, id: 1, action: { type: queue, id: 0 }, match: { udp_dst: 1 } }");
+    let yaml = edit(
+        &edit(SOCKET, "udp://", "tcp://"),
+        "memory_regions: [rx] }",
+        "memory_regions: [rx] }\n        flows:\n        - { name: f, id: 1, action: { type: queue, id: 0 }, match: { udp_dst: 1 } }",
+    );
     assert_error(&yaml, "daqiri.cfg.interfaces[0].rx.flows", "TCP streams carry no datagrams");
 }
 
 #[test]
 fn roce_config_needs_roce_endpoints() {
-    assert_error(&edit(SOCKET, "address: 127.0.0.1", "address: 127.0.0.1\n      roce_config: { transport_mode: RC }"), "daqiri.cfg.interfaces[0].roce_config", "only to interfaces with roce://");
+    assert_error(
+        &edit(SOCKET, "address: 127.0.0.1", "address: 127.0.0.1\n      roce_config: { transport_mode: RC }"),
+        "daqiri.cfg.interfaces[0].roce_config",
+        "only to interfaces with roce://",
+    );
 }
 
 #[test]
 fn raw_only_features_are_rejected_on_sockets() {
     let yaml = edit(SOCKET, "      rx:\n", "      rx:\n        hardware_timestamps: true\n");
     assert_error(&yaml, "daqiri.cfg.interfaces[0].rx.hardware_timestamps", "only for raw streams");
-    let yaml = edit(SOCKET, "      rx:\n", "      rx:\n        flex_items: [{ name: x, id: 1, offset: 0, udp_dst_port: 1 }]\n");
+    let yaml = edit(
+        SOCKET,
+        "      rx:\n",
+        "      rx:\n        flex_items: [{ name: x, id: 1, offset: 0, udp_dst_port: 1 }]\n",
+    );
     assert_error(&yaml, "daqiri.cfg.interfaces[0].rx.flex_items", "only for raw streams");
 }
 
 #[test]
 fn flow_isolation_without_flows_is_a_warning() {
-    assert_warning(&edit(SOCKET, "      rx:\n", "      rx:\n        flow_isolation: true\n"), "daqiri.cfg.interfaces[0].rx.flow_isolation", "no packet reaches a queue");
+    assert_warning(
+        &edit(SOCKET, "      rx:\n", "      rx:\n        flow_isolation: true\n"),
+        "daqiri.cfg.interfaces[0].rx.flow_isolation",
+        "no packet reaches a queue",
+    );
 }
 
 #[test]
 fn worker_on_master_core_is_a_warning() {
-    assert_warning(&edit(RAW, "{ name: tx0, id: 0, cpu_core: 1", "{ name: tx0, id: 0, cpu_core: 0"), "daqiri.cfg.interfaces[0].tx.queues[0].cpu_core", "also master_core");
+    assert_warning(
+        &edit(RAW, "{ name: tx0, id: 0, cpu_core: 1", "{ name: tx0, id: 0, cpu_core: 0"),
+        "daqiri.cfg.interfaces[0].tx.queues[0].cpu_core",
+        "also master_core",
+    );
 }
 
 #[test]
 fn socket_ipv4_len_must_fit_udp() {
-    let yaml = edit(SOCKET, "memory_regions: [rx] }", "memory_regions: [rx] }\n        flows:\n        - { name: f, id: 1, action: { type: queue, id: 0 }, match: { ipv4_len: 10 } }");
+    let yaml = edit(
+        SOCKET,
+        "memory_regions: [rx] }",
+        "memory_regions: [rx] }\n        flows:\n        - { name: f, id: 1, action: { type: queue, id: 0 }, match: { ipv4_len: 10 } }",
+    );
     assert_error(&yaml, "daqiri.cfg.interfaces[0].rx.flows[0].match.ipv4_len", "at least 28 bytes");
 }

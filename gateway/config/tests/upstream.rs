@@ -20,7 +20,12 @@ fn upstream_files() -> Vec<PathBuf> {
 fn every_upstream_config_loads_and_validates() {
     for file in upstream_files() {
         let doc = Document::read(&file).unwrap_or_else(|r| panic!("{}: parse failed:\n{r}", file.display()));
-        assert!(doc.unknown_keys.diagnostics.is_empty(), "{}: unexpected unknown keys:\n{}", file.display(), doc.unknown_keys);
+        assert!(
+            doc.unknown_keys.diagnostics.is_empty(),
+            "{}: unexpected unknown keys:\n{}",
+            file.display(),
+            doc.unknown_keys
+        );
         let valid = doc.validate().unwrap_or_else(|r| panic!("{}: validation failed:\n{r}", file.display()));
         assert!(valid.warnings().iter().all(|w| w.severity == Severity::Warning));
     }
@@ -28,7 +33,10 @@ fn every_upstream_config_loads_and_validates() {
 
 #[test]
 fn tool_sections_are_kept_for_tools() {
-    let file = upstream_files().into_iter().find(|f| f.ends_with("daqiri_bench_raw_sw_loopback_reorder_seq_1024.yaml")).unwrap();
+    let file = upstream_files()
+        .into_iter()
+        .find(|f| f.ends_with("daqiri_bench_raw_sw_loopback_reorder_seq_1024.yaml"))
+        .unwrap();
     let doc = Document::read(&file).unwrap();
     let bench_tx = &doc.sections["bench_tx"];
     assert_eq!(bench_tx["payload_size"].as_u64(), Some(1000));
@@ -52,8 +60,12 @@ fn placeholders_and_raised_pools_are_warnings() {
     let file = upstream_files().into_iter().find(|f| f.ends_with("daqiri_bench_raw_tx_rx_hds.yaml")).unwrap();
     let valid = Document::read(&file).unwrap().validate().unwrap();
     let text: Vec<String> = valid.warnings().iter().map(|w| w.to_string()).collect();
-    assert!(text.iter().any(|w| w.contains("daqiri.cfg.interfaces[0].address") && w.contains("placeholder")), "{text:#?}");
-    let file = upstream_files().into_iter().find(|f| f.ends_with("daqiri_bench_raw_tx_rx_reorder_seq_1024_cpu.yaml")).unwrap();
+    assert!(
+        text.iter().any(|w| w.contains("daqiri.cfg.interfaces[0].address") && w.contains("placeholder")),
+        "{text:#?}"
+    );
+    let file =
+        upstream_files().into_iter().find(|f| f.ends_with("daqiri_bench_raw_tx_rx_reorder_seq_1024_cpu.yaml")).unwrap();
     let valid = Document::read(&file).unwrap().validate().unwrap();
     assert!(!valid.warnings().iter().any(|w| w.path.ends_with("num_bufs")), "16384 buffers need no raise");
 }

@@ -87,7 +87,14 @@ impl MetaPool {
     pub(crate) fn new(entries: u32, batch_size: u32, port: u16, queue: u16, regions: Arc<RegionTable>) -> Arc<Self> {
         let free = ArrayQueue::new(entries.max(1) as usize);
         for _ in 0..entries.max(1) {
-            let meta = BurstMeta { port, queue, flags: 0, source_packets: 0, batch_id: None, packets: Vec::with_capacity(batch_size as usize) };
+            let meta = BurstMeta {
+                port,
+                queue,
+                flags: 0,
+                source_packets: 0,
+                batch_id: None,
+                packets: Vec::with_capacity(batch_size as usize),
+            };
             free.push(Box::new(meta)).expect("pool sized for every entry");
         }
         Arc::new(Self { free, regions })
@@ -291,9 +298,14 @@ impl PacketMut<'_> {
     /// Sets the length of each segment, in order (DAQIRI's `set_packet_lengths`).
     pub fn set_lengths(&mut self, lengths: &[usize]) -> crate::Result<()> {
         for (index, &len) in lengths.iter().enumerate() {
-            let capacity = self.segment_buffer(index).map(|b| b.len()).ok_or_else(|| crate::Error::invalid(format!("packet has no segment {index}")))?;
+            let capacity = self
+                .segment_buffer(index)
+                .map(|b| b.len())
+                .ok_or_else(|| crate::Error::invalid(format!("packet has no segment {index}")))?;
             if len > capacity {
-                return Err(crate::Error::invalid(format!("segment {index} length {len} exceeds its buffer of {capacity} bytes")));
+                return Err(crate::Error::invalid(format!(
+                    "segment {index} length {len} exceeds its buffer of {capacity} bytes"
+                )));
             }
             if let Some(seg) = self.slot.segments[index].as_mut() {
                 seg.len = len as u32;
@@ -311,7 +323,9 @@ impl PacketMut<'_> {
     pub fn write(&mut self, bytes: &[u8]) -> crate::Result<()> {
         let buf = self.segment_buffer(0).ok_or_else(|| crate::Error::invalid("packet has no segment 0"))?;
         let capacity = buf.len();
-        let dst = buf.get_mut(..bytes.len()).ok_or_else(|| crate::Error::invalid(format!("{} bytes exceed the {capacity}-byte buffer", bytes.len())))?;
+        let dst = buf
+            .get_mut(..bytes.len())
+            .ok_or_else(|| crate::Error::invalid(format!("{} bytes exceed the {capacity}-byte buffer", bytes.len())))?;
         dst.copy_from_slice(bytes);
         self.set_lengths(&[bytes.len()])
     }
@@ -326,7 +340,13 @@ impl PacketMut<'_> {
     }
 
     /// Writes the IPv4 header after Ethernet (DAQIRI's `set_ipv4_header`).
-    pub fn set_ipv4_header(&mut self, ip_payload_len: u16, protocol: u8, src: std::net::Ipv4Addr, dst: std::net::Ipv4Addr) -> crate::Result<()> {
+    pub fn set_ipv4_header(
+        &mut self,
+        ip_payload_len: u16,
+        protocol: u8,
+        src: std::net::Ipv4Addr,
+        dst: std::net::Ipv4Addr,
+    ) -> crate::Result<()> {
         headers::write_ipv4(self.buffer0()?, ip_payload_len, protocol, src, dst)
     }
 

@@ -2,8 +2,8 @@
 //! utilities, `shutdown`) as methods of one value instead of globals.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use daqiri_config::{Document, InterfaceBackend, ValidConfig};
@@ -14,7 +14,7 @@ use crate::error::{Error, Result, Status};
 use crate::memory::{Region, RegionTable};
 use crate::port::Port;
 use crate::queue::Direction;
-use crate::stats::{QueueStatsSnapshot};
+use crate::stats::QueueStatsSnapshot;
 
 /// State shared by the engine handle and its workers.
 #[derive(Debug)]
@@ -85,8 +85,11 @@ impl Engine {
             .map(|(i, r)| Region::new(r, i as u16))
             .collect::<Result<Vec<_>>>()?;
         let regions = Arc::new(RegionTable::new(regions));
-        let ports = (0..config.config().interfaces.len()).map(|i| Port::new(&config, i, &regions)).collect::<Result<Vec<_>>>()?;
-        let backends = (0..ports.len()).map(|i| backend::open(&config, &ports[i], &regions)).collect::<Result<Vec<_>>>()?;
+        let ports = (0..config.config().interfaces.len())
+            .map(|i| Port::new(&config, i, &regions))
+            .collect::<Result<Vec<_>>>()?;
+        let backends =
+            (0..ports.len()).map(|i| backend::open(&config, &ports[i], &regions)).collect::<Result<Vec<_>>>()?;
         let inner = Arc::new(EngineInner { config, regions, ports, stopping: AtomicBool::new(false) });
         let engine = Engine { inner, workers: Mutex::new(Vec::new()) };
         for (port, backend) in backends.into_iter().enumerate() {
@@ -109,12 +112,19 @@ impl Engine {
     /// Port id of an interface, looked up by name or address (`get_port_id`).
     pub fn get_port_id(&self, name_or_address: &str) -> Option<u16> {
         let ports = &self.inner.ports;
-        ports.iter().find(|p| p.name == name_or_address).or_else(|| ports.iter().find(|p| p.address == name_or_address)).map(|p| p.id)
+        ports
+            .iter()
+            .find(|p| p.name == name_or_address)
+            .or_else(|| ports.iter().find(|p| p.address == name_or_address))
+            .map(|p| p.id)
     }
 
     fn port(&self, port: u16) -> Result<&Port> {
         self.inner.ports.get(port as usize).ok_or_else(|| {
-            Error::invalid(format!("port {port} does not exist; valid: 0..{}", self.inner.ports.len().saturating_sub(1)))
+            Error::invalid(format!(
+                "port {port} does not exist; valid: 0..{}",
+                self.inner.ports.len().saturating_sub(1)
+            ))
         })
     }
 
@@ -122,7 +132,12 @@ impl Engine {
         let p = self.port(port)?;
         p.queue(direction, queue).ok_or_else(|| {
             let ids: Vec<String> = p.queues(direction).iter().map(|q| q.id.to_string()).collect();
-            Error::invalid(format!("port {port} (\"{}\") has no {} queue {queue}; valid: {}", p.name, direction.as_str(), ids.join(", ")))
+            Error::invalid(format!(
+                "port {port} (\"{}\") has no {} queue {queue}; valid: {}",
+                p.name,
+                direction.as_str(),
+                ids.join(", ")
+            ))
         })
     }
 
@@ -147,7 +162,8 @@ impl Engine {
     /// Whether `num_packets` buffers per segment are free for a TX burst.
     pub fn tx_burst_available(&self, port: u16, queue: u16, num_packets: usize) -> Result<bool> {
         let q = self.queue(port, Direction::Tx, queue)?;
-        Ok(q.meta.available() > 0 && q.segment_regions.iter().all(|r| self.inner.regions.get(*r).available() as usize >= num_packets))
+        Ok(q.meta.available() > 0
+            && q.segment_regions.iter().all(|r| self.inner.regions.get(*r).available() as usize >= num_packets))
     }
 
     /// A TX burst of `num_packets` packets with a buffer per segment each
@@ -156,10 +172,16 @@ impl Engine {
     pub fn get_tx_packet_burst(&self, port: u16, queue: u16, num_packets: usize) -> Result<Burst> {
         let q = self.queue(port, Direction::Tx, queue)?;
         if num_packets > q.batch_size {
-            return Err(Error::invalid(format!("{num_packets} packets exceed TX queue \"{}\" batch_size {}", q.name, q.batch_size)));
+            return Err(Error::invalid(format!(
+                "{num_packets} packets exceed TX queue \"{}\" batch_size {}",
+                q.name, q.batch_size
+            )));
         }
         let mut burst = q.meta.take().ok_or_else(|| {
-            Error::new(Status::NoFreeBurstBuffers, format!("all {} tx_meta_buffers of queue \"{}\" are in flight", q.meta.capacity(), q.name))
+            Error::new(
+                Status::NoFreeBurstBuffers,
+                format!("all {} tx_meta_buffers of queue \"{}\" are in flight", q.meta.capacity(), q.name),
+            )
         })?;
         for _ in 0..num_packets {
             let mut slot = PacketSlot::default();
@@ -168,7 +190,12 @@ impl Engine {
                     let name = self.inner.regions.get(region).name().to_owned();
                     // The partial slot joins the burst so that dropping the burst returns every buffer taken.
                     burst.push(slot);
-                    return Err(Error::new(Status::NoFreePacketBuffers, format!("memory region \"{name}\" has no free buffer; send or drop bursts sooner or raise num_bufs")));
+                    return Err(Error::new(
+                        Status::NoFreePacketBuffers,
+                        format!(
+                            "memory region \"{name}\" has no free buffer; send or drop bursts sooner or raise num_bufs"
+                        ),
+                    ));
                 };
                 slot.set_segment(segment, token, 0);
             }
@@ -184,7 +211,10 @@ impl Engine {
             Err(error) => return Err(SendError { error, burst }),
         };
         q.ring.push(burst).map_err(|burst| SendError {
-            error: Error::new(Status::NoSpaceAvailable, format!("TX queue \"{}\" ring is full; retry once the worker catches up", q.name)),
+            error: Error::new(
+                Status::NoSpaceAvailable,
+                format!("TX queue \"{}\" ring is full; retry once the worker catches up", q.name),
+            ),
             burst,
         })
     }

@@ -51,7 +51,8 @@ impl UdpFrame {
 
 fn region(buf: &mut [u8], at: usize, len: usize) -> Result<&mut [u8]> {
     let size = buf.len();
-    buf.get_mut(at..at + len).ok_or_else(|| Error::invalid(format!("header at byte {at}..{} is past the {size}-byte buffer", at + len)))
+    buf.get_mut(at..at + len)
+        .ok_or_else(|| Error::invalid(format!("header at byte {at}..{} is past the {size}-byte buffer", at + len)))
 }
 
 /// Writes an Ethernet II header with EtherType IPv4 at the start of `buf`.
@@ -74,7 +75,12 @@ pub fn write_ipv4(buf: &mut [u8], ip_payload_len: u16, protocol: u8, src: Ipv4Ad
 /// Writes a UDP header after the IPv4 header. The checksum is left 0, which
 /// IPv4 allows, so payload bytes need not be read again.
 pub fn write_udp(buf: &mut [u8], udp_payload_len: u16, src_port: u16, dst_port: u16) -> Result<()> {
-    let header = UdpHeader { source_port: src_port, destination_port: dst_port, length: udp_payload_len + UDP_LEN as u16, checksum: 0 };
+    let header = UdpHeader {
+        source_port: src_port,
+        destination_port: dst_port,
+        length: udp_payload_len + UDP_LEN as u16,
+        checksum: 0,
+    };
     region(buf, ETH_LEN + IPV4_LEN, UDP_LEN)?.copy_from_slice(&header.to_bytes());
     Ok(())
 }
@@ -144,7 +150,14 @@ mod tests {
 
     #[test]
     fn short_buffer_is_an_error() {
-        let frame = UdpFrame { src_mac: [0; 6], dst_mac: [0; 6], src_ip: Ipv4Addr::LOCALHOST, dst_ip: Ipv4Addr::LOCALHOST, src_port: 1, dst_port: 2 };
+        let frame = UdpFrame {
+            src_mac: [0; 6],
+            dst_mac: [0; 6],
+            src_ip: Ipv4Addr::LOCALHOST,
+            dst_ip: Ipv4Addr::LOCALHOST,
+            src_port: 1,
+            dst_port: 2,
+        };
         assert!(frame.write(&mut [0u8; 40], b"").is_err());
     }
 }

@@ -2,7 +2,6 @@
 //! `daqiri-gateway check` lists these as warnings; init fails on the ones
 //! that matter with a clear error.
 
-
 use daqiri_config::model::MemoryKind;
 use daqiri_config::{Diagnostic, InterfaceBackend, Severity, ValidConfig, YamlPath};
 
@@ -16,7 +15,9 @@ pub fn available_cores() -> usize {
 /// Everything about `config` this host or build cannot honour, as warnings.
 pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let mut warn = |path: YamlPath, message: String| out.push(Diagnostic { severity: Severity::Warning, path: path.to_string(), message });
+    let mut warn = |path: YamlPath, message: String| {
+        out.push(Diagnostic { severity: Severity::Warning, path: path.to_string(), message })
+    };
     let cfg = config.config();
     let cores = available_cores();
     let interfaces = YamlPath::cfg().key("interfaces");
@@ -24,21 +25,37 @@ pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
         let path = interfaces.index(port);
         let backend = config.backend(port);
         if !crate::backend::compiled_in(backend) {
-            warn(path.clone(), format!("interface \"{}\" needs the {} backend, which this build does not include", iface.name, backend.as_str()));
+            warn(
+                path.clone(),
+                format!(
+                    "interface \"{}\" needs the {} backend, which this build does not include",
+                    iface.name,
+                    backend.as_str()
+                ),
+            );
         }
         for (dir, queues) in [("rx", iface.rx_queues()), ("tx", iface.tx_queues())] {
             for (i, q) in queues.iter().enumerate() {
                 if let Some(core) = q.cpu_core
                     && core.0 as usize >= cores
                 {
-                    warn(path.key(dir).key("queues").index(i).key("cpu_core"), format!("core {core} does not exist here ({cores} cores); the worker runs unpinned"));
+                    warn(
+                        path.key(dir).key("queues").index(i).key("cpu_core"),
+                        format!("core {core} does not exist here ({cores} cores); the worker runs unpinned"),
+                    );
                 }
             }
         }
         if backend == InterfaceBackend::Socket && !iface.rx_queues().is_empty() {
             let regions: Vec<&String> = iface.rx_queues().iter().flat_map(|q| q.memory_regions.first()).collect();
             if regions.windows(2).any(|w| w[0] != w[1]) {
-                warn(path.key("rx").key("queues"), format!("a socket lands every datagram in its first RX queue's region (\"{}\") before steering; other queues' regions are not used for receive", regions[0]));
+                warn(
+                    path.key("rx").key("queues"),
+                    format!(
+                        "a socket lands every datagram in its first RX queue's region (\"{}\") before steering; other queues' regions are not used for receive",
+                        regions[0]
+                    ),
+                );
             }
         }
     }
@@ -65,7 +82,11 @@ pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
                 let pages = info.pages_for(huge_bytes);
                 warn(
                     regions.clone(),
-                    format!("huge regions need {pages} hugepages but {} are free; {}", info.free, info.how_to_reserve(pages - info.free)),
+                    format!(
+                        "huge regions need {pages} hugepages but {} are free; {}",
+                        info.free,
+                        info.how_to_reserve(pages - info.free)
+                    ),
                 );
             }
             Some(_) => {}

@@ -57,7 +57,12 @@ impl Queue {
         if segment_regions.len() > crate::burst::MAX_SEGMENTS {
             return Err(Error::new(
                 Status::NotSupported,
-                format!("queue \"{}\" has {} memory regions; at most {} segments are supported", config.name, segment_regions.len(), crate::burst::MAX_SEGMENTS),
+                format!(
+                    "queue \"{}\" has {} memory regions; at most {} segments are supported",
+                    config.name,
+                    segment_regions.len(),
+                    crate::burst::MAX_SEGMENTS
+                ),
             ));
         }
         let batch_size = config.batch_size() as usize;

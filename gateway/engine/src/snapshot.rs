@@ -137,7 +137,13 @@ pub(crate) fn take(engine: &EngineInner) -> EngineStats {
     let regions = engine
         .regions
         .iter()
-        .map(|r| RegionStats { name: r.name().to_owned(), kind: r.kind().as_str(), buf_size: r.buf_size(), num_bufs: r.num_bufs(), in_use: r.in_use() })
+        .map(|r| RegionStats {
+            name: r.name().to_owned(),
+            kind: r.kind().as_str(),
+            buf_size: r.buf_size(),
+            num_bufs: r.num_bufs(),
+            in_use: r.in_use(),
+        })
         .collect();
     EngineStats { ports, regions }
 }

@@ -108,7 +108,12 @@ impl QueueStats {
         for (d, counter) in drops.iter_mut().zip(&self.drops) {
             *d = counter.load(Relaxed);
         }
-        QueueStatsSnapshot { packets: self.packets.load(Relaxed), bytes: self.bytes.load(Relaxed), bursts: self.bursts.load(Relaxed), drops }
+        QueueStatsSnapshot {
+            packets: self.packets.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            bursts: self.bursts.load(Relaxed),
+            drops,
+        }
     }
 }
 

@@ -72,7 +72,12 @@ impl<'q> Assembler<'q> {
     }
 
     /// Waits for a metadata entry instead of dropping (byte streams).
-    pub(crate) fn push_lossless(&mut self, mut slot: PacketSlot, regions: &crate::memory::RegionTable, stop: &dyn Fn() -> bool) {
+    pub(crate) fn push_lossless(
+        &mut self,
+        mut slot: PacketSlot,
+        regions: &crate::memory::RegionTable,
+        stop: &dyn Fn() -> bool,
+    ) {
         if self.pending.is_none() {
             loop {
                 if let Some(burst) = self.queue.meta.take() {

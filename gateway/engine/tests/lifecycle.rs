@@ -125,7 +125,11 @@ fn software_loopback_round_trips_and_steers_with_header_data_split() {
     let b = receive(&engine, 1, Duration::from_secs(2)).unwrap();
     for p in b.packets() {
         assert_eq!(p.flow_id(), Some(71));
-        assert_eq!((p.num_segments(), p.segment_len(0), p.segment_len(1)), (2, 42, 200), "headers in segment 0, payload in 1");
+        assert_eq!(
+            (p.num_segments(), p.segment_len(0), p.segment_len(1)),
+            (2, 42, 200),
+            "headers in segment 0, payload in 1"
+        );
         assert_eq!(p.segment(1).unwrap(), &payload[..]);
     }
     let stats = engine.stats();

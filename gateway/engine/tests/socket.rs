@@ -122,7 +122,13 @@ daqiri:
         }
     }
     let stats = engine.stats();
-    assert_eq!(got.len(), expected.len(), "rx port drops {:?}, queue {:?}", stats.ports[0].rx_port_drops, stats.ports[0].rx_queues[0].stats);
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "rx port drops {:?}, queue {:?}",
+        stats.ports[0].rx_port_drops,
+        stats.ports[0].rx_queues[0].stats
+    );
     for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
         assert!(g == e, "datagram {i}: {} bytes received, {} sent, or contents differ", g.len(), e.len());
     }

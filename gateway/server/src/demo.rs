@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::Args;
 
-use crate::traffic_gen::{self, GenArgs, Proto};
 use crate::run::{self, RunArgs};
 use crate::shutdown::ShutdownFlag;
+use crate::traffic_gen::{self, GenArgs, Proto};
 
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
@@ -69,7 +69,9 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     let summary = gateway.join().map_err(|_| anyhow::anyhow!("the gateway thread panicked"))??;
     shutdown.request();
-    let clean = summary["sequences"].as_array().is_some_and(|s| !s.is_empty() && s.iter().all(|f| f["in_order_without_loss"] == true));
+    let clean = summary["sequences"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty() && s.iter().all(|f| f["in_order_without_loss"] == true));
     if !clean {
         bail!("the demo saw loss or reordering; see the summary above");
     }

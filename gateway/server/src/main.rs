@@ -8,12 +8,12 @@
 mod check;
 mod consumer;
 mod demo;
-mod traffic_gen;
 mod logging;
 mod run;
 mod sequence;
 mod shutdown;
 mod status;
+mod traffic_gen;
 
 use std::process::ExitCode;
 

@@ -62,7 +62,11 @@ pub(crate) fn load(path: Option<&PathBuf>) -> anyhow::Result<ValidConfig> {
 }
 
 /// Runs the engine until a stop condition, printing status lines and a summary.
-pub(crate) fn run_gateway(config: ValidConfig, args: &RunArgs, shutdown: &ShutdownFlag) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn run_gateway(
+    config: ValidConfig,
+    args: &RunArgs,
+    shutdown: &ShutdownFlag,
+) -> anyhow::Result<serde_json::Value> {
     if args.status_interval <= 0.0 {
         bail!("--status-interval must be positive");
     }
@@ -105,7 +109,8 @@ pub(crate) fn run_gateway(config: ValidConfig, args: &RunArgs, shutdown: &Shutdo
     print!("{}", summary_text(&stats, &report, meter.elapsed()));
     let summary = summary_json(&stats, &report, meter.elapsed());
     if let Some(path) = &args.summary_json {
-        std::fs::write(path, serde_json::to_vec_pretty(&summary)?).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(path, serde_json::to_vec_pretty(&summary)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(summary)
 }

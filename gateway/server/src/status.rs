@@ -119,17 +119,33 @@ pub(crate) fn summary_text(stats: &EngineStats, report: &ConsumerReport, elapsed
             );
         }
         for q in &p.tx_queues {
-            let _ = writeln!(out, "  {}/{} tx: {} packets, {} bytes, drops {}", p.name, q.name, q.stats.packets, q.stats.bytes, drops_text(&q.stats));
+            let _ = writeln!(
+                out,
+                "  {}/{} tx: {} packets, {} bytes, drops {}",
+                p.name,
+                q.name,
+                q.stats.packets,
+                q.stats.bytes,
+                drops_text(&q.stats)
+            );
         }
         let _ = writeln!(out, "  {} drops before a queue: {}", p.name, drops_text(&p.rx_port_drops));
         for f in &p.flows {
-            let _ = writeln!(out, "  {} flow {} ({}): {} packets -> queue {:?}", p.name, f.id, f.name, f.packets, f.queue_ids);
+            let _ = writeln!(
+                out,
+                "  {} flow {} ({}): {} packets -> queue {:?}",
+                p.name, f.id, f.name, f.packets, f.queue_ids
+            );
         }
     }
     for ((port, queue, flow), s) in &report.sequences {
         let flow = flow.map_or("unmatched".to_owned(), |f| format!("flow {f}"));
         let verdict = if s.in_order_without_loss() { "in order, no loss" } else { "LOSS OR REORDER" };
-        let _ = writeln!(out, "  sequence port {port} queue {queue} {flow}: {} received, {} gaps, {} late: {verdict}", s.received, s.gaps, s.late);
+        let _ = writeln!(
+            out,
+            "  sequence port {port} queue {queue} {flow}: {} received, {} gaps, {} late: {verdict}",
+            s.received, s.gaps, s.late
+        );
     }
     for (port, digest) in &report.digests {
         let _ = writeln!(out, "  port {port} stream sha256 {digest}");
@@ -143,4 +159,3 @@ fn drops_text(s: &QueueStatsSnapshot) -> String {
     }
     s.drops_by_reason().map(|(r, n)| format!("{n} {}", r.as_str())).collect::<Vec<_>>().join(", ")
 }
-

@@ -109,12 +109,20 @@ fn apply_bench_tx(args: &mut GenArgs, path: &Path) -> anyhow::Result<()> {
 }
 
 pub(crate) fn generate(args: &GenArgs, shutdown: &ShutdownFlag) -> anyhow::Result<serde_json::Value> {
-    let plan = Plan { payload: args.payload_size.unwrap_or(1000), seq_offset: args.seq_offset.unwrap_or(0), seq_start: args.seq_start.unwrap_or(0) };
+    let plan = Plan {
+        payload: args.payload_size.unwrap_or(1000),
+        seq_offset: args.seq_offset.unwrap_or(0),
+        seq_start: args.seq_start.unwrap_or(0),
+    };
     if args.proto == Proto::Udp && plan.payload > 65507 {
         bail!("--payload-size {} exceeds the largest UDP payload (65507)", plan.payload);
     }
     if plan.payload < plan.seq_offset + 4 && args.proto == Proto::Udp {
-        bail!("--payload-size {} has no room for the 4-byte sequence number at offset {}", plan.payload, plan.seq_offset);
+        bail!(
+            "--payload-size {} has no room for the 4-byte sequence number at offset {}",
+            plan.payload,
+            plan.seq_offset
+        );
     }
     if args.flows > 1 && args.src_port.is_none() {
         bail!("--flows {} needs --src-port (flows are told apart by source port)", args.flows);
@@ -130,7 +138,8 @@ pub(crate) fn generate(args: &GenArgs, shutdown: &ShutdownFlag) -> anyhow::Resul
     let deadline = args.duration.map(|s| started + Duration::from_secs_f64(s));
     let limit = args.count.unwrap_or(u64::MAX);
     // Each flow gets an equal share of --count, so per-flow totals are exact.
-    let mut quota: Vec<u64> = (0..flows as u64).map(|f| limit / flows as u64 + u64::from(f < limit % flows as u64)).collect();
+    let mut quota: Vec<u64> =
+        (0..flows as u64).map(|f| limit / flows as u64 + u64::from(f < limit % flows as u64)).collect();
     let (mut sent, mut stalls) = (0u64, 0u64);
     while sent < limit && !shutdown.requested() && deadline.is_none_or(|d| Instant::now() < d) {
         let due = if args.rate == 0.0 {
@@ -254,7 +263,11 @@ fn wait_until_sent(engine: &Engine, queued: u64) -> (u64, u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let stats = engine.stats();
-        let (packets, drops) = stats.ports.iter().flat_map(|p| &p.tx_queues).fold((0, 0), |(p, d), q| (p + q.stats.packets, d + q.stats.total_drops()));
+        let (packets, drops) = stats
+            .ports
+            .iter()
+            .flat_map(|p| &p.tx_queues)
+            .fold((0, 0), |(p, d), q| (p + q.stats.packets, d + q.stats.total_drops()));
         if packets + drops >= queued || Instant::now() >= deadline {
             return (packets, drops);
         }
@@ -275,7 +288,8 @@ fn engine_yaml(args: &GenArgs, plan: &Plan) -> String {
         plan.payload.max(64)
     );
     for flow in 0..args.flows.max(1) {
-        let local = args.src_port.map(|p| format!(", local_addr: \"{scheme}://{any_ip}:{}\"", p + flow)).unwrap_or_default();
+        let local =
+            args.src_port.map(|p| format!(", local_addr: \"{scheme}://{any_ip}:{}\"", p + flow)).unwrap_or_default();
         yaml += &format!(
             "    - name: flow{flow}\n      socket_config: {{ mode: client, remote_addr: \"{scheme}://{}\"{local} }}\n      tx: {{ queues: [{{ name: tx, id: 0, cpu_core: 0, batch_size: {batch}, memory_regions: [tx] }}] }}\n",
             args.dest

@@ -8,7 +8,11 @@ use daqiri_config::Document;
 #[test]
 fn every_example_config_validates_and_starts() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "yaml")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
     files.sort();
     assert!(files.len() >= 4, "expected the example configs in {dir:?}");
     for file in files {

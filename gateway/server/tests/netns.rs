@@ -25,7 +25,12 @@ impl VethPair {
         let id = std::process::id() % 200 + 20;
         let (tx, rx) = (format!("dq{tag}{id}a"), format!("dq{tag}{id}b"));
         let subnet = format!("10.{id}.{}", if tag == "u" { 1 } else { 2 });
-        let pair = VethPair { tx: tx.clone(), rx: rx.clone(), rx_ip: format!("{subnet}.2"), dir: std::env::temp_dir().join(format!("daqiri-{tag}{id}")) };
+        let pair = VethPair {
+            tx: tx.clone(),
+            rx: rx.clone(),
+            rx_ip: format!("{subnet}.2"),
+            dir: std::env::temp_dir().join(format!("daqiri-{tag}{id}")),
+        };
         pair.teardown();
         std::fs::create_dir_all(&pair.dir).unwrap();
         for args in [
@@ -138,7 +143,20 @@ daqiri:
     );
     let (gateway, summary) = veth.gateway(&config, &["--seq-offset", "0"]);
     let dest = format!("{}:5000", veth.rx_ip);
-    let sent = veth.generate(&["--dest", &dest, "--rate", "200000", "--count", "1000000", "--payload-size", "64", "--flows", "2", "--src-port", "10000"]);
+    let sent = veth.generate(&[
+        "--dest",
+        &dest,
+        "--rate",
+        "200000",
+        "--count",
+        "1000000",
+        "--payload-size",
+        "64",
+        "--flows",
+        "2",
+        "--src-port",
+        "10000",
+    ]);
     assert_eq!(sent["sent"], 1_000_000);
     let summary = finish(gateway, &summary);
 
@@ -179,7 +197,18 @@ daqiri:
     );
     let (gateway, summary) = veth.gateway(&config, &["--digest"]);
     let dest = format!("{}:6001", veth.rx_ip);
-    let sent = veth.generate(&["--proto", "tcp", "--dest", &dest, "--rate", "0", "--count", "16384", "--payload-size", "65536"]);
+    let sent = veth.generate(&[
+        "--proto",
+        "tcp",
+        "--dest",
+        &dest,
+        "--rate",
+        "0",
+        "--count",
+        "16384",
+        "--payload-size",
+        "65536",
+    ]);
     assert_eq!(sent["payload_bytes"], 1u64 << 30);
     let summary = finish(gateway, &summary);
     assert_eq!(summary["consumed"]["bytes"], 1u64 << 30, "{summary}");

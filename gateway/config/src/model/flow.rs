@@ -35,11 +35,7 @@ impl Flow {
 
     /// The queue ids the flow steers to (last `queue` action).
     pub fn queue_ids(&self) -> Vec<u16> {
-        self.action_list()
-            .iter()
-            .rfind(|a| a.kind == ActionType::Queue)
-            .map(FlowAction::queue_ids)
-            .unwrap_or_default()
+        self.action_list().iter().rfind(|a| a.kind == ActionType::Queue).map(FlowAction::queue_ids).unwrap_or_default()
     }
 }
 

@@ -11,15 +11,13 @@ mod queue;
 mod reorder;
 mod scalar;
 
-pub use flow::{
-    ActionType, Ecpri, FlexItem, Flow, FlowAction, FlowClass, FlowMatch, Tunnel, TunnelType,
-};
+pub use flow::{ActionType, Ecpri, FlexItem, Flow, FlowAction, FlowClass, FlowMatch, Tunnel, TunnelType};
 pub use interface::{Interface, RoceConfig, RxConfig, SocketConfig, SocketMode, TransportMode, TxConfig};
 pub use memory::{MemoryAccess, MemoryKind, MemoryRegion};
 pub use queue::{PollMode, Queue, TxOffload};
 pub use reorder::{
-    BitField, DataTypes, Endianness, InputType, OutputType, ReorderConfig, ReorderMethod, ReorderType,
-    SeqBatchNumber, SeqPacketsPerBatch,
+    BitField, DataTypes, Endianness, InputType, OutputType, ReorderConfig, ReorderMethod, ReorderType, SeqBatchNumber,
+    SeqPacketsPerBatch,
 };
 pub use scalar::{CpuCore, PortMatch};
 

@@ -38,9 +38,7 @@ impl<'de> Deserialize<'de> for CpuCore {
                 f.write_str("a CPU core index such as 8 or \"8\"")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<CpuCore, E> {
-                u32::try_from(v)
-                    .map(CpuCore)
-                    .map_err(|_| E::custom(format!("cpu core {v} is out of range")))
+                u32::try_from(v).map(CpuCore).map_err(|_| E::custom(format!("cpu core {v} is out of range")))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<CpuCore, E> {
                 u64::try_from(v)
@@ -48,9 +46,10 @@ impl<'de> Deserialize<'de> for CpuCore {
                     .and_then(|v| self.visit_u64(v))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<CpuCore, E> {
-                v.trim().parse::<u32>().map(CpuCore).map_err(|_| {
-                    E::custom(format!("cpu core \"{v}\" is not a core index; write a number such as 8"))
-                })
+                v.trim()
+                    .parse::<u32>()
+                    .map(CpuCore)
+                    .map_err(|_| E::custom(format!("cpu core \"{v}\" is not a core index; write a number such as 8")))
             }
         }
         d.deserialize_any(CoreVisitor)
@@ -100,21 +99,13 @@ impl PortMatch {
 
 impl fmt::Display for PortMatch {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        if self.first == self.last {
-            write!(f, "{}", self.first)
-        } else {
-            write!(f, "{}-{}", self.first, self.last)
-        }
+        if self.first == self.last { write!(f, "{}", self.first) } else { write!(f, "{}-{}", self.first, self.last) }
     }
 }
 
 impl Serialize for PortMatch {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.first == self.last {
-            s.serialize_u16(self.first)
-        } else {
-            s.collect_str(self)
-        }
+        if self.first == self.last { s.serialize_u16(self.first) } else { s.collect_str(self) }
     }
 }
 
@@ -146,9 +137,9 @@ impl<'de> Deserialize<'de> for PortMatch {
 
 fn parse_port_range(text: &str) -> Result<PortMatch, String> {
     let port = |s: &str| {
-        s.trim().parse::<u16>().map_err(|_| {
-            format!("\"{text}\" is not a port or port range; write 4096 or \"1000-1010\" (ports 0-65535)")
-        })
+        s.trim()
+            .parse::<u16>()
+            .map_err(|_| format!("\"{text}\" is not a port or port range; write 4096 or \"1000-1010\" (ports 0-65535)"))
     };
     let range = match text.split_once('-') {
         None => PortMatch::single(port(text)?),

@@ -17,10 +17,16 @@ pub(super) fn check_rx_flows(ctx: &InterfaceCtx<'_>, report: &mut Report) {
     duplicates(rx.flows.iter().map(|f| &f.id), &list, "id", "flow id", report);
     check_flex_items(ctx, &rx_path, report);
     if ctx.transport() == Some(Transport::Tcp) && !rx.flows.is_empty() {
-        report.error(&list, "TCP streams carry no datagrams to match; remove flows (the byte stream goes to the first RX queue)");
+        report.error(
+            &list,
+            "TCP streams carry no datagrams to match; remove flows (the byte stream goes to the first RX queue)",
+        );
     }
     if rx.flow_isolation && rx.flows.is_empty() {
-        report.warn(&rx_path.key("flow_isolation"), "flow isolation with no flows: no packet reaches a queue until a dynamic flow is added");
+        report.warn(
+            &rx_path.key("flow_isolation"),
+            "flow isolation with no flows: no packet reaches a queue until a dynamic flow is added",
+        );
     }
     let queue_ids: Vec<u16> = rx.queues.iter().map(|q| q.id).collect();
     let flex_ids: HashSet<u32> = rx.flex_items.iter().map(|f| f.id).collect();
@@ -43,14 +49,20 @@ pub(super) fn check_rx_flows(ctx: &InterfaceCtx<'_>, report: &mut Report) {
         let Some(m) = &flow.matches else { continue };
         let match_path = path.key("match");
         let Some(class) = m.class() else {
-            report.error(&match_path, "UDP/IP, flex-item and eCPRI keys cannot be combined in one match; pick one class");
+            report
+                .error(&match_path, "UDP/IP, flex-item and eCPRI keys cannot be combined in one match; pick one class");
             continue;
         };
         match interface_class {
             None => interface_class = Some((class, i)),
             Some((first, at)) if first != class => report.error(
                 &match_path,
-                format!("this is a {} flow but {} is {}; one RX interface uses exactly one flow class", class.as_str(), list.index(at), first.as_str()),
+                format!(
+                    "this is a {} flow but {} is {}; one RX interface uses exactly one flow class",
+                    class.as_str(),
+                    list.index(at),
+                    first.as_str()
+                ),
             ),
             Some(_) => {}
         }
@@ -62,7 +74,10 @@ pub(super) fn check_rx_flows(ctx: &InterfaceCtx<'_>, report: &mut Report) {
             report.error(&path, "eCPRI flows cannot use multi-queue RSS (no UDP/IP tuple to hash); give one queue id");
         }
         if class != FlowClass::UdpIp && !ctx.is_raw() {
-            report.error(&match_path, format!("{} matches need a raw stream; socket streams match UDP ports and ipv4_len", class.as_str()));
+            report.error(
+                &match_path,
+                format!("{} matches need a raw stream; socket streams match UDP ports and ipv4_len", class.as_str()),
+            );
         }
     }
 }
@@ -89,7 +104,12 @@ pub(super) fn check_tx_flows(ctx: &InterfaceCtx<'_>, report: &mut Report) {
     }
 }
 
-fn action_list<'f>(flow: &'f Flow, path: &YamlPath, is_rx: bool, report: &mut Report) -> Vec<(YamlPath, &'f FlowAction)> {
+fn action_list<'f>(
+    flow: &'f Flow,
+    path: &YamlPath,
+    is_rx: bool,
+    report: &mut Report,
+) -> Vec<(YamlPath, &'f FlowAction)> {
     match (&flow.action, &flow.actions) {
         (Some(_), Some(_)) => {
             report.error(&path.key("action"), "give either action or actions, not both");
@@ -102,7 +122,11 @@ fn action_list<'f>(flow: &'f Flow, path: &YamlPath, is_rx: bool, report: &mut Re
         }
         (None, Some(list)) => list.iter().enumerate().map(|(i, a)| (path.key("actions").index(i), a)).collect(),
         (None, None) => {
-            let what = if is_rx { "a queue action such as action: {type: queue, id: 0}" } else { "actions (vlan_push or tunnel_encap)" };
+            let what = if is_rx {
+                "a queue action such as action: {type: queue, id: 0}"
+            } else {
+                "actions (vlan_push or tunnel_encap)"
+            };
             report.error(path, format!("flow \"{}\" has no action; add {what}", flow.name));
             Vec::new()
         }
@@ -119,7 +143,11 @@ fn check_action(action: &FlowAction, path: &YamlPath, is_rx: bool, queue_ids: &[
         let side = if is_rx { "RX" } else { "TX" };
         report.error(
             &path.key("type"),
-            format!("{} is not an {side} flow action; {}", action.kind.as_str(), valid_list(allowed.iter().map(|a| a.as_str()))),
+            format!(
+                "{} is not an {side} flow action; {}",
+                action.kind.as_str(),
+                valid_list(allowed.iter().map(|a| a.as_str()))
+            ),
         );
         return;
     }
@@ -131,7 +159,12 @@ fn check_action(action: &FlowAction, path: &YamlPath, is_rx: bool, queue_ids: &[
     let is = |kind: ActionType| action.kind == kind;
     stray("id", action.id.is_some() && !is(ActionType::Queue), report);
     stray("ids", action.ids.is_some() && !is(ActionType::Queue), report);
-    for (key, present) in [("vlan_id", action.vlan_id.is_some()), ("pcp", action.pcp.is_some()), ("dei", action.dei.is_some()), ("ethertype", action.ethertype.is_some())] {
+    for (key, present) in [
+        ("vlan_id", action.vlan_id.is_some()),
+        ("pcp", action.pcp.is_some()),
+        ("dei", action.dei.is_some()),
+        ("ethertype", action.ethertype.is_some()),
+    ] {
         stray(key, present && !is(ActionType::VlanPush), report);
     }
     stray("tunnel", action.tunnel.is_some() && !is(ActionType::TunnelDecap) && !is(ActionType::TunnelEncap), report);
@@ -140,7 +173,9 @@ fn check_action(action: &FlowAction, path: &YamlPath, is_rx: bool, queue_ids: &[
         ActionType::VlanPush => {
             match action.vlan_id {
                 None => report.error(&path.key("vlan_id"), "vlan_push needs vlan_id (0..4095)"),
-                Some(v) if v > 4095 => report.error(&path.key("vlan_id"), format!("{v} is out of range; valid: 0..4095")),
+                Some(v) if v > 4095 => {
+                    report.error(&path.key("vlan_id"), format!("{v} is out of range; valid: 0..4095"))
+                }
                 Some(_) => {}
             }
             if action.pcp.is_some_and(|p| p > 7) {
@@ -161,11 +196,17 @@ fn check_action(action: &FlowAction, path: &YamlPath, is_rx: bool, queue_ids: &[
 fn check_queue_action(action: &FlowAction, path: &YamlPath, queue_ids: &[u16], report: &mut Report) {
     let targets: Vec<(YamlPath, u16)> = match (&action.id, &action.ids) {
         (Some(_), Some(_)) => {
-            report.error(&path.key("ids"), "id and ids are mutually exclusive; use id for one queue, ids for RSS over several");
+            report.error(
+                &path.key("ids"),
+                "id and ids are mutually exclusive; use id for one queue, ids for RSS over several",
+            );
             return;
         }
         (None, None) => {
-            report.error(&path.key("id"), format!("queue actions need id (one queue) or ids (RSS); {}", valid_list(queue_ids)));
+            report.error(
+                &path.key("id"),
+                format!("queue actions need id (one queue) or ids (RSS); {}", valid_list(queue_ids)),
+            );
             return;
         }
         (Some(id), None) => vec![(path.key("id"), *id)],
@@ -179,7 +220,10 @@ fn check_queue_action(action: &FlowAction, path: &YamlPath, queue_ids: &[u16], r
     };
     for (p, id) in targets {
         if !queue_ids.contains(&id) {
-            report.error(&p, format!("queue {id} does not exist on this interface's rx.queues; {}", valid_list(queue_ids)));
+            report.error(
+                &p,
+                format!("queue {id} does not exist on this interface's rx.queues; {}", valid_list(queue_ids)),
+            );
         }
     }
 }
@@ -208,7 +252,10 @@ fn check_tunnel(t: &Tunnel, path: &YamlPath, encap: bool, report: &mut Report) {
         if let Some(ip) = value
             && ip.parse::<std::net::Ipv4Addr>().is_err()
         {
-            report.error(&path.key(key), format!("\"{ip}\" is not an IPv4 address (IPv6 outer headers are not supported in v1)"));
+            report.error(
+                &path.key(key),
+                format!("\"{ip}\" is not an IPv4 address (IPv6 outer headers are not supported in v1)"),
+            );
         }
     }
     let only = |key: &str, present: bool, kind: TunnelType, report: &mut Report| {
@@ -224,7 +271,9 @@ fn check_tunnel(t: &Tunnel, path: &YamlPath, encap: bool, report: &mut Report) {
     only("flow_id", t.flow_id.is_some(), TunnelType::Nvgre, report);
     let id_24 = |key: &str, value: Option<u32>, report: &mut Report| match value {
         None => report.error(&path.key(key), format!("{:?} tunnels need {key} (24 bits)", t.kind).to_lowercase()),
-        Some(v) if v >= 1 << 24 => report.error(&path.key(key), format!("{v} does not fit 24 bits; valid: 0..16777215")),
+        Some(v) if v >= 1 << 24 => {
+            report.error(&path.key(key), format!("{v} does not fit 24 bits; valid: 0..16777215"))
+        }
         Some(_) => {}
     };
     match t.kind {
@@ -238,14 +287,21 @@ fn check_match(m: &FlowMatch, class: FlowClass, path: &YamlPath, flex_ids: &Hash
     match class {
         FlowClass::UdpIp => {
             if m.ipv4_len.is_some_and(|l| l < 28) {
-                report.error(&path.key("ipv4_len"), "an IPv4 packet carrying UDP is at least 28 bytes (20 IPv4 + 8 UDP)");
+                report
+                    .error(&path.key("ipv4_len"), "an IPv4 packet carrying UDP is at least 28 bytes (20 IPv4 + 8 UDP)");
             }
         }
         FlowClass::Flex => match m.flex_item_id {
-            None => report.error(&path.key("flex_item_id"), "val and mask need flex_item_id, the rx.flex_items entry they apply to"),
+            None => report.error(
+                &path.key("flex_item_id"),
+                "val and mask need flex_item_id, the rx.flex_items entry they apply to",
+            ),
             Some(id) => {
                 if !flex_ids.contains(&id) {
-                    report.error(&path.key("flex_item_id"), format!("flex item {id} is not defined in rx.flex_items; {}", valid_list(sorted(flex_ids))));
+                    report.error(
+                        &path.key("flex_item_id"),
+                        format!("flex item {id} is not defined in rx.flex_items; {}", valid_list(sorted(flex_ids))),
+                    );
                 }
                 if m.val.is_none() {
                     report.error(&path.key("val"), "flex matches need val, the 32-bit value to match");
@@ -255,10 +311,16 @@ fn check_match(m: &FlowMatch, class: FlowClass, path: &YamlPath, flex_ids: &Hash
         FlowClass::Ecpri => {
             let ecpri = m.ecpri.as_ref().expect("eCPRI class implies the key");
             if ecpri.pc_id.is_some() && ecpri.rtc_id.is_some() {
-                report.error(&path.key("ecpri").key("rtc_id"), "pc_id and rtc_id are aliases of one field; give only one");
+                report.error(
+                    &path.key("ecpri").key("rtc_id"),
+                    "pc_id and rtc_id are aliases of one field; give only one",
+                );
             }
             if (ecpri.pc_id.is_some() || ecpri.rtc_id.is_some()) && ecpri.msg_type.is_none() {
-                report.error(&path.key("ecpri").key("msg_type"), "matching pc_id/rtc_id needs msg_type (0/1 for pc_id, 2 for rtc_id)");
+                report.error(
+                    &path.key("ecpri").key("msg_type"),
+                    "matching pc_id/rtc_id needs msg_type (0/1 for pc_id, 2 for rtc_id)",
+                );
             }
         }
     }
@@ -271,7 +333,10 @@ fn check_flex_items(ctx: &InterfaceCtx<'_>, rx_path: &YamlPath, report: &mut Rep
     duplicates(rx.flex_items.iter().map(|f| &f.name), &list, "name", "flex item name", report);
     for (i, item) in rx.flex_items.iter().enumerate() {
         if item.offset % 4 != 0 || item.offset >= 28 {
-            report.error(&list.index(i).key("offset"), format!("{} is not valid; the offset must be a multiple of 4 below 28 (0, 4, ..., 24)", item.offset));
+            report.error(
+                &list.index(i).key("offset"),
+                format!("{} is not valid; the offset must be a multiple of 4 below 28 (0, 4, ..., 24)", item.offset),
+            );
         }
     }
     if !rx.flex_items.is_empty() && !ctx.is_raw() {

@@ -19,7 +19,10 @@ pub(super) fn check_interfaces(
         .enumerate()
         .map(|(i, iface)| {
             let path = list.index(i);
-            let endpoints = iface.socket_config.as_ref().and_then(|s| socket_endpoints(config, s, &path.key("socket_config"), report));
+            let endpoints = iface
+                .socket_config
+                .as_ref()
+                .and_then(|s| socket_endpoints(config, s, &path.key("socket_config"), report));
             let backend = resolve_backend(config, iface, endpoints.as_ref(), &path, report);
             check_address(config, iface, backend, &path, report);
             if iface.roce_config.is_some() && backend != InterfaceBackend::Roce {
@@ -50,7 +53,10 @@ pub(super) struct InterfaceCtx<'a> {
 
 impl InterfaceCtx<'_> {
     pub fn is_raw(&self) -> bool {
-        matches!(self.backend, InterfaceBackend::Dpdk | InterfaceBackend::IbverbsRaw | InterfaceBackend::SoftwareLoopback)
+        matches!(
+            self.backend,
+            InterfaceBackend::Dpdk | InterfaceBackend::IbverbsRaw | InterfaceBackend::SoftwareLoopback
+        )
     }
 
     pub fn transport(&self) -> Option<Transport> {
@@ -76,11 +82,17 @@ fn resolve_backend(
     match stream_type {
         Some(StreamType::Raw) => {
             if iface.socket_config.is_some() {
-                report.error(&path.key("socket_config"), "socket_config applies to stream_type: socket; raw interfaces use address (PCIe BDF or netdev)");
+                report.error(
+                    &path.key("socket_config"),
+                    "socket_config applies to stream_type: socket; raw interfaces use address (PCIe BDF or netdev)",
+                );
             }
             match config.engine {
                 Some(EngineKind::Socket) => {
-                    report.error(&cfg.key("engine"), "engine \"socket\" cannot drive stream_type raw; valid: dpdk (default), ibverbs");
+                    report.error(
+                        &cfg.key("engine"),
+                        "engine \"socket\" cannot drive stream_type raw; valid: dpdk (default), ibverbs",
+                    );
                     InterfaceBackend::Dpdk
                 }
                 Some(EngineKind::Ibverbs) => InterfaceBackend::IbverbsRaw,
@@ -90,10 +102,16 @@ fn resolve_backend(
         }
         Some(StreamType::Socket) => {
             if iface.socket_config.is_none() {
-                report.error(&path.key("socket_config"), "socket interfaces need socket_config with mode and local_addr/remote_addr");
+                report.error(
+                    &path.key("socket_config"),
+                    "socket interfaces need socket_config with mode and local_addr/remote_addr",
+                );
             }
             if config.engine == Some(EngineKind::Dpdk) {
-                report.error(&cfg.key("engine"), "engine \"dpdk\" cannot drive stream_type socket; valid: socket (default), ibverbs (RoCE)");
+                report.error(
+                    &cfg.key("engine"),
+                    "engine \"dpdk\" cannot drive stream_type socket; valid: socket (default), ibverbs (RoCE)",
+                );
             }
             if roce { InterfaceBackend::Roce } else { InterfaceBackend::Socket }
         }
@@ -104,11 +122,22 @@ fn resolve_backend(
     }
 }
 
-fn check_address(config: &EngineConfig, iface: &Interface, backend: InterfaceBackend, path: &YamlPath, report: &mut Report) {
+fn check_address(
+    config: &EngineConfig,
+    iface: &Interface,
+    backend: InterfaceBackend,
+    path: &YamlPath,
+    report: &mut Report,
+) {
     let address = iface.address.trim();
     let key = path.key("address");
     if address.starts_with('<') && address.ends_with('>') {
-        report.warn(&key, format!("\"{address}\" is a placeholder; replace it with the real PCIe BDF, netdev name or IP before running"));
+        report.warn(
+            &key,
+            format!(
+                "\"{address}\" is a placeholder; replace it with the real PCIe BDF, netdev name or IP before running"
+            ),
+        );
         return;
     }
     match backend {
@@ -120,7 +149,10 @@ fn check_address(config: &EngineConfig, iface: &Interface, backend: InterfaceBac
         }
         InterfaceBackend::Socket | InterfaceBackend::Roce => {
             if !address.is_empty() && address.parse::<std::net::IpAddr>().is_err() {
-                report.error(&key, format!("\"{address}\" is not an IP address; socket and RoCE interfaces give their IP here"));
+                report.error(
+                    &key,
+                    format!("\"{address}\" is not an IP address; socket and RoCE interfaces give their IP here"),
+                );
             }
         }
     }
@@ -144,7 +176,10 @@ fn socket_endpoints(
         let uri_key = path.key(&format!("{prefix}_addr"));
         match (uri, ip.is_some() || port.is_some()) {
             (Some(_), true) => {
-                report.error(&uri_key, format!("give either {prefix}_addr or the legacy {prefix}_ip/{prefix}_port, not both"));
+                report.error(
+                    &uri_key,
+                    format!("give either {prefix}_addr or the legacy {prefix}_ip/{prefix}_port, not both"),
+                );
                 None
             }
             (Some(text), false) => text.parse::<Endpoint>().map_err(|e| report.error(&uri_key, e)).ok(),
@@ -157,7 +192,12 @@ fn socket_endpoints(
                     return None;
                 };
                 let ip_key = path.key(&format!("{prefix}_ip"));
-                let ip = ip.as_deref().unwrap_or_default().parse().map_err(|_| report.error(&ip_key, "not an IP address")).ok()?;
+                let ip = ip
+                    .as_deref()
+                    .unwrap_or_default()
+                    .parse()
+                    .map_err(|_| report.error(&ip_key, "not an IP address"))
+                    .ok()?;
                 Some(Endpoint { transport, ip, port })
             }
             (None, false) => None,
@@ -169,7 +209,11 @@ fn socket_endpoints(
         (Some(l), Some(r)) if l.transport != r.transport => {
             report.error(
                 &path.key("remote_addr"),
-                format!("scheme {} does not match local_addr's {}; both ends use one transport", r.transport.scheme(), l.transport.scheme()),
+                format!(
+                    "scheme {} does not match local_addr's {}; both ends use one transport",
+                    r.transport.scheme(),
+                    l.transport.scheme()
+                ),
             );
             return None;
         }
@@ -185,7 +229,10 @@ fn socket_endpoints(
             && e.port.is_none()
             && e.transport != Transport::Roce
         {
-            report.error(&path.key(key), format!("{} endpoints need a port: {}://IP:PORT", e.transport.scheme(), e.transport.scheme()));
+            report.error(
+                &path.key(key),
+                format!("{} endpoints need a port: {}://IP:PORT", e.transport.scheme(), e.transport.scheme()),
+            );
         }
     };
     needs_port(&local, "local_addr", report);
@@ -201,7 +248,10 @@ fn socket_endpoints(
             report.error(&path.key("local_addr"), "RoCE clients need local_addr (roce://IP) to pick the RDMA device");
         }
         SocketMode::Client if transport != Transport::Roce && remote.is_none() => {
-            report.error(&path.key("remote_addr"), format!("{} client mode needs remote_addr (the server to connect to)", transport.scheme()));
+            report.error(
+                &path.key("remote_addr"),
+                format!("{} client mode needs remote_addr (the server to connect to)", transport.scheme()),
+            );
         }
         _ => {}
     }
@@ -217,15 +267,24 @@ fn check_raw_only_features(ctx: &InterfaceCtx<'_>, report: &mut Report) {
     }
     if let Some(rx) = &ctx.iface.rx {
         if rx.hardware_timestamps {
-            report.error(&ctx.path.key("rx").key("hardware_timestamps"), "hardware timestamps exist only for raw streams (stream_type: raw)");
+            report.error(
+                &ctx.path.key("rx").key("hardware_timestamps"),
+                "hardware timestamps exist only for raw streams (stream_type: raw)",
+            );
         }
         if rx.dynamic_flow_capacity > 0 {
-            report.error(&ctx.path.key("rx").key("dynamic_flow_capacity"), "dynamic flows exist only for raw streams; set 0 or remove it");
+            report.error(
+                &ctx.path.key("rx").key("dynamic_flow_capacity"),
+                "dynamic flows exist only for raw streams; set 0 or remove it",
+            );
         }
     }
     if let Some(tx) = &ctx.iface.tx
         && tx.accurate_send
     {
-        report.error(&ctx.path.key("tx").key("accurate_send"), "accurate send is a raw-stream NIC feature (ConnectX-7+); remove it for socket streams");
+        report.error(
+            &ctx.path.key("tx").key("accurate_send"),
+            "accurate send is a raw-stream NIC feature (ConnectX-7+); remove it for socket streams",
+        );
     }
 }

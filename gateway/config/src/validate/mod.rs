@@ -26,15 +26,24 @@ impl EngineConfig {
         let mut report = Report::default();
         let cfg = YamlPath::cfg();
         if self.version != 1 {
-            report.error(&cfg.key("version"), format!("version {} is not supported; the only valid version is 1", self.version));
+            report.error(
+                &cfg.key("version"),
+                format!("version {} is not supported; the only valid version is 1", self.version),
+            );
         }
         for (key, value) in [("rx_meta_buffers", self.rx_meta_buffers), ("tx_meta_buffers", self.tx_meta_buffers)] {
             if value == Some(0) {
-                report.error(&cfg.key(key), "must be at least 1 (default 256): one metadata buffer is used per burst in flight");
+                report.error(
+                    &cfg.key(key),
+                    "must be at least 1 (default 256): one metadata buffer is used per burst in flight",
+                );
             }
         }
         if self.loopback == Loopback::Software && self.stream_type == Some(StreamType::Socket) {
-            report.error(&cfg.key("loopback"), "\"sw\" loopback applies to raw streams; use stream_type: raw or loopback: \"\"");
+            report.error(
+                &cfg.key("loopback"),
+                "\"sw\" loopback applies to raw streams; use stream_type: raw or loopback: \"\"",
+            );
         }
         if self.interfaces.is_empty() {
             report.error(&cfg.key("interfaces"), "no interfaces are defined; add at least one");
@@ -61,11 +70,8 @@ fn check_memory_regions(config: &EngineConfig, report: &mut Report) {
         if region.buf_size == 0 {
             report.error(&path.key("buf_size"), "must be at least 1 byte");
         }
-        let used_by_rx_queue = config
-            .interfaces
-            .iter()
-            .flat_map(|i| i.rx_queues())
-            .any(|q| q.memory_regions.contains(&region.name));
+        let used_by_rx_queue =
+            config.interfaces.iter().flat_map(|i| i.rx_queues()).any(|q| q.memory_regions.contains(&region.name));
         let used = used_by_rx_queue
             || config.interfaces.iter().flat_map(|i| i.tx_queues()).any(|q| q.memory_regions.contains(&region.name))
             || config
@@ -75,7 +81,10 @@ fn check_memory_regions(config: &EngineConfig, report: &mut Report) {
                 .flat_map(|rx| &rx.reorder_configs)
                 .any(|r| r.memory_region == region.name);
         if !used {
-            report.warn(&path.key("name"), format!("memory region \"{}\" is not used by any queue or reorder config", region.name));
+            report.warn(
+                &path.key("name"),
+                format!("memory region \"{}\" is not used by any queue or reorder config", region.name),
+            );
         }
         let floor = RAW_RING_SIZE + RAW_RING_SIZE / 2;
         if raw && used_by_rx_queue && region.num_bufs < floor && config.loopback == Loopback::Off {

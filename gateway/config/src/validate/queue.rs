@@ -11,13 +11,16 @@ pub(super) fn check_queues(ctx: &InterfaceCtx<'_>, report: &mut Report) {
     if let Some(rx) = &ctx.iface.rx {
         check_direction(ctx, &rx.queues, &ctx.path.key("rx").key("queues"), false, report);
         let uses_reorder = |q: &Queue| {
-            rx.reorder_configs.iter().any(|r| {
-                rx.flows.iter().any(|f| r.flow_ids.contains(&f.id) && f.queue_ids().contains(&q.id))
-            })
+            rx.reorder_configs
+                .iter()
+                .any(|r| rx.flows.iter().any(|f| r.flow_ids.contains(&f.id) && f.queue_ids().contains(&q.id)))
         };
         for (i, q) in rx.queues.iter().enumerate() {
             if q.poll_mode == PollMode::Direct && uses_reorder(q) {
-                report.error(&ctx.path.key("rx").key("queues").index(i).key("poll_mode"), "direct poll mode cannot feed a reorder config; use indirect");
+                report.error(
+                    &ctx.path.key("rx").key("queues").index(i).key("poll_mode"),
+                    "direct poll mode cannot feed a reorder config; use indirect",
+                );
             }
         }
     }
@@ -34,19 +37,29 @@ fn check_direction(ctx: &InterfaceCtx<'_>, queues: &[Queue], list: &YamlPath, is
         let path = list.index(i);
         for (j, name) in q.memory_regions.iter().enumerate() {
             if ctx.config.memory_region(name).is_none() {
-                report.error(&path.key("memory_regions").index(j), format!("memory region \"{name}\" is not defined; {}", valid_list(region_names())));
+                report.error(
+                    &path.key("memory_regions").index(j),
+                    format!("memory region \"{name}\" is not defined; {}", valid_list(region_names())),
+                );
             }
         }
         if q.memory_regions.is_empty() && ctx.backend != InterfaceBackend::Roce {
-            report.error(&path.key("memory_regions"), format!("queue \"{}\" needs at least one memory region; {}", q.name, valid_list(region_names())));
+            report.error(
+                &path.key("memory_regions"),
+                format!("queue \"{}\" needs at least one memory region; {}", q.name, valid_list(region_names())),
+            );
         }
         match q.poll_mode {
             PollMode::Indirect => {
                 if q.cpu_core.is_none() {
-                    report.error(&path.key("cpu_core"), "indirect queues need cpu_core, the core of their worker thread");
+                    report
+                        .error(&path.key("cpu_core"), "indirect queues need cpu_core, the core of their worker thread");
                 }
                 match q.batch_size {
-                    None => report.error(&path.key("batch_size"), "indirect queues need batch_size (packets per burst, at least 1)"),
+                    None => report.error(
+                        &path.key("batch_size"),
+                        "indirect queues need batch_size (packets per burst, at least 1)",
+                    ),
                     Some(0) => report.error(&path.key("batch_size"), "must be at least 1"),
                     Some(_) => {}
                 }
@@ -55,9 +68,16 @@ fn check_direction(ctx: &InterfaceCtx<'_>, queues: &[Queue], list: &YamlPath, is
                 if ctx.backend != InterfaceBackend::IbverbsRaw {
                     report.error(&path.key("poll_mode"), "direct poll mode exists only on the raw ibverbs engine (stream_type: raw, engine: ibverbs); use indirect");
                 }
-                for (key, present) in [("cpu_core", q.cpu_core.is_some()), ("batch_size", q.batch_size.is_some()), ("timeout_us", q.timeout_us.is_some())] {
+                for (key, present) in [
+                    ("cpu_core", q.cpu_core.is_some()),
+                    ("batch_size", q.batch_size.is_some()),
+                    ("timeout_us", q.timeout_us.is_some()),
+                ] {
                     if present {
-                        report.error(&path.key(key), format!("{key} is not allowed in direct poll mode: the application polls the queue itself"));
+                        report.error(
+                            &path.key(key),
+                            format!("{key} is not allowed in direct poll mode: the application polls the queue itself"),
+                        );
                     }
                 }
             }
@@ -75,7 +95,10 @@ fn check_direction(ctx: &InterfaceCtx<'_>, queues: &[Queue], list: &YamlPath, is
         if let (Some(core), Some(master)) = (q.cpu_core, ctx.config.master_core)
             && core == master
         {
-            report.warn(&path.key("cpu_core"), format!("core {core} is also master_core; queue workers should run on their own cores"));
+            report.warn(
+                &path.key("cpu_core"),
+                format!("core {core} is also master_core; queue workers should run on their own cores"),
+            );
         }
     }
 }

@@ -32,7 +32,13 @@ pub(super) fn check_reorder_configs(ctx: &InterfaceCtx<'_>, report: &mut Report)
             if let Some(other) = claimed.insert(*id, i)
                 && other != i
             {
-                report.error(&id_path, format!("flow {id} is already reordered by {}; flow ids cannot overlap across reorder configs", list.index(other)));
+                report.error(
+                    &id_path,
+                    format!(
+                        "flow {id} is already reordered by {}; flow ids cannot overlap across reorder configs",
+                        list.index(other)
+                    ),
+                );
             }
             let Some(flow) = rx.flows.iter().find(|f| f.id == *id) else {
                 report.error(&id_path, format!("flow {id} is not defined in rx.flows; {}", valid_list(flow_ids())));
@@ -40,7 +46,13 @@ pub(super) fn check_reorder_configs(ctx: &InterfaceCtx<'_>, report: &mut Report)
             };
             let queues = flow.queue_ids();
             if queues.len() != 1 {
-                report.error(&id_path, format!("flow {id} steers to {} queues; a reordered flow must steer to exactly one queue (no RSS)", queues.len()));
+                report.error(
+                    &id_path,
+                    format!(
+                        "flow {id} steers to {} queues; a reordered flow must steer to exactly one queue (no RSS)",
+                        queues.len()
+                    ),
+                );
                 continue;
             }
             let Some(queue) = rx.queues.iter().find(|q| q.id == queues[0]) else { continue };
@@ -56,7 +68,11 @@ pub(super) fn check_reorder_configs(ctx: &InterfaceCtx<'_>, report: &mut Report)
                 {
                     report.error(
                         &id_path,
-                        format!("flow {id} lands in region \"{name}\" of kind {}; {}", region.kind.as_str(), kind_rule(plan.reorder_type)),
+                        format!(
+                            "flow {id} lands in region \"{name}\" of kind {}; {}",
+                            region.kind.as_str(),
+                            kind_rule(plan.reorder_type)
+                        ),
                     );
                 }
             }
@@ -67,11 +83,17 @@ pub(super) fn check_reorder_configs(ctx: &InterfaceCtx<'_>, report: &mut Report)
 fn check_output_region(ctx: &InterfaceCtx<'_>, plan: &ReorderConfig, path: &YamlPath, report: &mut Report) {
     let Some(region) = ctx.config.memory_region(&plan.memory_region) else {
         let names = ctx.config.memory_regions.iter().map(|r| format!("\"{}\"", r.name));
-        report.error(&path.key("memory_region"), format!("memory region \"{}\" is not defined; {}", plan.memory_region, valid_list(names)));
+        report.error(
+            &path.key("memory_region"),
+            format!("memory region \"{}\" is not defined; {}", plan.memory_region, valid_list(names)),
+        );
         return;
     };
     if !kind_fits(plan.reorder_type, region.kind) {
-        report.error(&path.key("memory_region"), format!("region \"{}\" is {}; {}", region.name, region.kind.as_str(), kind_rule(plan.reorder_type)));
+        report.error(
+            &path.key("memory_region"),
+            format!("region \"{}\" is {}; {}", region.name, region.kind.as_str(), kind_rule(plan.reorder_type)),
+        );
     }
     // The aggregate of a full batch must fit one output buffer.
     if let (Some(ppb), None) = (plan.method.seq_packets_per_batch.as_ref(), &plan.data_types) {
@@ -123,7 +145,11 @@ fn check_method(plan: &ReorderConfig, path: &YamlPath, report: &mut Report) {
             {
                 report.error(
                     &p.key("packets_per_batch"),
-                    format!("{} does not divide 2^{bits} = {}; use a power of two up to that", m.packets_per_batch, 1u64 << bits),
+                    format!(
+                        "{} does not divide 2^{bits} = {}; use a power of two up to that",
+                        m.packets_per_batch,
+                        1u64 << bits
+                    ),
                 );
             }
         }

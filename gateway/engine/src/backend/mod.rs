@@ -28,7 +28,11 @@ pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> 
         InterfaceBackend::SoftwareLoopback => loopback::open(port, regions),
         other => Err(Error::new(
             Status::NotSupported,
-            format!("interface \"{}\" needs the {} backend, which this build does not include (this build runs socket and sw-loopback interfaces)", port.name, other.as_str()),
+            format!(
+                "interface \"{}\" needs the {} backend, which this build does not include (this build runs socket and sw-loopback interfaces)",
+                port.name,
+                other.as_str()
+            ),
         )),
     }
 }
@@ -47,7 +51,14 @@ pub(crate) fn require_cpu_memory(port: &Port, regions: &RegionTable) -> Result<(
             if !region.kind().cpu_addressable() {
                 return Err(Error::new(
                     Status::NotSupported,
-                    format!("queue \"{}\" of \"{}\" uses region \"{}\" of kind {}, which the {} backend cannot read", q.name, port.name, region.name(), region.kind().as_str(), port.backend.as_str()),
+                    format!(
+                        "queue \"{}\" of \"{}\" uses region \"{}\" of kind {}, which the {} backend cannot read",
+                        q.name,
+                        port.name,
+                        region.name(),
+                        region.kind().as_str(),
+                        port.backend.as_str()
+                    ),
                 ));
             }
         }

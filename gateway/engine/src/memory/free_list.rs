@@ -30,7 +30,8 @@ impl FreeList {
     /// A list holding every index `0..capacity`, lowest on top.
     pub(crate) fn full(capacity: u32) -> Self {
         assert!(capacity < EMPTY, "too many buffers for one region");
-        let next: Box<[AtomicU32]> = (0..capacity).map(|i| AtomicU32::new(if i + 1 < capacity { i + 1 } else { EMPTY })).collect();
+        let next: Box<[AtomicU32]> =
+            (0..capacity).map(|i| AtomicU32::new(if i + 1 < capacity { i + 1 } else { EMPTY })).collect();
         let top = if capacity == 0 { EMPTY } else { 0 };
         Self { head: AtomicU64::new(pack(0, top)), next, len: AtomicU32::new(capacity) }
     }
@@ -44,7 +45,12 @@ impl FreeList {
             }
             // May read a link that changes under us; the tag makes the CAS fail then.
             let below = self.next[top as usize].load(Ordering::Relaxed);
-            match self.head.compare_exchange_weak(head, pack(tag.wrapping_add(1), below), Ordering::AcqRel, Ordering::Acquire) {
+            match self.head.compare_exchange_weak(
+                head,
+                pack(tag.wrapping_add(1), below),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => {
                     self.len.fetch_sub(1, Ordering::Relaxed);
                     return Some(top);
@@ -59,7 +65,12 @@ impl FreeList {
         loop {
             let (tag, top) = unpack(head);
             self.next[index as usize].store(top, Ordering::Relaxed);
-            match self.head.compare_exchange_weak(head, pack(tag.wrapping_add(1), index), Ordering::AcqRel, Ordering::Acquire) {
+            match self.head.compare_exchange_weak(
+                head,
+                pack(tag.wrapping_add(1), index),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => {
                     self.len.fetch_add(1, Ordering::Relaxed);
                     return;

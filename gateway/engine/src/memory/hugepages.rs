@@ -24,7 +24,11 @@ impl HugepageInfo {
             let line = meminfo.lines().find(|l| l.starts_with(name))?;
             line[name.len()..].split_whitespace().next()?.parse().ok()
         };
-        Some(Self { page_size: field("Hugepagesize:")? * 1024, total: field("HugePages_Total:")?, free: field("HugePages_Free:")? })
+        Some(Self {
+            page_size: field("Hugepagesize:")? * 1024,
+            total: field("HugePages_Total:")?,
+            free: field("HugePages_Free:")?,
+        })
     }
 
     /// Pages needed to hold `bytes`.
@@ -48,7 +52,10 @@ mod tests {
 
     #[test]
     fn parses_meminfo() {
-        let info = HugepageInfo::parse("MemTotal: 1 kB\nHugePages_Total:      64\nHugePages_Free:       60\nHugepagesize:       2048 kB\n").unwrap();
+        let info = HugepageInfo::parse(
+            "MemTotal: 1 kB\nHugePages_Total:      64\nHugePages_Free:       60\nHugepagesize:       2048 kB\n",
+        )
+        .unwrap();
         assert_eq!(info, HugepageInfo { page_size: 2 << 20, total: 64, free: 60 });
         assert_eq!(info.pages_for((2 << 20) + 1), 2);
         assert!(info.how_to_reserve(4).contains("echo 68 > /proc/sys/vm/nr_hugepages"));

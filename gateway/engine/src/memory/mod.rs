@@ -11,5 +11,5 @@ mod mapping;
 mod region;
 
 pub use hugepages::HugepageInfo;
-pub(crate) use region::{BufToken, RegionTable};
 pub use region::Region;
+pub(crate) use region::{BufToken, RegionTable};

@@ -42,12 +42,18 @@ impl Region {
     /// Allocates the region described by `config`. `index` is its position in
     /// the engine's region table.
     pub(crate) fn new(config: &MemoryRegion, index: u16) -> Result<Self, Error> {
-        let buf_size = usize::try_from(config.buf_size).map_err(|_| Error::invalid(format!("memory region \"{}\": buf_size is too large", config.name)))?;
+        let buf_size = usize::try_from(config.buf_size)
+            .map_err(|_| Error::invalid(format!("memory region \"{}\": buf_size is too large", config.name)))?;
         let bytes = config.total_bytes();
-        let len = usize::try_from(bytes).map_err(|_| Error::invalid(format!("memory region \"{}\" ({bytes} bytes) does not fit this address space", config.name)))?;
+        let len = usize::try_from(bytes).map_err(|_| {
+            Error::invalid(format!("memory region \"{}\" ({bytes} bytes) does not fit this address space", config.name))
+        })?;
         let mapping = match config.kind {
             MemoryKind::Host => Mapping::host(len).map_err(|e| {
-                Error::new(Status::NoFreePacketBuffers, format!("memory region \"{}\": cannot map {bytes} bytes of host memory: {e}", config.name))
+                Error::new(
+                    Status::NoFreePacketBuffers,
+                    format!("memory region \"{}\": cannot map {bytes} bytes of host memory: {e}", config.name),
+                )
             })?,
             MemoryKind::Huge => map_hugepages(config, bytes, len)?,
             MemoryKind::Device | MemoryKind::HostPinned => {
@@ -62,7 +68,15 @@ impl Region {
             }
         };
         let free = FreeList::full(config.num_bufs);
-        Ok(Self { name: config.name.clone(), kind: config.kind, index, buf_size, num_bufs: config.num_bufs, mapping, free })
+        Ok(Self {
+            name: config.name.clone(),
+            kind: config.kind,
+            index,
+            buf_size,
+            num_bufs: config.num_bufs,
+            mapping,
+            free,
+        })
     }
 
     /// Region name from the config.
@@ -132,13 +146,23 @@ impl Region {
     }
 
     fn check(&self, token: &BufToken) {
-        assert_eq!(token.region, self.index, "buffer of region {} used with region {} ({})", token.region, self.index, self.name);
+        assert_eq!(
+            token.region, self.index,
+            "buffer of region {} used with region {} ({})",
+            token.region, self.index, self.name
+        );
     }
 }
 
 fn map_hugepages(config: &MemoryRegion, bytes: u64, len: usize) -> Result<Mapping, Error> {
     let info = HugepageInfo::read().ok_or_else(|| {
-        Error::new(Status::NotSupported, format!("memory region \"{}\" is kind huge but this kernel reports no hugepages in /proc/meminfo", config.name))
+        Error::new(
+            Status::NotSupported,
+            format!(
+                "memory region \"{}\" is kind huge but this kernel reports no hugepages in /proc/meminfo",
+                config.name
+            ),
+        )
     })?;
     let pages = info.pages_for(bytes);
     let shortage = |free: u64| hugepage_shortage(&config.name, &info, pages, free);
@@ -208,7 +232,14 @@ mod tests {
 
     #[test]
     fn host_region_hands_out_each_buffer_once() {
-        let config = MemoryRegion { name: "r".into(), kind: MemoryKind::Host, affinity: 0, access: vec![], num_bufs: 3, buf_size: 16 };
+        let config = MemoryRegion {
+            name: "r".into(),
+            kind: MemoryKind::Host,
+            affinity: 0,
+            access: vec![],
+            num_bufs: 3,
+            buf_size: 16,
+        };
         let region = Region::new(&config, 0).unwrap();
         let mut tokens: Vec<BufToken> = (0..3).map(|_| region.take().unwrap()).collect();
         assert!(region.take().is_none());

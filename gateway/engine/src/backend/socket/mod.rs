@@ -25,10 +25,15 @@ const SOCKET_BUFFER_BYTES: usize = 64 << 20;
 
 pub(super) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend>> {
     super::require_cpu_memory(port, regions)?;
-    let endpoints = config.endpoints(port.id as usize).ok_or_else(|| Error::invalid(format!("interface \"{}\" has no socket endpoints", port.name)))?;
+    let endpoints = config
+        .endpoints(port.id as usize)
+        .ok_or_else(|| Error::invalid(format!("interface \"{}\" has no socket endpoints", port.name)))?;
     match endpoints.transport {
         Transport::Udp => Ok(Box::new(udp::UdpBackend::open(endpoints, port)?)),
         Transport::Tcp => Ok(Box::new(tcp::TcpBackend::open(endpoints, port)?)),
-        Transport::Roce => Err(Error::new(Status::NotSupported, format!("interface \"{}\" uses RoCE, which needs the rdma backend", port.name))),
+        Transport::Roce => Err(Error::new(
+            Status::NotSupported,
+            format!("interface \"{}\" uses RoCE, which needs the rdma backend", port.name),
+        )),
     }
 }

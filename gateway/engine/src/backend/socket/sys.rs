@@ -47,7 +47,10 @@ pub(crate) struct RecvBatch {
 
 impl std::fmt::Debug for RecvBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecvBatch").field("messages", &self.headers.len()).field("buffers_per_message", &self.buffers_per_message).finish()
+        f.debug_struct("RecvBatch")
+            .field("messages", &self.headers.len())
+            .field("buffers_per_message", &self.buffers_per_message)
+            .finish()
     }
 }
 
@@ -57,7 +60,8 @@ impl RecvBatch {
     pub(crate) fn new(messages: usize, buffers_per_message: usize, overflow_len: usize) -> Self {
         // SAFETY: mmsghdr, iovec and sockaddr_storage are plain C structs for
         // which all-zero bytes are a valid (empty) value.
-        let (header, iovec, name) = unsafe { (zeroed::<libc::mmsghdr>(), zeroed::<libc::iovec>(), zeroed::<libc::sockaddr_storage>()) };
+        let (header, iovec, name) =
+            unsafe { (zeroed::<libc::mmsghdr>(), zeroed::<libc::iovec>(), zeroed::<libc::sockaddr_storage>()) };
         Self {
             headers: vec![header; messages],
             iovecs: vec![iovec; messages * (buffers_per_message + 1)],
@@ -85,7 +89,12 @@ impl RecvBatch {
     /// given buffers, blocking (up to the socket's receive timeout) for the
     /// first only. Returns the messages' metadata in order;
     /// `WouldBlock`/`TimedOut` when nothing arrived in time.
-    pub(crate) fn recv<'a>(&mut self, socket: BorrowedFd<'_>, buffers: impl Iterator<Item = &'a mut [u8]>, segment: usize) -> io::Result<&[RecvMeta]> {
+    pub(crate) fn recv<'a>(
+        &mut self,
+        socket: BorrowedFd<'_>,
+        buffers: impl Iterator<Item = &'a mut [u8]>,
+        segment: usize,
+    ) -> io::Result<&[RecvMeta]> {
         let mut buffers = buffers.peekable();
         let per = self.buffers_per_message + 1;
         let mut count = 0;
@@ -118,7 +127,13 @@ impl RecvBatch {
         // buffers owned by self, and the iovecs at `buffers`, whose borrows ('a)
         // outlive this call; every length is within its buffer.
         let received = unsafe {
-            libc::recvmmsg(socket.as_raw_fd(), self.headers.as_mut_ptr(), count as libc::c_uint, libc::MSG_WAITFORONE, std::ptr::null_mut())
+            libc::recvmmsg(
+                socket.as_raw_fd(),
+                self.headers.as_mut_ptr(),
+                count as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
         };
         if received < 0 {
             return Err(io::Error::last_os_error());
@@ -216,7 +231,12 @@ impl SendBatch {
     /// Sends datagrams (each a list of pieces sent back to back) on a
     /// connected socket, or to `dest`. Returns how many datagrams the kernel
     /// took, which may be fewer than given; call again with the rest.
-    pub(crate) fn send<'a, D>(&mut self, socket: BorrowedFd<'_>, dest: Option<&socket2::SockAddr>, datagrams: impl Iterator<Item = D>) -> io::Result<usize>
+    pub(crate) fn send<'a, D>(
+        &mut self,
+        socket: BorrowedFd<'_>,
+        dest: Option<&socket2::SockAddr>,
+        datagrams: impl Iterator<Item = D>,
+    ) -> io::Result<usize>
     where
         D: Iterator<Item = &'a [u8]>,
     {
@@ -231,7 +251,8 @@ impl SendBatch {
             let first = next_iovec;
             let mut len = 0;
             for piece in pieces.take(max_pieces) {
-                self.iovecs[next_iovec] = libc::iovec { iov_base: piece.as_ptr().cast_mut().cast(), iov_len: piece.len() };
+                self.iovecs[next_iovec] =
+                    libc::iovec { iov_base: piece.as_ptr().cast_mut().cast(), iov_len: piece.len() };
                 next_iovec += 1;
                 len += piece.len();
             }
@@ -264,7 +285,14 @@ impl SendBatch {
             if runs == self.headers.len() {
                 break;
             }
-            current = Some(Run { first_iovec: first, iovecs: next_iovec - first, datagrams: 1, bytes: len, segment: len, closed: false });
+            current = Some(Run {
+                first_iovec: first,
+                iovecs: next_iovec - first,
+                datagrams: 1,
+                bytes: len,
+                segment: len,
+                closed: false,
+            });
         }
         if let Some(run) = current
             && runs < self.headers.len()
@@ -325,8 +353,12 @@ fn control_messages(header: &libc::msghdr) -> (Option<u32>, Option<usize>) {
         let mut cmsg = libc::CMSG_FIRSTHDR(header);
         while !cmsg.is_null() {
             match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
-                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>())),
-                (libc::SOL_UDP, libc::UDP_GRO) => segment = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>()) as usize),
+                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
+                    drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>()))
+                }
+                (libc::SOL_UDP, libc::UDP_GRO) => {
+                    segment = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>()) as usize)
+                }
                 _ => {}
             }
             cmsg = libc::CMSG_NXTHDR(header, cmsg);
@@ -340,12 +372,20 @@ fn sockaddr_to_std(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
         libc::AF_INET => {
             // SAFETY: the family says the storage holds a sockaddr_in, which fits in it.
             let v4 = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            Some(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr)), u16::from_be(v4.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr)),
+                u16::from_be(v4.sin_port),
+            )))
         }
         libc::AF_INET6 => {
             // SAFETY: the family says the storage holds a sockaddr_in6, which fits in it.
             let v6 = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            Some(SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::from(v6.sin6_addr.s6_addr), u16::from_be(v6.sin6_port), v6.sin6_flowinfo, v6.sin6_scope_id)))
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(v6.sin6_addr.s6_addr),
+                u16::from_be(v6.sin6_port),
+                v6.sin6_flowinfo,
+                v6.sin6_scope_id,
+            )))
         }
         _ => None,
     }
@@ -353,7 +393,15 @@ fn sockaddr_to_std(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
 
 fn set_int_option(socket: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: passes a pointer to a live c_int with its exact size.
-    let rc = unsafe { libc::setsockopt(socket.as_raw_fd(), level, name, (&raw const value).cast(), size_of::<libc::c_int>() as libc::socklen_t) };
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            name,
+            (&raw const value).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 

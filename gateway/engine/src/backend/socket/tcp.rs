@@ -65,13 +65,29 @@ impl TcpBackend {
                         s.set_read_timeout(Some(poll))?;
                         Ok(s)
                     })
-                    .map_err(|e| Error::io(Status::InvalidParameter, format!("interface \"{}\": cannot listen on tcp://{addr}", port.name), e))?;
+                    .map_err(|e| {
+                        Error::io(
+                            Status::InvalidParameter,
+                            format!("interface \"{}\": cannot listen on tcp://{addr}", port.name),
+                            e,
+                        )
+                    })?;
                 Some(socket)
             }
             SocketMode::Client => None,
         };
         let max_read = port.config_max_payload();
-        Ok(Self { shared: Arc::new(Shared { mode: endpoints.mode, listener, local, remote, stream: Mutex::new(None), poll, max_read }) })
+        Ok(Self {
+            shared: Arc::new(Shared {
+                mode: endpoints.mode,
+                listener,
+                local,
+                remote,
+                stream: Mutex::new(None),
+                poll,
+                max_read,
+            }),
+        })
     }
 }
 
@@ -83,12 +99,16 @@ impl Backend for TcpBackend {
         let rx_owns = !p.rx.is_empty();
         if let Some(first) = p.rx.first() {
             let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
-            workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || receive_loop(&engine, port, &shared))?);
+            workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || {
+                receive_loop(&engine, port, &shared)
+            })?);
         }
         for (index, q) in p.tx.iter().enumerate() {
             let owns = !rx_owns && index == 0;
             let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
-            workers.push(worker::spawn(format!("tx-{}-{}", p.name, q.id), q.cpu_core, move || send_loop(&engine, port, index, &shared, owns))?);
+            workers.push(worker::spawn(format!("tx-{}-{}", p.name, q.id), q.cpu_core, move || {
+                send_loop(&engine, port, index, &shared, owns)
+            })?);
         }
         Ok(workers)
     }
@@ -184,7 +204,10 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
                 }
                 Err(e) => {
                     landing.release(token);
-                    if !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) {
+                    if !matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    ) {
                         tracing::warn!(interface = %p.name, "TCP receive failed, dropping the connection: {e}");
                         assembler.flush_lossless(&stop);
                         shared.set(None);
@@ -214,7 +237,8 @@ fn send_loop(engine: &EngineInner, port: u16, queue: usize, shared: &Shared, own
         };
         backoff.reset();
         let stream = loop {
-            let stream = if owns_connection { shared.current().or_else(|| shared.establish(&p.name)) } else { shared.current() };
+            let stream =
+                if owns_connection { shared.current().or_else(|| shared.establish(&p.name)) } else { shared.current() };
             if stream.is_some() || engine.stopping() {
                 break stream;
             }
@@ -223,7 +247,8 @@ fn send_loop(engine: &EngineInner, port: u16, queue: usize, shared: &Shared, own
         let Some(stream) = stream else { break };
         let (mut packets, mut bytes) = (0u64, 0u64);
         for (index, packet) in burst.packets().enumerate() {
-            let written = (0..MAX_SEGMENTS).filter_map(|s| packet.segment(s)).try_for_each(|piece| (&*stream).write_all(piece));
+            let written =
+                (0..MAX_SEGMENTS).filter_map(|s| packet.segment(s)).try_for_each(|piece| (&*stream).write_all(piece));
             if let Err(e) = written {
                 tracing::warn!(interface = %p.name, "TCP send failed, dropping the connection: {e}");
                 q.stats.dropped(DropReason::SendFailed, (burst.num_packets() - index) as u64);

@@ -13,15 +13,15 @@ use daqiri_config::SocketEndpoints;
 use daqiri_config::model::SocketMode;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use super::SOCKET_BUFFER_BYTES;
+use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use crate::backend::Backend;
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
-use crate::memory::BufToken;
 use crate::engine::EngineInner;
 use crate::error::{Error, Result, Status};
 use crate::flow::Steering;
 use crate::headers::{FlowKey, IPV4_LEN, UDP_LEN};
+use crate::memory::BufToken;
 use crate::port::Port;
 use crate::queue::Queue;
 use crate::stats::DropReason;
@@ -74,14 +74,25 @@ impl UdpBackend {
                 .map_err(|e| Error::io(Status::ConnectFailure, context(&format!("cannot connect to {remote}")), e))?;
         }
         let poll = worker::poll_interval(&port.rx);
-        socket.set_read_timeout(Some(poll)).map_err(|e| Error::io(Status::InternalError, context("cannot set a receive timeout"), e))?;
+        socket
+            .set_read_timeout(Some(poll))
+            .map_err(|e| Error::io(Status::InternalError, context("cannot set a receive timeout"), e))?;
         let local = socket.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(local);
         // Unconnected sockets have no path MTU yet: assume Ethernet's 1500.
         let mtu = sys::path_mtu(socket.as_fd(), target.is_ipv6()).unwrap_or(1500);
         let headers = if target.is_ipv6() { 40 } else { IPV4_LEN } + UDP_LEN;
         let gso_max_segment = mtu.saturating_sub(headers);
         let gro = sys::enable_gro(socket.as_fd()).is_ok();
-        Ok(Self { shared: Arc::new(Shared { socket, local, mode: endpoints.mode, last_peer: Mutex::new(None), gso_max_segment, gro }) })
+        Ok(Self {
+            shared: Arc::new(Shared {
+                socket,
+                local,
+                mode: endpoints.mode,
+                last_peer: Mutex::new(None),
+                gso_max_segment,
+                gro,
+            }),
+        })
     }
 }
 
@@ -109,11 +120,15 @@ impl Backend for UdpBackend {
         let mut workers = Vec::new();
         if let Some(first) = p.rx.first() {
             let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
-            workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || receive_loop(&engine, port, &shared))?);
+            workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || {
+                receive_loop(&engine, port, &shared)
+            })?);
         }
         for (index, q) in p.tx.iter().enumerate() {
             let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
-            workers.push(worker::spawn(format!("tx-{}-{}", p.name, q.id), q.cpu_core, move || send_loop(&engine, port, index, &shared))?);
+            workers.push(worker::spawn(format!("tx-{}-{}", p.name, q.id), q.cpu_core, move || {
+                send_loop(&engine, port, index, &shared)
+            })?);
         }
         Ok(workers)
     }
@@ -163,7 +178,9 @@ impl Delivery<'_> {
                 rule.stats.matched(len as u64);
                 self.assemblers[queue].push(PacketSlot::single(token, len as u32, Some(rule.flow_id)), self.regions);
             }
-            Steering::Default { queue } => self.assemblers[queue].push(PacketSlot::single(token, len as u32, None), self.regions),
+            Steering::Default { queue } => {
+                self.assemblers[queue].push(PacketSlot::single(token, len as u32, None), self.regions)
+            }
             Steering::Unmatched => {
                 self.regions.release(token);
                 p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
@@ -256,7 +273,11 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
                     }
                 }
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
             Err(e) => {
                 tracing::warn!(interface = %p.name, "receive failed: {e}");
                 std::thread::sleep(Duration::from_millis(1));
@@ -275,7 +296,15 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
 /// The slow path: a message whose datagrams did not line up with its
 /// buffers (first run of a new size, or a datagram longer than expected).
 /// Gathers the bytes, then copies each datagram into a buffer of its own.
-fn relayout(meta: &RecvMeta, shape: Layout, segment: usize, mine: &mut Vec<BufToken>, overflow: &[u8], gather: &mut [u8], out: &mut Delivery<'_>) {
+fn relayout(
+    meta: &RecvMeta,
+    shape: Layout,
+    segment: usize,
+    mine: &mut Vec<BufToken>,
+    overflow: &[u8],
+    gather: &mut [u8],
+    out: &mut Delivery<'_>,
+) {
     let p = out.port;
     let landing = out.regions.get(p.rx[0].segment_regions[0]);
     if meta.truncated {
@@ -356,9 +385,17 @@ fn send_burst(batch: &mut SendBatch, shared: &Shared, q: &Queue, burst: &Burst, 
                 done += n;
                 sent += n as u64;
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => std::thread::yield_now(),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                std::thread::yield_now()
+            }
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => std::thread::sleep(Duration::from_micros(10)),
-            Err(e) if batch.gso() && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP | libc::EMSGSIZE)) => {
+            Err(e)
+                if batch.gso()
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP | libc::EMSGSIZE)
+                    ) =>
+            {
                 tracing::info!("UDP GSO refused by the kernel ({e}); sending one datagram per message");
                 batch.disable_gso();
             }
