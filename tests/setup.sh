@@ -9,6 +9,8 @@ log() { echo "setup: $*" >&2; }
 need_apt=()
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v ss >/dev/null || need_apt+=(iproute2)
+command -v tshark >/dev/null || need_apt+=(tshark)
+command -v capinfos >/dev/null || need_apt+=(tshark)
 if ((${#need_apt[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
         log "installing ${need_apt[*]}"

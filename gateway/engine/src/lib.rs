@@ -55,6 +55,7 @@ mod queue;
 mod snapshot;
 mod stats;
 mod worker;
+pub mod writer;
 
 pub use burst::{Burst, MAX_SEGMENTS, Packet, PacketMut, flags};
 pub use engine::{Engine, SendError};

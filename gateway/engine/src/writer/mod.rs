@@ -1,0 +1,38 @@
+//! Burst writers: received bursts to storage, as DAQIRI's
+//! `daqiri_write_raw_to_file` and pcap writes do.
+//!
+//! - [`RawWriter`] writes one file per packet, `<prefix>_<index>`, truncating,
+//!   skipping `packet_data_offset` bytes of the logical packet (all segments
+//!   in order, so an offset past the headers of a header-data-split burst
+//!   writes only the payload).
+//! - [`PcapWriter`] appends whole packets to a classic pcap v2.4 file
+//!   (Ethernet link type, microsecond or nanosecond records). An existing
+//!   file is appended to when compatible and refused with a clear error when
+//!   not; a torn last record (a writer killed mid-write) is cut off first, so
+//!   the file always reads to its last whole record.
+//!
+//! Both have a synchronous call and an asynchronous one that takes the burst
+//! and returns a [`FileWriteHandle`] to wait on, which hands the burst back.
+
+mod handle;
+mod pcap;
+mod raw;
+
+pub use handle::FileWriteHandle;
+pub use pcap::{PcapResolution, PcapWriter};
+pub use raw::RawWriter;
+
+/// What one write did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteSummary {
+    /// Packets written.
+    pub packets: u64,
+    /// Bytes written to storage, headers included.
+    pub bytes: u64,
+}
+
+/// The logical bytes of a packet: its segments in order.
+pub(crate) fn logical_packet<'a>(packet: &crate::Packet<'a>) -> impl Iterator<Item = &'a [u8]> + Clone + use<'a> {
+    let packet = *packet;
+    (0..crate::MAX_SEGMENTS).filter_map(move |s| packet.segment(s))
+}

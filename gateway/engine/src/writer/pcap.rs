@@ -1,0 +1,279 @@
+//! Classic pcap v2.4 files, Ethernet link type, written by hand: the format
+//! is 24 + 16 bytes of headers, and appending safely to an existing file
+//! (checking its header, cutting a torn last record) is exactly what the
+//! pcap crates do not offer.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::{FileWriteHandle, WriteSummary, logical_packet};
+use crate::burst::Burst;
+use crate::error::{Error, Result, Status};
+
+const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
+const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
+const LINKTYPE_ETHERNET: u32 = 1;
+const GLOBAL_HEADER: u64 = 24;
+const RECORD_HEADER: u64 = 16;
+/// Snap length written into new files and used when none is asked for.
+pub const DEFAULT_SNAPLEN: u32 = 262_144;
+
+/// Timestamp resolution of a pcap file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PcapResolution {
+    /// Microseconds (magic `a1b2c3d4`), what every reader knows.
+    #[default]
+    Micros,
+    /// Nanoseconds (magic `a1b23c4d`).
+    Nanos,
+}
+
+impl PcapResolution {
+    fn magic(self) -> u32 {
+        match self {
+            PcapResolution::Micros => MAGIC_MICROS,
+            PcapResolution::Nanos => MAGIC_NANOS,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            PcapResolution::Micros => "microsecond",
+            PcapResolution::Nanos => "nanosecond",
+        }
+    }
+}
+
+/// An open pcap file, positioned to append.
+#[derive(Debug)]
+pub struct PcapWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    resolution: PcapResolution,
+    snaplen: u32,
+}
+
+impl PcapWriter {
+    /// Opens `path` for appending, creating it with a global header when it
+    /// is missing or empty. An existing file must be little-endian pcap v2.4,
+    /// Ethernet, with the same resolution; a torn last record is cut off.
+    pub fn open(path: impl AsRef<Path>, resolution: PcapResolution, snaplen: Option<u32>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let fail = |e| Error::io(Status::GenericFailure, format!("cannot open {}", path.display()), e);
+        let mut file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(fail)?;
+        let len = file.metadata().map_err(fail)?.len();
+        let snaplen = if len == 0 {
+            let snaplen = snaplen.unwrap_or(DEFAULT_SNAPLEN);
+            file.write_all(&global_header(resolution, snaplen)).map_err(fail)?;
+            snaplen
+        } else {
+            let file_snaplen = check_header(&mut file, &path, resolution)?;
+            let end = last_whole_record(&mut file, len).map_err(fail)?;
+            if end < len {
+                tracing::warn!(file = %path.display(), "cutting a torn last record ({} bytes) before appending", len - end);
+                file.set_len(end).map_err(fail)?;
+            }
+            snaplen.unwrap_or(file_snaplen).min(file_snaplen)
+        };
+        file.seek(SeekFrom::End(0)).map_err(fail)?;
+        Ok(Self { path, out: BufWriter::with_capacity(1 << 20, file), resolution, snaplen })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record; `pieces` are the packet's bytes in order.
+    pub fn write_packet<'a>(
+        &mut self,
+        pieces: impl Iterator<Item = &'a [u8]> + Clone,
+        time: SystemTime,
+    ) -> Result<u64> {
+        let orig_len: usize = pieces.clone().map(<[u8]>::len).sum();
+        let incl_len = orig_len.min(self.snaplen as usize);
+        let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let fraction = match self.resolution {
+            PcapResolution::Micros => since.subsec_micros(),
+            PcapResolution::Nanos => since.subsec_nanos(),
+        };
+        let mut header = [0u8; RECORD_HEADER as usize];
+        header[0..4].copy_from_slice(&(since.as_secs() as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&fraction.to_le_bytes());
+        header[8..12].copy_from_slice(&(incl_len as u32).to_le_bytes());
+        header[12..16].copy_from_slice(&(orig_len as u32).to_le_bytes());
+        let fail = |e| Error::io(Status::GenericFailure, format!("cannot write {}", self.path.display()), e);
+        self.out.write_all(&header).map_err(fail)?;
+        let mut left = incl_len;
+        for piece in pieces {
+            let take = left.min(piece.len());
+            self.out.write_all(&piece[..take]).map_err(fail)?;
+            left -= take;
+        }
+        Ok(RECORD_HEADER + incl_len as u64)
+    }
+
+    /// Appends every packet of a burst and flushes, so the file is whole on disk.
+    pub fn write_burst(&mut self, burst: &Burst) -> Result<WriteSummary> {
+        let mut summary = WriteSummary::default();
+        for packet in burst.packets() {
+            summary.bytes += self.write_packet(logical_packet(&packet), SystemTime::now())?;
+            summary.packets += 1;
+        }
+        self.flush()?;
+        Ok(summary)
+    }
+
+    /// Pushes buffered records to the file.
+    pub fn flush(&mut self) -> Result<()> {
+        self.out
+            .flush()
+            .map_err(|e| Error::io(Status::GenericFailure, format!("cannot write {}", self.path.display()), e))
+    }
+
+    /// Opens `path`, appends the burst and closes, on a writer thread.
+    pub fn append_async(path: impl AsRef<Path>, resolution: PcapResolution, burst: Burst) -> Result<FileWriteHandle> {
+        let path = path.as_ref().to_path_buf();
+        FileWriteHandle::spawn(burst, move |b| PcapWriter::open(&path, resolution, None)?.write_burst(b))
+    }
+}
+
+impl Drop for PcapWriter {
+    fn drop(&mut self) {
+        let _ = self.out.flush();
+    }
+}
+
+fn global_header(resolution: PcapResolution, snaplen: u32) -> [u8; GLOBAL_HEADER as usize] {
+    let mut h = [0u8; GLOBAL_HEADER as usize];
+    h[0..4].copy_from_slice(&resolution.magic().to_le_bytes());
+    h[4..6].copy_from_slice(&2u16.to_le_bytes());
+    h[6..8].copy_from_slice(&4u16.to_le_bytes());
+    h[16..20].copy_from_slice(&snaplen.to_le_bytes());
+    h[20..24].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
+    h
+}
+
+/// Checks an existing file's global header; returns its snap length.
+fn check_header(file: &mut File, path: &Path, wanted: PcapResolution) -> Result<u32> {
+    let mut h = [0u8; GLOBAL_HEADER as usize];
+    let refuse =
+        |why: String| Error::new(Status::InvalidParameter, format!("cannot append to {}: {why}", path.display()));
+    file.read_exact(&mut h).map_err(|_| refuse("shorter than a pcap global header (24 bytes)".into()))?;
+    let word = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    let found = match word(0) {
+        MAGIC_MICROS => PcapResolution::Micros,
+        MAGIC_NANOS => PcapResolution::Nanos,
+        m if m.swap_bytes() == MAGIC_MICROS || m.swap_bytes() == MAGIC_NANOS => {
+            return Err(refuse("it is a big-endian pcap; only little-endian files are appended to".into()));
+        }
+        m => return Err(refuse(format!("not a classic pcap file (magic {m:#010x}; pcapng is not appended to)"))),
+    };
+    let (major, minor) = (u16::from_le_bytes([h[4], h[5]]), u16::from_le_bytes([h[6], h[7]]));
+    if (major, minor) != (2, 4) {
+        return Err(refuse(format!("pcap version {major}.{minor}, expected 2.4")));
+    }
+    if word(20) != LINKTYPE_ETHERNET {
+        return Err(refuse(format!("link type {}, expected 1 (Ethernet)", word(20))));
+    }
+    if found != wanted {
+        return Err(refuse(format!("it has {} timestamps, this capture writes {}", found.name(), wanted.name())));
+    }
+    Ok(word(16))
+}
+
+/// The end of the last complete record.
+fn last_whole_record(file: &mut File, len: u64) -> std::io::Result<u64> {
+    let mut reader = BufReader::new(&mut *file);
+    reader.seek(SeekFrom::Start(GLOBAL_HEADER))?;
+    let mut at = GLOBAL_HEADER;
+    let mut header = [0u8; RECORD_HEADER as usize];
+    while at + RECORD_HEADER <= len {
+        reader.read_exact(&mut header)?;
+        let incl = u64::from(u32::from_le_bytes([header[8], header[9], header[10], header[11]]));
+        if at + RECORD_HEADER + incl > len {
+            break;
+        }
+        reader.seek_relative(incl as i64)?;
+        at += RECORD_HEADER + incl;
+    }
+    Ok(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("daqiri-pcap-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        path
+    }
+
+    fn records(path: &Path) -> usize {
+        let bytes = std::fs::read(path).unwrap();
+        let mut at = 24;
+        let mut n = 0;
+        while at + 16 <= bytes.len() {
+            at += 16 + u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+            n += 1;
+        }
+        assert_eq!(at, bytes.len(), "file ends on a record boundary");
+        n
+    }
+
+    #[test]
+    fn appends_to_a_compatible_file() {
+        let path = temp("append");
+        for _ in 0..2 {
+            let mut w = PcapWriter::open(&path, PcapResolution::Micros, None).unwrap();
+            w.write_packet([&b"abc"[..], b"def"].into_iter(), SystemTime::now()).unwrap();
+        }
+        assert_eq!(records(&path), 2);
+        assert_eq!(std::fs::read(&path).unwrap().len(), 24 + 2 * (16 + 6));
+    }
+
+    #[test]
+    fn refuses_incompatible_files_with_the_reason() {
+        let path = temp("nanos");
+        drop(PcapWriter::open(&path, PcapResolution::Nanos, None).unwrap());
+        let err = PcapWriter::open(&path, PcapResolution::Micros, None).unwrap_err();
+        assert!(err.message.contains("nanosecond timestamps, this capture writes microsecond"), "{err}");
+        std::fs::write(&path, b"not a pcap file at all, clearly").unwrap();
+        assert!(
+            PcapWriter::open(&path, PcapResolution::Micros, None).unwrap_err().message.contains("not a classic pcap")
+        );
+    }
+
+    #[test]
+    fn cuts_a_torn_record_before_appending() {
+        let path = temp("torn");
+        let mut w = PcapWriter::open(&path, PcapResolution::Micros, None).unwrap();
+        w.write_packet(std::iter::once(&[7u8; 100][..]), SystemTime::now()).unwrap();
+        drop(w);
+        let whole = std::fs::metadata(&path).unwrap().len();
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&[1, 2, 3, 4, 5, 6, 7, 8, 60, 0, 0, 0, 60, 0, 0, 0, 9, 9]).unwrap();
+        drop(f);
+        let mut w = PcapWriter::open(&path, PcapResolution::Micros, None).unwrap();
+        assert_eq!(w.out.get_ref().metadata().unwrap().len(), whole);
+        w.write_packet(std::iter::once(&[8u8; 10][..]), SystemTime::now()).unwrap();
+        drop(w);
+        assert_eq!(records(&path), 2);
+    }
+
+    #[test]
+    fn snaplen_cuts_records_but_keeps_the_original_length() {
+        let path = temp("snap");
+        let mut w = PcapWriter::open(&path, PcapResolution::Micros, Some(64)).unwrap();
+        w.write_packet(std::iter::once(&[1u8; 1000][..]), SystemTime::now()).unwrap();
+        drop(w);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(u32::from_le_bytes(bytes[32..36].try_into().unwrap()), 64);
+        assert_eq!(u32::from_le_bytes(bytes[36..40].try_into().unwrap()), 1000);
+        assert_eq!(bytes.len(), 24 + 16 + 64);
+    }
+}
