@@ -36,6 +36,8 @@ struct Segment {
 pub(crate) struct PacketSlot {
     segments: [Option<Segment>; MAX_SEGMENTS],
     flow_id: Option<u32>,
+    /// Sender of a datagram received on a socket.
+    source: Option<std::net::SocketAddr>,
 }
 
 impl PacketSlot {
@@ -44,6 +46,12 @@ impl PacketSlot {
         let mut slot = PacketSlot { flow_id, ..Default::default() };
         slot.set_segment(0, token, len);
         slot
+    }
+
+    /// Records the datagram's sender (socket streams).
+    pub(crate) fn with_source(mut self, source: Option<std::net::SocketAddr>) -> Self {
+        self.source = source;
+        self
     }
 
     /// Places a buffer as segment `index`.
@@ -273,6 +281,11 @@ impl<'a> Packet<'a> {
     /// The flow that matched the packet; `None` when it reached a default queue unmatched.
     pub fn flow_id(&self) -> Option<u32> {
         self.slot.flow_id
+    }
+
+    /// For datagrams received on a socket: who sent it.
+    pub fn source(&self) -> Option<std::net::SocketAddr> {
+        self.slot.source
     }
 
     /// Whether the packet's buffers were released early.

@@ -246,6 +246,11 @@ impl Engine {
         crate::snapshot::take(&self.inner)
     }
 
+    /// The local address a socket port is bound to (`None` for other backends).
+    pub fn local_addr(&self, port: u16) -> Result<Option<std::net::SocketAddr>> {
+        Ok(self.port(port)?.local_addr.get().copied())
+    }
+
     /// The backend driving a port.
     pub fn backend(&self, port: u16) -> Result<InterfaceBackend> {
         Ok(self.port(port)?.backend)

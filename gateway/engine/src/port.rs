@@ -1,7 +1,8 @@
 //! A port: one configured interface with its queues, flow table and counters.
 
-use std::sync::Arc;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, OnceLock};
 
 use daqiri_config::{InterfaceBackend, ValidConfig};
 
@@ -28,6 +29,8 @@ pub(crate) struct Port {
     pub(crate) next_queue: AtomicUsize,
     /// `socket_config.max_payload_size`.
     pub(crate) max_payload: Option<usize>,
+    /// The address a socket backend bound, once open.
+    pub(crate) local_addr: OnceLock<SocketAddr>,
 }
 
 impl Port {
@@ -50,6 +53,7 @@ impl Port {
             rx_drops: QueueStats::default(),
             next_queue: AtomicUsize::new(0),
             max_payload: iface.socket_config.as_ref().and_then(|s| s.max_payload_size).map(|n| n as usize),
+            local_addr: OnceLock::new(),
         })
     }
 

@@ -127,3 +127,66 @@ fn raw_writes_one_file_per_packet_skipping_the_offset() {
     }
     assert!(RawWriter::new(&out, "../escape", 0).is_err());
 }
+
+#[test]
+fn socket_datagrams_become_frames_that_tshark_dissects() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let yaml = format!(
+        r#"
+daqiri:
+  cfg:
+    version: 1
+    stream_type: socket
+    memory_regions:
+    - {{ name: mem, kind: host, num_bufs: 256, buf_size: 2048 }}
+    interfaces:
+    - name: udp_in
+      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{port}" }}
+      rx: {{ queues: [{{ name: q, id: 0, cpu_core: 0, batch_size: 6, timeout_us: 1000, memory_regions: [mem] }}] }}
+"#
+    );
+    let engine = Engine::from_yaml(&yaml).unwrap();
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..6 {
+        sender.send_to(&payload(i), ("127.0.0.1", port)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let burst = loop {
+        if let Some(b) = engine.get_rx_burst(0, 0).unwrap() {
+            break b;
+        }
+        assert!(Instant::now() < deadline, "no burst");
+    };
+    let path = dir("socket").join("udp.pcap");
+    let local = engine.local_addr(0).unwrap().unwrap();
+    let written =
+        PcapWriter::open(&path, PcapResolution::Micros, None).unwrap().write_burst_as_udp(&burst, local).unwrap();
+    assert_eq!(written.packets, 6);
+    let fields = tool(
+        "tshark",
+        &[
+            "-o",
+            "ip.check_checksum:TRUE",
+            "-T",
+            "fields",
+            "-e",
+            "ip.src",
+            "-e",
+            "udp.srcport",
+            "-e",
+            "udp.dstport",
+            "-e",
+            "ip.checksum.status",
+            "-e",
+            "data.data",
+            "-r",
+        ],
+        &path,
+    );
+    let src_port = sender.local_addr().unwrap().port();
+    for (i, line) in fields.lines().enumerate() {
+        let hex: String = payload(i).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(line, format!("127.0.0.1\t{src_port}\t{port}\t1\t{hex}"), "frame {i} (ip.checksum.status 1 = good)");
+    }
+    assert_eq!(fields.lines().count(), 6);
+}

@@ -5,12 +5,20 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{FileWriteHandle, WriteSummary, logical_packet};
 use crate::burst::Burst;
 use crate::error::{Error, Result, Status};
+use crate::headers::{self, UDP_FRAME_HEADERS, UDP_LEN};
+
+const IPPROTO_UDP: u8 = 17;
+
+/// Locally administered MACs for synthesised frames: a socket never sees the real ones.
+const SYNTHETIC_SOURCE_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+const SYNTHETIC_DESTINATION_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 
 const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
 const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
@@ -53,6 +61,7 @@ pub struct PcapWriter {
     out: BufWriter<File>,
     resolution: PcapResolution,
     snaplen: u32,
+    scratch: Vec<u8>,
 }
 
 impl PcapWriter {
@@ -79,7 +88,7 @@ impl PcapWriter {
             snaplen.unwrap_or(file_snaplen).min(file_snaplen)
         };
         file.seek(SeekFrom::End(0)).map_err(fail)?;
-        Ok(Self { path, out: BufWriter::with_capacity(1 << 20, file), resolution, snaplen })
+        Ok(Self { path, out: BufWriter::with_capacity(1 << 20, file), resolution, snaplen, scratch: Vec::new() })
     }
 
     /// The file's path.
@@ -123,6 +132,43 @@ impl PcapWriter {
             summary.bytes += self.write_packet(logical_packet(&packet), SystemTime::now())?;
             summary.packets += 1;
         }
+        self.flush()?;
+        Ok(summary)
+    }
+
+    /// Appends the datagrams of a socket burst as complete Ethernet/IPv4/UDP
+    /// frames, synthesised from each packet's sender and the socket's `local`
+    /// address, so Wireshark dissects them like a capture from the wire.
+    pub fn write_burst_as_udp(&mut self, burst: &Burst, local: SocketAddr) -> Result<WriteSummary> {
+        let SocketAddr::V4(local) = local else {
+            return Err(Error::new(
+                Status::NotSupported,
+                "synthesised frames are IPv4 only; write IPv6 streams as raw",
+            ));
+        };
+        let mut summary = WriteSummary::default();
+        let mut frame = std::mem::take(&mut self.scratch);
+        for packet in burst.packets() {
+            let Some(SocketAddr::V4(source)) = packet.source() else {
+                return Err(Error::invalid(
+                    "a packet has no IPv4 sender: only datagrams received on a UDP socket can be written as frames",
+                ));
+            };
+            frame.clear();
+            frame.resize(UDP_FRAME_HEADERS + packet.len(), 0);
+            let mut at = UDP_FRAME_HEADERS;
+            for piece in logical_packet(&packet) {
+                frame[at..at + piece.len()].copy_from_slice(piece);
+                at += piece.len();
+            }
+            let udp_len = u16::try_from(packet.len()).map_err(|_| Error::invalid("datagram over 65535 bytes"))?;
+            headers::write_eth(&mut frame, SYNTHETIC_SOURCE_MAC, SYNTHETIC_DESTINATION_MAC)?;
+            headers::write_ipv4(&mut frame, udp_len + UDP_LEN as u16, IPPROTO_UDP, *source.ip(), *local.ip())?;
+            headers::write_udp(&mut frame, udp_len, source.port(), local.port())?;
+            summary.bytes += self.write_packet(std::iter::once(&frame[..]), SystemTime::now())?;
+            summary.packets += 1;
+        }
+        self.scratch = frame;
         self.flush()?;
         Ok(summary)
     }

@@ -83,6 +83,7 @@ impl UdpBackend {
         let headers = if target.is_ipv6() { 40 } else { IPV4_LEN } + UDP_LEN;
         let gso_max_segment = mtu.saturating_sub(headers);
         let gro = sys::enable_gro(socket.as_fd()).is_ok();
+        let _ = port.local_addr.set(local);
         Ok(Self {
             shared: Arc::new(Shared {
                 socket,
@@ -176,10 +177,11 @@ impl Delivery<'_> {
             Steering::Flow { rule, queue } => {
                 let rule = &p.flows.rules[rule];
                 rule.stats.matched(len as u64);
-                self.assemblers[queue].push(PacketSlot::single(token, len as u32, Some(rule.flow_id)), self.regions);
+                self.assemblers[queue]
+                    .push(PacketSlot::single(token, len as u32, Some(rule.flow_id)).with_source(peer), self.regions);
             }
             Steering::Default { queue } => {
-                self.assemblers[queue].push(PacketSlot::single(token, len as u32, None), self.regions)
+                self.assemblers[queue].push(PacketSlot::single(token, len as u32, None).with_source(peer), self.regions)
             }
             Steering::Unmatched => {
                 self.regions.release(token);
