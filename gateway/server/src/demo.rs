@@ -35,6 +35,8 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         exit_when_idle: Some(1.0),
         status_interval: 1.0,
         summary_json: None,
+        admin_addr: "127.0.0.1:9464".parse().expect("literal address"),
+        no_admin: false,
     };
     let gateway = {
         let shutdown = shutdown.clone();

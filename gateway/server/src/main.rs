@@ -5,6 +5,7 @@
 //! `gen` sends paced UDP or TCP traffic; `demo` runs gateway and generator
 //! together.
 
+mod admin;
 mod check;
 mod consumer;
 mod demo;

@@ -38,39 +38,64 @@ pub(crate) struct RunArgs {
     /// Write the summary as JSON to this file at exit.
     #[arg(long)]
     pub summary_json: Option<PathBuf>,
+    /// Address of the admin API (health, status, stats, config, OpenAPI).
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub admin_addr: std::net::SocketAddr,
+    /// Do not serve the admin API.
+    #[arg(long)]
+    pub no_admin: bool,
 }
 
 pub(crate) fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let config = load(args.config.as_ref())?;
+    let loaded = load(args.config.as_ref())?;
     let shutdown = ShutdownFlag::install()?;
-    run_gateway(config, &args, &shutdown)?;
+    run_gateway(loaded, &args, &shutdown)?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// A validated config and the YAML it came from.
+#[derive(Debug)]
+pub(crate) struct LoadedConfig {
+    pub valid: ValidConfig,
+    pub yaml: String,
+}
+
 /// Loads and validates a config file, or the embedded default.
-pub(crate) fn load(path: Option<&PathBuf>) -> anyhow::Result<ValidConfig> {
-    let (doc, origin) = match path {
-        Some(path) => (Document::read(path), path.display().to_string()),
-        None => (Document::parse(crate::DEFAULT_CONFIG), "the embedded default config".to_owned()),
+pub(crate) fn load(path: Option<&PathBuf>) -> anyhow::Result<LoadedConfig> {
+    let (yaml, origin) = match path {
+        Some(path) => (
+            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
+            path.display().to_string(),
+        ),
+        None => (crate::DEFAULT_CONFIG.to_owned(), "the embedded default config".to_owned()),
     };
-    let valid = doc.and_then(|d| d.validate()).map_err(|report| anyhow::anyhow!("{origin} is invalid:\n{report}"))?;
+    let valid = Document::parse(&yaml)
+        .and_then(|d| d.validate())
+        .map_err(|report| anyhow::anyhow!("{origin} is invalid:\n{report}"))?;
     for warning in valid.warnings().iter().chain(&daqiri::preflight::host_warnings(&valid)) {
         tracing::warn!("{warning}");
     }
     tracing::info!("running {origin}");
-    Ok(valid)
+    Ok(LoadedConfig { valid, yaml })
 }
 
 /// Runs the engine until a stop condition, printing status lines and a summary.
 pub(crate) fn run_gateway(
-    config: ValidConfig,
+    config: LoadedConfig,
     args: &RunArgs,
     shutdown: &ShutdownFlag,
 ) -> anyhow::Result<serde_json::Value> {
     if args.status_interval <= 0.0 {
         bail!("--status-interval must be positive");
     }
-    let engine = Arc::new(Engine::new(config).context("cannot start the engine")?);
+    let engine = Arc::new(Engine::new(config.valid).context("cannot start the engine")?);
+    let admin = match args.no_admin {
+        true => None,
+        false => {
+            let state = crate::admin::AdminState::new(Arc::clone(&engine), config.yaml);
+            Some(crate::admin::serve(args.admin_addr, state)?)
+        }
+    };
     let options = ConsumerOptions { seq_offset: args.seq_offset, digest: args.digest };
     let consumer_stop = Arc::new(AtomicBool::new(false));
     let consumer = {
@@ -102,6 +127,7 @@ pub(crate) fn run_gateway(
         }
     }
     // Stop receiving, then let the application drain what was already delivered.
+    drop(admin);
     engine.shutdown();
     consumer_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let report = consumer.join().map_err(|_| anyhow::anyhow!("the consumer thread panicked"))?;

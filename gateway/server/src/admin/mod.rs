@@ -1,0 +1,187 @@
+//! The admin API: health, status, stats and the active config over HTTP,
+//! with an OpenAPI document generated from the same route table
+//! (utoipa-axum), so the two cannot drift apart.
+//!
+//! It runs on its own small tokio runtime beside the engine's worker threads
+//! and reads engine snapshots only: polling it does not touch the data path.
+
+mod config;
+mod error;
+mod health;
+mod stats;
+mod status;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context;
+use axum::Router;
+use daqiri::Engine;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub(crate) use error::ApiError;
+
+/// Everything the handlers read.
+#[derive(Debug)]
+pub(crate) struct AdminState {
+    pub engine: Arc<Engine>,
+    pub started: Instant,
+    pub config_yaml: String,
+    pub config_sha256: String,
+    pub generation: u64,
+    pub rates: Mutex<stats::RateSampler>,
+}
+
+impl AdminState {
+    pub(crate) fn new(engine: Arc<Engine>, config_yaml: String) -> Arc<Self> {
+        let config_sha256 = crate::consumer::hex(&<sha2::Sha256 as sha2::Digest>::digest(config_yaml.as_bytes()));
+        let rates = Mutex::new(stats::RateSampler::new(engine.stats()));
+        Arc::new(Self { engine, started: Instant::now(), config_yaml, config_sha256, generation: 1, rates })
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(info(
+    title = "daqiri-gateway admin API",
+    description = "Health, status, statistics and configuration of a running gateway."
+))]
+struct ApiDoc;
+
+/// The routes and their OpenAPI document, built together.
+pub(crate) fn router(state: Arc<AdminState>) -> (Router, utoipa::openapi::OpenApi) {
+    let (router, api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(status::status))
+        .routes(routes!(stats::stats))
+        .routes(routes!(config::get_config))
+        .with_state(state)
+        .split_for_parts();
+    let doc = api.clone();
+    let router = router
+        .route("/api/v1/openapi.json", axum::routing::get(move || async move { axum::Json(doc) }))
+        .fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
+            ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                format!("no route {method} {}; the API is described at /api/v1/openapi.json", uri.path()),
+                None,
+            )
+        });
+    (router, api)
+}
+
+/// A running admin server; dropping it stops the server.
+#[derive(Debug)]
+pub(crate) struct AdminServer {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Binds `addr` now (so a busy port fails the start) and serves in the background.
+pub(crate) fn serve(addr: SocketAddr, state: Arc<AdminState>) -> anyhow::Result<AdminServer> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("admin-api")
+        .enable_all()
+        .build()
+        .context("cannot start the admin API runtime")?;
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(addr))
+        .with_context(|| format!("cannot listen on --admin-addr {addr} (in use? pick another port)"))?;
+    let addr = listener.local_addr()?;
+    let (router, _) = router(state);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new().name("admin-api".into()).spawn(move || {
+        runtime.block_on(async move {
+            let served = axum::serve(listener, router).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(err) = served.await {
+                tracing::error!("admin API stopped: {err}");
+            }
+        });
+    })?;
+    tracing::info!("admin API on http://{addr}");
+    Ok(AdminServer { stop: Some(stop), thread: Some(thread) })
+}
+
+impl Drop for AdminServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::{Body, to_bytes};
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    const CONFIG: &str = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    loopback: sw\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: lo\n      address: loopback\n      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }\n";
+
+    fn app() -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
+        let engine = Arc::new(Engine::from_yaml(CONFIG).unwrap());
+        let state = AdminState::new(engine, CONFIG.to_owned());
+        let (router, api) = router(Arc::clone(&state));
+        (router, api, state)
+    }
+
+    async fn get(router: &Router, path: &str) -> (StatusCode, String) {
+        let response = router.clone().oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
+        let status = response.status();
+        let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn openapi_documents_exactly_the_routes() {
+        let (router, api, _) = app();
+        let documented: Vec<&String> = api.paths.paths.keys().collect();
+        assert_eq!(documented, ["/api/v1/config", "/api/v1/stats", "/api/v1/status", "/healthz", "/readyz"]);
+        for path in documented {
+            let (status, body) = get(&router, path).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        }
+        let (status, body) = get(&router, "/api/v1/openapi.json").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("\"/api/v1/stats\""), "{body}");
+    }
+
+    #[tokio::test]
+    async fn status_stats_and_config_describe_the_engine() {
+        let (router, _, state) = app();
+        let status: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/status").await.1).unwrap();
+        assert_eq!(status["interfaces"][0]["name"], "lo");
+        assert_eq!(status["interfaces"][0]["backend"], "sw_loopback");
+        assert_eq!(status["config"]["generation"], 1);
+        assert_eq!(status["config"]["sha256"], state.config_sha256);
+        let stats: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/stats").await.1).unwrap();
+        assert_eq!(stats["interfaces"][0]["rx_queues"][0]["name"], "r");
+        assert_eq!(stats["memory_regions"][0]["num_bufs"], 64);
+        assert_eq!(get(&router, "/api/v1/config").await.1, CONFIG);
+    }
+
+    #[tokio::test]
+    async fn readiness_follows_the_engine_and_unknown_routes_are_json() {
+        let (router, _, state) = app();
+        assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
+        state.engine.shutdown();
+        let (status, body) = get(&router, "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("shutting down"), "{body}");
+        let (status, body) = get(&router, "/api/v1/nothing").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert!(body["message"].as_str().unwrap().contains("no route GET /api/v1/nothing"));
+    }
+}

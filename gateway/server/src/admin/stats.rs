@@ -1,0 +1,198 @@
+//! `GET /api/v1/stats`: counters and rates per interface, queue and flow,
+//! drops by reason, pool occupancy. Built from engine snapshots (atomic
+//! loads), so polling at 10 Hz costs the data path nothing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State;
+use daqiri::{EngineStats, QueueStatsSnapshot};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AdminState;
+
+/// Rates are recomputed when the last sample is at least this old.
+const MIN_RATE_WINDOW: Duration = Duration::from_millis(500);
+
+/// Keeps the previous snapshot to turn counters into rates.
+#[derive(Debug)]
+pub(crate) struct RateSampler {
+    at: Instant,
+    last: EngineStats,
+    /// (port, direction, queue) -> (packets/s, bits/s)
+    rates: BTreeMap<(u16, &'static str, u16), (f64, f64)>,
+    flow_rates: BTreeMap<(u16, u32), f64>,
+}
+
+impl RateSampler {
+    pub(crate) fn new(first: EngineStats) -> Self {
+        Self { at: Instant::now(), last: first, rates: BTreeMap::new(), flow_rates: BTreeMap::new() }
+    }
+
+    fn update(&mut self, now: &EngineStats) {
+        let secs = self.at.elapsed().as_secs_f64();
+        if self.at.elapsed() < MIN_RATE_WINDOW {
+            return;
+        }
+        for (p, before) in now.ports.iter().zip(&self.last.ports) {
+            for (dir, queues, old) in [("rx", &p.rx_queues, &before.rx_queues), ("tx", &p.tx_queues, &before.tx_queues)]
+            {
+                for (q, b) in queues.iter().zip(old) {
+                    let pps = q.stats.packets.saturating_sub(b.stats.packets) as f64 / secs;
+                    let bps = q.stats.bytes.saturating_sub(b.stats.bytes) as f64 * 8.0 / secs;
+                    self.rates.insert((p.id, dir, q.id), (pps, bps));
+                }
+            }
+            for (f, b) in p.flows.iter().zip(&before.flows) {
+                self.flow_rates.insert((p.id, f.id), f.packets.saturating_sub(b.packets) as f64 / secs);
+            }
+        }
+        self.at = Instant::now();
+        self.last = now.clone();
+    }
+}
+
+/// All counters.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Stats {
+    /// Per interface.
+    interfaces: Vec<InterfaceStats>,
+    /// Per memory region.
+    memory_regions: Vec<RegionStats>,
+}
+
+/// Counters of one interface.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct InterfaceStats {
+    /// Port id.
+    id: u16,
+    /// Interface name.
+    name: String,
+    /// RX queues.
+    rx_queues: Vec<QueueStats>,
+    /// TX queues.
+    tx_queues: Vec<QueueStats>,
+    /// RX drops before a queue was chosen, by reason.
+    port_drops: BTreeMap<String, u64>,
+    /// RX flows.
+    flows: Vec<FlowStats>,
+}
+
+/// Counters of one queue.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct QueueStats {
+    /// Queue id.
+    id: u16,
+    /// Queue name.
+    name: String,
+    /// Packets delivered.
+    packets: u64,
+    /// Bytes delivered.
+    bytes: u64,
+    /// Bursts delivered.
+    bursts: u64,
+    /// Packets per second over the last sample window.
+    packets_per_s: f64,
+    /// Bits per second over the last sample window.
+    bits_per_s: f64,
+    /// Drops by reason.
+    drops: BTreeMap<String, u64>,
+    /// Bursts waiting for the application.
+    ring_len: usize,
+    /// Burst metadata entries in flight.
+    meta_in_use: usize,
+}
+
+/// Counters of one flow.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct FlowStats {
+    /// Flow id.
+    id: u32,
+    /// Flow name.
+    name: String,
+    /// Packets matched.
+    packets: u64,
+    /// Bytes matched.
+    bytes: u64,
+    /// Packets per second over the last sample window.
+    packets_per_s: f64,
+}
+
+/// Occupancy of one memory region.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct RegionStats {
+    /// Region name.
+    name: String,
+    /// Memory kind.
+    kind: &'static str,
+    /// Buffers in the pool.
+    num_bufs: u32,
+    /// Buffers held by bursts or workers.
+    in_use: u32,
+    /// Bytes per buffer.
+    buf_size: usize,
+}
+
+fn drops(s: &QueueStatsSnapshot) -> BTreeMap<String, u64> {
+    s.drops_by_reason().map(|(r, n)| (r.as_str().to_owned(), n)).collect()
+}
+
+/// Counters, rates, drops by reason and pool occupancy.
+#[utoipa::path(get, path = "/api/v1/stats", tag = "stats", responses((status = 200, body = Stats)))]
+pub(crate) async fn stats(State(state): State<Arc<AdminState>>) -> Json<Stats> {
+    let now = state.engine.stats();
+    let mut sampler = state.rates.lock().unwrap_or_else(|e| e.into_inner());
+    sampler.update(&now);
+    let queue = |port: u16, dir: &'static str, q: &daqiri::QueueStatsEntry| {
+        let (pps, bps) = sampler.rates.get(&(port, dir, q.id)).copied().unwrap_or_default();
+        QueueStats {
+            id: q.id,
+            name: q.name.clone(),
+            packets: q.stats.packets,
+            bytes: q.stats.bytes,
+            bursts: q.stats.bursts,
+            packets_per_s: pps,
+            bits_per_s: bps,
+            drops: drops(&q.stats),
+            ring_len: q.ring_len,
+            meta_in_use: q.meta_in_use,
+        }
+    };
+    let interfaces = now
+        .ports
+        .iter()
+        .map(|p| InterfaceStats {
+            id: p.id,
+            name: p.name.clone(),
+            rx_queues: p.rx_queues.iter().map(|q| queue(p.id, "rx", q)).collect(),
+            tx_queues: p.tx_queues.iter().map(|q| queue(p.id, "tx", q)).collect(),
+            port_drops: drops(&p.rx_port_drops),
+            flows: p
+                .flows
+                .iter()
+                .map(|f| FlowStats {
+                    id: f.id,
+                    name: f.name.clone(),
+                    packets: f.packets,
+                    bytes: f.bytes,
+                    packets_per_s: sampler.flow_rates.get(&(p.id, f.id)).copied().unwrap_or_default(),
+                })
+                .collect(),
+        })
+        .collect();
+    let memory_regions = now
+        .regions
+        .iter()
+        .map(|r| RegionStats {
+            name: r.name.clone(),
+            kind: r.kind,
+            num_bufs: r.num_bufs,
+            in_use: r.in_use,
+            buf_size: r.buf_size,
+        })
+        .collect();
+    Json(Stats { interfaces, memory_regions })
+}

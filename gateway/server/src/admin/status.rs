@@ -1,0 +1,108 @@
+//! `GET /api/v1/status`: what runs, from which config, in which state.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AdminState;
+
+/// Gateway status.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Status {
+    /// daqiri-gateway version.
+    version: &'static str,
+    /// Seconds since start.
+    uptime_s: f64,
+    /// The active config.
+    config: ConfigInfo,
+    /// Interfaces in port order.
+    interfaces: Vec<InterfaceStatus>,
+}
+
+/// Which config is active.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ConfigInfo {
+    /// Incremented by every applied config.
+    generation: u64,
+    /// SHA-256 of the active YAML.
+    sha256: String,
+}
+
+/// One interface.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct InterfaceStatus {
+    /// Port id.
+    id: u16,
+    /// Interface name.
+    name: String,
+    /// Backend (`socket`, `sw_loopback`, ...).
+    backend: &'static str,
+    /// `running` or `stopped`.
+    state: &'static str,
+    /// RX queues.
+    rx_queues: Vec<QueueStatus>,
+    /// TX queues.
+    tx_queues: Vec<QueueStatus>,
+    /// RX flows.
+    flows: Vec<FlowStatus>,
+}
+
+/// One queue.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct QueueStatus {
+    /// Queue id.
+    id: u16,
+    /// Queue name.
+    name: String,
+    /// `running` or `stopped`.
+    state: &'static str,
+}
+
+/// One flow.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct FlowStatus {
+    /// Flow id.
+    id: u32,
+    /// Flow name.
+    name: String,
+    /// Queue ids it steers to.
+    queue_ids: Vec<u16>,
+    /// `active`.
+    state: &'static str,
+}
+
+/// Version, uptime, active config and every interface, queue and flow.
+#[utoipa::path(get, path = "/api/v1/status", tag = "status", responses((status = 200, body = Status)))]
+pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status> {
+    let stats = state.engine.stats();
+    let running = if state.engine.is_shut_down() { "stopped" } else { "running" };
+    let queues = |qs: &[daqiri::QueueStatsEntry]| {
+        qs.iter().map(|q| QueueStatus { id: q.id, name: q.name.clone(), state: running }).collect::<Vec<_>>()
+    };
+    let interfaces = stats
+        .ports
+        .iter()
+        .map(|p| InterfaceStatus {
+            id: p.id,
+            name: p.name.clone(),
+            backend: p.backend.as_str(),
+            state: running,
+            rx_queues: queues(&p.rx_queues),
+            tx_queues: queues(&p.tx_queues),
+            flows: p
+                .flows
+                .iter()
+                .map(|f| FlowStatus { id: f.id, name: f.name.clone(), queue_ids: f.queue_ids.clone(), state: "active" })
+                .collect(),
+        })
+        .collect();
+    Json(Status {
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_s: state.started.elapsed().as_secs_f64(),
+        config: ConfigInfo { generation: state.generation, sha256: state.config_sha256.clone() },
+        interfaces,
+    })
+}
