@@ -14,6 +14,7 @@ mod run;
 mod sequence;
 mod shutdown;
 mod status;
+mod telemetry;
 mod traffic_gen;
 
 use std::process::ExitCode;

@@ -92,7 +92,7 @@ pub(crate) fn run_gateway(
     let admin = match args.no_admin {
         true => None,
         false => {
-            let state = crate::admin::AdminState::new(Arc::clone(&engine), config.yaml);
+            let state = crate::admin::AdminState::new(Arc::clone(&engine), config.yaml)?;
             Some(crate::admin::serve(args.admin_addr, state)?)
         }
     };

@@ -8,6 +8,7 @@
 mod config;
 mod error;
 mod health;
+mod metrics;
 mod stats;
 mod status;
 
@@ -33,13 +34,23 @@ pub(crate) struct AdminState {
     pub config_sha256: String,
     pub generation: u64,
     pub rates: Mutex<stats::RateSampler>,
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 impl AdminState {
-    pub(crate) fn new(engine: Arc<Engine>, config_yaml: String) -> Arc<Self> {
+    pub(crate) fn new(engine: Arc<Engine>, config_yaml: String) -> anyhow::Result<Arc<Self>> {
         let config_sha256 = crate::consumer::hex(&<sha2::Sha256 as sha2::Digest>::digest(config_yaml.as_bytes()));
         let rates = Mutex::new(stats::RateSampler::new(engine.stats()));
-        Arc::new(Self { engine, started: Instant::now(), config_yaml, config_sha256, generation: 1, rates })
+        let telemetry = crate::telemetry::Telemetry::new(Arc::clone(&engine))?;
+        Ok(Arc::new(Self {
+            engine,
+            started: Instant::now(),
+            config_yaml,
+            config_sha256,
+            generation: 1,
+            rates,
+            telemetry,
+        }))
     }
 }
 
@@ -58,6 +69,7 @@ pub(crate) fn router(state: Arc<AdminState>) -> (Router, utoipa::openapi::OpenAp
         .routes(routes!(status::status))
         .routes(routes!(stats::stats))
         .routes(routes!(config::get_config))
+        .routes(routes!(metrics::metrics))
         .with_state(state)
         .split_for_parts();
     let doc = api.clone();
@@ -131,7 +143,7 @@ mod tests {
 
     fn app() -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
         let engine = Arc::new(Engine::from_yaml(CONFIG).unwrap());
-        let state = AdminState::new(engine, CONFIG.to_owned());
+        let state = AdminState::new(engine, CONFIG.to_owned()).unwrap();
         let (router, api) = router(Arc::clone(&state));
         (router, api, state)
     }
@@ -147,7 +159,10 @@ mod tests {
     async fn openapi_documents_exactly_the_routes() {
         let (router, api, _) = app();
         let documented: Vec<&String> = api.paths.paths.keys().collect();
-        assert_eq!(documented, ["/api/v1/config", "/api/v1/stats", "/api/v1/status", "/healthz", "/readyz"]);
+        assert_eq!(
+            documented,
+            ["/api/v1/config", "/api/v1/stats", "/api/v1/status", "/healthz", "/metrics", "/readyz"]
+        );
         for path in documented {
             let (status, body) = get(&router, path).await;
             assert_eq!(status, StatusCode::OK, "{path}: {body}");
@@ -183,5 +198,21 @@ mod tests {
         assert_eq!(status, StatusCode::NOT_FOUND);
         let body: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert!(body["message"].as_str().unwrap().contains("no route GET /api/v1/nothing"));
+    }
+
+    #[tokio::test]
+    async fn metrics_use_daqiri_names_and_labels() {
+        let (router, _, _) = app();
+        let (status, text) = get(&router, "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        for series in [
+            "daqiri_rx_packets_total{daqiri_engine=\"sw_loopback\",daqiri_interface_name=\"lo\",daqiri_port_id=\"0\",daqiri_queue_id=\"0\"",
+            "daqiri_rx_packets_total{daqiri_engine=\"sw_loopback\",daqiri_interface_name=\"lo\",daqiri_port_id=\"0\",daqiri_queue_id=\"all\"",
+            "daqiri_rx_bytes_total{",
+            "daqiri_memory_region_buffers{daqiri_memory_region_kind=\"host\",daqiri_memory_region_name=\"m\"",
+            "daqiri_memory_region_buffers_in_use{",
+        ] {
+            assert!(text.contains(series), "missing {series} in:\n{text}");
+        }
     }
 }

@@ -1,0 +1,155 @@
+//! OpenTelemetry metrics with DAQIRI's names and labels, exposed in
+//! Prometheus text format (`daqiri.rx.packets` reads
+//! `daqiri_rx_packets_total{daqiri_interface_name=...}` there), so DAQIRI's
+//! own dashboard queries work against the gateway unchanged.
+//!
+//! Every instrument is observable: its callback takes an engine snapshot at
+//! scrape time, so the data path only ever bumps its own atomics.
+//!
+//! Queue series carry `daqiri_queue_id` = the queue id, plus one `all`
+//! series per interface summing its queues (DAQIRI's dashboards filter
+//! `daqiri_queue_id!="all"`). Drops that happen before a queue is chosen
+//! (unmatched flow, truncated, socket overflow) carry `daqiri_queue_id="port"`.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use daqiri::{Direction, Engine, EngineStats, PortStats, QueueStatsSnapshot};
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{AsyncInstrument, MeterProvider};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use prometheus::{Encoder, TextEncoder};
+
+/// The meter provider and the registry it exports into.
+#[derive(Debug)]
+pub(crate) struct Telemetry {
+    _provider: SdkMeterProvider,
+    registry: prometheus::Registry,
+}
+
+type Series = Vec<(u64, Vec<KeyValue>)>;
+
+impl Telemetry {
+    /// Registers every instrument for `engine`.
+    pub(crate) fn new(engine: Arc<Engine>) -> anyhow::Result<Self> {
+        let registry = prometheus::Registry::new();
+        let exporter = opentelemetry_prometheus::exporter()
+            .with_registry(registry.clone())
+            .without_units()
+            .build()
+            .context("cannot build the Prometheus exporter")?;
+        let provider = SdkMeterProvider::builder().with_reader(exporter).build();
+        let meter = provider.meter("daqiri");
+        let counter = |name: &'static str, description: &'static str, series: fn(&EngineStats) -> Series| {
+            let engine = Arc::clone(&engine);
+            meter
+                .u64_observable_counter(name)
+                .with_description(description)
+                .with_callback(move |observer| observe(observer, series(&engine.stats())))
+                .build();
+        };
+        counter("daqiri.rx.packets", "Packets delivered to RX queues", |s| queues(s, Direction::Rx, |q| q.packets));
+        counter("daqiri.rx.bytes", "Bytes delivered to RX queues", |s| queues(s, Direction::Rx, |q| q.bytes));
+        counter("daqiri.tx.packets", "Packets sent by TX queues", |s| queues(s, Direction::Tx, |q| q.packets));
+        counter("daqiri.tx.bytes", "Bytes sent by TX queues", |s| queues(s, Direction::Tx, |q| q.bytes));
+        counter("daqiri.dropped.packets", "Packets dropped, by reason", drops);
+        counter("daqiri.flow.packets", "Packets matched per RX flow", |s| flows(s, |f| f.packets));
+        counter("daqiri.flow.bytes", "Bytes matched per RX flow", |s| flows(s, |f| f.bytes));
+        let gauge = |name: &'static str, description: &'static str, value: fn(&daqiri::RegionStats) -> u64| {
+            let engine = Arc::clone(&engine);
+            meter
+                .u64_observable_gauge(name)
+                .with_description(description)
+                .with_callback(move |observer| {
+                    for r in engine.stats().regions {
+                        let labels = [
+                            KeyValue::new("daqiri.memory_region.name", r.name.clone()),
+                            KeyValue::new("daqiri.memory_region.kind", r.kind),
+                        ];
+                        observer.observe(value(&r), &labels);
+                    }
+                })
+                .build();
+        };
+        gauge("daqiri.memory_region.buffers", "Buffers in each memory region", |r| u64::from(r.num_bufs));
+        gauge("daqiri.memory_region.buffers.in_use", "Buffers held by bursts or workers", |r| u64::from(r.in_use));
+        Ok(Self { _provider: provider, registry })
+    }
+
+    /// The current values in Prometheus text format.
+    pub(crate) fn render(&self) -> anyhow::Result<String> {
+        let mut out = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
+        Ok(String::from_utf8(out)?)
+    }
+}
+
+fn observe(observer: &dyn AsyncInstrument<u64>, series: Series) {
+    for (value, labels) in series {
+        observer.observe(value, &labels);
+    }
+}
+
+fn port_labels(p: &PortStats, queue: String) -> Vec<KeyValue> {
+    vec![
+        KeyValue::new("daqiri.engine", p.backend.as_str()),
+        KeyValue::new("daqiri.interface.name", p.name.clone()),
+        KeyValue::new("daqiri.port.id", i64::from(p.id)),
+        KeyValue::new("daqiri.queue.id", queue),
+    ]
+}
+
+fn queues(stats: &EngineStats, direction: Direction, field: fn(&QueueStatsSnapshot) -> u64) -> Series {
+    let mut series = Vec::new();
+    for p in &stats.ports {
+        let list = match direction {
+            Direction::Rx => &p.rx_queues,
+            Direction::Tx => &p.tx_queues,
+        };
+        if list.is_empty() {
+            continue;
+        }
+        for q in list {
+            series.push((field(&q.stats), port_labels(p, q.id.to_string())));
+        }
+        series.push((list.iter().map(|q| field(&q.stats)).sum(), port_labels(p, "all".into())));
+    }
+    series
+}
+
+fn drops(stats: &EngineStats) -> Series {
+    let mut series = Vec::new();
+    for p in &stats.ports {
+        let queues = p.rx_queues.iter().chain(&p.tx_queues).map(|q| (q.id.to_string(), &q.stats));
+        let mut all = QueueStatsSnapshot::default();
+        for (queue, s) in queues.chain(std::iter::once(("port".to_owned(), &p.rx_port_drops))) {
+            for (reason, n) in s.drops_by_reason() {
+                let mut labels = port_labels(p, queue.clone());
+                labels.push(KeyValue::new("daqiri.drop.reason", reason.as_str()));
+                series.push((n, labels));
+            }
+            for (total, n) in all.drops.iter_mut().zip(s.drops) {
+                *total += n;
+            }
+        }
+        for (reason, n) in all.drops_by_reason() {
+            let mut labels = port_labels(p, "all".into());
+            labels.push(KeyValue::new("daqiri.drop.reason", reason.as_str()));
+            series.push((n, labels));
+        }
+    }
+    series
+}
+
+fn flows(stats: &EngineStats, field: fn(&daqiri::FlowStatsEntry) -> u64) -> Series {
+    let mut series = Vec::new();
+    for p in &stats.ports {
+        for f in &p.flows {
+            let mut labels = port_labels(p, f.queue_ids.iter().map(u16::to_string).collect::<Vec<_>>().join(","));
+            labels.push(KeyValue::new("daqiri.flow.id", i64::from(f.id)));
+            labels.push(KeyValue::new("daqiri.flow.name", f.name.clone()));
+            series.push((field(f), labels));
+        }
+    }
+    series
+}
