@@ -11,11 +11,12 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 command -v ss >/dev/null || need_apt+=(iproute2)
 command -v tshark >/dev/null || need_apt+=(tshark)
 command -v capinfos >/dev/null || need_apt+=(tshark)
+command -v prometheus >/dev/null || need_apt+=(prometheus)
 if ((${#need_apt[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
         log "installing ${need_apt[*]}"
         DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >&2
     else
         log "missing ${need_apt[*]} and not root: cannot install"
     fi

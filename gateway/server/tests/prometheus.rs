@@ -1,0 +1,152 @@
+//! A real Prometheus scrapes a running gateway while the generator sends
+//! traffic; every query of every dashboard in `dashboards/` must return data
+//! through Prometheus' HTTP API. `tests/setup.sh` installs prometheus.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const GATEWAY: &str = env!("CARGO_BIN_EXE_daqiri-gateway");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Every PromQL expression in a dashboard, with Grafana's variables filled in.
+fn dashboard_queries(path: &Path) -> Vec<(String, String)> {
+    let dashboard: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap().replace("$__rate_interval", "10s").replace("$interface", ".*");
+            queries.push((panel["title"].as_str().unwrap().to_owned(), expr));
+        }
+    }
+    queries
+}
+
+#[test]
+fn every_dashboard_query_returns_data_from_a_real_prometheus() {
+    let dir = std::env::temp_dir().join(format!("daqiri-prometheus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (udp, admin, prom) = (free_port(), free_port(), free_port());
+    let config = dir.join("gateway.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+daqiri:
+  cfg:
+    version: 1
+    stream_type: socket
+    memory_regions:
+    - {{ name: mem, kind: host, num_bufs: 8192, buf_size: 2048 }}
+    interfaces:
+    - name: udp_rx
+      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{udp}" }}
+      rx:
+        flow_isolation: true
+        queues:
+        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 32, timeout_us: 1000, memory_regions: [mem] }}
+        - {{ name: q1, id: 1, cpu_core: 0, batch_size: 32, timeout_us: 1000, memory_regions: [mem] }}
+        flows:
+        - {{ name: a, id: 1, action: {{ type: queue, id: 0 }}, match: {{ udp_src: 20000 }} }}
+        - {{ name: b, id: 2, action: {{ type: queue, id: 1 }}, match: {{ udp_src: 20001 }} }}
+      tx:
+        queues:
+        - {{ name: t0, id: 0, cpu_core: 0, batch_size: 32, memory_regions: [mem] }}
+"#
+        ),
+    )
+    .unwrap();
+    let _gateway = Killed(
+        Command::new(GATEWAY)
+            .args(["run", "--admin-addr", &format!("127.0.0.1:{admin}"), "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let scrape = dir.join("prometheus.yml");
+    std::fs::write(
+        &scrape,
+        format!("global: {{ scrape_interval: 1s }}\nscrape_configs:\n- job_name: daqiri\n  static_configs: [{{ targets: [\"127.0.0.1:{admin}\"] }}]\n"),
+    )
+    .unwrap();
+    let _prometheus = Killed(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", scrape.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus is needed (tests/setup.sh installs it)"),
+    );
+    // Two matched flows, and one unmatched sender so the drop panel has data.
+    let dest = format!("127.0.0.1:{udp}");
+    let senders: Vec<Killed> = [("20000", "2"), ("20002", "1")]
+        .iter()
+        .map(|(src, flows)| {
+            Killed(
+                Command::new(GATEWAY)
+                    .args(["gen", "--dest", &dest, "--rate", "20000", "--duration", "25", "--src-port", src, "--flows", flows])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+
+    let dashboards: Vec<PathBuf> = std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../dashboards"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert!(!dashboards.is_empty());
+    let queries: Vec<(String, String)> = dashboards.iter().flat_map(|d| dashboard_queries(d)).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut empty = queries.clone();
+    while !empty.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_secs(2));
+        empty.retain(|(_, expr)| {
+            let body = http_get(prom, &format!("/api/v1/query?query={}", percent_encode(expr)));
+            let answer: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            !(answer["status"] == "success" && answer["data"]["result"].as_array().is_some_and(|r| !r.is_empty()))
+        });
+    }
+    drop(senders);
+    assert!(empty.is_empty(), "dashboard queries without data after 60 s: {empty:#?}");
+}
