@@ -91,6 +91,32 @@ pub fn write_udp_payload(buf: &mut [u8], payload: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Builds a complete Ethernet/IPv4/UDP frame around a datagram's payload
+/// (given in pieces) into `out`, for datagrams a socket received without
+/// their headers. MACs are locally administered placeholders.
+pub fn synthesize_udp_frame<'a>(
+    out: &mut Vec<u8>,
+    source: std::net::SocketAddrV4,
+    destination: std::net::SocketAddrV4,
+    payload: impl Iterator<Item = &'a [u8]>,
+) -> Result<()> {
+    out.clear();
+    out.resize(UDP_FRAME_HEADERS, 0);
+    for piece in payload {
+        out.extend_from_slice(piece);
+    }
+    let udp_len =
+        u16::try_from(out.len() - UDP_FRAME_HEADERS).map_err(|_| Error::invalid("datagram over 65535 bytes"))?;
+    write_eth(out, SYNTHETIC_SOURCE_MAC, SYNTHETIC_DESTINATION_MAC)?;
+    write_ipv4(out, udp_len + UDP_LEN as u16, IpNumber::UDP.0, *source.ip(), *destination.ip())?;
+    write_udp(out, udp_len, source.port(), destination.port())
+}
+
+/// Source MAC of synthesised frames.
+pub const SYNTHETIC_SOURCE_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+/// Destination MAC of synthesised frames.
+pub const SYNTHETIC_DESTINATION_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+
 /// Header fields a flow rule can match, read from a raw Ethernet frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FlowKey {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use daqiri::Engine;
 use sha2::{Digest, Sha256};
 
+use crate::capture::CaptureManager;
 use crate::sequence::{SequenceStats, read_sequence};
 
 /// What the application does with each packet.
@@ -33,7 +34,12 @@ pub(crate) struct ConsumerReport {
 }
 
 /// Drains bursts until `stop` is set and the engine is shut down and empty.
-pub(crate) fn run(engine: &Arc<Engine>, options: ConsumerOptions, stop: &AtomicBool) -> ConsumerReport {
+pub(crate) fn run(
+    engine: &Arc<Engine>,
+    options: ConsumerOptions,
+    stop: &AtomicBool,
+    captures: &CaptureManager,
+) -> ConsumerReport {
     let mut report = ConsumerReport::default();
     let mut hashers: BTreeMap<u16, Sha256> = BTreeMap::new();
     let mut idle_rounds = 0u32;
@@ -51,6 +57,7 @@ pub(crate) fn run(engine: &Arc<Engine>, options: ConsumerOptions, stop: &AtomicB
             continue;
         };
         idle_rounds = 0;
+        captures.tap(&burst);
         let (port, queue) = (burst.port_id(), burst.queue_id());
         for packet in burst.packets() {
             report.packets += 1;

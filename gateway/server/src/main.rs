@@ -6,6 +6,7 @@
 //! together.
 
 mod admin;
+mod capture;
 mod check;
 mod consumer;
 mod demo;

@@ -11,6 +11,7 @@ use clap::Args;
 use daqiri::Engine;
 use daqiri_config::{Document, ValidConfig};
 
+use crate::capture::CaptureManager;
 use crate::consumer::{self, ConsumerOptions};
 use crate::shutdown::ShutdownFlag;
 use crate::status::{StatusMeter, summary_json, summary_text};
@@ -44,6 +45,15 @@ pub(crate) struct RunArgs {
     /// Do not serve the admin API.
     #[arg(long)]
     pub no_admin: bool,
+    /// File holding the bearer token that mutating admin endpoints require.
+    #[arg(long)]
+    pub admin_token_file: Option<PathBuf>,
+    /// Directory captures are written to (names cannot leave it).
+    #[arg(long, default_value = "captures")]
+    pub capture_dir: PathBuf,
+    /// Captures refuse to start, and stop, below this much free space (MiB).
+    #[arg(long, default_value_t = 1024)]
+    pub capture_free_space_floor_mb: u64,
 }
 
 pub(crate) fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -89,18 +99,33 @@ pub(crate) fn run_gateway(
         bail!("--status-interval must be positive");
     }
     let engine = Arc::new(Engine::new(config.valid).context("cannot start the engine")?);
+    let captures = CaptureManager::new(&engine, args.capture_dir.clone(), args.capture_free_space_floor_mb << 20)?;
     let admin = match args.no_admin {
         true => None,
         false => {
-            let state = crate::admin::AdminState::new(Arc::clone(&engine), config.yaml)?;
+            let token = match &args.admin_token_file {
+                Some(path) => Some(
+                    std::fs::read_to_string(path)
+                        .with_context(|| format!("cannot read --admin-token-file {}", path.display()))?
+                        .trim()
+                        .to_owned(),
+                ),
+                None => None,
+            };
+            if token.as_deref() == Some("") {
+                bail!("--admin-token-file is empty");
+            }
+            let state = crate::admin::AdminState::new(Arc::clone(&engine), config.yaml, Arc::clone(&captures), token)?;
             Some(crate::admin::serve(args.admin_addr, state)?)
         }
     };
     let options = ConsumerOptions { seq_offset: args.seq_offset, digest: args.digest };
     let consumer_stop = Arc::new(AtomicBool::new(false));
     let consumer = {
-        let (engine, stop) = (Arc::clone(&engine), Arc::clone(&consumer_stop));
-        std::thread::Builder::new().name("consumer".into()).spawn(move || consumer::run(&engine, options, &stop))?
+        let (engine, stop, captures) = (Arc::clone(&engine), Arc::clone(&consumer_stop), Arc::clone(&captures));
+        std::thread::Builder::new()
+            .name("consumer".into())
+            .spawn(move || consumer::run(&engine, options, &stop, &captures))?
     };
     let mut meter = StatusMeter::new(engine.stats());
     let interval = Duration::from_secs_f64(args.status_interval);
@@ -131,6 +156,7 @@ pub(crate) fn run_gateway(
     engine.shutdown();
     consumer_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let report = consumer.join().map_err(|_| anyhow::anyhow!("the consumer thread panicked"))?;
+    captures.stop_all();
     let stats = engine.stats();
     print!("{}", summary_text(&stats, &report, meter.elapsed()));
     let summary = summary_json(&stats, &report, meter.elapsed());

@@ -121,7 +121,19 @@ daqiri:
         .map(|(src, flows)| {
             Killed(
                 Command::new(GATEWAY)
-                    .args(["gen", "--dest", &dest, "--rate", "20000", "--duration", "25", "--src-port", src, "--flows", flows])
+                    .args([
+                        "gen",
+                        "--dest",
+                        &dest,
+                        "--rate",
+                        "20000",
+                        "--duration",
+                        "25",
+                        "--src-port",
+                        src,
+                        "--flows",
+                        flows,
+                    ])
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()
@@ -130,11 +142,12 @@ daqiri:
         })
         .collect();
 
-    let dashboards: Vec<PathBuf> = std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../dashboards"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
+    let dashboards: Vec<PathBuf> =
+        std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../dashboards"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
     assert!(!dashboards.is_empty());
     let queries: Vec<(String, String)> = dashboards.iter().flat_map(|d| dashboard_queries(d)).collect();
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -19,7 +19,7 @@ mod pcap;
 mod raw;
 
 pub use handle::FileWriteHandle;
-pub use pcap::{PcapResolution, PcapWriter};
+pub use pcap::{DEFAULT_SNAPLEN, PcapResolution, PcapWriter};
 pub use raw::RawWriter;
 
 /// What one write did.

@@ -12,13 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::{FileWriteHandle, WriteSummary, logical_packet};
 use crate::burst::Burst;
 use crate::error::{Error, Result, Status};
-use crate::headers::{self, UDP_FRAME_HEADERS, UDP_LEN};
-
-const IPPROTO_UDP: u8 = 17;
-
-/// Locally administered MACs for synthesised frames: a socket never sees the real ones.
-const SYNTHETIC_SOURCE_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
-const SYNTHETIC_DESTINATION_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+use crate::headers;
 
 const MAGIC_MICROS: u32 = 0xa1b2_c3d4;
 const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
@@ -154,17 +148,7 @@ impl PcapWriter {
                     "a packet has no IPv4 sender: only datagrams received on a UDP socket can be written as frames",
                 ));
             };
-            frame.clear();
-            frame.resize(UDP_FRAME_HEADERS + packet.len(), 0);
-            let mut at = UDP_FRAME_HEADERS;
-            for piece in logical_packet(&packet) {
-                frame[at..at + piece.len()].copy_from_slice(piece);
-                at += piece.len();
-            }
-            let udp_len = u16::try_from(packet.len()).map_err(|_| Error::invalid("datagram over 65535 bytes"))?;
-            headers::write_eth(&mut frame, SYNTHETIC_SOURCE_MAC, SYNTHETIC_DESTINATION_MAC)?;
-            headers::write_ipv4(&mut frame, udp_len + UDP_LEN as u16, IPPROTO_UDP, *source.ip(), *local.ip())?;
-            headers::write_udp(&mut frame, udp_len, source.port(), local.port())?;
+            headers::synthesize_udp_frame(&mut frame, source, local, logical_packet(&packet))?;
             summary.bytes += self.write_packet(std::iter::once(&frame[..]), SystemTime::now())?;
             summary.packets += 1;
         }

@@ -5,6 +5,8 @@
 //! It runs on its own small tokio runtime beside the engine's worker threads
 //! and reads engine snapshots only: polling it does not touch the data path.
 
+mod auth;
+mod captures;
 mod config;
 mod error;
 mod health;
@@ -35,10 +37,18 @@ pub(crate) struct AdminState {
     pub generation: u64,
     pub rates: Mutex<stats::RateSampler>,
     pub telemetry: crate::telemetry::Telemetry,
+    pub captures: Arc<crate::capture::CaptureManager>,
+    /// Bearer token required by mutating endpoints, when set.
+    pub token: Option<String>,
 }
 
 impl AdminState {
-    pub(crate) fn new(engine: Arc<Engine>, config_yaml: String) -> anyhow::Result<Arc<Self>> {
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        config_yaml: String,
+        captures: Arc<crate::capture::CaptureManager>,
+        token: Option<String>,
+    ) -> anyhow::Result<Arc<Self>> {
         let config_sha256 = crate::consumer::hex(&<sha2::Sha256 as sha2::Digest>::digest(config_yaml.as_bytes()));
         let rates = Mutex::new(stats::RateSampler::new(engine.stats()));
         let telemetry = crate::telemetry::Telemetry::new(Arc::clone(&engine))?;
@@ -50,6 +60,8 @@ impl AdminState {
             generation: 1,
             rates,
             telemetry,
+            captures,
+            token,
         }))
     }
 }
@@ -70,6 +82,10 @@ pub(crate) fn router(state: Arc<AdminState>) -> (Router, utoipa::openapi::OpenAp
         .routes(routes!(stats::stats))
         .routes(routes!(config::get_config))
         .routes(routes!(metrics::metrics))
+        .routes(routes!(captures::start_capture, captures::list_captures))
+        .routes(routes!(captures::get_capture, captures::stop_capture))
+        .routes(routes!(captures::download_capture))
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&state), auth::require_token))
         .with_state(state)
         .split_for_parts();
     let doc = api.clone();
@@ -141,11 +157,38 @@ mod tests {
 
     const CONFIG: &str = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    loopback: sw\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: lo\n      address: loopback\n      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }\n";
 
-    fn app() -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
+    fn app_with_token(token: Option<&str>) -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
         let engine = Arc::new(Engine::from_yaml(CONFIG).unwrap());
-        let state = AdminState::new(engine, CONFIG.to_owned()).unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "daqiri-admin-test-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let captures = crate::capture::CaptureManager::new(&engine, dir, 0).unwrap();
+        let state = AdminState::new(engine, CONFIG.to_owned(), captures, token.map(str::to_owned)).unwrap();
         let (router, api) = router(Arc::clone(&state));
         (router, api, state)
+    }
+
+    fn app() -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
+        app_with_token(None)
+    }
+
+    async fn send(
+        router: &Router,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: &str,
+    ) -> (StatusCode, serde_json::Value) {
+        let mut request = Request::builder().method(method).uri(path).header("content-type", "application/json");
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let response = router.clone().oneshot(request.body(Body::from(body.to_owned())).unwrap()).await.unwrap();
+        let status = response.status();
+        let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
     }
 
     async fn get(router: &Router, path: &str) -> (StatusCode, String) {
@@ -161,9 +204,19 @@ mod tests {
         let documented: Vec<&String> = api.paths.paths.keys().collect();
         assert_eq!(
             documented,
-            ["/api/v1/config", "/api/v1/stats", "/api/v1/status", "/healthz", "/metrics", "/readyz"]
+            [
+                "/api/v1/captures",
+                "/api/v1/captures/{id}",
+                "/api/v1/captures/{id}/download",
+                "/api/v1/config",
+                "/api/v1/stats",
+                "/api/v1/status",
+                "/healthz",
+                "/metrics",
+                "/readyz"
+            ]
         );
-        for path in documented {
+        for path in documented.into_iter().filter(|p| !p.contains('{')) {
             let (status, body) = get(&router, path).await;
             assert_eq!(status, StatusCode::OK, "{path}: {body}");
         }
@@ -214,5 +267,65 @@ mod tests {
         ] {
             assert!(text.contains(series), "missing {series} in:\n{text}");
         }
+    }
+
+    #[tokio::test]
+    async fn mutating_endpoints_need_the_token_when_one_is_set() {
+        let (router, _, _) = app_with_token(Some("s3cret"));
+        let body = r#"{"format": "pcap", "interface": "lo", "name": "t", "max_packets": 1}"#;
+        let (status, answer) = send(&router, "POST", "/api/v1/captures", None, body).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(answer["field"], "Authorization");
+        assert_eq!(send(&router, "POST", "/api/v1/captures", Some("wrong"), body).await.0, StatusCode::UNAUTHORIZED);
+        assert_eq!(send(&router, "POST", "/api/v1/captures", Some("s3cret"), body).await.0, StatusCode::CREATED);
+        assert_eq!(send(&router, "DELETE", "/api/v1/captures/1", None, "").await.0, StatusCode::UNAUTHORIZED);
+        assert_eq!(send(&router, "DELETE", "/api/v1/captures/1", Some("s3cret"), "").await.0, StatusCode::OK);
+        assert_eq!(get(&router, "/api/v1/captures").await.0, StatusCode::OK, "reads need no token");
+    }
+
+    #[tokio::test]
+    async fn capture_requests_are_checked_field_by_field() {
+        let (router, _, _) = app();
+        for (body, status, field) in [
+            (r#"{"format": "pcap", "interface": "nope", "name": "a"}"#, StatusCode::BAD_REQUEST, "interface"),
+            (r#"{"format": "pcap", "interface": "lo", "name": "../escape"}"#, StatusCode::BAD_REQUEST, "name"),
+            (r#"{"format": "pcap", "interface": "lo", "name": "a/b"}"#, StatusCode::BAD_REQUEST, "name"),
+            (r#"{"format": "gds", "interface": "lo", "name": "g"}"#, StatusCode::NOT_IMPLEMENTED, "format"),
+            (
+                r#"{"format": "pcap", "interface": "lo", "name": "a", "max_packets": 0}"#,
+                StatusCode::BAD_REQUEST,
+                "max_packets",
+            ),
+            (
+                r#"{"format": "raw", "interface": "lo", "name": "a", "rotate_bytes": 10}"#,
+                StatusCode::BAD_REQUEST,
+                "rotate_bytes",
+            ),
+            (
+                r#"{"format": "pcap", "interface": "lo", "name": "a", "rotate_files": 2}"#,
+                StatusCode::BAD_REQUEST,
+                "rotate_files",
+            ),
+            (r#"{"format": "tiff", "interface": "lo", "name": "a"}"#, StatusCode::BAD_REQUEST, "body"),
+        ] {
+            let (got, answer) = send(&router, "POST", "/api/v1/captures", None, body).await;
+            assert_eq!((got, answer["field"].as_str()), (status, Some(field)), "{body}: {answer}");
+            assert!(!answer["message"].as_str().unwrap().is_empty());
+        }
+        assert_eq!(get(&router, "/api/v1/captures/99").await.0, StatusCode::NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn captures_refuse_to_start_below_the_free_space_floor() {
+        let engine = Arc::new(Engine::from_yaml(CONFIG).unwrap());
+        let dir = std::env::temp_dir().join(format!("daqiri-admin-floor-{}", std::process::id()));
+        let captures = crate::capture::CaptureManager::new(&engine, dir, u64::MAX).unwrap();
+        let state = AdminState::new(engine, CONFIG.to_owned(), captures, None).unwrap();
+        let (router, _) = router(state);
+        let (status, answer) =
+            send(&router, "POST", "/api/v1/captures", None, r#"{"format": "pcap", "interface": "lo", "name": "a"}"#)
+                .await;
+        assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE);
+        assert!(answer["message"].as_str().unwrap().contains("below the"), "{answer}");
     }
 }

@@ -1,0 +1,104 @@
+//! `/api/v1/captures`: start, list, inspect, download and stop captures.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+
+use super::{AdminState, ApiError};
+use crate::capture::{CaptureError, CaptureInfo, CaptureRequest};
+
+impl From<CaptureError> for ApiError {
+    fn from(err: CaptureError) -> Self {
+        match err {
+            CaptureError::Invalid(field, message) => ApiError::new(StatusCode::BAD_REQUEST, message, Some(field)),
+            CaptureError::NotFound(id) => ApiError::new(StatusCode::NOT_FOUND, format!("no capture {id}"), Some("id")),
+            CaptureError::NotImplemented(message) => {
+                ApiError::new(StatusCode::NOT_IMPLEMENTED, message, Some("format"))
+            }
+            CaptureError::NoSpace(message) => ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message, None),
+            CaptureError::Failed(message) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message, None),
+        }
+    }
+}
+
+/// Starts a capture (needs the bearer token when one is configured).
+#[utoipa::path(post, path = "/api/v1/captures", tag = "captures", request_body = CaptureRequest, responses(
+    (status = 201, body = CaptureInfo),
+    (status = 400, body = super::error::ApiErrorBody, description = "a field is invalid"),
+    (status = 401, body = super::error::ApiErrorBody, description = "missing or wrong bearer token"),
+    (status = 501, body = super::error::ApiErrorBody, description = "format gds in a build without GPU support"),
+    (status = 507, body = super::error::ApiErrorBody, description = "the capture filesystem is below its free-space floor")
+))]
+pub(crate) async fn start_capture(
+    State(state): State<Arc<AdminState>>,
+    request: Result<Json<CaptureRequest>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<CaptureInfo>), ApiError> {
+    let Json(request) = request.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text(), Some("body")))?;
+    let info = state.captures.start(request)?;
+    Ok((StatusCode::CREATED, Json(info)))
+}
+
+/// Every capture with its state, counters and progress.
+#[utoipa::path(get, path = "/api/v1/captures", tag = "captures", responses((status = 200, body = Vec<CaptureInfo>)))]
+pub(crate) async fn list_captures(State(state): State<Arc<AdminState>>) -> Json<Vec<CaptureInfo>> {
+    Json(state.captures.list())
+}
+
+/// One capture.
+#[utoipa::path(get, path = "/api/v1/captures/{id}", tag = "captures", params(("id" = u64, Path, description = "capture id")), responses(
+    (status = 200, body = CaptureInfo),
+    (status = 404, body = super::error::ApiErrorBody)
+))]
+pub(crate) async fn get_capture(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<u64>,
+) -> Result<Json<CaptureInfo>, ApiError> {
+    Ok(Json(state.captures.get(id)?))
+}
+
+/// Stops a capture; its files are complete when this answers.
+#[utoipa::path(delete, path = "/api/v1/captures/{id}", tag = "captures", params(("id" = u64, Path, description = "capture id")), responses(
+    (status = 200, body = CaptureInfo),
+    (status = 401, body = super::error::ApiErrorBody),
+    (status = 404, body = super::error::ApiErrorBody)
+))]
+pub(crate) async fn stop_capture(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<u64>,
+) -> Result<Json<CaptureInfo>, ApiError> {
+    let captures = Arc::clone(&state.captures);
+    let info = tokio::task::spawn_blocking(move || captures.stop(id))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("stop failed: {e}"), None))??;
+    Ok(Json(info))
+}
+
+/// Streams the capture's (newest) file.
+#[utoipa::path(get, path = "/api/v1/captures/{id}/download", tag = "captures", params(("id" = u64, Path, description = "capture id")), responses(
+    (status = 200, description = "the file", content_type = "application/octet-stream", body = Vec<u8>),
+    (status = 404, body = super::error::ApiErrorBody)
+))]
+pub(crate) async fn download_capture(
+    State(state): State<Arc<AdminState>>,
+    Path(id): Path<u64>,
+) -> Result<impl IntoResponse, ApiError> {
+    let path = state.captures.download_path(id)?;
+    let file = tokio::fs::File::open(&path).await.map_err(|e| {
+        ApiError::new(StatusCode::NOT_FOUND, format!("cannot open {}: {e}", path.display()), Some("id"))
+    })?;
+    let length = file.metadata().await.map(|m| m.len()).unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+            (header::CONTENT_LENGTH, length.to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}\"")),
+        ],
+        body,
+    ))
+}

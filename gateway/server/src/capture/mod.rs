@@ -1,0 +1,180 @@
+//! REST-triggered captures: copies of the packets of one interface (and
+//! optionally one queue or flow) written to pcap or raw files.
+//!
+//! The application loop hands each burst to [`CaptureManager::tap`]. A
+//! running capture copies matching packets into recycled slots of a bounded
+//! ring; its writer thread empties the ring to disk. When the ring is full the
+//! copy is dropped and counted as a capture drop: a slow disk never stalls
+//! receive and never shows up as an RX drop.
+
+mod request;
+mod ring;
+mod session;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use daqiri::{Burst, Engine};
+
+pub(crate) use request::CaptureRequest;
+use session::Session;
+pub(crate) use session::{CaptureInfo, CaptureState};
+
+/// Why a capture request was refused.
+#[derive(Debug)]
+pub(crate) enum CaptureError {
+    /// A field is wrong: (field, message).
+    Invalid(&'static str, String),
+    /// No capture has this id.
+    NotFound(u64),
+    /// The format exists but this build cannot write it.
+    NotImplemented(String),
+    /// The capture filesystem is below its free-space floor.
+    NoSpace(String),
+    /// Creating the capture failed.
+    Failed(String),
+}
+
+/// Every capture of a gateway.
+#[derive(Debug)]
+pub(crate) struct CaptureManager {
+    dir: PathBuf,
+    free_space_floor: u64,
+    sessions: Mutex<BTreeMap<u64, Arc<Session>>>,
+    /// Running sessions: the tap's fast path checks this one atomic.
+    running: AtomicUsize,
+    next_id: AtomicU64,
+    /// Per port: its name, and its local address for socket streams.
+    ports: Vec<(String, Option<SocketAddr>)>,
+}
+
+impl CaptureManager {
+    pub(crate) fn new(engine: &Engine, dir: PathBuf, free_space_floor: u64) -> anyhow::Result<Arc<Self>> {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| anyhow::anyhow!("cannot create capture directory {}: {e}", dir.display()))?;
+        let ports =
+            engine.stats().ports.iter().map(|p| (p.name.clone(), engine.local_addr(p.id).ok().flatten())).collect();
+        Ok(Arc::new(Self {
+            dir,
+            free_space_floor,
+            sessions: Mutex::new(BTreeMap::new()),
+            running: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            ports,
+        }))
+    }
+
+    /// The capture directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Starts a capture.
+    pub(crate) fn start(self: &Arc<Self>, request: CaptureRequest) -> Result<CaptureInfo, CaptureError> {
+        let port = self.ports.iter().position(|(name, _)| *name == request.interface).ok_or_else(|| {
+            let names: Vec<&str> = self.ports.iter().map(|(n, _)| n.as_str()).collect();
+            CaptureError::Invalid(
+                "interface",
+                format!("no interface \"{}\"; valid: {}", request.interface, names.join(", ")),
+            )
+        })?;
+        let plan = request.validate()?;
+        self.check_space()?;
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if sessions.values().any(|s| s.name() == plan.name && s.state() == CaptureState::Running) {
+            return Err(CaptureError::Invalid(
+                "name",
+                format!("a running capture is already called \"{}\"", plan.name),
+            ));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let local = self.ports[port].1;
+        let session = Session::start(id, port as u16, local, plan, Arc::clone(self))
+            .map_err(|e| CaptureError::Failed(format!("{e:#}")))?;
+        self.running.fetch_add(1, Ordering::Relaxed);
+        let info = session.info();
+        sessions.insert(id, session);
+        Ok(info)
+    }
+
+    /// All captures, oldest first.
+    pub(crate) fn list(&self) -> Vec<CaptureInfo> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner()).values().map(|s| s.info()).collect()
+    }
+
+    fn session(&self, id: u64) -> Result<Arc<Session>, CaptureError> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned().ok_or(CaptureError::NotFound(id))
+    }
+
+    /// One capture.
+    pub(crate) fn get(&self, id: u64) -> Result<CaptureInfo, CaptureError> {
+        Ok(self.session(id)?.info())
+    }
+
+    /// Stops a capture and waits until its files are complete.
+    pub(crate) fn stop(&self, id: u64) -> Result<CaptureInfo, CaptureError> {
+        let session = self.session(id)?;
+        session.stop_and_wait("stopped by request");
+        Ok(session.info())
+    }
+
+    /// The file to download (the newest file of a rotating capture).
+    pub(crate) fn download_path(&self, id: u64) -> Result<PathBuf, CaptureError> {
+        self.session(id)?
+            .files()
+            .last()
+            .cloned()
+            .ok_or_else(|| CaptureError::Invalid("id", format!("capture {id} has written no file yet")))
+    }
+
+    /// Stops every capture (gateway shutdown).
+    pub(crate) fn stop_all(&self) {
+        let sessions: Vec<Arc<Session>> =
+            self.sessions.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        for s in sessions {
+            s.stop_and_wait("gateway shutting down");
+        }
+    }
+
+    /// Copies the burst's matching packets into every running capture.
+    pub(crate) fn tap(&self, burst: &Burst) {
+        if self.running.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        for session in sessions.values() {
+            session.tap(burst);
+        }
+    }
+
+    pub(crate) fn session_ended(&self) {
+        self.running.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Refuses to start when the capture filesystem is below its floor.
+    fn check_space(&self) -> Result<(), CaptureError> {
+        let free = self
+            .free_space()
+            .map_err(|e| CaptureError::Failed(format!("cannot read free space of {}: {e}", self.dir.display())))?;
+        if free < self.free_space_floor {
+            return Err(CaptureError::NoSpace(format!(
+                "{} has {} MiB free, below the {} MiB floor (--capture-free-space-floor-mb)",
+                self.dir.display(),
+                free >> 20,
+                self.free_space_floor >> 20
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn free_space(&self) -> std::io::Result<u64> {
+        fs4::available_space(&self.dir)
+    }
+
+    pub(crate) fn free_space_floor(&self) -> u64 {
+        self.free_space_floor
+    }
+}

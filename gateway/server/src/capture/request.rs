@@ -1,0 +1,128 @@
+//! A capture request and its checks.
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::CaptureError;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum CaptureFormat {
+    /// Classic pcap v2.4, Ethernet (socket datagrams as synthesised frames).
+    Pcap,
+    /// One file per packet, `<name>_<index>`.
+    Raw,
+    /// GPUDirect Storage (needs the GPU build).
+    Gds,
+}
+
+/// `POST /api/v1/captures` body.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CaptureRequest {
+    /// Output format.
+    pub format: CaptureFormat,
+    /// Interface name.
+    pub interface: String,
+    /// Only this RX queue.
+    #[serde(default)]
+    pub queue: Option<u16>,
+    /// Only this flow id.
+    #[serde(default)]
+    pub flow: Option<u32>,
+    /// Stop after this many packets.
+    #[serde(default)]
+    pub max_packets: Option<u64>,
+    /// Stop after this many bytes written.
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+    /// Stop after this many seconds.
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    /// Bytes kept of each packet (pcap).
+    #[serde(default)]
+    pub snaplen: Option<u32>,
+    /// Start a new pcap file once the current one reaches this many bytes.
+    #[serde(default)]
+    pub rotate_bytes: Option<u64>,
+    /// Keep at most this many files when rotating (oldest deleted).
+    #[serde(default)]
+    pub rotate_files: Option<u32>,
+    /// File name (no directory): `<name>.pcap`, `<name>_<n>.pcap`, `<name>_<index>`.
+    pub name: String,
+}
+
+/// A checked request.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub format: CaptureFormat,
+    pub queue: Option<u16>,
+    pub flow: Option<u32>,
+    pub max_packets: Option<u64>,
+    pub max_bytes: Option<u64>,
+    pub duration: Option<std::time::Duration>,
+    pub snaplen: u32,
+    pub rotate_bytes: Option<u64>,
+    pub rotate_files: Option<u32>,
+    pub name: String,
+}
+
+impl CaptureRequest {
+    pub(crate) fn validate(&self) -> Result<Plan, CaptureError> {
+        if self.format == CaptureFormat::Gds {
+            return Err(CaptureError::NotImplemented(
+                "format gds (GPUDirect Storage) needs the GPU build, which is not available yet; use pcap or raw"
+                    .into(),
+            ));
+        }
+        let name = self.name.as_str();
+        let plain = !name.is_empty()
+            && name.len() <= 128
+            && name != "."
+            && name != ".."
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !plain {
+            return Err(CaptureError::Invalid(
+                "name",
+                format!("\"{name}\" is not a plain file name: use 1-128 of A-Z a-z 0-9 - _ . (no '/')"),
+            ));
+        }
+        let positive = |field: &'static str, value: Option<u64>| match value {
+            Some(0) => Err(CaptureError::Invalid(field, format!("{field} must be at least 1"))),
+            _ => Ok(()),
+        };
+        positive("max_packets", self.max_packets)?;
+        positive("max_bytes", self.max_bytes)?;
+        positive("rotate_bytes", self.rotate_bytes)?;
+        positive("rotate_files", self.rotate_files.map(u64::from))?;
+        positive("snaplen", self.snaplen.map(u64::from))?;
+        if self.duration_s.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
+            return Err(CaptureError::Invalid("duration_s", "duration_s must be a positive number of seconds".into()));
+        }
+        if self.format == CaptureFormat::Raw && (self.rotate_bytes.is_some() || self.rotate_files.is_some()) {
+            return Err(CaptureError::Invalid(
+                "rotate_bytes",
+                "rotation applies to pcap; raw captures write one file per packet".into(),
+            ));
+        }
+        if self.rotate_files.is_some() && self.rotate_bytes.is_none() {
+            return Err(CaptureError::Invalid(
+                "rotate_files",
+                "rotate_files needs rotate_bytes (when to start the next file)".into(),
+            ));
+        }
+        Ok(Plan {
+            format: self.format,
+            queue: self.queue,
+            flow: self.flow,
+            max_packets: self.max_packets,
+            max_bytes: self.max_bytes,
+            duration: self.duration_s.map(std::time::Duration::from_secs_f64),
+            snaplen: self.snaplen.unwrap_or(daqiri::writer::DEFAULT_SNAPLEN),
+            rotate_bytes: self.rotate_bytes,
+            rotate_files: self.rotate_files,
+            name: name.to_owned(),
+        })
+    }
+}

@@ -1,0 +1,49 @@
+//! The bounded hand-over between the application loop and a capture's
+//! writer: recycled byte slots, so copying a packet never allocates once the
+//! ring is warm, and a full ring drops the copy instead of waiting.
+
+use std::time::SystemTime;
+
+use crossbeam_queue::ArrayQueue;
+
+/// One captured packet.
+#[derive(Debug)]
+pub(crate) struct Record {
+    pub time: SystemTime,
+    pub orig_len: usize,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Ring {
+    free: ArrayQueue<Record>,
+    filled: ArrayQueue<Record>,
+}
+
+impl Ring {
+    pub(crate) fn new(slots: usize) -> Self {
+        let free = ArrayQueue::new(slots);
+        for _ in 0..slots {
+            let _ = free.push(Record { time: SystemTime::UNIX_EPOCH, orig_len: 0, bytes: Vec::new() });
+        }
+        Self { free, filled: ArrayQueue::new(slots) }
+    }
+
+    /// A slot to fill, or `None` when the writer is behind.
+    pub(crate) fn slot(&self) -> Option<Record> {
+        self.free.pop()
+    }
+
+    pub(crate) fn submit(&self, record: Record) {
+        // Cannot fail: a slot taken from `free` always has room in `filled`.
+        let _ = self.filled.push(record);
+    }
+
+    pub(crate) fn next(&self) -> Option<Record> {
+        self.filled.pop()
+    }
+
+    pub(crate) fn recycle(&self, record: Record) {
+        let _ = self.free.push(record);
+    }
+}

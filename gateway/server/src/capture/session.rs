@@ -1,0 +1,330 @@
+//! One capture: the tap side (copy into the ring) and its writer thread.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use daqiri::writer::{PcapResolution, PcapWriter};
+use daqiri::{Burst, MAX_SEGMENTS};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::CaptureManager;
+use super::request::{CaptureFormat, Plan};
+use super::ring::{Record, Ring};
+
+/// Packets the ring holds between the application loop and the writer.
+const RING_SLOTS: usize = 8192;
+/// Records between free-space checks.
+const SPACE_CHECK_EVERY: u64 = 4096;
+
+/// Where a capture is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum CaptureState {
+    /// Copying and writing.
+    Running,
+    /// Ended; its files are complete.
+    Finished,
+    /// Ended on an error; files hold what was written before it.
+    Failed,
+}
+
+/// What the API reports about a capture.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct CaptureInfo {
+    /// Capture id.
+    pub id: u64,
+    /// File name stem.
+    pub name: String,
+    /// Output format.
+    pub format: CaptureFormat,
+    /// Port id of the interface.
+    pub port: u16,
+    /// Queue filter.
+    pub queue: Option<u16>,
+    /// Flow filter.
+    pub flow: Option<u32>,
+    /// State.
+    pub state: CaptureState,
+    /// Why it ended.
+    pub reason: Option<String>,
+    /// Packets written.
+    pub packets: u64,
+    /// Bytes written to files.
+    pub bytes: u64,
+    /// Copies dropped because the writer was behind (not RX drops).
+    pub capture_drops: u64,
+    /// Files written, oldest first.
+    #[schema(value_type = Vec<String>)]
+    pub files: Vec<PathBuf>,
+    /// Seconds since start.
+    pub elapsed_s: f64,
+    /// Fraction of the nearest limit reached (packets, bytes or duration), if any.
+    pub progress: Option<f64>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Session {
+    id: u64,
+    port: u16,
+    local: Option<SocketAddr>,
+    plan: Plan,
+    started: Instant,
+    ring: Ring,
+    stop: AtomicBool,
+    packets: AtomicU64,
+    bytes: AtomicU64,
+    drops: AtomicU64,
+    end: Mutex<Option<(CaptureState, String)>>,
+    files: Mutex<Vec<PathBuf>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Session {
+    pub(crate) fn start(
+        id: u64,
+        port: u16,
+        local: Option<SocketAddr>,
+        plan: Plan,
+        manager: Arc<CaptureManager>,
+    ) -> anyhow::Result<Arc<Self>> {
+        let session = Arc::new(Self {
+            id,
+            port,
+            local,
+            plan,
+            started: Instant::now(),
+            ring: Ring::new(RING_SLOTS),
+            stop: AtomicBool::new(false),
+            packets: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            drops: AtomicU64::new(0),
+            end: Mutex::new(None),
+            files: Mutex::new(Vec::new()),
+            writer: Mutex::new(None),
+        });
+        let mut output = Output::open(&session, &manager)?;
+        let writer = {
+            let session = Arc::clone(&session);
+            std::thread::Builder::new().name(format!("capture-{id}")).spawn(move || {
+                let (state, reason) = match session.write_loop(&mut output, &manager) {
+                    Ok(reason) => (CaptureState::Finished, reason),
+                    Err(e) => (CaptureState::Failed, format!("{e:#}")),
+                };
+                drop(output);
+                *session.end.lock().unwrap_or_else(|e| e.into_inner()) = Some((state, reason));
+                manager.session_ended();
+            })?
+        };
+        *session.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
+        Ok(session)
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.plan.name
+    }
+
+    pub(crate) fn state(&self) -> CaptureState {
+        self.end.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(CaptureState::Running, |(s, _)| *s)
+    }
+
+    pub(crate) fn files(&self) -> Vec<PathBuf> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn info(&self) -> CaptureInfo {
+        let end = self.end.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (packets, bytes) = (self.packets.load(Relaxed), self.bytes.load(Relaxed));
+        let elapsed = self.started.elapsed();
+        let progress = [
+            self.plan.max_packets.map(|m| packets as f64 / m as f64),
+            self.plan.max_bytes.map(|m| bytes as f64 / m as f64),
+            self.plan.duration.map(|d| elapsed.as_secs_f64() / d.as_secs_f64()),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max)
+        .map(|p| if end.is_some() { 1.0 } else { p.min(1.0) });
+        CaptureInfo {
+            id: self.id,
+            name: self.plan.name.clone(),
+            format: self.plan.format,
+            port: self.port,
+            queue: self.plan.queue,
+            flow: self.plan.flow,
+            state: end.as_ref().map_or(CaptureState::Running, |(s, _)| *s),
+            reason: end.map(|(_, r)| r),
+            packets,
+            bytes,
+            capture_drops: self.drops.load(Relaxed),
+            files: self.files(),
+            elapsed_s: elapsed.as_secs_f64(),
+            progress,
+        }
+    }
+
+    /// Asks the writer to finish and waits for it; the files are complete after.
+    pub(crate) fn stop_and_wait(&self, reason: &str) {
+        if !self.stop.swap(true, Relaxed) {
+            tracing::info!(capture = self.id, "{reason}");
+        }
+        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
+        if let Some(end) = self.end.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+            && end.0 == CaptureState::Finished
+            && end.1 == "stop requested"
+        {
+            end.1 = reason.to_owned();
+        }
+    }
+
+    /// Copies the matching packets of a burst (application loop; never blocks).
+    pub(crate) fn tap(&self, burst: &Burst) {
+        if self.stop.load(Relaxed)
+            || burst.port_id() != self.port
+            || self.plan.queue.is_some_and(|q| q != burst.queue_id())
+        {
+            return;
+        }
+        for packet in burst.packets() {
+            if self.plan.flow.is_some() && packet.flow_id() != self.plan.flow {
+                continue;
+            }
+            let Some(mut record) = self.ring.slot() else {
+                self.drops.fetch_add(1, Relaxed);
+                continue;
+            };
+            let pieces = (0..MAX_SEGMENTS).filter_map(|s| packet.segment(s));
+            let framed = match (self.local, packet.source()) {
+                (Some(SocketAddr::V4(local)), Some(SocketAddr::V4(source))) => {
+                    daqiri::headers::synthesize_udp_frame(&mut record.bytes, source, local, pieces.clone()).is_ok()
+                }
+                _ => false,
+            };
+            if !framed {
+                record.bytes.clear();
+                pieces.for_each(|p| record.bytes.extend_from_slice(p));
+            }
+            record.orig_len = record.bytes.len();
+            record.time = SystemTime::now();
+            self.ring.submit(record);
+        }
+    }
+
+    /// Writes until a limit, a stop request, the free-space floor or an error.
+    fn write_loop(&self, output: &mut Output, manager: &CaptureManager) -> anyhow::Result<String> {
+        let mut since_space_check = 0;
+        loop {
+            let Some(record) = self.ring.next() else {
+                output.flush()?;
+                if self.stop.load(Relaxed) {
+                    return Ok("stop requested".into());
+                }
+                if self.plan.duration.is_some_and(|d| self.started.elapsed() >= d) {
+                    self.stop.store(true, Relaxed);
+                    continue;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            };
+            let written = output.write(self, &record);
+            self.ring.recycle(record);
+            let written = written?;
+            let packets = self.packets.fetch_add(1, Relaxed) + 1;
+            let bytes = self.bytes.fetch_add(written, Relaxed) + written;
+            if self.plan.max_packets.is_some_and(|m| packets >= m) {
+                self.stop.store(true, Relaxed);
+                return Ok(format!("max_packets ({packets}) reached"));
+            }
+            if self.plan.max_bytes.is_some_and(|m| bytes >= m) {
+                self.stop.store(true, Relaxed);
+                return Ok(format!("max_bytes reached ({bytes} bytes)"));
+            }
+            since_space_check += 1;
+            if since_space_check >= SPACE_CHECK_EVERY {
+                since_space_check = 0;
+                if manager.free_space().is_ok_and(|free| free < manager.free_space_floor()) {
+                    self.stop.store(true, Relaxed);
+                    return Ok("free-space floor reached on the capture filesystem".into());
+                }
+            }
+        }
+    }
+}
+
+/// The files a capture writes to.
+#[derive(Debug)]
+enum Output {
+    Pcap { writer: PcapWriter, file_bytes: u64, index: u32 },
+    Raw { dir: PathBuf, next: u64 },
+}
+
+impl Output {
+    fn open(session: &Session, manager: &CaptureManager) -> anyhow::Result<Self> {
+        Ok(match session.plan.format {
+            CaptureFormat::Pcap => {
+                let path = pcap_path(session, manager, 1);
+                let writer = PcapWriter::open(&path, PcapResolution::Micros, Some(session.plan.snaplen))?;
+                session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+                Output::Pcap { writer, file_bytes: 0, index: 1 }
+            }
+            _ => Output::Raw { dir: manager.dir().to_path_buf(), next: 0 },
+        })
+    }
+
+    /// Writes one record; returns the bytes it added to storage.
+    fn write(&mut self, session: &Session, record: &Record) -> anyhow::Result<u64> {
+        match self {
+            Output::Pcap { writer, file_bytes, index } => {
+                if session.plan.rotate_bytes.is_some_and(|limit| *file_bytes >= limit) {
+                    writer.flush()?;
+                    *index += 1;
+                    let manager_dir = writer.path().parent().map(PathBuf::from).unwrap_or_default();
+                    let path = manager_dir.join(format!("{}_{:04}.pcap", session.plan.name, index));
+                    *writer = PcapWriter::open(&path, PcapResolution::Micros, Some(session.plan.snaplen))?;
+                    *file_bytes = 0;
+                    let mut files = session.files.lock().unwrap_or_else(|e| e.into_inner());
+                    files.push(path);
+                    if let Some(keep) = session.plan.rotate_files {
+                        while files.len() > keep as usize {
+                            let _ = std::fs::remove_file(files.remove(0));
+                        }
+                    }
+                }
+                let written = writer.write_packet(std::iter::once(&record.bytes[..]), record.time)?;
+                *file_bytes += written;
+                Ok(written)
+            }
+            Output::Raw { dir, next } => {
+                let path = dir.join(format!("{}_{next}", session.plan.name));
+                std::fs::write(&path, &record.bytes)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+                *next += 1;
+                session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+                Ok(record.bytes.len() as u64)
+            }
+        }
+    }
+
+    /// Pushes buffered records to disk (when the ring runs dry, and at the end).
+    fn flush(&mut self) -> anyhow::Result<()> {
+        if let Output::Pcap { writer, .. } = self {
+            writer.flush()?;
+        }
+        Ok(())
+    }
+}
+
+fn pcap_path(session: &Session, manager: &CaptureManager, index: u32) -> PathBuf {
+    if session.plan.rotate_bytes.is_some() {
+        manager.dir().join(format!("{}_{index:04}.pcap", session.plan.name))
+    } else {
+        manager.dir().join(format!("{}.pcap", session.plan.name))
+    }
+}
