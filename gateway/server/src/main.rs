@@ -8,6 +8,7 @@
 mod admin;
 mod capture;
 mod check;
+mod client;
 mod consumer;
 mod demo;
 mod logging;
@@ -47,6 +48,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Print the JSON Schema of the DAQIRI config format.
     Schema,
+    /// Show a running gateway's status and statistics.
+    Status(client::StatusArgs),
+    /// Start, list, stop or download captures of a running gateway.
+    Capture(client::CaptureArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +62,8 @@ fn main() -> ExitCode {
         Command::Check(args) => check::main(args),
         Command::Gen(args) => traffic_gen::main(args),
         Command::Demo(args) => demo::main(args),
+        Command::Status(args) => client::status(args),
+        Command::Capture(args) => client::capture(args),
         Command::Schema => {
             println!("{}", serde_json::to_string_pretty(&daqiri_config::json_schema()).expect("schema serialises"));
             Ok(ExitCode::SUCCESS)

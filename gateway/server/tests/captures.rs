@@ -208,3 +208,54 @@ fn deleting_a_capture_leaves_a_complete_file_and_sigkill_leaves_whole_records() 
     assert!(frames.len() > 100, "records before the kill are readable: {}", frames.len());
     assert!(frames.iter().all(|f| f.ends_with("\t1042")), "every record read is whole");
 }
+
+#[test]
+fn client_subcommands_drive_a_capture_end_to_end() {
+    let gw = Gateway::start("client");
+    let admin = format!("127.0.0.1:{}", gw.admin);
+    let token = gw.dir.join("token");
+    let cli = |args: &[&str]| {
+        let out = Command::new(GATEWAY)
+            .args(args)
+            .args(["--admin-addr", &admin, "--token-file"])
+            .arg(&token)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let starter = {
+        let (admin, token) = (admin.clone(), token.clone());
+        std::thread::spawn(move || {
+            Command::new(GATEWAY)
+                .args(["capture", "start", "--interface", "udp_rx", "--name", "cli", "--max-packets", "400", "--wait"])
+                .args(["--admin-addr", &admin, "--token-file"])
+                .arg(&token)
+                .output()
+                .unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    gw.send(400);
+    let started = starter.join().unwrap();
+    let printed = String::from_utf8_lossy(&started.stdout);
+    assert!(started.status.success() && printed.contains("finished: max_packets (400) reached"), "{printed}");
+    assert!(cli(&["capture", "list"]).contains("cli"));
+    let output = gw.dir.join("cli-download.pcap");
+    let said = cli(&["capture", "download", "1", "--output", output.to_str().unwrap()]);
+    assert!(said.contains("bytes written"), "{said}");
+    let (ok, rows) = tshark(&output, &["frame.number"]);
+    assert!(ok && rows.lines().count() == 400);
+    assert!(cli(&["status"]).contains("udp_rx"));
+    let refused = Command::new(GATEWAY)
+        .args(["capture", "stop", "99", "--admin-addr", &admin, "--token-file"])
+        .arg(&token)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no capture 99"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
