@@ -15,6 +15,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use daqiri::{Direction, Engine, EngineStats, PortStats, QueueStatsSnapshot};
+
+use crate::capture::{CaptureInfo, CaptureManager};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{AsyncInstrument, MeterProvider};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
@@ -31,7 +33,7 @@ type Series = Vec<(u64, Vec<KeyValue>)>;
 
 impl Telemetry {
     /// Registers every instrument for `engine`.
-    pub(crate) fn new(engine: Arc<Engine>) -> anyhow::Result<Self> {
+    pub(crate) fn new(engine: Arc<Engine>, captures: Arc<CaptureManager>) -> anyhow::Result<Self> {
         let registry = prometheus::Registry::new();
         let exporter = opentelemetry_prometheus::exporter()
             .with_registry(registry.clone())
@@ -71,6 +73,30 @@ impl Telemetry {
                 })
                 .build();
         };
+        let capture_counter = |name: &'static str, description: &'static str, value: fn(&CaptureInfo) -> u64| {
+            let captures = Arc::clone(&captures);
+            meter
+                .u64_observable_counter(name)
+                .with_description(description)
+                .with_callback(move |observer| {
+                    for c in captures.list() {
+                        let labels = [
+                            KeyValue::new("daqiri.capture.id", c.id as i64),
+                            KeyValue::new("daqiri.capture.name", c.name.clone()),
+                            KeyValue::new("daqiri.port.id", i64::from(c.port)),
+                        ];
+                        observer.observe(value(&c), &labels);
+                    }
+                })
+                .build();
+        };
+        capture_counter("daqiri.capture.packets", "Packets written by captures", |c| c.packets);
+        capture_counter("daqiri.capture.bytes", "Bytes written by captures", |c| c.bytes);
+        capture_counter(
+            "daqiri.capture.dropped.packets",
+            "Capture copies dropped because the writer was behind",
+            |c| c.capture_drops,
+        );
         gauge("daqiri.memory_region.buffers", "Buffers in each memory region", |r| u64::from(r.num_bufs));
         gauge("daqiri.memory_region.buffers.in_use", "Buffers held by bursts or workers", |r| u64::from(r.in_use));
         Ok(Self { _provider: provider, registry })

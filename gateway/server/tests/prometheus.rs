@@ -92,8 +92,17 @@ daqiri:
     .unwrap();
     let _gateway = Killed(
         Command::new(GATEWAY)
-            .args(["run", "--admin-addr", &format!("127.0.0.1:{admin}"), "--config"])
+            .args([
+                "run",
+                "--admin-addr",
+                &format!("127.0.0.1:{admin}"),
+                "--capture-free-space-floor-mb",
+                "1",
+                "--config",
+            ])
             .arg(&config)
+            .arg("--capture-dir")
+            .arg(dir.join("captures"))
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
@@ -141,6 +150,24 @@ daqiri:
             )
         })
         .collect();
+
+    // A running capture, so the capture panel has series.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", admin)).is_err() {
+        assert!(Instant::now() < deadline, "admin API did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let capture = r#"{"format": "pcap", "interface": "udp_rx", "name": "dashboard"}"#;
+    let mut stream = TcpStream::connect(("127.0.0.1", admin)).unwrap();
+    write!(
+        stream,
+        "POST /api/v1/captures HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{capture}",
+        capture.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.0 201") || answer.starts_with("HTTP/1.1 201"), "{answer}");
 
     let dashboards: Vec<PathBuf> =
         std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../dashboards"))

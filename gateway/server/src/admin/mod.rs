@@ -51,7 +51,7 @@ impl AdminState {
     ) -> anyhow::Result<Arc<Self>> {
         let config_sha256 = crate::consumer::hex(&<sha2::Sha256 as sha2::Digest>::digest(config_yaml.as_bytes()));
         let rates = Mutex::new(stats::RateSampler::new(engine.stats()));
-        let telemetry = crate::telemetry::Telemetry::new(Arc::clone(&engine))?;
+        let telemetry = crate::telemetry::Telemetry::new(Arc::clone(&engine), Arc::clone(&captures))?;
         Ok(Arc::new(Self {
             engine,
             started: Instant::now(),
