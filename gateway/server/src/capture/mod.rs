@@ -52,9 +52,8 @@ pub(crate) struct CaptureManager {
 }
 
 impl CaptureManager {
+    /// The directory is created when the first capture starts.
     pub(crate) fn new(engine: &Engine, dir: PathBuf, free_space_floor: u64) -> anyhow::Result<Arc<Self>> {
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| anyhow::anyhow!("cannot create capture directory {}: {e}", dir.display()))?;
         let ports =
             engine.stats().ports.iter().map(|p| (p.name.clone(), engine.local_addr(p.id).ok().flatten())).collect();
         Ok(Arc::new(Self {
@@ -82,6 +81,8 @@ impl CaptureManager {
             )
         })?;
         let plan = request.validate()?;
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| CaptureError::Failed(format!("cannot create capture directory {}: {e}", self.dir.display())))?;
         self.check_space()?;
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if sessions.values().any(|s| s.name() == plan.name && s.state() == CaptureState::Running) {
