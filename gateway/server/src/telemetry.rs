@@ -11,7 +11,7 @@
 //! `daqiri_queue_id!="all"`). Drops that happen before a queue is chosen
 //! (unmatched flow, truncated, socket overflow) carry `daqiri_queue_id="port"`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use daqiri::{Direction, Engine, EngineStats, PortStats, QueueStatsSnapshot};
@@ -27,6 +27,25 @@ use prometheus::{Encoder, TextEncoder};
 pub(crate) struct Telemetry {
     _provider: SdkMeterProvider,
     registry: prometheus::Registry,
+    snapshot: Arc<Snapshot>,
+}
+
+/// The engine snapshot the instruments of one scrape read.
+#[derive(Debug)]
+struct Snapshot {
+    engine: Arc<Engine>,
+    last: Mutex<Option<EngineStats>>,
+}
+
+impl Snapshot {
+    fn refresh(&self) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(self.engine.stats());
+    }
+
+    fn get(&self) -> EngineStats {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        last.get_or_insert_with(|| self.engine.stats()).clone()
+    }
 }
 
 type Series = Vec<(u64, Vec<KeyValue>)>;
@@ -42,12 +61,13 @@ impl Telemetry {
             .context("cannot build the Prometheus exporter")?;
         let provider = SdkMeterProvider::builder().with_reader(exporter).build();
         let meter = provider.meter("daqiri");
+        let snapshot = Arc::new(Snapshot { engine, last: Mutex::new(None) });
         let counter = |name: &'static str, description: &'static str, series: fn(&EngineStats) -> Series| {
-            let engine = Arc::clone(&engine);
+            let snapshot = Arc::clone(&snapshot);
             meter
                 .u64_observable_counter(name)
                 .with_description(description)
-                .with_callback(move |observer| observe(observer, series(&engine.stats())))
+                .with_callback(move |observer| observe(observer, series(&snapshot.get())))
                 .build();
         };
         counter("daqiri.rx.packets", "Packets delivered to RX queues", |s| queues(s, Direction::Rx, |q| q.packets));
@@ -58,12 +78,12 @@ impl Telemetry {
         counter("daqiri.flow.packets", "Packets matched per RX flow", |s| flows(s, |f| f.packets));
         counter("daqiri.flow.bytes", "Bytes matched per RX flow", |s| flows(s, |f| f.bytes));
         let gauge = |name: &'static str, description: &'static str, value: fn(&daqiri::RegionStats) -> u64| {
-            let engine = Arc::clone(&engine);
+            let snapshot = Arc::clone(&snapshot);
             meter
                 .u64_observable_gauge(name)
                 .with_description(description)
                 .with_callback(move |observer| {
-                    for r in engine.stats().regions {
+                    for r in snapshot.get().regions {
                         let labels = [
                             KeyValue::new("daqiri.memory_region.name", r.name.clone()),
                             KeyValue::new("daqiri.memory_region.kind", r.kind),
@@ -99,11 +119,13 @@ impl Telemetry {
         );
         gauge("daqiri.memory_region.buffers", "Buffers in each memory region", |r| u64::from(r.num_bufs));
         gauge("daqiri.memory_region.buffers.in_use", "Buffers held by bursts or workers", |r| u64::from(r.in_use));
-        Ok(Self { _provider: provider, registry })
+        Ok(Self { _provider: provider, registry, snapshot })
     }
 
     /// The current values in Prometheus text format.
     pub(crate) fn render(&self) -> anyhow::Result<String> {
+        // One engine snapshot serves every instrument of this scrape.
+        self.snapshot.refresh();
         let mut out = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
         Ok(String::from_utf8(out)?)

@@ -81,8 +81,9 @@ impl CaptureManager {
             )
         })?;
         let plan = request.validate()?;
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| CaptureError::Failed(format!("cannot create capture directory {}: {e}", self.dir.display())))?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| {
+            CaptureError::Failed(format!("cannot create capture directory {}: {e}", self.dir.display()))
+        })?;
         self.check_space()?;
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if sessions.values().any(|s| s.name() == plan.name && s.state() == CaptureState::Running) {
