@@ -19,7 +19,7 @@ use crate::stats::QueueStatsSnapshot;
 /// State shared by the engine handle and its workers.
 #[derive(Debug)]
 pub(crate) struct EngineInner {
-    pub(crate) config: ValidConfig,
+    pub(crate) config: arc_swap::ArcSwap<ValidConfig>,
     pub(crate) regions: Arc<RegionTable>,
     pub(crate) ports: Vec<Port>,
     stopping: AtomicBool,
@@ -90,6 +90,7 @@ impl Engine {
             .collect::<Result<Vec<_>>>()?;
         let backends =
             (0..ports.len()).map(|i| backend::open(&config, &ports[i], &regions)).collect::<Result<Vec<_>>>()?;
+        let config = arc_swap::ArcSwap::from_pointee(config);
         let inner = Arc::new(EngineInner { config, regions, ports, stopping: AtomicBool::new(false) });
         let engine = Engine { inner, workers: Mutex::new(Vec::new()) };
         for (port, backend) in backends.into_iter().enumerate() {
@@ -100,8 +101,8 @@ impl Engine {
     }
 
     /// The config the engine runs.
-    pub fn config(&self) -> &ValidConfig {
-        &self.inner.config
+    pub fn config(&self) -> Arc<ValidConfig> {
+        self.inner.config.load_full()
     }
 
     /// Number of ports (interfaces).
@@ -249,6 +250,30 @@ impl Engine {
     /// The local address a socket port is bound to (`None` for other backends).
     pub fn local_addr(&self, port: u16) -> Result<Option<std::net::SocketAddr>> {
         Ok(self.port(port)?.local_addr.get().copied())
+    }
+
+    /// Applies a new config whose only changes are RX flows and
+    /// `flow_isolation`, without stopping anything: each port's flow table is
+    /// swapped whole, so no packet is lost and unchanged flows keep their
+    /// counters. Any other change is refused with the first YAML path that
+    /// differs, and the running config stays as it was.
+    pub fn reload_flows(&self, new: ValidConfig) -> Result<()> {
+        let old = self.inner.config.load_full();
+        if let Some(path) = crate::reload::first_difference_beyond_flows(old.config(), new.config()) {
+            return Err(Error::new(
+                Status::NotSupported,
+                format!(
+                    "{path} changed: only rx.flows and rx.flow_isolation can change on a running engine; restart the gateway for this config"
+                ),
+            ));
+        }
+        for (port, iface) in new.interfaces() {
+            let p = &self.inner.ports[port];
+            let table = crate::flow::FlowTable::replacing(&iface.rx.clone().unwrap_or_default(), Some(&p.flows.load()));
+            p.flows.store(Arc::new(table));
+        }
+        self.inner.config.store(Arc::new(new));
+        Ok(())
     }
 
     /// The backend driving a port.

@@ -5,6 +5,8 @@
 //! more queue ids spreads flows over them with Toeplitz RSS, flow-affine like
 //! the NIC: one five-tuple always lands on one queue.
 
+use std::sync::Arc;
+
 use daqiri_config::model::{Flow, PortMatch, RxConfig};
 
 use crate::headers::FlowKey;
@@ -29,7 +31,7 @@ pub(crate) struct FlowRule {
     udp_dst: Option<PortMatch>,
     ipv4_len: Option<u16>,
     queues: Vec<usize>,
-    pub(crate) stats: FlowStats,
+    pub(crate) stats: Arc<FlowStats>,
 }
 
 impl FlowRule {
@@ -37,6 +39,11 @@ impl FlowRule {
         self.udp_src.is_none_or(|p| p.contains(key.src_port))
             && self.udp_dst.is_none_or(|p| p.contains(key.dst_port))
             && self.ipv4_len.is_none_or(|l| l == key.ipv4_len)
+    }
+
+    fn same_rule(&self, other: &FlowRule) -> bool {
+        (self.flow_id, &self.name, self.udp_src, self.udp_dst, self.ipv4_len, &self.queues)
+            == (other.flow_id, &other.name, other.udp_src, other.udp_dst, other.ipv4_len, &other.queues)
     }
 
     /// Queue indices the rule steers to.
@@ -55,6 +62,12 @@ pub(crate) struct FlowTable {
 impl FlowTable {
     /// Builds the table; queue ids are resolved to positions in `rx.queues`.
     pub(crate) fn new(rx: &RxConfig) -> Self {
+        Self::replacing(rx, None)
+    }
+
+    /// Builds the table for a reload: rules identical to one of `old` keep
+    /// its counters, so an unchanged flow's statistics run on.
+    pub(crate) fn replacing(rx: &RxConfig, old: Option<&FlowTable>) -> Self {
         let position =
             |id: u16| rx.queues.iter().position(|q| q.id == id).expect("validated: flows name existing queues");
         let rules = rx
@@ -62,15 +75,19 @@ impl FlowTable {
             .iter()
             .map(|flow: &Flow| {
                 let m = flow.matches.clone().unwrap_or_default();
-                FlowRule {
+                let mut rule = FlowRule {
                     flow_id: flow.id,
                     name: flow.name.clone(),
                     udp_src: m.udp_src,
                     udp_dst: m.udp_dst,
                     ipv4_len: m.ipv4_len,
                     queues: flow.queue_ids().into_iter().map(position).collect(),
-                    stats: FlowStats::default(),
+                    stats: Arc::default(),
+                };
+                if let Some(same) = old.and_then(|t| t.rules.iter().find(|r| r.same_rule(&rule))) {
+                    rule.stats = Arc::clone(&same.stats);
                 }
+                rule
             })
             .collect();
         Self { rules, isolation: rx.flow_isolation }

@@ -52,6 +52,7 @@ mod memory;
 mod port;
 pub mod preflight;
 mod queue;
+mod reload;
 mod snapshot;
 mod stats;
 mod worker;

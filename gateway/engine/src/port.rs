@@ -20,7 +20,8 @@ pub(crate) struct Port {
     pub(crate) backend: InterfaceBackend,
     pub(crate) rx: Vec<Queue>,
     pub(crate) tx: Vec<Queue>,
-    pub(crate) flows: FlowTable,
+    /// Swapped whole by a flow reload; workers load it per packet (one atomic read).
+    pub(crate) flows: arc_swap::ArcSwap<FlowTable>,
     /// Set by `drop_all_traffic`.
     pub(crate) drop_all: AtomicBool,
     /// RX drops that happen before a queue is chosen (unmatched, truncated, ...).
@@ -48,7 +49,7 @@ impl Port {
             backend: config.backend(index),
             rx,
             tx,
-            flows: iface.rx.as_ref().map(FlowTable::new).unwrap_or_default(),
+            flows: arc_swap::ArcSwap::from_pointee(iface.rx.as_ref().map(FlowTable::new).unwrap_or_default()),
             drop_all: AtomicBool::new(false),
             rx_drops: QueueStats::default(),
             next_queue: AtomicUsize::new(0),

@@ -119,6 +119,7 @@ pub(crate) fn take(engine: &EngineInner) -> EngineStats {
             rx_port_drops: p.rx_drops.snapshot(),
             flows: p
                 .flows
+                .load()
                 .rules
                 .iter()
                 .map(|rule| {

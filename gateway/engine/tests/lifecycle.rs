@@ -197,3 +197,37 @@ fn huge_regions_map_hugepages() {
     let burst = receive(&engine, 0, Duration::from_secs(2)).unwrap();
     assert_eq!(&burst.packet(0).data()[42..], b"huge");
 }
+
+#[test]
+fn flow_reload_swaps_steering_live_and_refuses_other_changes() {
+    let flows = |queue: u16, id: u32| {
+        format!(
+            "        flow_isolation: true\n        flows:\n        - {{ name: a, id: {id}, action: {{ type: queue, id: {queue} }}, match: {{ udp_dst: 5000 }} }}\n        - {{ name: keep, id: 9, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: 5001 }} }}"
+        )
+    };
+    let engine = Engine::from_yaml(&loopback(1, 0, 200, &flows(0, 70))).unwrap();
+    send(&engine, 1, 5001, b"kept");
+    receive(&engine, 0, Duration::from_secs(2)).unwrap();
+    send(&engine, 1, 5000, b"before");
+    assert_eq!(receive(&engine, 0, Duration::from_secs(2)).unwrap().packet(0).flow_id(), Some(70));
+
+    let reloaded = daqiri::config::Document::parse(&loopback(1, 0, 200, &flows(1, 80))).unwrap().validate().unwrap();
+    engine.reload_flows(reloaded).unwrap();
+    send(&engine, 1, 5000, b"after");
+    assert_eq!(
+        receive(&engine, 1, Duration::from_secs(2)).unwrap().packet(0).flow_id(),
+        Some(80),
+        "new rule, new queue"
+    );
+    let keep = engine.stats().ports[0].flows.iter().find(|f| f.id == 9).unwrap().packets;
+    assert_eq!(keep, 1, "an unchanged flow keeps its counters across the reload");
+
+    let other = loopback(1, 0, 200, &flows(1, 80))
+        .replace("{ name: r1, id: 1, cpu_core: 0, batch_size: 1,", "{ name: r1, id: 1, cpu_core: 0, batch_size: 2,");
+    let err = engine.reload_flows(daqiri::config::Document::parse(&other).unwrap().validate().unwrap()).unwrap_err();
+    assert!(err.message.contains("daqiri.cfg.interfaces[0].rx.queues changed"), "{err}");
+    assert!(
+        engine.config().config().interfaces[0].rx_queues()[1].batch_size == Some(1),
+        "refused reload leaves the config"
+    );
+}

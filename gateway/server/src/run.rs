@@ -115,10 +115,18 @@ pub(crate) fn run_gateway(
             if token.as_deref() == Some("") {
                 bail!("--admin-token-file is empty");
             }
-            let state = crate::admin::AdminState::new(Arc::clone(&engine), config.yaml, Arc::clone(&captures), token)?;
-            Some(crate::admin::serve(args.admin_addr, state)?)
+            let state = crate::admin::AdminState::new(
+                Arc::clone(&engine),
+                config.yaml,
+                args.config.clone(),
+                Arc::clone(&captures),
+                token,
+            )?;
+            Some((crate::admin::serve(args.admin_addr, Arc::clone(&state))?, state))
         }
     };
+    let hangup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hangup)).context("cannot watch SIGHUP")?;
     let options = ConsumerOptions { seq_offset: args.seq_offset, digest: args.digest };
     let consumer_stop = Arc::new(AtomicBool::new(false));
     let consumer = {
@@ -134,6 +142,13 @@ pub(crate) fn run_gateway(
     let mut last_change = Instant::now();
     let mut next_status = Instant::now() + interval;
     while !shutdown.requested() && deadline.is_none_or(|d| Instant::now() < d) {
+        if hangup.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            match &admin {
+                // The outcome is logged and counted by the reload itself.
+                Some((_, state)) => drop(crate::admin::reload_from_file(state)),
+                None => tracing::warn!("SIGHUP ignored: reloading needs the admin API (drop --no-admin)"),
+            }
+        }
         std::thread::sleep(Duration::from_millis(20).min(interval));
         let packets = received(&engine);
         if packets != last_packets {

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use daqiri::{Direction, Engine, EngineStats, PortStats, QueueStatsSnapshot};
 
+use crate::admin::ReloadCounters;
 use crate::capture::{CaptureInfo, CaptureManager};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{AsyncInstrument, MeterProvider};
@@ -52,7 +53,11 @@ type Series = Vec<(u64, Vec<KeyValue>)>;
 
 impl Telemetry {
     /// Registers every instrument for `engine`.
-    pub(crate) fn new(engine: Arc<Engine>, captures: Arc<CaptureManager>) -> anyhow::Result<Self> {
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        captures: Arc<CaptureManager>,
+        reloads: Arc<ReloadCounters>,
+    ) -> anyhow::Result<Self> {
         let registry = prometheus::Registry::new();
         let exporter = opentelemetry_prometheus::exporter()
             .with_registry(registry.clone())
@@ -110,6 +115,24 @@ impl Telemetry {
                 })
                 .build();
         };
+        for (name, description, failed) in [
+            ("daqiri.config.reloads", "Configs applied by reload", false),
+            (
+                "daqiri.config.reload_failures",
+                "Reloads refused (invalid config or a change that needs a restart)",
+                true,
+            ),
+        ] {
+            let reloads = Arc::clone(&reloads);
+            meter
+                .u64_observable_counter(name)
+                .with_description(description)
+                .with_callback(move |observer| {
+                    let counter = if failed { &reloads.failed } else { &reloads.applied };
+                    observer.observe(counter.load(std::sync::atomic::Ordering::Relaxed), &[]);
+                })
+                .build();
+        }
         capture_counter("daqiri.capture.packets", "Packets written by captures", |c| c.packets);
         capture_counter("daqiri.capture.bytes", "Bytes written by captures", |c| c.bytes);
         capture_counter(

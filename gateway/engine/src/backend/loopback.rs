@@ -96,13 +96,14 @@ fn carry(
             p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
             continue;
         }
+        let flows = p.flows.load();
         let steering = match FlowKey::from_frame(frame) {
-            Some(key) => p.flows.steer(&key),
-            None => p.flows.steer_unparsed(),
+            Some(key) => flows.steer(&key),
+            None => flows.steer_unparsed(),
         };
         let (queue, flow_id) = match steering {
             Steering::Flow { rule, queue } => {
-                let rule = &p.flows.rules[rule];
+                let rule = &flows.rules[rule];
                 rule.stats.matched(len as u64);
                 (queue, Some(rule.flow_id))
             }

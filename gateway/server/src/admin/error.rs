@@ -14,6 +14,10 @@ pub(crate) struct ApiErrorBody {
     /// The request field or config path at fault, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// Every finding, for an invalid config (each with its YAML path).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub errors: Vec<daqiri_config::Diagnostic>,
 }
 
 /// An error response.
@@ -25,7 +29,10 @@ pub(crate) struct ApiError {
 
 impl ApiError {
     pub(crate) fn new(status: StatusCode, message: impl Into<String>, field: Option<&str>) -> Self {
-        Self { status, body: ApiErrorBody { message: message.into(), field: field.map(str::to_owned) } }
+        Self {
+            status,
+            body: ApiErrorBody { message: message.into(), field: field.map(str::to_owned), errors: Vec::new() },
+        }
     }
 }
 

@@ -25,6 +25,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub(crate) use config::reload_from_file;
 pub(crate) use error::ApiError;
 
 /// Everything the handlers read.
@@ -32,9 +33,11 @@ pub(crate) use error::ApiError;
 pub(crate) struct AdminState {
     pub engine: Arc<Engine>,
     pub started: Instant,
-    pub config_yaml: String,
-    pub config_sha256: String,
-    pub generation: u64,
+    /// The active config; replaced by a successful reload.
+    pub active: Mutex<ActiveConfig>,
+    /// The file `POST /api/v1/config/reload` and SIGHUP re-read.
+    pub config_path: Option<std::path::PathBuf>,
+    pub reloads: Arc<ReloadCounters>,
     pub rates: Mutex<stats::RateSampler>,
     pub telemetry: crate::telemetry::Telemetry,
     pub captures: Arc<crate::capture::CaptureManager>,
@@ -46,24 +49,48 @@ impl AdminState {
     pub(crate) fn new(
         engine: Arc<Engine>,
         config_yaml: String,
+        config_path: Option<std::path::PathBuf>,
         captures: Arc<crate::capture::CaptureManager>,
         token: Option<String>,
     ) -> anyhow::Result<Arc<Self>> {
-        let config_sha256 = crate::consumer::hex(&<sha2::Sha256 as sha2::Digest>::digest(config_yaml.as_bytes()));
+        let reloads = Arc::new(ReloadCounters::default());
         let rates = Mutex::new(stats::RateSampler::new(engine.stats()));
-        let telemetry = crate::telemetry::Telemetry::new(Arc::clone(&engine), Arc::clone(&captures))?;
+        let telemetry =
+            crate::telemetry::Telemetry::new(Arc::clone(&engine), Arc::clone(&captures), Arc::clone(&reloads))?;
         Ok(Arc::new(Self {
             engine,
             started: Instant::now(),
-            config_yaml,
-            config_sha256,
-            generation: 1,
+            active: Mutex::new(ActiveConfig::new(config_yaml, 1)),
+            config_path,
+            reloads,
             rates,
             telemetry,
             captures,
             token,
         }))
     }
+}
+
+/// The YAML the engine runs and its generation.
+#[derive(Debug, Clone)]
+pub(crate) struct ActiveConfig {
+    pub yaml: String,
+    pub sha256: String,
+    pub generation: u64,
+}
+
+impl ActiveConfig {
+    fn new(yaml: String, generation: u64) -> Self {
+        let sha256 = crate::consumer::hex(&<sha2::Sha256 as sha2::Digest>::digest(yaml.as_bytes()));
+        Self { yaml, sha256, generation }
+    }
+}
+
+/// Reload outcomes, for metrics.
+#[derive(Debug, Default)]
+pub(crate) struct ReloadCounters {
+    pub applied: std::sync::atomic::AtomicU64,
+    pub failed: std::sync::atomic::AtomicU64,
 }
 
 #[derive(OpenApi)]
@@ -80,7 +107,8 @@ pub(crate) fn router(state: Arc<AdminState>) -> (Router, utoipa::openapi::OpenAp
         .routes(routes!(health::readyz))
         .routes(routes!(status::status))
         .routes(routes!(stats::stats))
-        .routes(routes!(config::get_config))
+        .routes(routes!(config::get_config, config::put_config))
+        .routes(routes!(config::reload_config))
         .routes(routes!(metrics::metrics))
         .routes(routes!(captures::start_capture, captures::list_captures))
         .routes(routes!(captures::get_capture, captures::stop_capture))
@@ -165,7 +193,7 @@ mod tests {
             std::thread::current().id()
         ));
         let captures = crate::capture::CaptureManager::new(&engine, dir, 0).unwrap();
-        let state = AdminState::new(engine, CONFIG.to_owned(), captures, token.map(str::to_owned)).unwrap();
+        let state = AdminState::new(engine, CONFIG.to_owned(), None, captures, token.map(str::to_owned)).unwrap();
         let (router, api) = router(Arc::clone(&state));
         (router, api, state)
     }
@@ -209,6 +237,7 @@ mod tests {
                 "/api/v1/captures/{id}",
                 "/api/v1/captures/{id}/download",
                 "/api/v1/config",
+                "/api/v1/config/reload",
                 "/api/v1/stats",
                 "/api/v1/status",
                 "/healthz",
@@ -216,7 +245,7 @@ mod tests {
                 "/readyz"
             ]
         );
-        for path in documented.into_iter().filter(|p| !p.contains('{')) {
+        for path in documented.into_iter().filter(|p| !p.contains('{') && !p.ends_with("reload")) {
             let (status, body) = get(&router, path).await;
             assert_eq!(status, StatusCode::OK, "{path}: {body}");
         }
@@ -232,7 +261,7 @@ mod tests {
         assert_eq!(status["interfaces"][0]["name"], "lo");
         assert_eq!(status["interfaces"][0]["backend"], "sw_loopback");
         assert_eq!(status["config"]["generation"], 1);
-        assert_eq!(status["config"]["sha256"], state.config_sha256);
+        assert_eq!(status["config"]["sha256"], state.active.lock().unwrap().sha256);
         let stats: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/stats").await.1).unwrap();
         assert_eq!(stats["interfaces"][0]["rx_queues"][0]["name"], "r");
         assert_eq!(stats["memory_regions"][0]["num_bufs"], 64);
@@ -320,12 +349,61 @@ mod tests {
         let engine = Arc::new(Engine::from_yaml(CONFIG).unwrap());
         let dir = std::env::temp_dir().join(format!("daqiri-admin-floor-{}", std::process::id()));
         let captures = crate::capture::CaptureManager::new(&engine, dir, u64::MAX).unwrap();
-        let state = AdminState::new(engine, CONFIG.to_owned(), captures, None).unwrap();
+        let state = AdminState::new(engine, CONFIG.to_owned(), None, captures, None).unwrap();
         let (router, _) = router(state);
         let (status, answer) =
             send(&router, "POST", "/api/v1/captures", None, r#"{"format": "pcap", "interface": "lo", "name": "a"}"#)
                 .await;
         assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE);
         assert!(answer["message"].as_str().unwrap().contains("below the"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn config_put_applies_flow_changes_and_refuses_the_rest_untouched() {
+        let (router, _, state) = app();
+        let put = |body: String| {
+            let router = router.clone();
+            async move {
+                let request = Request::put("/api/v1/config").body(Body::from(body)).unwrap();
+                let response = router.oneshot(request).await.unwrap();
+                let status = response.status();
+                let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+                (status, serde_json::from_slice::<serde_json::Value>(&body).unwrap())
+            }
+        };
+        // Invalid: every error, with its path; nothing changes.
+        let invalid = CONFIG.replace("version: 1", "version: 7").replace("batch_size: 8", "batch_size: 0");
+        let (status, answer) = put(invalid).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+        let paths: Vec<&str> = answer["errors"].as_array().unwrap().iter().filter_map(|e| e["path"].as_str()).collect();
+        assert!(
+            paths.contains(&"daqiri.cfg.version")
+                && paths.contains(&"daqiri.cfg.interfaces[0].rx.queues[0].batch_size"),
+            "{answer}"
+        );
+        assert_eq!(get(&router, "/api/v1/config").await.1, CONFIG);
+
+        // A flow added: applied live, generation 2.
+        let with_flow = CONFIG.replace(
+            "memory_regions: [m] }] }",
+            "memory_regions: [m] }], flows: [{ name: f, id: 3, action: { type: queue, id: 0 }, match: { udp_dst: 9 } }] }",
+        );
+        let (status, answer) = put(with_flow.clone()).await;
+        assert_eq!(
+            (status, answer["change"].as_str(), answer["generation"].as_u64()),
+            (StatusCode::OK, Some("flows"), Some(2)),
+            "{answer}"
+        );
+        assert_eq!(state.engine.stats().ports[0].flows[0].id, 3);
+        assert_eq!(put(with_flow.clone()).await.1["change"], "unchanged");
+
+        // A queue change needs a restart: 409, config and generation as they were.
+        let (status, answer) = put(with_flow.replace("batch_size: 8", "batch_size: 16")).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+        assert!(answer["message"].as_str().unwrap().contains("daqiri.cfg.interfaces[0].rx.queues changed"), "{answer}");
+        assert_eq!(get(&router, "/api/v1/config").await.1, with_flow);
+        let status: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/status").await.1).unwrap();
+        assert_eq!(status["config"]["generation"], 2);
+        assert!(get(&router, "/metrics").await.1.contains("daqiri_config_reload_failures_total"));
     }
 }

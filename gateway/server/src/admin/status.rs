@@ -102,7 +102,10 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
     Json(Status {
         version: env!("CARGO_PKG_VERSION"),
         uptime_s: state.started.elapsed().as_secs_f64(),
-        config: ConfigInfo { generation: state.generation, sha256: state.config_sha256.clone() },
+        config: {
+            let active = state.active.lock().unwrap_or_else(|e| e.into_inner());
+            ConfigInfo { generation: active.generation, sha256: active.sha256.clone() }
+        },
         interfaces,
     })
 }

@@ -173,9 +173,10 @@ impl Delivery<'_> {
             dst_port: self.local_port,
             ipv4_len: (IPV4_LEN + UDP_LEN + len).min(u16::MAX as usize) as u16,
         };
-        match p.flows.steer(&key) {
+        let flows = p.flows.load();
+        match flows.steer(&key) {
             Steering::Flow { rule, queue } => {
-                let rule = &p.flows.rules[rule];
+                let rule = &flows.rules[rule];
                 rule.stats.matched(len as u64);
                 self.assemblers[queue]
                     .push(PacketSlot::single(token, len as u32, Some(rule.flow_id)).with_source(peer), self.regions);
