@@ -141,8 +141,10 @@ pub(crate) fn run_gateway(
     let mut last_packets = 0;
     let mut last_change = Instant::now();
     let mut next_status = Instant::now() + interval;
+    let mut watch = args.config.as_ref().map(|path| FileWatch::new(path.clone()));
     while !shutdown.requested() && deadline.is_none_or(|d| Instant::now() < d) {
-        if hangup.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        let changed = watch.as_mut().is_some_and(FileWatch::changed);
+        if hangup.swap(false, std::sync::atomic::Ordering::Relaxed) || changed {
             match &admin {
                 // The outcome is logged and counted by the reload itself.
                 Some((_, state)) => drop(crate::admin::reload_from_file(state)),
@@ -184,4 +186,34 @@ pub(crate) fn run_gateway(
 
 fn received(engine: &Engine) -> u64 {
     engine.stats().ports.iter().map(|p| p.rx_total().packets + p.rx_total().total_drops()).sum()
+}
+
+/// Notices when the config file's content changes. Polls once a second: a
+/// mounted ConfigMap is replaced by swapping a `..data` symlink, which an
+/// inotify watch on the file itself never sees, while re-reading always does.
+#[derive(Debug)]
+struct FileWatch {
+    path: PathBuf,
+    content: Option<Vec<u8>>,
+    next_look: Instant,
+}
+
+impl FileWatch {
+    fn new(path: PathBuf) -> Self {
+        let content = std::fs::read(&path).ok();
+        Self { path, content, next_look: Instant::now() + Duration::from_secs(1) }
+    }
+
+    fn changed(&mut self) -> bool {
+        if Instant::now() < self.next_look {
+            return false;
+        }
+        self.next_look = Instant::now() + Duration::from_secs(1);
+        let now = std::fs::read(&self.path).ok();
+        if now.is_some() && now != self.content {
+            self.content = now;
+            return true;
+        }
+        false
+    }
 }

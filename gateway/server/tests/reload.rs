@@ -32,7 +32,16 @@ fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_noth
     std::fs::write(&file, config(udp, 0)).unwrap();
     let summary = dir.join("summary.json");
     let mut gateway = Command::new(GATEWAY)
-        .args(["run", "--seq-offset", "0", "--exit-when-idle", "1.5", "--admin-addr", &format!("127.0.0.1:{admin}"), "--config"])
+        .args([
+            "run",
+            "--seq-offset",
+            "0",
+            "--exit-when-idle",
+            "1.5",
+            "--admin-addr",
+            &format!("127.0.0.1:{admin}"),
+            "--config",
+        ])
         .arg(&file)
         .arg("--summary-json")
         .arg(&summary)
@@ -45,7 +54,17 @@ fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_noth
         std::thread::sleep(Duration::from_millis(50));
     }
     let sender = Command::new(GATEWAY)
-        .args(["gen", "--dest", &format!("127.0.0.1:{udp}"), "--rate", "50000", "--count", "150000", "--src-port", "30000"])
+        .args([
+            "gen",
+            "--dest",
+            &format!("127.0.0.1:{udp}"),
+            "--rate",
+            "50000",
+            "--count",
+            "150000",
+            "--src-port",
+            "30000",
+        ])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -70,4 +89,48 @@ fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_noth
         assert_eq!(seq["flow_id"], 5);
         assert_eq!(seq["stats"]["gaps"], 0, "{seq}");
     }
+}
+
+#[test]
+fn a_configmap_style_symlink_swap_is_picked_up_without_a_signal() {
+    let dir = std::env::temp_dir().join(format!("daqiri-reload-watch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("v1")).unwrap();
+    std::fs::create_dir_all(dir.join("v2")).unwrap();
+    let (udp, admin) = (free_port(false), free_port(true));
+    std::fs::write(dir.join("v1/gateway.yaml"), config(udp, 0)).unwrap();
+    std::fs::write(dir.join("v2/gateway.yaml"), config(udp, 1)).unwrap();
+    // Kubernetes layout: gateway.yaml -> ..data/gateway.yaml, ..data -> v1 (swapped atomically).
+    std::os::unix::fs::symlink("v1", dir.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/gateway.yaml", dir.join("gateway.yaml")).unwrap();
+    let mut gateway = Command::new(GATEWAY)
+        .args(["run", "--admin-addr", &format!("127.0.0.1:{admin}"), "--config"])
+        .arg(dir.join("gateway.yaml"))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let generation = || -> Option<u64> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", admin)).ok()?;
+        write!(s, "GET /api/v1/status HTTP/1.0\r\n\r\n").ok()?;
+        let mut r = String::new();
+        s.read_to_string(&mut r).ok()?;
+        let body: Value = serde_json::from_str(r.split_once("\r\n\r\n")?.1).ok()?;
+        body["config"]["generation"].as_u64()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while generation() != Some(1) {
+        assert!(Instant::now() < deadline, "gateway did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::os::unix::fs::symlink("v2", dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while generation() != Some(2) {
+        assert!(Instant::now() < deadline, "the symlink swap was not picked up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }
