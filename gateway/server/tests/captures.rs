@@ -2,19 +2,15 @@
 //! capture whose gateway is killed with SIGKILL still reads to its last
 //! whole record. `tests/setup.sh` installs tshark.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const GATEWAY: &str = env!("CARGO_BIN_EXE_daqiri-gateway");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use common::{GATEWAY, free_tcp_port as free_port, http, wait_for_port};
 
 struct Gateway {
     child: Child,
@@ -55,27 +51,12 @@ impl Gateway {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", admin)).is_err() {
-            assert!(Instant::now() < deadline, "admin API did not come up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for_port(admin);
         Gateway { child, admin, udp, dir }
     }
 
     fn request(&self, method: &str, path: &str, body: &str) -> (u16, Vec<u8>) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.admin)).unwrap();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer t0ken\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).unwrap();
-        let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-        let status = String::from_utf8_lossy(&response[9..12]).parse().unwrap();
-        (status, response[split + 4..].to_vec())
+        http(self.admin, method, path, &[("Authorization", "Bearer t0ken"), ("Content-Type", "application/json")], body)
     }
 
     fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {

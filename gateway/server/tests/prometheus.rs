@@ -2,19 +2,15 @@
 //! traffic; every query of every dashboard in `dashboards/` must return data
 //! through Prometheus' HTTP API. `tests/setup.sh` installs prometheus.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const GATEWAY: &str = env!("CARGO_BIN_EXE_daqiri-gateway");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use common::{GATEWAY, free_tcp_port as free_port, http, wait_for_port};
 
 struct Killed(Child);
 
@@ -26,11 +22,7 @@ impl Drop for Killed {
 }
 
 fn http_get(port: u16, path: &str) -> String {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
+    String::from_utf8(http(port, "GET", path, &[], "").1).unwrap()
 }
 
 fn percent_encode(text: &str) -> String {
@@ -152,22 +144,10 @@ daqiri:
         .collect();
 
     // A running capture, so the capture panel has series.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", admin)).is_err() {
-        assert!(Instant::now() < deadline, "admin API did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_port(admin);
     let capture = r#"{"format": "pcap", "interface": "udp_rx", "name": "dashboard"}"#;
-    let mut stream = TcpStream::connect(("127.0.0.1", admin)).unwrap();
-    write!(
-        stream,
-        "POST /api/v1/captures HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{capture}",
-        capture.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.0 201") || answer.starts_with("HTTP/1.1 201"), "{answer}");
+    let (status, answer) = http(admin, "POST", "/api/v1/captures", &[("Content-Type", "application/json")], capture);
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&answer));
 
     let dashboards: Vec<PathBuf> =
         std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../dashboards"))

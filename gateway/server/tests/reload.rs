@@ -1,20 +1,14 @@
 //! Reloads during traffic: a flow change applied by SIGHUP loses nothing, an
 //! invalid file is refused and changes nothing.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const GATEWAY: &str = env!("CARGO_BIN_EXE_daqiri-gateway");
-
-fn free_port(tcp: bool) -> u16 {
-    if tcp {
-        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-    } else {
-        std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-    }
-}
+use common::{GATEWAY, free_tcp_port, free_udp_port, http, wait_for_port};
 
 fn config(udp: u16, flow_queue: u16) -> String {
     format!(
@@ -27,7 +21,7 @@ fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_noth
     let dir = std::env::temp_dir().join(format!("daqiri-reload-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (udp, admin) = (free_port(false), free_port(true));
+    let (udp, admin) = (free_udp_port(), free_tcp_port());
     let file = dir.join("gateway.yaml");
     std::fs::write(&file, config(udp, 0)).unwrap();
     let summary = dir.join("summary.json");
@@ -48,11 +42,7 @@ fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_noth
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", admin)).is_err() {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_port(admin);
     let sender = Command::new(GATEWAY)
         .args([
             "gen",
@@ -69,12 +59,24 @@ fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_noth
         .spawn()
         .unwrap();
     let hup = |pid: u32| assert!(Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap().success());
-    std::thread::sleep(Duration::from_millis(800));
+    let admin_json = |path: &str| -> Value { serde_json::from_slice(&http(admin, "GET", path, &[], "").1).unwrap() };
+    // Reload only once traffic is flowing, and wait for each reload to land, so
+    // the test does not depend on how fast a loaded machine starts the sender.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while admin_json("/api/v1/stats")["interfaces"][0]["rx_queues"][0]["packets"].as_u64().unwrap_or(0) < 20_000 {
+        assert!(Instant::now() < deadline, "traffic did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::fs::write(&file, "daqiri: { cfg: { version: 9 } }\n").unwrap();
     hup(gateway.id()); // invalid: refused, nothing changes
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(admin_json("/api/v1/status")["config"]["generation"], 1, "an invalid file changes nothing");
     std::fs::write(&file, config(udp, 1)).unwrap();
     hup(gateway.id()); // flow moves to queue 1 mid-stream
+    while admin_json("/api/v1/status")["config"]["generation"] != 2 {
+        assert!(Instant::now() < deadline, "the reload did not land");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(sender.wait_with_output().unwrap().status.success());
     assert!(gateway.wait().unwrap().success());
     let summary: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
@@ -97,7 +99,7 @@ fn a_configmap_style_symlink_swap_is_picked_up_without_a_signal() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("v1")).unwrap();
     std::fs::create_dir_all(dir.join("v2")).unwrap();
-    let (udp, admin) = (free_port(false), free_port(true));
+    let (udp, admin) = (free_udp_port(), free_tcp_port());
     std::fs::write(dir.join("v1/gateway.yaml"), config(udp, 0)).unwrap();
     std::fs::write(dir.join("v2/gateway.yaml"), config(udp, 1)).unwrap();
     // Kubernetes layout: gateway.yaml -> ..data/gateway.yaml, ..data -> v1 (swapped atomically).
@@ -109,20 +111,12 @@ fn a_configmap_style_symlink_swap_is_picked_up_without_a_signal() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let generation = || -> Option<u64> {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", admin)).ok()?;
-        write!(s, "GET /api/v1/status HTTP/1.0\r\n\r\n").ok()?;
-        let mut r = String::new();
-        s.read_to_string(&mut r).ok()?;
-        let body: Value = serde_json::from_str(r.split_once("\r\n\r\n")?.1).ok()?;
+    let generation = || {
+        let body: Value = serde_json::from_slice(&http(admin, "GET", "/api/v1/status", &[], "").1).unwrap();
         body["config"]["generation"].as_u64()
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while generation() != Some(1) {
-        assert!(Instant::now() < deadline, "gateway did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_port(admin);
+    assert_eq!(generation(), Some(1));
     std::os::unix::fs::symlink("v2", dir.join("..data_tmp")).unwrap();
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
