@@ -185,7 +185,15 @@ pub(crate) fn run_gateway(
 }
 
 fn received(engine: &Engine) -> u64 {
-    engine.stats().ports.iter().map(|p| p.rx_total().packets + p.rx_total().total_drops()).sum()
+    engine
+        .stats()
+        .ports
+        .iter()
+        .map(|p| {
+            let total = p.rx_total();
+            total.packets + total.total_drops()
+        })
+        .sum()
 }
 
 /// Notices when the config file's content changes. Polls once a second: a

@@ -43,9 +43,10 @@ impl Snapshot {
         *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(self.engine.stats());
     }
 
-    fn get(&self) -> EngineStats {
+    /// Runs `read` on this scrape's snapshot, without copying it.
+    fn with<R>(&self, read: impl FnOnce(&EngineStats) -> R) -> R {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        last.get_or_insert_with(|| self.engine.stats()).clone()
+        read(last.get_or_insert_with(|| self.engine.stats()))
     }
 }
 
@@ -72,7 +73,7 @@ impl Telemetry {
             meter
                 .u64_observable_counter(name)
                 .with_description(description)
-                .with_callback(move |observer| observe(observer, series(&snapshot.get())))
+                .with_callback(move |observer| observe(observer, snapshot.with(series)))
                 .build();
         };
         counter("daqiri.rx.packets", "Packets delivered to RX queues", |s| queues(s, Direction::Rx, |q| q.packets));
@@ -88,13 +89,15 @@ impl Telemetry {
                 .u64_observable_gauge(name)
                 .with_description(description)
                 .with_callback(move |observer| {
-                    for r in snapshot.get().regions {
-                        let labels = [
-                            KeyValue::new("daqiri.memory_region.name", r.name.clone()),
-                            KeyValue::new("daqiri.memory_region.kind", r.kind),
-                        ];
-                        observer.observe(value(&r), &labels);
-                    }
+                    snapshot.with(|stats| {
+                        for r in &stats.regions {
+                            let labels = [
+                                KeyValue::new("daqiri.memory_region.name", r.name.clone()),
+                                KeyValue::new("daqiri.memory_region.kind", r.kind),
+                            ];
+                            observer.observe(value(r), &labels);
+                        }
+                    })
                 })
                 .build();
         };

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const GATEWAY: &str = env!("CARGO_BIN_EXE_daqiri-gateway");
+mod common;
+
+use common::GATEWAY;
 
 /// Two namespaces joined by a veth pair: `tx` at 10.x.0.1, `rx` at 10.x.0.2.
 struct VethPair {
