@@ -52,6 +52,7 @@ impl EngineInner {
 pub struct Engine {
     inner: Arc<EngineInner>,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    stopped: AtomicBool,
 }
 
 /// A TX burst the engine could not accept, handed back for a retry.
@@ -92,7 +93,7 @@ impl Engine {
             (0..ports.len()).map(|i| backend::open(&config, &ports[i], &regions)).collect::<Result<Vec<_>>>()?;
         let config = arc_swap::ArcSwap::from_pointee(config);
         let inner = Arc::new(EngineInner { config, regions, ports, stopping: AtomicBool::new(false) });
-        let engine = Engine { inner, workers: Mutex::new(Vec::new()) };
+        let engine = Engine { inner, workers: Mutex::new(Vec::new()), stopped: AtomicBool::new(false) };
         for (port, backend) in backends.into_iter().enumerate() {
             let workers = backend.start(&engine.inner, port as u16)?;
             engine.workers.lock().unwrap_or_else(|e| e.into_inner()).extend(workers);
@@ -252,14 +253,20 @@ impl Engine {
         Ok(self.port(port)?.local_addr.get().copied())
     }
 
+    /// The YAML path of the first change in `new` that a running engine cannot
+    /// take (anything beyond RX flows and `flow_isolation`), if any.
+    pub fn restart_needed_for(&self, new: &ValidConfig) -> Option<String> {
+        crate::reload::first_difference_beyond_flows(self.inner.config.load().config(), new.config())
+    }
+
     /// Applies a new config whose only changes are RX flows and
     /// `flow_isolation`, without stopping anything: each port's flow table is
     /// swapped whole, so no packet is lost and unchanged flows keep their
     /// counters. Any other change is refused with the first YAML path that
-    /// differs, and the running config stays as it was.
+    /// differs (see [`restart_needed_for`](Self::restart_needed_for)), and the
+    /// running config stays as it was.
     pub fn reload_flows(&self, new: ValidConfig) -> Result<()> {
-        let old = self.inner.config.load_full();
-        if let Some(path) = crate::reload::first_difference_beyond_flows(old.config(), new.config()) {
+        if let Some(path) = self.restart_needed_for(&new) {
             return Err(Error::new(
                 Status::NotSupported,
                 format!(
@@ -286,17 +293,25 @@ impl Engine {
     /// application can drain the rings before it drops the engine. Idempotent.
     pub fn shutdown(&self) {
         self.inner.stopping.store(true, Ordering::Relaxed);
-        let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|e| e.into_inner()));
-        for worker in workers {
+        // Joined under the lock: a concurrent caller returns only once every worker is gone.
+        let mut workers = self.workers.lock().unwrap_or_else(|e| e.into_inner());
+        for worker in workers.drain(..) {
             if worker.join().is_err() {
                 tracing::error!("a worker thread panicked during shutdown");
             }
         }
+        self.stopped.store(true, Ordering::Release);
     }
 
-    /// Whether [`shutdown`](Self::shutdown) has run.
+    /// Whether [`shutdown`](Self::shutdown) has begun.
     pub fn is_shut_down(&self) -> bool {
         self.inner.stopping()
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) has finished: no worker will
+    /// deliver another burst, so an empty poll now means drained.
+    pub fn has_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
     }
 }
 

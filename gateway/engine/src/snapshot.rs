@@ -8,7 +8,7 @@ use crate::queue::Queue;
 use crate::stats::QueueStatsSnapshot;
 
 /// Every counter of the engine at one moment.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct EngineStats {
     /// Per port.
     pub ports: Vec<PortStats>,

@@ -10,6 +10,7 @@ use daqiri::Engine;
 use sha2::{Digest, Sha256};
 
 use crate::capture::CaptureManager;
+use crate::live::LiveEngine;
 use crate::sequence::{SequenceStats, read_sequence};
 
 /// What the application does with each packet.
@@ -34,8 +35,9 @@ pub(crate) struct ConsumerReport {
 }
 
 /// Drains bursts until `stop` is set and the engine is shut down and empty.
+/// When a reload restarts the engine, drains the old one, then follows the new.
 pub(crate) fn run(
-    engine: &Arc<Engine>,
+    live: &LiveEngine,
     options: ConsumerOptions,
     stop: &AtomicBool,
     captures: &CaptureManager,
@@ -43,10 +45,16 @@ pub(crate) fn run(
     let mut report = ConsumerReport::default();
     let mut hashers: BTreeMap<u16, Sha256> = BTreeMap::new();
     let mut idle_rounds = 0u32;
+    let mut engine: Option<Arc<Engine>> = live.get();
     loop {
-        let Some(burst) = engine.get_rx_burst_any() else {
-            if stop.load(Ordering::Relaxed) && engine.is_shut_down() {
+        let Some(burst) = engine.as_ref().and_then(|e| e.get_rx_burst_any()) else {
+            let drained = engine.as_ref().is_none_or(|e| e.has_stopped());
+            if drained && stop.load(Ordering::Relaxed) {
                 break;
+            }
+            if drained {
+                // Let go of a stopped engine so a restart can free its memory.
+                engine = live.get().filter(|e| !e.has_stopped());
             }
             idle_rounds += 1;
             if idle_rounds > 64 {

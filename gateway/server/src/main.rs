@@ -11,6 +11,7 @@ mod check;
 mod client;
 mod consumer;
 mod demo;
+mod live;
 mod logging;
 mod run;
 mod sequence;

@@ -13,6 +13,7 @@ use daqiri_config::{Document, ValidConfig};
 
 use crate::capture::CaptureManager;
 use crate::consumer::{self, ConsumerOptions};
+use crate::live::LiveEngine;
 use crate::shutdown::ShutdownFlag;
 use crate::status::{StatusMeter, summary_json, summary_text};
 
@@ -98,8 +99,12 @@ pub(crate) fn run_gateway(
     if args.status_interval <= 0.0 {
         bail!("--status-interval must be positive");
     }
-    let engine = Arc::new(Engine::new(config.valid).context("cannot start the engine")?);
-    let captures = CaptureManager::new(&engine, args.capture_dir.clone(), args.capture_free_space_floor_mb << 20)?;
+    let live = LiveEngine::new(Engine::new(config.valid).context("cannot start the engine")?);
+    let captures = CaptureManager::new(
+        &live.get().expect("just started"),
+        args.capture_dir.clone(),
+        args.capture_free_space_floor_mb << 20,
+    )?;
     let admin = match args.no_admin {
         true => None,
         false => {
@@ -116,7 +121,7 @@ pub(crate) fn run_gateway(
                 bail!("--admin-token-file is empty");
             }
             let state = crate::admin::AdminState::new(
-                Arc::clone(&engine),
+                Arc::clone(&live),
                 config.yaml,
                 args.config.clone(),
                 Arc::clone(&captures),
@@ -130,12 +135,12 @@ pub(crate) fn run_gateway(
     let options = ConsumerOptions { seq_offset: args.seq_offset, digest: args.digest };
     let consumer_stop = Arc::new(AtomicBool::new(false));
     let consumer = {
-        let (engine, stop, captures) = (Arc::clone(&engine), Arc::clone(&consumer_stop), Arc::clone(&captures));
+        let (live, stop, captures) = (Arc::clone(&live), Arc::clone(&consumer_stop), Arc::clone(&captures));
         std::thread::Builder::new()
             .name("consumer".into())
-            .spawn(move || consumer::run(&engine, options, &stop, &captures))?
+            .spawn(move || consumer::run(&live, options, &stop, &captures))?
     };
-    let mut meter = StatusMeter::new(engine.stats());
+    let mut meter = StatusMeter::new(live.get().expect("just started").stats());
     let interval = Duration::from_secs_f64(args.status_interval);
     let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
     let mut last_packets = 0;
@@ -152,6 +157,9 @@ pub(crate) fn run_gateway(
             }
         }
         std::thread::sleep(Duration::from_millis(20).min(interval));
+        let Some(engine) = live.get() else {
+            continue; // restarting
+        };
         let packets = received(&engine);
         if packets != last_packets {
             last_packets = packets;
@@ -170,11 +178,11 @@ pub(crate) fn run_gateway(
     }
     // Stop receiving, then let the application drain what was already delivered.
     drop(admin);
-    engine.shutdown();
+    live.shutdown();
     consumer_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let report = consumer.join().map_err(|_| anyhow::anyhow!("the consumer thread panicked"))?;
     captures.stop_all();
-    let stats = engine.stats();
+    let stats = live.get().map(|e| e.stats()).unwrap_or_default();
     print!("{}", summary_text(&stats, &report, meter.elapsed()));
     let summary = summary_json(&stats, &report, meter.elapsed());
     if let Some(path) = &args.summary_json {

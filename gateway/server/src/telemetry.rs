@@ -11,13 +11,15 @@
 //! `daqiri_queue_id!="all"`). Drops that happen before a queue is chosen
 //! (unmatched flow, truncated, socket overflow) carry `daqiri_queue_id="port"`.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use daqiri::{Direction, Engine, EngineStats, PortStats, QueueStatsSnapshot};
+use daqiri::{Direction, EngineStats, PortStats, QueueStatsSnapshot};
 
 use crate::admin::ReloadCounters;
 use crate::capture::{CaptureInfo, CaptureManager};
+use crate::live::LiveEngine;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{AsyncInstrument, MeterProvider};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
@@ -34,19 +36,24 @@ pub(crate) struct Telemetry {
 /// The engine snapshot the instruments of one scrape read.
 #[derive(Debug)]
 struct Snapshot {
-    engine: Arc<Engine>,
+    live: Arc<LiveEngine>,
     last: Mutex<Option<EngineStats>>,
 }
 
 impl Snapshot {
+    /// While the engine restarts there is nothing to report: engine series are absent.
+    fn take(&self) -> EngineStats {
+        self.live.get().map(|engine| engine.stats()).unwrap_or_default()
+    }
+
     fn refresh(&self) {
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(self.engine.stats());
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(self.take());
     }
 
     /// Runs `read` on this scrape's snapshot, without copying it.
     fn with<R>(&self, read: impl FnOnce(&EngineStats) -> R) -> R {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        read(last.get_or_insert_with(|| self.engine.stats()))
+        read(last.get_or_insert_with(|| self.take()))
     }
 }
 
@@ -55,7 +62,7 @@ type Series = Vec<(u64, Vec<KeyValue>)>;
 impl Telemetry {
     /// Registers every instrument for `engine`.
     pub(crate) fn new(
-        engine: Arc<Engine>,
+        live: Arc<LiveEngine>,
         captures: Arc<CaptureManager>,
         reloads: Arc<ReloadCounters>,
     ) -> anyhow::Result<Self> {
@@ -67,7 +74,7 @@ impl Telemetry {
             .context("cannot build the Prometheus exporter")?;
         let provider = SdkMeterProvider::builder().with_reader(exporter).build();
         let meter = provider.meter("daqiri");
-        let snapshot = Arc::new(Snapshot { engine, last: Mutex::new(None) });
+        let snapshot = Arc::new(Snapshot { live, last: Mutex::new(None) });
         let counter = |name: &'static str, description: &'static str, series: fn(&EngineStats) -> Series| {
             let snapshot = Arc::clone(&snapshot);
             meter
@@ -118,22 +125,18 @@ impl Telemetry {
                 })
                 .build();
         };
-        for (name, description, failed) in [
-            ("daqiri.config.reloads", "Configs applied by reload", false),
-            (
-                "daqiri.config.reload_failures",
-                "Reloads refused (invalid config or a change that needs a restart)",
-                true,
-            ),
-        ] {
+        type Field = fn(&ReloadCounters) -> &AtomicU64;
+        let reload_counters: [(_, _, Field); 3] = [
+            ("daqiri.config.reloads", "Configs applied by reload", |r| &r.applied),
+            ("daqiri.config.reload_failures", "Reloads refused (invalid, or failed to start)", |r| &r.failed),
+            ("daqiri.engine.restarts", "Engine restarts for changes beyond RX flows", |r| &r.restarts),
+        ];
+        for (name, description, counter) in reload_counters {
             let reloads = Arc::clone(&reloads);
             meter
                 .u64_observable_counter(name)
                 .with_description(description)
-                .with_callback(move |observer| {
-                    let counter = if failed { &reloads.failed } else { &reloads.applied };
-                    observer.observe(counter.load(std::sync::atomic::Ordering::Relaxed), &[]);
-                })
+                .with_callback(move |observer| observer.observe(counter(&reloads).load(Relaxed), &[]))
                 .build();
         }
         capture_counter("daqiri.capture.packets", "Packets written by captures", |c| c.packets);

@@ -2,9 +2,13 @@
 //!
 //! A new config is validated in full first; an invalid one is answered 422
 //! with every finding and the running config stays untouched. A valid one is
-//! applied without stopping anything when only RX flows changed (each port's
-//! flow table is swapped whole: no packet is lost); any other change is
-//! answered 409 naming the first changed path, and nothing changes.
+//! applied with the least disruption it allows:
+//! - only RX flows changed: each port's flow table is swapped whole, nothing
+//!   stops and no packet is lost;
+//! - anything else: the engine restarts on the new config (see
+//!   [`crate::live`]); packets arriving during the restart window are lost,
+//!   and the window is reported. A config that fails to start (a port in use,
+//!   too few hugepages) is answered 422 and the previous config runs again.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -18,6 +22,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{ActiveConfig, AdminState, ApiError};
+use crate::live::RestartError;
 
 /// The config as YAML, exactly as last applied.
 #[utoipa::path(get, path = "/api/v1/config", tag = "config", responses(
@@ -35,30 +40,44 @@ pub(crate) struct Applied {
     generation: u64,
     /// SHA-256 of the active YAML.
     sha256: String,
-    /// `unchanged` or `flows` (flow tables swapped live).
+    /// `unchanged`, `flows` (flow tables swapped live) or `restart` (engine restarted).
     change: &'static str,
+    /// For a restart: the YAML path of the first change that required it.
+    restart_reason: Option<String>,
+    /// For a restart: milliseconds from stopping the old engine to the new one receiving.
+    restart_ms: Option<f64>,
 }
 
 /// Validates and applies a new config (YAML body; needs the token when one is set).
 #[utoipa::path(put, path = "/api/v1/config", tag = "config", request_body(content = String, content_type = "application/yaml"), responses(
     (status = 200, body = Applied),
     (status = 401, body = super::error::ApiErrorBody),
-    (status = 409, body = super::error::ApiErrorBody, description = "a change that needs a restart; nothing was changed"),
-    (status = 422, body = super::error::ApiErrorBody, description = "invalid config: every error with its YAML path; nothing was changed")
+    (status = 422, body = super::error::ApiErrorBody, description = "invalid config (every error with its YAML path), or one that failed to start; the previous config runs"),
+    (status = 500, body = super::error::ApiErrorBody, description = "neither the new nor the previous config could start")
 ))]
 pub(crate) async fn put_config(State(state): State<Arc<AdminState>>, body: String) -> Result<Json<Applied>, ApiError> {
-    apply(&state, body).map(Json)
+    blocking(move || apply(&state, body)).await
+}
+
+/// A restart joins threads and allocates pools: keep it off the async workers.
+async fn blocking(
+    work: impl FnOnce() -> Result<Applied, ApiError> + Send + 'static,
+) -> Result<Json<Applied>, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the reload task failed: {e}"), None))?
+        .map(Json)
 }
 
 /// Re-reads the config file the gateway was started with and applies it.
 #[utoipa::path(post, path = "/api/v1/config/reload", tag = "config", responses(
     (status = 200, body = Applied),
     (status = 400, body = super::error::ApiErrorBody, description = "the gateway runs its embedded config: there is no file"),
-    (status = 409, body = super::error::ApiErrorBody),
-    (status = 422, body = super::error::ApiErrorBody)
+    (status = 422, body = super::error::ApiErrorBody),
+    (status = 500, body = super::error::ApiErrorBody)
 ))]
 pub(crate) async fn reload_config(State(state): State<Arc<AdminState>>) -> Result<Json<Applied>, ApiError> {
-    reload_from_file(&state).map(Json)
+    blocking(move || reload_from_file(&state)).await
 }
 
 /// Re-reads `--config` and applies it (the reload endpoint and SIGHUP).
@@ -90,8 +109,15 @@ pub(crate) fn apply(state: &AdminState, yaml: String) -> Result<Applied, ApiErro
 
 fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
     let mut active = state.active.lock().unwrap_or_else(|e| e.into_inner());
-    if yaml == active.yaml {
-        return Ok(Applied { generation: active.generation, sha256: active.sha256.clone(), change: "unchanged" });
+    let engine = state.live.get();
+    if yaml == active.yaml && engine.is_some() {
+        return Ok(Applied {
+            generation: active.generation,
+            sha256: active.sha256.clone(),
+            change: "unchanged",
+            restart_reason: None,
+            restart_ms: None,
+        });
     }
     let valid = Document::parse(&yaml).and_then(|doc| doc.validate()).map_err(|report| {
         let mut err = ApiError::new(
@@ -103,9 +129,56 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
         err.body.errors = report.diagnostics;
         err
     })?;
-    state.engine.reload_flows(valid).map_err(|e| {
-        ApiError::new(StatusCode::CONFLICT, format!("{}; the running config is unchanged", e.message), None)
+    let restart_reason = match &engine {
+        Some(engine) => engine.restart_needed_for(&valid),
+        None => Some("the engine (none was running)".to_owned()),
+    };
+    let Some(reason) = restart_reason else {
+        let engine = engine.expect("a flow-only change has a running engine");
+        engine.reload_flows(valid).map_err(|e| ApiError::new(StatusCode::CONFLICT, e.message, None))?;
+        *active = ActiveConfig::new(yaml, active.generation + 1);
+        return Ok(Applied {
+            generation: active.generation,
+            sha256: active.sha256.clone(),
+            change: "flows",
+            restart_reason: None,
+            restart_ms: None,
+        });
+    };
+    tracing::info!("restarting the engine on the new config ({reason} changed)");
+    let restarted = match engine {
+        Some(engine) => {
+            let previous = (*engine.config()).clone();
+            drop(engine); // the restart waits for every holder to let go
+            state.live.restart(valid, previous)
+        }
+        None => state.live.start(valid).map_err(|e| RestartError::Down { new: e, old: not_running() }),
+    };
+    let restart = restarted.map_err(|e| {
+        let status = match e {
+            RestartError::RolledBack(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            RestartError::Down { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let message = e.to_string();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            active.engine_error = Some(message.clone());
+        }
+        ApiError::new(status, message, None)
     })?;
+    if let Some(engine) = state.live.get() {
+        state.captures.follow(&engine);
+    }
+    state.reloads.restarts.fetch_add(1, Relaxed);
     *active = ActiveConfig::new(yaml, active.generation + 1);
-    Ok(Applied { generation: active.generation, sha256: active.sha256.clone(), change: "flows" })
+    Ok(Applied {
+        generation: active.generation,
+        sha256: active.sha256.clone(),
+        change: "restart",
+        restart_reason: Some(reason),
+        restart_ms: Some(restart.window.as_secs_f64() * 1e3),
+    })
+}
+
+fn not_running() -> daqiri::Error {
+    daqiri::Error::new(daqiri::Status::NotReady, "it was not running either")
 }

@@ -26,10 +26,10 @@ pub(crate) async fn healthz() -> Json<Health> {
 /// The engine is initialised and running (every interface opened at init).
 #[utoipa::path(get, path = "/readyz", tag = "health", responses(
     (status = 200, body = Health),
-    (status = 503, body = super::error::ApiErrorBody, description = "the engine is shutting down")
+    (status = 503, body = super::error::ApiErrorBody, description = "the engine is shutting down or restarting")
 ))]
 pub(crate) async fn readyz(State(state): State<Arc<AdminState>>) -> Result<Json<Health>, ApiError> {
-    if state.engine.is_shut_down() {
+    if state.engine()?.is_shut_down() {
         return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the engine is shutting down", None));
     }
     Ok(Json(Health { status: "ok" }))

@@ -28,10 +28,12 @@ use utoipa_axum::routes;
 pub(crate) use config::reload_from_file;
 pub(crate) use error::ApiError;
 
+use crate::live::LiveEngine;
+
 /// Everything the handlers read.
 #[derive(Debug)]
 pub(crate) struct AdminState {
-    pub engine: Arc<Engine>,
+    pub live: Arc<LiveEngine>,
     pub started: Instant,
     /// The active config; replaced by a successful reload.
     pub active: Mutex<ActiveConfig>,
@@ -47,18 +49,18 @@ pub(crate) struct AdminState {
 
 impl AdminState {
     pub(crate) fn new(
-        engine: Arc<Engine>,
+        live: Arc<LiveEngine>,
         config_yaml: String,
         config_path: Option<std::path::PathBuf>,
         captures: Arc<crate::capture::CaptureManager>,
         token: Option<String>,
     ) -> anyhow::Result<Arc<Self>> {
         let reloads = Arc::new(ReloadCounters::default());
-        let rates = Mutex::new(stats::RateSampler::new(engine.stats()));
+        let rates = Mutex::new(stats::RateSampler::default());
         let telemetry =
-            crate::telemetry::Telemetry::new(Arc::clone(&engine), Arc::clone(&captures), Arc::clone(&reloads))?;
+            crate::telemetry::Telemetry::new(Arc::clone(&live), Arc::clone(&captures), Arc::clone(&reloads))?;
         Ok(Arc::new(Self {
-            engine,
+            live,
             started: Instant::now(),
             active: Mutex::new(ActiveConfig::new(config_yaml, 1)),
             config_path,
@@ -69,6 +71,17 @@ impl AdminState {
             token,
         }))
     }
+
+    /// The running engine, or 503 while a config change restarts it.
+    pub(crate) fn engine(&self) -> Result<Arc<Engine>, ApiError> {
+        self.live.get().ok_or_else(|| {
+            ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "no engine is running: a config change is restarting it (or the last restart failed, see /api/v1/status)",
+                None,
+            )
+        })
+    }
 }
 
 /// The YAML the engine runs and its generation.
@@ -77,12 +90,14 @@ pub(crate) struct ActiveConfig {
     pub yaml: String,
     pub sha256: String,
     pub generation: u64,
+    /// Set when a restart left no engine running.
+    pub engine_error: Option<String>,
 }
 
 impl ActiveConfig {
     fn new(yaml: String, generation: u64) -> Self {
         let sha256 = crate::consumer::hex(&<sha2::Sha256 as sha2::Digest>::digest(yaml.as_bytes()));
-        Self { yaml, sha256, generation }
+        Self { yaml, sha256, generation, engine_error: None }
     }
 }
 
@@ -91,6 +106,8 @@ impl ActiveConfig {
 pub(crate) struct ReloadCounters {
     pub applied: std::sync::atomic::AtomicU64,
     pub failed: std::sync::atomic::AtomicU64,
+    /// Applied reloads that restarted the engine.
+    pub restarts: std::sync::atomic::AtomicU64,
 }
 
 #[derive(OpenApi)]
@@ -186,14 +203,14 @@ mod tests {
     const CONFIG: &str = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    loopback: sw\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: lo\n      address: loopback\n      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }\n";
 
     fn app_with_token(token: Option<&str>) -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
-        let engine = Arc::new(Engine::from_yaml(CONFIG).unwrap());
+        let live = LiveEngine::new(Engine::from_yaml(CONFIG).unwrap());
         let dir = std::env::temp_dir().join(format!(
             "daqiri-admin-test-{}-{:?}",
             std::process::id(),
             std::thread::current().id()
         ));
-        let captures = crate::capture::CaptureManager::new(&engine, dir, 0).unwrap();
-        let state = AdminState::new(engine, CONFIG.to_owned(), None, captures, token.map(str::to_owned)).unwrap();
+        let captures = crate::capture::CaptureManager::new(&live.get().unwrap(), dir, 0).unwrap();
+        let state = AdminState::new(live, CONFIG.to_owned(), None, captures, token.map(str::to_owned)).unwrap();
         let (router, api) = router(Arc::clone(&state));
         (router, api, state)
     }
@@ -272,7 +289,7 @@ mod tests {
     async fn readiness_follows_the_engine_and_unknown_routes_are_json() {
         let (router, _, state) = app();
         assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
-        state.engine.shutdown();
+        state.live.shutdown();
         let (status, body) = get(&router, "/readyz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(body.contains("shutting down"), "{body}");
@@ -346,10 +363,10 @@ mod tests {
 
     #[tokio::test]
     async fn captures_refuse_to_start_below_the_free_space_floor() {
-        let engine = Arc::new(Engine::from_yaml(CONFIG).unwrap());
+        let live = LiveEngine::new(Engine::from_yaml(CONFIG).unwrap());
         let dir = std::env::temp_dir().join(format!("daqiri-admin-floor-{}", std::process::id()));
-        let captures = crate::capture::CaptureManager::new(&engine, dir, u64::MAX).unwrap();
-        let state = AdminState::new(engine, CONFIG.to_owned(), None, captures, None).unwrap();
+        let captures = crate::capture::CaptureManager::new(&live.get().unwrap(), dir, u64::MAX).unwrap();
+        let state = AdminState::new(live, CONFIG.to_owned(), None, captures, None).unwrap();
         let (router, _) = router(state);
         let (status, answer) =
             send(&router, "POST", "/api/v1/captures", None, r#"{"format": "pcap", "interface": "lo", "name": "a"}"#)
@@ -359,7 +376,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn config_put_applies_flow_changes_and_refuses_the_rest_untouched() {
+    async fn config_put_swaps_flows_restarts_for_the_rest_and_rolls_back_what_cannot_start() {
         let (router, _, state) = app();
         let put = |body: String| {
             let router = router.clone();
@@ -394,16 +411,47 @@ mod tests {
             (StatusCode::OK, Some("flows"), Some(2)),
             "{answer}"
         );
-        assert_eq!(state.engine.stats().ports[0].flows[0].id, 3);
+        assert_eq!(state.live.get().unwrap().stats().ports[0].flows[0].id, 3);
         assert_eq!(put(with_flow.clone()).await.1["change"], "unchanged");
 
-        // A queue change needs a restart: 409, config and generation as they were.
-        let (status, answer) = put(with_flow.replace("batch_size: 8", "batch_size: 16")).await;
-        assert_eq!(status, StatusCode::CONFLICT);
-        assert!(answer["message"].as_str().unwrap().contains("daqiri.cfg.interfaces[0].rx.queues changed"), "{answer}");
-        assert_eq!(get(&router, "/api/v1/config").await.1, with_flow);
+        // A queue change restarts the engine on the new config.
+        let bigger = with_flow.replace("batch_size: 8", "batch_size: 16");
+        let (status, answer) = put(bigger.clone()).await;
+        assert_eq!(
+            (status, answer["change"].as_str(), answer["generation"].as_u64()),
+            (StatusCode::OK, Some("restart"), Some(3)),
+            "{answer}"
+        );
+        assert_eq!(answer["restart_reason"], "daqiri.cfg.interfaces[0].rx.queues", "{answer}");
+        assert!(answer["restart_ms"].as_f64().unwrap() > 0.0, "{answer}");
+        {
+            let engine = state.live.get().unwrap(); // let go before the next restart waits for holders
+            assert_eq!(engine.config().config().interfaces[0].rx.as_ref().unwrap().queues[0].batch_size, Some(16));
+            assert_eq!(engine.stats().ports[0].flows[0].id, 3);
+        }
+        assert!(
+            get(&router, "/metrics").await.1.contains("daqiri_engine_restarts_total{otel_scope_name=\"daqiri\"} 1")
+        );
+        assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
+
+        // A config that cannot start (its UDP port is taken): 422, the previous config runs again.
+        let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let socket = format!(
+            "daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 64, buf_size: 2048 }}\n    interfaces:\n    - name: udp\n      socket_config: {{ mode: server, local_addr: \"udp://{}\" }}\n      rx: {{ queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }}] }}\n",
+            taken.local_addr().unwrap()
+        );
+        let (status, answer) = put(socket).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+        assert!(answer["message"].as_str().unwrap().contains("the previous config runs again"), "{answer}");
+        assert_eq!(get(&router, "/api/v1/config").await.1, bigger);
         let status: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/status").await.1).unwrap();
-        assert_eq!(status["config"]["generation"], 2);
-        assert!(get(&router, "/metrics").await.1.contains("daqiri_config_reload_failures_total"));
+        assert_eq!((status["config"]["generation"].as_u64(), status["engine"].as_str()), (Some(3), Some("running")));
+        assert_eq!(status["interfaces"][0]["backend"], "sw_loopback");
+        assert!(
+            get(&router, "/metrics")
+                .await
+                .1
+                .contains("daqiri_config_reload_failures_total{otel_scope_name=\"daqiri\"} 2")
+        );
     }
 }

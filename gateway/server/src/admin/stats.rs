@@ -12,32 +12,33 @@ use daqiri::{EngineStats, QueueStatsSnapshot};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::AdminState;
+use super::{AdminState, ApiError};
 
 /// Rates are recomputed when the last sample is at least this old.
 const MIN_RATE_WINDOW: Duration = Duration::from_millis(500);
 
 /// Keeps the previous snapshot to turn counters into rates.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct RateSampler {
-    at: Instant,
-    last: EngineStats,
+    /// The previous snapshot and when it was taken.
+    last: Option<(Instant, EngineStats)>,
     /// (port, direction, queue) -> (packets/s, bits/s)
     rates: BTreeMap<(u16, &'static str, u16), (f64, f64)>,
     flow_rates: BTreeMap<(u16, u32), f64>,
 }
 
 impl RateSampler {
-    pub(crate) fn new(first: EngineStats) -> Self {
-        Self { at: Instant::now(), last: first, rates: BTreeMap::new(), flow_rates: BTreeMap::new() }
-    }
-
+    /// Counters that went down (an engine restart) give a zero rate for one window.
     fn update(&mut self, now: &EngineStats) {
-        let secs = self.at.elapsed().as_secs_f64();
-        if self.at.elapsed() < MIN_RATE_WINDOW {
+        let Some((at, last)) = &self.last else {
+            self.last = Some((Instant::now(), now.clone()));
+            return;
+        };
+        let secs = at.elapsed().as_secs_f64();
+        if at.elapsed() < MIN_RATE_WINDOW {
             return;
         }
-        for (p, before) in now.ports.iter().zip(&self.last.ports) {
+        for (p, before) in now.ports.iter().zip(&last.ports) {
             for (dir, queues, old) in [("rx", &p.rx_queues, &before.rx_queues), ("tx", &p.tx_queues, &before.tx_queues)]
             {
                 for (q, b) in queues.iter().zip(old) {
@@ -50,8 +51,7 @@ impl RateSampler {
                 self.flow_rates.insert((p.id, f.id), f.packets.saturating_sub(b.packets) as f64 / secs);
             }
         }
-        self.at = Instant::now();
-        self.last = now.clone();
+        self.last = Some((Instant::now(), now.clone()));
     }
 }
 
@@ -141,9 +141,12 @@ fn drops(s: &QueueStatsSnapshot) -> BTreeMap<String, u64> {
 }
 
 /// Counters, rates, drops by reason and pool occupancy.
-#[utoipa::path(get, path = "/api/v1/stats", tag = "stats", responses((status = 200, body = Stats)))]
-pub(crate) async fn stats(State(state): State<Arc<AdminState>>) -> Json<Stats> {
-    let now = state.engine.stats();
+#[utoipa::path(get, path = "/api/v1/stats", tag = "stats", responses(
+    (status = 200, body = Stats),
+    (status = 503, body = super::error::ApiErrorBody, description = "the engine is restarting")
+))]
+pub(crate) async fn stats(State(state): State<Arc<AdminState>>) -> Result<Json<Stats>, ApiError> {
+    let now = state.engine()?.stats();
     let mut sampler = state.rates.lock().unwrap_or_else(|e| e.into_inner());
     sampler.update(&now);
     let queue = |port: u16, dir: &'static str, q: &daqiri::QueueStatsEntry| {
@@ -194,5 +197,5 @@ pub(crate) async fn stats(State(state): State<Arc<AdminState>>) -> Json<Stats> {
             buf_size: r.buf_size,
         })
         .collect();
-    Json(Stats { interfaces, memory_regions })
+    Ok(Json(Stats { interfaces, memory_regions }))
 }

@@ -18,7 +18,10 @@ pub(crate) struct Status {
     uptime_s: f64,
     /// The active config.
     config: ConfigInfo,
-    /// Interfaces in port order.
+    /// `running`, `stopped` (shutting down), `restarting` (a config change is
+    /// being applied) or `down` (a restart failed: see `config.engine_error`).
+    engine: &'static str,
+    /// Interfaces in port order (empty while no engine runs).
     interfaces: Vec<InterfaceStatus>,
 }
 
@@ -29,6 +32,8 @@ pub(crate) struct ConfigInfo {
     generation: u64,
     /// SHA-256 of the active YAML.
     sha256: String,
+    /// Why no engine runs, after a restart in which neither config could start.
+    engine_error: Option<String>,
 }
 
 /// One interface.
@@ -77,8 +82,15 @@ pub(crate) struct FlowStatus {
 /// Version, uptime, active config and every interface, queue and flow.
 #[utoipa::path(get, path = "/api/v1/status", tag = "status", responses((status = 200, body = Status)))]
 pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status> {
-    let stats = state.engine.stats();
-    let running = if state.engine.is_shut_down() { "stopped" } else { "running" };
+    let active = state.active.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let engine = state.live.get();
+    let stats = engine.as_ref().map(|e| e.stats()).unwrap_or_default();
+    let running = match &engine {
+        Some(e) if e.is_shut_down() => "stopped",
+        Some(_) => "running",
+        None if active.engine_error.is_some() => "down",
+        None => "restarting",
+    };
     let queues = |qs: &[daqiri::QueueStatsEntry]| {
         qs.iter().map(|q| QueueStatus { id: q.id, name: q.name.clone(), state: running }).collect::<Vec<_>>()
     };
@@ -102,10 +114,8 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
     Json(Status {
         version: env!("CARGO_PKG_VERSION"),
         uptime_s: state.started.elapsed().as_secs_f64(),
-        config: {
-            let active = state.active.lock().unwrap_or_else(|e| e.into_inner());
-            ConfigInfo { generation: active.generation, sha256: active.sha256.clone() }
-        },
+        config: ConfigInfo { generation: active.generation, sha256: active.sha256, engine_error: active.engine_error },
+        engine: running,
         interfaces,
     })
 }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use daqiri::{Burst, Engine};
 
@@ -48,14 +48,19 @@ pub(crate) struct CaptureManager {
     running: AtomicUsize,
     next_id: AtomicU64,
     /// Per port: its name, and its local address for socket streams.
-    ports: Vec<(String, Option<SocketAddr>)>,
+    ports: RwLock<Vec<PortInfo>>,
+}
+
+type PortInfo = (String, Option<SocketAddr>);
+
+fn port_infos(engine: &Engine) -> Vec<PortInfo> {
+    engine.stats().ports.iter().map(|p| (p.name.clone(), engine.local_addr(p.id).ok().flatten())).collect()
 }
 
 impl CaptureManager {
     /// The directory is created when the first capture starts.
     pub(crate) fn new(engine: &Engine, dir: PathBuf, free_space_floor: u64) -> anyhow::Result<Arc<Self>> {
-        let ports =
-            engine.stats().ports.iter().map(|p| (p.name.clone(), engine.local_addr(p.id).ok().flatten())).collect();
+        let ports = RwLock::new(port_infos(engine));
         Ok(Arc::new(Self {
             dir,
             free_space_floor,
@@ -73,8 +78,9 @@ impl CaptureManager {
 
     /// Starts a capture.
     pub(crate) fn start(self: &Arc<Self>, request: CaptureRequest) -> Result<CaptureInfo, CaptureError> {
-        let port = self.ports.iter().position(|(name, _)| *name == request.interface).ok_or_else(|| {
-            let names: Vec<&str> = self.ports.iter().map(|(n, _)| n.as_str()).collect();
+        let ports = self.ports.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let port = ports.iter().position(|(name, _)| *name == request.interface).ok_or_else(|| {
+            let names: Vec<&str> = ports.iter().map(|(n, _)| n.as_str()).collect();
             CaptureError::Invalid(
                 "interface",
                 format!("no interface \"{}\"; valid: {}", request.interface, names.join(", ")),
@@ -93,7 +99,7 @@ impl CaptureManager {
             ));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let local = self.ports[port].1;
+        let local = ports[port].1;
         let session = Session::start(id, port as u16, local, plan, Arc::clone(self))
             .map_err(|e| CaptureError::Failed(format!("{e:#}")))?;
         self.running.fetch_add(1, Ordering::Relaxed);
@@ -138,6 +144,22 @@ impl CaptureManager {
             self.sessions.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
         for s in sessions {
             s.stop_and_wait("gateway shutting down");
+        }
+    }
+
+    /// Follows a restarted engine: captures whose interface kept its port id
+    /// and address go on; the others stop, their files complete.
+    pub(crate) fn follow(&self, engine: &Engine) {
+        let now = port_infos(engine);
+        let before = std::mem::replace(&mut *self.ports.write().unwrap_or_else(|e| e.into_inner()), now.clone());
+        let sessions: Vec<Arc<Session>> =
+            self.sessions.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        for session in sessions.iter().filter(|s| s.state() == CaptureState::Running) {
+            let port = usize::from(session.port());
+            if before.get(port) != now.get(port) {
+                let name = before.get(port).map_or("?", |(n, _)| n.as_str());
+                session.stop_and_wait(&format!("interface \"{name}\" changed in a config reload"));
+            }
         }
     }
 

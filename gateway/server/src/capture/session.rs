@@ -128,6 +128,11 @@ impl Session {
         &self.plan.name
     }
 
+    /// Port id of the captured interface.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
     pub(crate) fn state(&self) -> CaptureState {
         self.end.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(CaptureState::Running, |(s, _)| *s)
     }

@@ -1,0 +1,114 @@
+//! The running engine behind a handle that a config reload can replace.
+//!
+//! A change beyond RX flows (queues, regions, interfaces, global settings)
+//! restarts the engine: the old one stops and hands its sockets and memory
+//! back before the new one opens them, so a pool sized to the host's
+//! hugepages never needs twice the memory. While that happens the handle is
+//! empty and readers report "restarting". Packets the old engine had already
+//! delivered are drained by the application before it moves on; packets that
+//! arrive while no socket is bound are lost (the window is measured and
+//! reported by [`Restart`]).
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use daqiri::Engine;
+use daqiri_config::ValidConfig;
+
+/// How long a restart waits for the application to drain the old engine.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The engine the gateway runs now, replaceable as a whole.
+#[derive(Debug)]
+pub(crate) struct LiveEngine {
+    current: RwLock<Option<Arc<Engine>>>,
+}
+
+/// How a restart went.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Restart {
+    /// From stopping the old engine to the new one receiving.
+    pub window: Duration,
+}
+
+/// Why a restart did not install the new config.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RestartError {
+    /// The new config failed to start; the previous one runs again.
+    #[error("the new config could not start ({0}); the previous config runs again")]
+    RolledBack(daqiri::Error),
+    /// Neither config could start: the gateway receives nothing until a reload succeeds.
+    #[error(
+        "the new config could not start ({new}) and the previous one could not start again ({old}); \
+         no engine runs until a config is applied"
+    )]
+    Down { new: daqiri::Error, old: daqiri::Error },
+}
+
+impl LiveEngine {
+    pub(crate) fn new(engine: Engine) -> Arc<Self> {
+        Arc::new(Self { current: RwLock::new(Some(Arc::new(engine))) })
+    }
+
+    /// The running engine; `None` while it restarts (or after a failed restart).
+    pub(crate) fn get(&self) -> Option<Arc<Engine>> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Stops the running engine and starts `next` in its place; when `next`
+    /// cannot start, starts `previous` again. The caller serialises restarts.
+    pub(crate) fn restart(&self, next: ValidConfig, previous: ValidConfig) -> Result<Restart, RestartError> {
+        let started = Instant::now();
+        let old = self.current.write().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(old) = old {
+            old.shutdown();
+            release(old);
+        }
+        match Engine::new(next) {
+            Ok(engine) => {
+                self.install(engine);
+                Ok(Restart { window: started.elapsed() })
+            }
+            Err(new) => match Engine::new(previous) {
+                Ok(engine) => {
+                    self.install(engine);
+                    Err(RestartError::RolledBack(new))
+                }
+                Err(old) => Err(RestartError::Down { new, old }),
+            },
+        }
+    }
+
+    /// Starts `config` when no engine runs (after a failed restart).
+    pub(crate) fn start(&self, config: ValidConfig) -> Result<Restart, daqiri::Error> {
+        let started = Instant::now();
+        self.install(Engine::new(config)?);
+        Ok(Restart { window: started.elapsed() })
+    }
+
+    fn install(&self, engine: Engine) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(engine));
+    }
+
+    /// Stops the running engine for good (gateway exit); it stays readable.
+    pub(crate) fn shutdown(&self) {
+        if let Some(engine) = self.get() {
+            engine.shutdown();
+        }
+    }
+}
+
+/// Waits until the application has drained and let go of a stopped engine,
+/// so its memory is free before the next one allocates.
+fn release(old: Arc<Engine>) {
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while Arc::strong_count(&old) > 1 {
+        if Instant::now() >= deadline {
+            tracing::warn!(
+                "the previous engine is still held after {DRAIN_TIMEOUT:?}; its memory is freed when released"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
