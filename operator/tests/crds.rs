@@ -1,0 +1,123 @@
+//! The committed CRDs match the types, and their CEL rules accept the samples
+//! and refuse each documented mistake (evaluated by kube's CEL implementation).
+
+use daqiri_operator::crd::{DaqiriFlow, DaqiriPort};
+use serde_json::{Value, json};
+
+const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples");
+
+#[test]
+fn committed_crds_match_the_types() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds");
+    for (file, generated) in daqiri_operator::crdgen::manifests() {
+        let committed = std::fs::read_to_string(dir.join(&file)).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "crds/{file} differs from the types; run `cargo run -p daqiri-operator -- crdgen --out crds`"
+        );
+    }
+}
+
+fn samples(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(format!("{SAMPLES}/{file}")).unwrap();
+    serde_yaml::Deserializer::from_str(&text).map(|doc| serde::Deserialize::deserialize(doc).unwrap()).collect()
+}
+
+fn port_errors(value: &Value) -> Vec<String> {
+    let port: DaqiriPort = serde_json::from_value(value.clone()).unwrap();
+    port.validate_cel().map_or_else(|e| e.to_string().lines().map(str::to_owned).collect(), |()| Vec::new())
+}
+
+fn flow_errors(value: &Value) -> Vec<String> {
+    let flow: DaqiriFlow = serde_json::from_value(value.clone()).unwrap();
+    flow.validate_cel().map_or_else(|e| e.to_string().lines().map(str::to_owned).collect(), |()| Vec::new())
+}
+
+#[test]
+fn the_samples_pass_every_rule() {
+    for file in ["port-socket.yaml", "port-sriov-dpdk.yaml"] {
+        for port in samples(file) {
+            assert_eq!(port_errors(&port), Vec::<String>::new(), "{file}");
+        }
+    }
+    for flow in samples("flows.yaml") {
+        assert_eq!(flow_errors(&flow), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn port_rules_refuse_each_mistake_with_its_message() {
+    let socket = samples("port-socket.yaml").remove(0);
+    let dpdk = samples("port-sriov-dpdk.yaml").remove(0);
+    let with = |base: &Value, pointer: &str, value: Value| {
+        let mut v = base.clone();
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        match v.pointer_mut(parent).unwrap() {
+            Value::Array(items) => items[key.parse::<usize>().unwrap()] = value,
+            object => object[key] = value,
+        }
+        v
+    };
+    let without = |base: &Value, key: &str| {
+        let mut v = base.clone();
+        v["spec"].as_object_mut().unwrap().remove(key);
+        v
+    };
+    for (case, port, message) in [
+        ("dpdk without device", without(&dpdk, "device"), "dpdk ports need spec.device"),
+        ("socket without endpoints", without(&socket, "socket"), "socket and rdma ports need spec.socket"),
+        (
+            "two device fields",
+            with(&dpdk, "/spec/device", json!({"pciAddress": "0000:3b:00.0", "netdev": "ens1"})),
+            "exactly one of pciAddress, netdev, resourceName",
+        ),
+        (
+            "index without resource",
+            with(&dpdk, "/spec/device", json!({"pciAddress": "0000:3b:00.0", "resourceIndex": 1})),
+            "resourceIndex applies to resourceName",
+        ),
+        ("duplicate queue id", with(&socket, "/spec/rxQueues/1/id", json!(0)), "rxQueues ids must be unique"),
+        (
+            "queue names a missing region",
+            with(&socket, "/spec/rxQueues/0/memoryRegions", json!(["nope"])),
+            "must name one of spec.memoryRegions",
+        ),
+        (
+            "client without remote",
+            with(&socket, "/spec/socket", json!({"mode": "client", "localAddr": "udp://0.0.0.0:1"})),
+            "client mode needs remoteAddr",
+        ),
+        ("roce settings on dpdk", with(&dpdk, "/spec/roce", json!({"transportMode": "RC"})), "rdma ports only"),
+    ] {
+        let errors = port_errors(&port);
+        assert!(errors.iter().any(|e| e.contains(message)), "{case}: expected \"{message}\" in {errors:?}");
+    }
+}
+
+#[test]
+fn flow_rules_refuse_each_mistake_with_its_message() {
+    let flow = samples("flows.yaml").remove(1);
+    let mut both = flow.clone();
+    both["spec"]["queues"] = json!([0, 1]);
+    let mut neither = flow.clone();
+    neither["spec"].as_object_mut().unwrap().remove("queue");
+    let mut empty_match = flow.clone();
+    empty_match["spec"]["match"] = json!({});
+    let mut files_only = flow.clone();
+    files_only["spec"]["capture"] = json!({"format": "pcap", "rotateFiles": 3});
+    let mut reorder_both = flow.clone();
+    reorder_both["spec"]["reorder"] = json!({
+        "type": "cpu", "memoryRegion": "rx", "sequenceNumber": {"bitOffset": 0, "bitWidth": 32},
+        "packetsPerBatch": 8, "batchNumber": {"bitOffset": 32, "bitWidth": 16}
+    });
+    for (case, flow, message) in [
+        ("queue and queues", both, "give queue (one queue) or queues"),
+        ("no target", neither, "give queue (one queue) or queues"),
+        ("empty match", empty_match, "match at least one of"),
+        ("rotation count without size", files_only, "rotateFiles needs rotateBytes"),
+        ("two batch definitions", reorder_both, "packetsPerBatch or batchNumber"),
+    ] {
+        let errors = flow_errors(&flow);
+        assert!(errors.iter().any(|e| e.contains(message)), "{case}: expected \"{message}\" in {errors:?}");
+    }
+}
