@@ -1,6 +1,8 @@
 //! The daqiri-operator: `DaqiriPort` / `DaqiriFlow` custom resources rendered
 //! into each node's DAQIRI config, which the node's gateway runs.
 
+pub mod controller;
 pub mod crd;
 pub mod crdgen;
+pub mod gateway;
 pub mod render;

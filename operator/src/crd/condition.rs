@@ -20,6 +20,9 @@ pub struct ResourceStatus {
     /// Packets per second received, summed over the gateways (flows: matched by this flow).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_packets_per_second: Option<f64>,
+    /// When the rates were read (RFC 3339); refreshed at most once a minute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rates_sampled_at: Option<String>,
 }
 
 impl ResourceStatus {

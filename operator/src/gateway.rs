@@ -1,0 +1,157 @@
+//! The operator's side of the gateway's admin API: push a node's config,
+//! read back what runs, read flow rates, keep standing captures running.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::crd::CapturePolicy;
+
+/// How to reach the gateway pods' admin API.
+#[derive(Debug, Clone)]
+pub struct GatewayClient {
+    http: reqwest::Client,
+    port: u16,
+    token: Option<String>,
+}
+
+/// What `PUT /api/v1/config` answered.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Applied {
+    /// The gateway's config generation now.
+    pub generation: u64,
+    /// SHA-256 of the YAML it runs.
+    pub sha256: String,
+    /// `unchanged`, `flows` or `restart`.
+    pub change: String,
+}
+
+/// Why a gateway did not take a config.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// No answer (pod starting, network).
+    #[error("gateway at {0} did not answer: {1}")]
+    Unreachable(String, String),
+    /// It answered with an error.
+    #[error("gateway at {address} refused the config ({status}): {message}")]
+    Refused { address: String, status: u16, message: String },
+}
+
+/// Receive rates of one gateway, packets per second.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rates {
+    /// By interface name (all RX queues).
+    pub interfaces: BTreeMap<String, f64>,
+    /// By (interface name, flow id).
+    pub flows: BTreeMap<(String, u32), f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ErrorBody {
+    message: String,
+}
+
+impl GatewayClient {
+    /// `token`: the bearer token the gateways require for mutating calls, if any.
+    pub fn new(port: u16, token: Option<String>) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("a plain HTTP client always builds");
+        Self { http, port, token }
+    }
+
+    fn url(&self, ip: &str, path: &str) -> String {
+        format!("http://{ip}:{}{path}", self.port)
+    }
+
+    fn authorised(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// Sends a node's config; the gateway validates and applies it.
+    pub async fn apply(&self, ip: &str, yaml: &str) -> Result<Applied, GatewayError> {
+        let request = self.authorised(self.http.put(self.url(ip, "/api/v1/config"))).body(yaml.to_owned());
+        let response = request.send().await.map_err(|e| GatewayError::Unreachable(ip.to_owned(), e.to_string()))?;
+        let status = response.status();
+        if !status.is_success() {
+            let message = match response.json::<ErrorBody>().await {
+                Ok(body) => body.message,
+                Err(e) => format!("unreadable error body: {e}"),
+            };
+            return Err(GatewayError::Refused { address: ip.to_owned(), status: status.as_u16(), message });
+        }
+        response.json().await.map_err(|e| GatewayError::Unreachable(ip.to_owned(), e.to_string()))
+    }
+
+    /// Packets per second per interface and per flow, from `GET /api/v1/stats`.
+    pub async fn rates(&self, ip: &str) -> Result<Rates, GatewayError> {
+        let unreachable = |e: reqwest::Error| GatewayError::Unreachable(ip.to_owned(), e.to_string());
+        let stats: serde_json::Value = self
+            .http
+            .get(self.url(ip, "/api/v1/stats"))
+            .send()
+            .await
+            .map_err(unreachable)?
+            .json()
+            .await
+            .map_err(unreachable)?;
+        let mut rates = Rates::default();
+        for iface in stats["interfaces"].as_array().into_iter().flatten() {
+            let name = iface["name"].as_str().unwrap_or_default().to_owned();
+            let queues = iface["rx_queues"].as_array().into_iter().flatten();
+            rates.interfaces.insert(name.clone(), queues.filter_map(|q| q["packets_per_s"].as_f64()).sum());
+            for flow in iface["flows"].as_array().into_iter().flatten() {
+                if let (Some(id), Some(pps)) = (flow["id"].as_u64(), flow["packets_per_s"].as_f64()) {
+                    rates.flows.insert((name.clone(), id as u32), pps);
+                }
+            }
+        }
+        Ok(rates)
+    }
+
+    /// Starts the capture named `name` unless one of that name is running.
+    pub async fn ensure_capture(
+        &self,
+        ip: &str,
+        interface: &str,
+        flow_id: u32,
+        name: &str,
+        policy: &CapturePolicy,
+    ) -> Result<bool, GatewayError> {
+        let unreachable = |e: reqwest::Error| GatewayError::Unreachable(ip.to_owned(), e.to_string());
+        let list: Vec<serde_json::Value> = self
+            .http
+            .get(self.url(ip, "/api/v1/captures"))
+            .send()
+            .await
+            .map_err(unreachable)?
+            .json()
+            .await
+            .map_err(unreachable)?;
+        if list.iter().any(|c| c["name"] == name && c["state"] == "running") {
+            return Ok(false);
+        }
+        let body = json!({
+            "format": policy.format, "interface": interface, "flow": flow_id, "name": name,
+            "snaplen": policy.snaplen, "rotate_bytes": policy.rotate_bytes, "rotate_files": policy.rotate_files,
+        });
+        let response = self
+            .authorised(self.http.post(self.url(ip, "/api/v1/captures")))
+            .json(&body)
+            .send()
+            .await
+            .map_err(unreachable)?;
+        if !response.status().is_success() {
+            let status = response.status().as_u16();
+            let message = response.json::<ErrorBody>().await.map(|b| b.message).unwrap_or_default();
+            return Err(GatewayError::Refused { address: ip.to_owned(), status, message });
+        }
+        Ok(true)
+    }
+}
