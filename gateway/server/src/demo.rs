@@ -40,10 +40,11 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         admin_token_file: None,
         capture_dir: std::env::temp_dir().join("daqiri-demo-captures"),
         capture_free_space_floor_mb: 256,
+        wait_for_config: false,
     };
     let gateway = {
         let shutdown = shutdown.clone();
-        std::thread::spawn(move || run::run_gateway(config, &run_args, &shutdown))
+        std::thread::spawn(move || run::run_gateway(Some(config), &run_args, &shutdown))
     };
     // Give the gateway a moment to bind before traffic starts.
     std::thread::sleep(std::time::Duration::from_millis(300));

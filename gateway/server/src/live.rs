@@ -50,6 +50,11 @@ impl LiveEngine {
         Arc::new(Self { current: RwLock::new(Some(Arc::new(engine))) })
     }
 
+    /// A handle with no engine yet; [`start`](Self::start) installs one.
+    pub(crate) fn empty() -> Arc<Self> {
+        Arc::new(Self { current: RwLock::new(None) })
+    }
+
     /// The running engine; `None` while it restarts (or after a failed restart).
     pub(crate) fn get(&self) -> Option<Arc<Engine>> {
         self.current.read().unwrap_or_else(|e| e.into_inner()).clone()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use daqiri::Engine;
-use daqiri_config::{Document, ValidConfig};
+use daqiri_config::ValidConfig;
 
 use crate::capture::CaptureManager;
 use crate::consumer::{self, ConsumerOptions};
@@ -55,10 +55,21 @@ pub(crate) struct RunArgs {
     /// Captures refuse to start, and stop, below this much free space (MiB).
     #[arg(long, default_value_t = 1024)]
     pub capture_free_space_floor_mb: u64,
+    /// When --config does not exist yet, serve the admin API without an engine
+    /// and start once the file appears (a ConfigMap key the operator has not
+    /// written for this node yet) or a config is PUT.
+    #[arg(long, requires = "config", conflicts_with = "no_admin")]
+    pub wait_for_config: bool,
 }
 
 pub(crate) fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let loaded = load(args.config.as_ref())?;
+    let loaded = match &args.config {
+        Some(path) if args.wait_for_config && !path.exists() => {
+            tracing::warn!("{} does not exist yet: no engine runs until it appears", path.display());
+            None
+        }
+        _ => Some(load(args.config.as_ref())?),
+    };
     let shutdown = ShutdownFlag::install()?;
     run_gateway(loaded, &args, &shutdown)?;
     Ok(ExitCode::SUCCESS)
@@ -80,9 +91,8 @@ pub(crate) fn load(path: Option<&PathBuf>) -> anyhow::Result<LoadedConfig> {
         ),
         None => (crate::DEFAULT_CONFIG.to_owned(), "the embedded default config".to_owned()),
     };
-    let valid = Document::parse(&yaml)
-        .and_then(|d| d.validate())
-        .map_err(|report| anyhow::anyhow!("{origin} is invalid:\n{report}"))?;
+    let valid =
+        crate::config_text::validate(&yaml).map_err(|report| anyhow::anyhow!("{origin} is invalid:\n{report}"))?;
     for warning in valid.warnings().iter().chain(&daqiri::preflight::host_warnings(&valid)) {
         tracing::warn!("{warning}");
     }
@@ -92,19 +102,19 @@ pub(crate) fn load(path: Option<&PathBuf>) -> anyhow::Result<LoadedConfig> {
 
 /// Runs the engine until a stop condition, printing status lines and a summary.
 pub(crate) fn run_gateway(
-    config: LoadedConfig,
+    config: Option<LoadedConfig>,
     args: &RunArgs,
     shutdown: &ShutdownFlag,
 ) -> anyhow::Result<serde_json::Value> {
     if args.status_interval <= 0.0 {
         bail!("--status-interval must be positive");
     }
-    let live = LiveEngine::new(Engine::new(config.valid).context("cannot start the engine")?);
-    let captures = CaptureManager::new(
-        &live.get().expect("just started"),
-        args.capture_dir.clone(),
-        args.capture_free_space_floor_mb << 20,
-    )?;
+    let (live, yaml) = match config {
+        Some(config) => (LiveEngine::new(Engine::new(config.valid).context("cannot start the engine")?), config.yaml),
+        None => (LiveEngine::empty(), String::new()),
+    };
+    let captures =
+        CaptureManager::new(live.get().as_deref(), args.capture_dir.clone(), args.capture_free_space_floor_mb << 20)?;
     let admin = match args.no_admin {
         true => None,
         false => {
@@ -122,7 +132,7 @@ pub(crate) fn run_gateway(
             }
             let state = crate::admin::AdminState::new(
                 Arc::clone(&live),
-                config.yaml,
+                yaml,
                 args.config.clone(),
                 Arc::clone(&captures),
                 token,
@@ -140,7 +150,7 @@ pub(crate) fn run_gateway(
             .name("consumer".into())
             .spawn(move || consumer::run(&live, options, &stop, &captures))?
     };
-    let mut meter = StatusMeter::new(live.get().expect("just started").stats());
+    let mut meter = StatusMeter::new(live.get().map(|e| e.stats()).unwrap_or_default());
     let interval = Duration::from_secs_f64(args.status_interval);
     let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
     let mut last_packets = 0;

@@ -185,3 +185,35 @@ fn a_queue_change_restarts_the_engine_during_traffic_and_loses_only_its_window()
     let bound = (rate as f64 * (window_ms / 1e3 + 0.25)) as u64;
     assert!(lost <= bound, "{lost} lost in a {window_ms:.2} ms window (bound {bound})");
 }
+
+#[test]
+fn wait_for_config_serves_the_api_without_an_engine_until_the_file_appears() {
+    let dir = std::env::temp_dir().join(format!("daqiri-reload-wait-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (udp, admin) = (free_udp_port(), free_tcp_port());
+    let file = dir.join("node-1.yaml");
+    let mut gateway = Command::new(GATEWAY)
+        .args(["run", "--wait-for-config", "--admin-addr", &format!("127.0.0.1:{admin}"), "--config"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_port(admin);
+    let status = || -> Value { serde_json::from_slice(&http(admin, "GET", "/api/v1/status", &[], "").1).unwrap() };
+    assert_eq!((status()["engine"].as_str(), status()["config"]["generation"].as_u64()), (Some("waiting"), Some(0)));
+    assert_eq!(http(admin, "GET", "/readyz", &[], "").0, 503);
+    assert_eq!(http(admin, "GET", "/api/v1/stats", &[], "").0, 503);
+    std::fs::write(&file, config(udp, 0)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while status()["engine"] != "running" {
+        assert!(Instant::now() < deadline, "the config file was not picked up: {}", status());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status()["config"]["generation"], 1);
+    assert_eq!(status()["interfaces"][0]["name"], "udp_rx");
+    assert_eq!(http(admin, "GET", "/readyz", &[], "").0, 200);
+    gateway.kill().unwrap();
+    gateway.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

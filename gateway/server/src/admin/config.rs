@@ -17,7 +17,6 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use daqiri_config::Document;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -119,7 +118,7 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
             restart_ms: None,
         });
     }
-    let valid = Document::parse(&yaml).and_then(|doc| doc.validate()).map_err(|report| {
+    let valid = crate::config_text::validate(&yaml).map_err(|report| {
         let mut err = ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "the config is invalid; the running config is unchanged",

@@ -62,7 +62,8 @@ impl AdminState {
         Ok(Arc::new(Self {
             live,
             started: Instant::now(),
-            active: Mutex::new(ActiveConfig::new(config_yaml, 1)),
+            // Generation 0: waiting for a first config (`run --wait-for-config`).
+            active: Mutex::new(ActiveConfig::new(config_yaml.clone(), u64::from(!config_yaml.is_empty()))),
             config_path,
             reloads,
             rates,
@@ -209,7 +210,7 @@ mod tests {
             std::process::id(),
             std::thread::current().id()
         ));
-        let captures = crate::capture::CaptureManager::new(&live.get().unwrap(), dir, 0).unwrap();
+        let captures = crate::capture::CaptureManager::new(live.get().as_deref(), dir, 0).unwrap();
         let state = AdminState::new(live, CONFIG.to_owned(), None, captures, token.map(str::to_owned)).unwrap();
         let (router, api) = router(Arc::clone(&state));
         (router, api, state)
@@ -365,7 +366,7 @@ mod tests {
     async fn captures_refuse_to_start_below_the_free_space_floor() {
         let live = LiveEngine::new(Engine::from_yaml(CONFIG).unwrap());
         let dir = std::env::temp_dir().join(format!("daqiri-admin-floor-{}", std::process::id()));
-        let captures = crate::capture::CaptureManager::new(&live.get().unwrap(), dir, u64::MAX).unwrap();
+        let captures = crate::capture::CaptureManager::new(live.get().as_deref(), dir, u64::MAX).unwrap();
         let state = AdminState::new(live, CONFIG.to_owned(), None, captures, None).unwrap();
         let (router, _) = router(state);
         let (status, answer) =

@@ -19,7 +19,8 @@ pub(crate) struct Status {
     /// The active config.
     config: ConfigInfo,
     /// `running`, `stopped` (shutting down), `restarting` (a config change is
-    /// being applied) or `down` (a restart failed: see `config.engine_error`).
+    /// being applied), `waiting` (no config yet, `run --wait-for-config`) or
+    /// `down` (a restart failed: see `config.engine_error`).
     engine: &'static str,
     /// Interfaces in port order (empty while no engine runs).
     interfaces: Vec<InterfaceStatus>,
@@ -89,6 +90,7 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
         Some(e) if e.is_shut_down() => "stopped",
         Some(_) => "running",
         None if active.engine_error.is_some() => "down",
+        None if active.generation == 0 => "waiting",
         None => "restarting",
     };
     let queues = |qs: &[daqiri::QueueStatsEntry]| {

@@ -59,8 +59,9 @@ fn port_infos(engine: &Engine) -> Vec<PortInfo> {
 
 impl CaptureManager {
     /// The directory is created when the first capture starts.
-    pub(crate) fn new(engine: &Engine, dir: PathBuf, free_space_floor: u64) -> anyhow::Result<Arc<Self>> {
-        let ports = RwLock::new(port_infos(engine));
+    /// Without an engine there are no interfaces until [`follow`](Self::follow).
+    pub(crate) fn new(engine: Option<&Engine>, dir: PathBuf, free_space_floor: u64) -> anyhow::Result<Arc<Self>> {
+        let ports = RwLock::new(engine.map(port_infos).unwrap_or_default());
         Ok(Arc::new(Self {
             dir,
             free_space_floor,
