@@ -95,6 +95,15 @@ impl LiveEngine {
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(engine));
     }
 
+    /// Stops the running engine and lets it go (no config left); `false` when none ran.
+    pub(crate) fn stop(&self) -> bool {
+        let old = self.current.write().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(old) = old else { return false };
+        old.shutdown();
+        release(old);
+        true
+    }
+
     /// Stops the running engine for good (gateway exit); it stays readable.
     pub(crate) fn shutdown(&self) {
         if let Some(engine) = self.get() {

@@ -158,8 +158,15 @@ pub(crate) fn run_gateway(
     let mut next_status = Instant::now() + interval;
     let mut watch = args.config.as_ref().map(|path| FileWatch::new(path.clone()));
     while !shutdown.requested() && deadline.is_none_or(|d| Instant::now() < d) {
-        let changed = watch.as_mut().is_some_and(FileWatch::changed);
-        if hangup.swap(false, std::sync::atomic::Ordering::Relaxed) || changed {
+        let change = watch.as_mut().map_or(FileChange::Same, FileWatch::look);
+        if change == FileChange::Removed && args.wait_for_config {
+            if let Some((_, state)) = &admin {
+                crate::admin::unload(
+                    state,
+                    &format!("{} was removed", args.config.as_ref().expect("watched").display()),
+                );
+            }
+        } else if hangup.swap(false, std::sync::atomic::Ordering::Relaxed) || change == FileChange::Changed {
             match &admin {
                 // The outcome is logged and counted by the reload itself.
                 Some((_, state)) => drop(crate::admin::reload_from_file(state)),
@@ -230,16 +237,25 @@ impl FileWatch {
         Self { path, content, next_look: Instant::now() + Duration::from_secs(1) }
     }
 
-    fn changed(&mut self) -> bool {
+    fn look(&mut self) -> FileChange {
         if Instant::now() < self.next_look {
-            return false;
+            return FileChange::Same;
         }
         self.next_look = Instant::now() + Duration::from_secs(1);
         let now = std::fs::read(&self.path).ok();
-        if now.is_some() && now != self.content {
-            self.content = now;
-            return true;
+        if now == self.content {
+            return FileChange::Same;
         }
-        false
+        let change = if now.is_some() { FileChange::Changed } else { FileChange::Removed };
+        self.content = now;
+        change
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileChange {
+    Same,
+    Changed,
+    /// Gone: the operator left no port on this node.
+    Removed,
 }

@@ -187,7 +187,7 @@ fn a_queue_change_restarts_the_engine_during_traffic_and_loses_only_its_window()
 }
 
 #[test]
-fn wait_for_config_serves_the_api_without_an_engine_until_the_file_appears() {
+fn wait_for_config_runs_while_the_file_exists_and_serves_the_api_without_it() {
     let dir = std::env::temp_dir().join(format!("daqiri-reload-wait-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -213,6 +213,14 @@ fn wait_for_config_serves_the_api_without_an_engine_until_the_file_appears() {
     assert_eq!(status()["config"]["generation"], 1);
     assert_eq!(status()["interfaces"][0]["name"], "udp_rx");
     assert_eq!(http(admin, "GET", "/readyz", &[], "").0, 200);
+    // The operator left no port on this node: its key, so the file, goes away.
+    std::fs::remove_file(&file).unwrap();
+    while status()["engine"] != "waiting" {
+        assert!(Instant::now() < deadline + Duration::from_secs(5), "the engine did not stop: {}", status());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(http(admin, "GET", "/readyz", &[], "").0, 503);
+    assert!(std::net::UdpSocket::bind(("127.0.0.1", udp)).is_ok(), "the stopped engine let go of its port");
     gateway.kill().unwrap();
     gateway.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);

@@ -181,3 +181,14 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
 fn not_running() -> daqiri::Error {
     daqiri::Error::new(daqiri::Status::NotReady, "it was not running either")
 }
+
+/// Stops the engine and waits for a new config (`run --wait-for-config`
+/// when its file disappears: no port is left on this node).
+pub(crate) fn unload(state: &AdminState, why: &str) {
+    let mut active = state.active.lock().unwrap_or_else(|e| e.into_inner());
+    if state.live.stop() {
+        tracing::warn!("{why}: engine stopped; waiting for a config");
+        state.reloads.applied.fetch_add(1, Relaxed);
+        *active = ActiveConfig::new(String::new(), active.generation + 1);
+    }
+}

@@ -25,7 +25,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub(crate) use config::reload_from_file;
+pub(crate) use config::{reload_from_file, unload};
 pub(crate) use error::ApiError;
 
 use crate::live::LiveEngine;

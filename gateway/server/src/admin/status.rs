@@ -90,7 +90,7 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
         Some(e) if e.is_shut_down() => "stopped",
         Some(_) => "running",
         None if active.engine_error.is_some() => "down",
-        None if active.generation == 0 => "waiting",
+        None if active.yaml.is_empty() => "waiting",
         None => "restarting",
     };
     let queues = |qs: &[daqiri::QueueStatsEntry]| {
