@@ -43,6 +43,9 @@ pub(crate) enum RestartError {
          no engine runs until a config is applied"
     )]
     Down { new: daqiri::Error, old: daqiri::Error },
+    /// No engine ran before and the config failed to start.
+    #[error("the config could not start ({0}); no engine runs until a config is applied")]
+    NotStarted(daqiri::Error),
 }
 
 impl LiveEngine {
@@ -60,35 +63,26 @@ impl LiveEngine {
         self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Stops the running engine and starts `next` in its place; when `next`
-    /// cannot start, starts `previous` again. The caller serialises restarts.
-    pub(crate) fn restart(&self, next: ValidConfig, previous: ValidConfig) -> Result<Restart, RestartError> {
+    /// Stops the running engine, if any, and starts `next` in its place; when
+    /// `next` cannot start, starts `previous` again. The caller serialises restarts.
+    pub(crate) fn restart(&self, next: ValidConfig, previous: Option<ValidConfig>) -> Result<Restart, RestartError> {
         let started = Instant::now();
-        let old = self.current.write().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(old) = old {
-            old.shutdown();
-            release(old);
-        }
-        match Engine::new(next) {
+        self.stop();
+        let new = match Engine::new(next) {
             Ok(engine) => {
                 self.install(engine);
-                Ok(Restart { window: started.elapsed() })
+                return Ok(Restart { window: started.elapsed() });
             }
-            Err(new) => match Engine::new(previous) {
-                Ok(engine) => {
-                    self.install(engine);
-                    Err(RestartError::RolledBack(new))
-                }
-                Err(old) => Err(RestartError::Down { new, old }),
-            },
+            Err(new) => new,
+        };
+        let Some(previous) = previous else { return Err(RestartError::NotStarted(new)) };
+        match Engine::new(previous) {
+            Ok(engine) => {
+                self.install(engine);
+                Err(RestartError::RolledBack(new))
+            }
+            Err(old) => Err(RestartError::Down { new, old }),
         }
-    }
-
-    /// Starts `config` when no engine runs (after a failed restart).
-    pub(crate) fn start(&self, config: ValidConfig) -> Result<Restart, daqiri::Error> {
-        let started = Instant::now();
-        self.install(Engine::new(config)?);
-        Ok(Restart { window: started.elapsed() })
     }
 
     fn install(&self, engine: Engine) {

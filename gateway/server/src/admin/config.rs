@@ -47,6 +47,19 @@ pub(crate) struct Applied {
     restart_ms: Option<f64>,
 }
 
+impl Applied {
+    /// `active` as it is now, after a change of kind `change` (no restart).
+    fn now(active: &ActiveConfig, change: &'static str) -> Self {
+        Self {
+            generation: active.generation,
+            sha256: active.sha256.clone(),
+            change,
+            restart_reason: None,
+            restart_ms: None,
+        }
+    }
+}
+
 /// Validates and applies a new config (YAML body; needs the token when one is set).
 #[utoipa::path(put, path = "/api/v1/config", tag = "config", request_body(content = String, content_type = "application/yaml"), responses(
     (status = 200, body = Applied),
@@ -110,13 +123,7 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
     let mut active = state.active.lock().unwrap_or_else(|e| e.into_inner());
     let engine = state.live.get();
     if yaml == active.yaml && engine.is_some() {
-        return Ok(Applied {
-            generation: active.generation,
-            sha256: active.sha256.clone(),
-            change: "unchanged",
-            restart_reason: None,
-            restart_ms: None,
-        });
+        return Ok(Applied::now(&active, "unchanged"));
     }
     let valid = crate::config_text::validate(&yaml).map_err(|report| {
         let mut err = ApiError::new(
@@ -136,27 +143,15 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
         let engine = engine.expect("a flow-only change has a running engine");
         engine.reload_flows(valid).map_err(|e| ApiError::new(StatusCode::CONFLICT, e.message, None))?;
         *active = ActiveConfig::new(yaml, active.generation + 1);
-        return Ok(Applied {
-            generation: active.generation,
-            sha256: active.sha256.clone(),
-            change: "flows",
-            restart_reason: None,
-            restart_ms: None,
-        });
+        return Ok(Applied::now(&active, "flows"));
     };
     tracing::info!("restarting the engine on the new config ({reason} changed)");
-    let restarted = match engine {
-        Some(engine) => {
-            let previous = (*engine.config()).clone();
-            drop(engine); // the restart waits for every holder to let go
-            state.live.restart(valid, previous)
-        }
-        None => state.live.start(valid).map_err(|e| RestartError::Down { new: e, old: not_running() }),
-    };
-    let restart = restarted.map_err(|e| {
+    // Consumes our handle on the engine: the restart waits for every holder to let go.
+    let previous = engine.map(|engine| (*engine.config()).clone());
+    let restart = state.live.restart(valid, previous).map_err(|e| {
         let status = match e {
             RestartError::RolledBack(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            RestartError::Down { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            RestartError::Down { .. } | RestartError::NotStarted(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let message = e.to_string();
         if status == StatusCode::INTERNAL_SERVER_ERROR {
@@ -170,16 +165,10 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
     state.reloads.restarts.fetch_add(1, Relaxed);
     *active = ActiveConfig::new(yaml, active.generation + 1);
     Ok(Applied {
-        generation: active.generation,
-        sha256: active.sha256.clone(),
-        change: "restart",
         restart_reason: Some(reason),
         restart_ms: Some(restart.window.as_secs_f64() * 1e3),
+        ..Applied::now(&active, "restart")
     })
-}
-
-fn not_running() -> daqiri::Error {
-    daqiri::Error::new(daqiri::Status::NotReady, "it was not running either")
 }
 
 /// Stops the engine and waits for a new config (`run --wait-for-config`
