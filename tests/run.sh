@@ -3,6 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ignored=$(tests/setup.sh)
-export PATH="$PWD/target/tools/bin:$PATH" # helm, kubectl (tests/setup.sh)
 cargo nextest run --workspace --no-fail-fast "$ignored"
 cargo test --workspace --doc

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::crd::CapturePolicy;
@@ -34,8 +35,8 @@ pub enum GatewayError {
     /// No answer (pod starting, network).
     #[error("gateway at {0} did not answer: {1}")]
     Unreachable(String, String),
-    /// It answered with an error.
-    #[error("gateway at {address} refused the config ({status}): {message}")]
+    /// It answered with an error status.
+    #[error("gateway at {address} answered {status}: {message}")]
     Refused { address: String, status: u16, message: String },
 }
 
@@ -76,31 +77,12 @@ impl GatewayClient {
 
     /// Sends a node's config; the gateway validates and applies it.
     pub async fn apply(&self, ip: &str, yaml: &str) -> Result<Applied, GatewayError> {
-        let request = self.authorised(self.http.put(self.url(ip, "/api/v1/config"))).body(yaml.to_owned());
-        let response = request.send().await.map_err(|e| GatewayError::Unreachable(ip.to_owned(), e.to_string()))?;
-        let status = response.status();
-        if !status.is_success() {
-            let message = match response.json::<ErrorBody>().await {
-                Ok(body) => body.message,
-                Err(e) => format!("unreadable error body: {e}"),
-            };
-            return Err(GatewayError::Refused { address: ip.to_owned(), status: status.as_u16(), message });
-        }
-        response.json().await.map_err(|e| GatewayError::Unreachable(ip.to_owned(), e.to_string()))
+        self.call(ip, self.authorised(self.http.put(self.url(ip, "/api/v1/config"))).body(yaml.to_owned())).await
     }
 
     /// Packets per second per interface and per flow, from `GET /api/v1/stats`.
     pub async fn rates(&self, ip: &str) -> Result<Rates, GatewayError> {
-        let unreachable = |e: reqwest::Error| GatewayError::Unreachable(ip.to_owned(), e.to_string());
-        let stats: serde_json::Value = self
-            .http
-            .get(self.url(ip, "/api/v1/stats"))
-            .send()
-            .await
-            .map_err(unreachable)?
-            .json()
-            .await
-            .map_err(unreachable)?;
+        let stats: serde_json::Value = self.call(ip, self.http.get(self.url(ip, "/api/v1/stats"))).await?;
         let mut rates = Rates::default();
         for iface in stats["interfaces"].as_array().into_iter().flatten() {
             let name = iface["name"].as_str().unwrap_or_default().to_owned();
@@ -124,16 +106,7 @@ impl GatewayClient {
         name: &str,
         policy: &CapturePolicy,
     ) -> Result<bool, GatewayError> {
-        let unreachable = |e: reqwest::Error| GatewayError::Unreachable(ip.to_owned(), e.to_string());
-        let list: Vec<serde_json::Value> = self
-            .http
-            .get(self.url(ip, "/api/v1/captures"))
-            .send()
-            .await
-            .map_err(unreachable)?
-            .json()
-            .await
-            .map_err(unreachable)?;
+        let list: Vec<serde_json::Value> = self.call(ip, self.http.get(self.url(ip, "/api/v1/captures"))).await?;
         if list.iter().any(|c| c["name"] == name && c["state"] == "running") {
             return Ok(false);
         }
@@ -141,17 +114,24 @@ impl GatewayClient {
             "format": policy.format, "interface": interface, "flow": flow_id, "name": name,
             "snaplen": policy.snaplen, "rotate_bytes": policy.rotate_bytes, "rotate_files": policy.rotate_files,
         });
-        let response = self
-            .authorised(self.http.post(self.url(ip, "/api/v1/captures")))
-            .json(&body)
-            .send()
-            .await
-            .map_err(unreachable)?;
-        if !response.status().is_success() {
-            let status = response.status().as_u16();
-            let message = response.json::<ErrorBody>().await.map(|b| b.message).unwrap_or_default();
-            return Err(GatewayError::Refused { address: ip.to_owned(), status, message });
-        }
+        let request = self.authorised(self.http.post(self.url(ip, "/api/v1/captures"))).json(&body);
+        let _started: serde_json::Value = self.call(ip, request).await?;
         Ok(true)
+    }
+
+    /// Sends a request and reads the JSON answer; an error status becomes
+    /// [`GatewayError::Refused`] with the gateway's own message.
+    async fn call<T: DeserializeOwned>(&self, ip: &str, request: reqwest::RequestBuilder) -> Result<T, GatewayError> {
+        let unreachable = |e: reqwest::Error| GatewayError::Unreachable(ip.to_owned(), e.to_string());
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        if !status.is_success() {
+            let message = match response.json::<ErrorBody>().await {
+                Ok(body) => body.message,
+                Err(e) => format!("unreadable error body: {e}"),
+            };
+            return Err(GatewayError::Refused { address: ip.to_owned(), status: status.as_u16(), message });
+        }
+        response.json().await.map_err(unreachable)
     }
 }

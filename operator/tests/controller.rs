@@ -80,6 +80,34 @@ async fn serve(mut handle: Handle<Request<Body>, Response<Body>>, script: Vec<Ex
 
 fn no_check(_: &str, _: &Value) {}
 
+/// The reads and the ConfigMap apply every sync pass starts with, over one
+/// node (`node-1`) and no gateway pods; `check_data` sees the ConfigMap's data.
+fn sync_reads(ports: Vec<Value>, flows: Vec<Value>, check_data: impl Fn(&Value) + Send + 'static) -> Vec<Expect> {
+    let node = json!({"metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}}});
+    vec![
+        expect(Method::GET, PORTS, list("DaqiriPortList", ports), no_check),
+        expect(Method::GET, FLOWS, list("DaqiriFlowList", flows), no_check),
+        expect(Method::GET, "/api/v1/nodes", list("NodeList", vec![node]), no_check),
+        expect(
+            Method::PATCH,
+            "/api/v1/namespaces/default/configmaps/daqiri-gateway-config",
+            json!({"metadata": {"name": "daqiri-gateway-config"}}),
+            move |query, body| {
+                assert!(query.contains("fieldManager=daqiri-operator") && query.contains("force=true"), "{query}");
+                check_data(&body["data"]);
+            },
+        ),
+        expect(Method::GET, "/api/v1/namespaces/default/pods", list("PodList", vec![]), |query, _| {
+            assert!(query.contains("labelSelector=app.kubernetes.io%2Fcomponent%3Dgateway"), "{query}");
+        }),
+    ]
+}
+
+/// The ownerReferences the operator gives a flow of port `udp-rx`.
+fn owned_by_udp_rx() -> Value {
+    json!([{"apiVersion": "daqiri.nvidia.com/v1alpha1", "kind": "DaqiriPort", "name": "udp-rx", "uid": "uid-udp-rx"}])
+}
+
 #[tokio::test]
 async fn a_new_flow_first_gets_the_finalizer_and_nothing_else() {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -103,27 +131,14 @@ async fn a_flow_is_rendered_applied_and_reported() {
     let mut flow = sample("flows.yaml", 0);
     flow["metadata"]["finalizers"] = json!([FINALIZER]);
     let mut owned = flow.clone();
-    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "daqiri.nvidia.com/v1alpha1", "kind": "DaqiriPort", "name": "udp-rx", "uid": "uid-udp-rx"}]);
-    let node = json!({"metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}}});
-    let script = vec![
-        expect(Method::GET, PORTS, list("DaqiriPortList", vec![port.clone()]), no_check),
-        expect(Method::GET, FLOWS, list("DaqiriFlowList", vec![flow.clone()]), no_check),
-        expect(Method::GET, "/api/v1/nodes", list("NodeList", vec![node]), no_check),
-        expect(
-            Method::PATCH,
-            "/api/v1/namespaces/default/configmaps/daqiri-gateway-config",
-            json!({"metadata": {"name": "daqiri-gateway-config"}}),
-            |query, body| {
-                assert!(query.contains("fieldManager=daqiri-operator") && query.contains("force=true"), "{query}");
-                let yaml = body["data"]["node-1.yaml"].as_str().unwrap();
-                let config = daqiri_config::Document::parse(yaml).unwrap().validate().unwrap();
-                let iface = &config.config().interfaces[0];
-                assert_eq!((iface.name.as_str(), iface.rx.as_ref().unwrap().flows[0].id), ("udp-rx", 10));
-            },
-        ),
-        expect(Method::GET, "/api/v1/namespaces/default/pods", list("PodList", vec![]), |query, _| {
-            assert!(query.contains("labelSelector=app.kubernetes.io%2Fcomponent%3Dgateway"), "{query}");
-        }),
+    owned["metadata"]["ownerReferences"] = owned_by_udp_rx();
+    let mut script = sync_reads(vec![port.clone()], vec![flow.clone()], |data| {
+        let yaml = data["node-1.yaml"].as_str().unwrap();
+        let config = daqiri_config::Document::parse(yaml).unwrap().validate().unwrap();
+        let iface = &config.config().interfaces[0];
+        assert_eq!((iface.name.as_str(), iface.rx.as_ref().unwrap().flows[0].id), ("udp-rx", 10));
+    });
+    script.extend([
         expect(Method::PATCH, &format!("{PORTS}/udp-rx/status"), port.clone(), |_, body| {
             let ready = &body["status"]["conditions"][0];
             assert_eq!(
@@ -152,7 +167,7 @@ async fn a_flow_is_rendered_applied_and_reported() {
             assert!(by_type("Applied")["message"].as_str().unwrap().contains("node node-1: no running gateway pod"));
         }),
         expect(Method::POST, EVENTS, json!({}), |_, body| assert_eq!(body["regarding"]["name"], "adc-a")),
-    ];
+    ]);
     let server = tokio::spawn(serve(handle, script));
     let ctx = context(Client::new(service, "default"));
     let flow: DaqiriFlow = serde_json::from_value(flow).unwrap();
@@ -167,20 +182,15 @@ async fn an_invalid_flow_is_marked_invalid_with_the_validators_path() {
     let port = sample("port-socket.yaml", 0);
     let mut flow = sample("flows.yaml", 0);
     flow["metadata"]["finalizers"] = json!([FINALIZER]);
-    flow["metadata"]["ownerReferences"] = json!([{"apiVersion": "daqiri.nvidia.com/v1alpha1", "kind": "DaqiriPort", "name": "udp-rx", "uid": "uid-udp-rx"}]);
+    flow["metadata"]["ownerReferences"] = owned_by_udp_rx();
     flow["spec"]["queue"] = json!(9);
     let mut port_ready = port.clone();
     port_ready["status"] = json!({"conditions": [{"type": "Ready", "status": "False", "reason": "GatewayNotFound", "message": "node node-1: no running gateway pod", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]});
-    let node = json!({"metadata": {"name": "node-1"}});
-    let script = vec![
-        expect(Method::GET, PORTS, list("DaqiriPortList", vec![port]), no_check),
-        expect(Method::GET, FLOWS, list("DaqiriFlowList", vec![flow.clone()]), no_check),
-        expect(Method::GET, "/api/v1/nodes", list("NodeList", vec![node]), no_check),
-        expect(Method::PATCH, "/api/v1/namespaces/default/configmaps/daqiri-gateway-config", json!({}), |_, body| {
-            let yaml = body["data"]["node-1.yaml"].as_str().unwrap();
-            assert!(!yaml.contains("adc-a"), "the invalid flow stays out of the config:\n{yaml}");
-        }),
-        expect(Method::GET, "/api/v1/namespaces/default/pods", list("PodList", vec![]), no_check),
+    let mut script = sync_reads(vec![port], vec![flow.clone()], |data| {
+        let yaml = data["node-1.yaml"].as_str().unwrap();
+        assert!(!yaml.contains("adc-a"), "the invalid flow stays out of the config:\n{yaml}");
+    });
+    script.extend([
         expect(Method::PATCH, &format!("{PORTS}/udp-rx/status"), port_ready, no_check),
         expect(Method::POST, EVENTS, json!({}), no_check),
         expect(Method::PATCH, &format!("{FLOWS}/adc-a/status"), flow.clone(), |_, body| {
@@ -193,7 +203,7 @@ async fn an_invalid_flow_is_marked_invalid_with_the_validators_path() {
         expect(Method::POST, EVENTS, json!({}), |_, body| {
             assert_eq!((&body["type"], &body["reason"]), (&json!("Warning"), &json!("ValidationFailed")));
         }),
-    ];
+    ]);
     let server = tokio::spawn(serve(handle, script));
     let ctx = context(Client::new(service, "default"));
     reconcile_flow(Arc::new(serde_json::from_value::<DaqiriFlow>(flow).unwrap()), ctx).await.unwrap();
@@ -212,21 +222,16 @@ async fn deleting_a_flow_removes_it_from_the_config_then_drops_the_finalizer() {
     let mut flow = sample("flows.yaml", 1);
     flow["metadata"]["finalizers"] = json!([FINALIZER]);
     flow["metadata"]["deletionTimestamp"] = json!("2026-11-22T00:00:00Z");
-    let node = json!({"metadata": {"name": "node-1"}});
-    let script = vec![
-        expect(Method::GET, PORTS, list("DaqiriPortList", vec![port]), no_check),
-        expect(Method::GET, FLOWS, list("DaqiriFlowList", vec![flow.clone()]), no_check),
-        expect(Method::GET, "/api/v1/nodes", list("NodeList", vec![node]), no_check),
-        expect(Method::PATCH, "/api/v1/namespaces/default/configmaps/daqiri-gateway-config", json!({}), |_, body| {
-            let yaml = body["data"]["node-1.yaml"].as_str().unwrap();
-            assert!(!yaml.contains("adc-b"), "the deleted flow is gone:\n{yaml}");
-        }),
-        expect(Method::GET, "/api/v1/namespaces/default/pods", list("PodList", vec![]), no_check),
+    let mut script = sync_reads(vec![port], vec![flow.clone()], |data| {
+        let yaml = data["node-1.yaml"].as_str().unwrap();
+        assert!(!yaml.contains("adc-b"), "the deleted flow is gone:\n{yaml}");
+    });
+    script.extend([
         // The port's status is unchanged: no patch, no event. Then the finalizer goes.
         expect(Method::PATCH, &format!("{FLOWS}/adc-b"), flow.clone(), |_, body| {
             assert_eq!(body[1], json!({"op": "remove", "path": "/metadata/finalizers/0"}), "{body}");
         }),
-    ];
+    ]);
     let server = tokio::spawn(serve(handle, script));
     let ctx = context(Client::new(service, "default"));
     reconcile_flow(Arc::new(serde_json::from_value::<DaqiriFlow>(flow).unwrap()), ctx).await.unwrap();

@@ -23,14 +23,17 @@ fn samples(file: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(&text).map(|doc| serde::Deserialize::deserialize(doc).unwrap()).collect()
 }
 
+/// One line per CEL rule that failed.
+fn messages(result: Result<(), impl std::fmt::Display>) -> Vec<String> {
+    result.map_or_else(|e| e.to_string().lines().map(str::to_owned).collect(), |()| Vec::new())
+}
+
 fn port_errors(value: &Value) -> Vec<String> {
-    let port: DaqiriPort = serde_json::from_value(value.clone()).unwrap();
-    port.validate_cel().map_or_else(|e| e.to_string().lines().map(str::to_owned).collect(), |()| Vec::new())
+    messages(serde_json::from_value::<DaqiriPort>(value.clone()).unwrap().validate_cel())
 }
 
 fn flow_errors(value: &Value) -> Vec<String> {
-    let flow: DaqiriFlow = serde_json::from_value(value.clone()).unwrap();
-    flow.validate_cel().map_or_else(|e| e.to_string().lines().map(str::to_owned).collect(), |()| Vec::new())
+    messages(serde_json::from_value::<DaqiriFlow>(value.clone()).unwrap().validate_cel())
 }
 
 #[test]

