@@ -6,10 +6,9 @@
 //! packets or segments can still be released early with
 //! [`Burst::free_packet`] and [`Burst::free_packet_segment`].
 
-use std::mem::ManuallyDrop;
-use std::sync::Arc;
-
-use crossbeam_queue::ArrayQueue;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::headers::{self, UdpFrame};
 use crate::memory::{BufToken, RegionTable};
@@ -20,24 +19,37 @@ pub const MAX_SEGMENTS: usize = 4;
 /// Burst flags, as in DAQIRI's `burst_flags`.
 pub mod flags {
     /// The burst holds one reordered aggregate.
-    pub const REORDERED: u32 = 1 << 0;
+    pub const REORDERED: u32 = 1 << 28;
     /// The aggregate was emitted by the timeout path.
-    pub const REORDER_TIMEOUT: u32 = 1 << 1;
+    pub const REORDER_TIMEOUT: u32 = 1 << 29;
 }
 
-#[derive(Debug)]
-struct Segment {
-    token: BufToken,
-    len: u32,
+/// Which engine a burst belongs to: a process-wide number, so a burst kept
+/// across a reload cannot be sent through the engine that replaced its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EngineId(u32);
+
+impl EngineId {
+    pub(crate) fn next() -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
 }
 
-/// One packet of a burst, as the engine stores it.
+/// Work that still reads a burst's buffers (a GPU copy, a DMA): the burst
+/// waits for it before its buffers go back to their pools.
+pub trait Completion: Send + Sync + std::fmt::Debug {
+    /// Blocks until the work is done.
+    fn wait(&self);
+}
+
+/// One packet on its way into a burst: a buffer and length per segment.
+/// Backends build it on the stack; [`Burst::push`] stores it by column.
 #[derive(Debug, Default)]
 pub(crate) struct PacketSlot {
-    segments: [Option<Segment>; MAX_SEGMENTS],
+    segments: [Option<(BufToken, u32)>; MAX_SEGMENTS],
     flow_id: Option<u32>,
-    /// Sender of a datagram received on a socket.
-    source: Option<std::net::SocketAddr>,
+    source: Option<SocketAddr>,
 }
 
 impl PacketSlot {
@@ -49,7 +61,7 @@ impl PacketSlot {
     }
 
     /// Records the datagram's sender (socket streams).
-    pub(crate) fn with_source(mut self, source: Option<std::net::SocketAddr>) -> Self {
+    pub(crate) fn with_source(mut self, source: Option<SocketAddr>) -> Self {
         self.source = source;
         self
     }
@@ -57,7 +69,7 @@ impl PacketSlot {
     /// Places a buffer as segment `index`.
     pub(crate) fn set_segment(&mut self, index: usize, token: BufToken, len: u32) {
         debug_assert!(self.segments[index].is_none(), "segment {index} set twice");
-        self.segments[index] = Some(Segment { token, len });
+        self.segments[index] = Some((token, len));
     }
 
     /// Sets the flow id.
@@ -65,149 +77,270 @@ impl PacketSlot {
         self.flow_id = flow_id;
     }
 
-    /// Returns the packet's buffers to their regions.
-    pub(crate) fn release(&mut self, regions: &RegionTable) {
-        for seg in self.segments.iter_mut().filter_map(Option::take) {
-            regions.release(seg.token);
+    /// Returns the packet's buffers; segment `s` belongs to region `segment_regions[s]`.
+    pub(crate) fn release(self, regions: &RegionTable, segment_regions: &[u16]) {
+        for (s, seg) in self.segments.into_iter().enumerate() {
+            if let Some((token, _)) = seg {
+                regions.get(segment_regions[s]).release(token);
+            }
         }
     }
 }
 
+/// One segment of every packet of a burst: its buffer, offset and length.
+#[derive(Debug)]
+struct SegmentColumn {
+    region: u16,
+    /// [`BufToken::RELEASED`] once a packet's segment was freed early.
+    buffers: Vec<BufToken>,
+    offsets: Vec<u16>,
+    lengths: Vec<u32>,
+}
+
+/// "No flow matched" in the flow-id column.
+const NO_FLOW: u32 = u32::MAX;
+
+/// Burst metadata, stored by column: per packet 10 bytes per segment
+/// (buffer, offset, length) and 4 for the flow id; 2 more for the sender
+/// index where the backend has senders. The columns are sized for
+/// `batch_size` once and reused.
 #[derive(Debug)]
 struct BurstMeta {
+    engine: EngineId,
     port: u16,
     queue: u16,
     flags: u32,
     source_packets: u32,
     batch_id: Option<u64>,
-    packets: Vec<PacketSlot>,
+    total_bytes: u64,
+    capacity: usize,
+    segments: Vec<SegmentColumn>,
+    flow_ids: Vec<u32>,
+    /// Socket backends: per packet an index into `senders`, which holds each
+    /// distinct sender once (a stream usually has one).
+    sender_index: Option<Vec<u16>>,
+    senders: Vec<SocketAddr>,
+    completion: Option<Box<dyn Completion>>,
 }
 
-/// A pool of burst metadata entries for one queue. Entries are allocated once
-/// with room for `batch_size` packets and reused, so the data path never allocates.
+impl BurstMeta {
+    fn len(&self) -> usize {
+        self.flow_ids.len()
+    }
+
+    /// Returns every buffer, one bulk release per segment's region, and
+    /// resets the entry for reuse.
+    fn clear(&mut self, regions: &RegionTable) {
+        if let Some(done) = self.completion.take() {
+            done.wait();
+        }
+        for column in &mut self.segments {
+            regions.get(column.region).release_all(column.buffers.drain(..));
+            column.offsets.clear();
+            column.lengths.clear();
+        }
+        self.flow_ids.clear();
+        if let Some(index) = &mut self.sender_index {
+            index.clear();
+        }
+        self.senders.clear();
+        self.flags = 0;
+        self.source_packets = 0;
+        self.batch_id = None;
+        self.total_bytes = 0;
+    }
+}
+
+/// What a queue's bursts look like: set once per queue.
+#[derive(Debug, Clone)]
+pub(crate) struct BurstShape {
+    pub(crate) engine: EngineId,
+    pub(crate) port: u16,
+    pub(crate) queue: u16,
+    pub(crate) batch_size: usize,
+    /// Region index per segment.
+    pub(crate) segment_regions: Vec<u16>,
+    /// Whether packets carry their sender's address.
+    pub(crate) senders: bool,
+}
+
+/// A pool of burst metadata entries for one queue. Entries are reused last
+/// in, first out, so a queue whose application keeps up touches only the
+/// few it needs: the rest of `rx_meta_buffers` stays untouched, not resident.
 #[derive(Debug)]
 pub(crate) struct MetaPool {
-    free: ArrayQueue<Box<BurstMeta>>,
+    free: Mutex<Vec<Box<BurstMeta>>>,
+    capacity: usize,
     regions: Arc<RegionTable>,
 }
 
 impl MetaPool {
-    pub(crate) fn new(entries: u32, batch_size: u32, port: u16, queue: u16, regions: Arc<RegionTable>) -> Arc<Self> {
-        let free = ArrayQueue::new(entries.max(1) as usize);
-        for _ in 0..entries.max(1) {
-            let meta = BurstMeta {
-                port,
-                queue,
-                flags: 0,
-                source_packets: 0,
-                batch_id: None,
-                packets: Vec::with_capacity(batch_size as usize),
-            };
-            free.push(Box::new(meta)).expect("pool sized for every entry");
-        }
-        Arc::new(Self { free, regions })
+    pub(crate) fn new(entries: u32, shape: &BurstShape, regions: Arc<RegionTable>) -> Arc<Self> {
+        let capacity = shape.batch_size;
+        let free = (0..entries.max(1))
+            .map(|_| {
+                Box::new(BurstMeta {
+                    engine: shape.engine,
+                    port: shape.port,
+                    queue: shape.queue,
+                    flags: 0,
+                    source_packets: 0,
+                    batch_id: None,
+                    total_bytes: 0,
+                    capacity,
+                    segments: shape
+                        .segment_regions
+                        .iter()
+                        .map(|&region| SegmentColumn {
+                            region,
+                            buffers: Vec::with_capacity(capacity),
+                            offsets: Vec::with_capacity(capacity),
+                            lengths: Vec::with_capacity(capacity),
+                        })
+                        .collect(),
+                    flow_ids: Vec::with_capacity(capacity),
+                    sender_index: shape.senders.then(|| Vec::with_capacity(capacity)),
+                    senders: Vec::new(),
+                    completion: None,
+                })
+            })
+            .collect::<Vec<_>>();
+        Arc::new(Self { capacity: free.len(), free: Mutex::new(free), regions })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Box<BurstMeta>>> {
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// An empty burst, or `None` when every entry is in flight.
     pub(crate) fn take(self: &Arc<Self>) -> Option<Burst> {
-        let meta = self.free.pop()?;
-        debug_assert!(meta.packets.is_empty());
-        Some(Burst { meta: ManuallyDrop::new(meta), home: Arc::clone(self) })
+        let meta = self.lock().pop()?;
+        debug_assert_eq!(meta.len(), 0);
+        Some(Burst { meta: Some(meta), home: Arc::clone(self) })
     }
 
     /// Entries not in flight.
     pub(crate) fn available(&self) -> usize {
-        self.free.len()
+        self.lock().len()
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.free.capacity()
+        self.capacity
     }
 }
 
 /// A batch of packets with the buffers they live in.
 #[derive(Debug)]
 pub struct Burst {
-    meta: ManuallyDrop<Box<BurstMeta>>,
+    /// Always `Some` until `Drop` hands the entry back.
+    meta: Option<Box<BurstMeta>>,
     home: Arc<MetaPool>,
 }
 
 impl Burst {
+    fn meta(&self) -> &BurstMeta {
+        self.meta.as_deref().expect("present until drop")
+    }
+
+    fn meta_mut(&mut self) -> &mut BurstMeta {
+        self.meta.as_deref_mut().expect("present until drop")
+    }
+
+    /// The engine this burst belongs to.
+    pub fn engine_id(&self) -> EngineId {
+        self.meta().engine
+    }
+
     /// Port (interface index) the burst belongs to.
     pub fn port_id(&self) -> u16 {
-        self.meta.port
+        self.meta().port
     }
 
     /// Queue id the burst belongs to.
     pub fn queue_id(&self) -> u16 {
-        self.meta.queue
+        self.meta().queue
     }
 
     /// Packets in the burst, released ones included.
     pub fn num_packets(&self) -> usize {
-        self.meta.packets.len()
+        self.meta().len()
     }
 
     /// Whether the burst holds no packets.
     pub fn is_empty(&self) -> bool {
-        self.meta.packets.is_empty()
+        self.num_packets() == 0
     }
 
     /// Most packets this burst can hold (the queue's `batch_size`).
     pub fn capacity(&self) -> usize {
-        self.meta.packets.capacity()
+        self.meta().capacity
     }
 
     /// Whether the burst holds `batch_size` packets.
     pub fn is_full(&self) -> bool {
-        self.meta.packets.len() == self.meta.packets.capacity()
+        self.num_packets() >= self.capacity()
     }
 
     /// Burst flags (see [`flags`]).
     pub fn flags(&self) -> u32 {
-        self.meta.flags
+        self.meta().flags
     }
 
     /// For reordered bursts: source packets aggregated; otherwise the packet count.
     pub fn source_packets(&self) -> u32 {
-        if self.meta.flags & flags::REORDERED != 0 { self.meta.source_packets } else { self.num_packets() as u32 }
+        let meta = self.meta();
+        if meta.flags & flags::REORDERED != 0 { meta.source_packets } else { meta.len() as u32 }
     }
 
     /// For reordered bursts: the batch id of the aggregate.
     pub fn batch_id(&self) -> Option<u64> {
-        self.meta.batch_id
+        self.meta().batch_id
     }
 
-    /// Bytes over all packets and segments.
+    /// Bytes over all packets and segments (kept as packets are added,
+    /// resized and freed, so reading it costs nothing).
     pub fn total_bytes(&self) -> u64 {
-        self.packets().map(|p| p.len() as u64).sum()
+        self.meta().total_bytes
     }
 
     /// Packet `index`; panics when out of range, like slice indexing.
     pub fn packet(&self, index: usize) -> Packet<'_> {
-        Packet { slot: &self.meta.packets[index], regions: &self.home.regions }
+        assert!(index < self.num_packets(), "packet {index} of a {}-packet burst", self.num_packets());
+        Packet { meta: self.meta(), index, regions: &self.home.regions }
     }
 
     /// All packets in order.
     pub fn packets(&self) -> impl ExactSizeIterator<Item = Packet<'_>> {
-        self.meta.packets.iter().map(|slot| Packet { slot, regions: &self.home.regions })
+        let (meta, regions) = (self.meta(), &*self.home.regions);
+        (0..meta.len()).map(move |index| Packet { meta, index, regions })
     }
 
     /// Packet `index`, writable (to fill TX packets).
     pub fn packet_mut(&mut self, index: usize) -> PacketMut<'_> {
-        PacketMut { slot: &mut self.meta.packets[index], regions: &self.home.regions }
+        assert!(index < self.num_packets(), "packet {index} of a {}-packet burst", self.num_packets());
+        let meta = self.meta.as_deref_mut().expect("present until drop");
+        PacketMut { meta, index, regions: &self.home.regions }
     }
 
     /// Returns all buffers of packet `index` to their pools now.
     pub fn free_packet(&mut self, index: usize) {
-        self.meta.packets[index].release(&self.home.regions);
+        for segment in 0..self.meta().segments.len() {
+            self.free_packet_segment(segment, index);
+        }
     }
 
     /// Returns one segment of packet `index` to its pool now.
     pub fn free_packet_segment(&mut self, segment: usize, index: usize) {
-        if let Some(seg) = self.meta.packets[index].segments.get_mut(segment).and_then(Option::take) {
-            self.home.regions.release(seg.token);
+        let regions = &*self.home.regions;
+        let meta = self.meta.as_deref_mut().expect("present until drop");
+        let Some(column) = meta.segments.get_mut(segment) else { return };
+        let Some(slot) = column.buffers.get_mut(index) else { return };
+        if slot.is_released() {
+            return;
         }
+        let token = std::mem::replace(slot, BufToken::RELEASED);
+        regions.get(column.region).release(token);
+        meta.total_bytes -= u64::from(std::mem::take(&mut column.lengths[index]));
     }
 
     /// Returns segment `segment` of every packet to its pool now.
@@ -217,32 +350,59 @@ impl Burst {
         }
     }
 
+    /// Makes dropping the burst wait for `completion` before its buffers are reused.
+    pub fn set_completion(&mut self, completion: Box<dyn Completion>) {
+        if let Some(previous) = self.meta_mut().completion.replace(completion) {
+            previous.wait();
+        }
+    }
+
+    /// Appends a packet. Segments the slot lacks are stored as released.
     pub(crate) fn push(&mut self, slot: PacketSlot) {
         debug_assert!(!self.is_full(), "burst pushed past batch_size");
-        self.meta.packets.push(slot);
+        let meta = self.meta_mut();
+        let mut bytes = 0u64;
+        let mut segments = slot.segments.into_iter();
+        for column in &mut meta.segments {
+            let (token, len) = segments.next().flatten().unwrap_or((BufToken::RELEASED, 0));
+            bytes += u64::from(len);
+            column.buffers.push(token);
+            column.offsets.push(0);
+            column.lengths.push(len);
+        }
+        debug_assert!(segments.all(|s| s.is_none()), "packet has more segments than its queue");
+        meta.total_bytes += bytes;
+        meta.flow_ids.push(slot.flow_id.unwrap_or(NO_FLOW));
+        if let Some(index) = &mut meta.sender_index {
+            let sender = slot.source.map_or(u16::MAX, |addr| {
+                match meta.senders.iter().rposition(|s| *s == addr) {
+                    Some(i) => i as u16,
+                    None if meta.senders.len() < usize::from(u16::MAX) => {
+                        meta.senders.push(addr);
+                        (meta.senders.len() - 1) as u16
+                    }
+                    None => u16::MAX,
+                }
+            });
+            index.push(sender);
+        }
     }
 }
 
 impl Drop for Burst {
     fn drop(&mut self) {
-        for slot in &mut self.meta.packets {
-            slot.release(&self.home.regions);
+        if let Some(mut meta) = self.meta.take() {
+            meta.clear(&self.home.regions);
+            self.home.lock().push(meta);
         }
-        self.meta.packets.clear();
-        self.meta.flags = 0;
-        self.meta.batch_id = None;
-        self.meta.source_packets = 0;
-        // SAFETY: `meta` is never used again after this take; Drop runs once.
-        let meta = unsafe { ManuallyDrop::take(&mut self.meta) };
-        // Cannot fail: the entry came from this pool, which has room for all of them.
-        let _ = self.home.free.push(meta);
     }
 }
 
 /// A read-only view of one packet.
 #[derive(Debug, Clone, Copy)]
 pub struct Packet<'a> {
-    slot: &'a PacketSlot,
+    meta: &'a BurstMeta,
+    index: usize,
     regions: &'a RegionTable,
 }
 
@@ -252,25 +412,39 @@ impl<'a> Packet<'a> {
         self.segment(0).unwrap_or_default()
     }
 
-    /// Segment `index`, `None` when absent or released.
+    /// Segment `index` as host bytes; `None` when absent, released, or in
+    /// memory the CPU cannot read (see [`segment_memory`](Self::segment_memory)).
     pub fn segment(&self, index: usize) -> Option<&'a [u8]> {
-        let seg = self.slot.segments.get(index)?.as_ref()?;
-        Some(&self.regions.of(&seg.token).bytes(&seg.token)[..seg.len as usize])
+        match self.segment_memory(index)? {
+            SegmentMemory::Host(bytes) => Some(bytes),
+            SegmentMemory::Device(_) => None,
+        }
+    }
+
+    /// Segment `index` where it lives: host bytes, or a device slice.
+    pub fn segment_memory(&self, index: usize) -> Option<SegmentMemory<'a>> {
+        let column = self.meta.segments.get(index)?;
+        let token = &column.buffers[self.index];
+        if token.is_released() {
+            return None;
+        }
+        let (offset, len) = (usize::from(column.offsets[self.index]), column.lengths[self.index] as usize);
+        Some(self.regions.get(column.region).segment(token, offset, len))
     }
 
     /// Segments present.
     pub fn num_segments(&self) -> usize {
-        self.slot.segments.iter().filter(|s| s.is_some()).count()
+        self.meta.segments.iter().filter(|c| !c.buffers[self.index].is_released()).count()
     }
 
     /// Length of segment `index` (0 when absent).
     pub fn segment_len(&self, index: usize) -> usize {
-        self.slot.segments.get(index).and_then(Option::as_ref).map_or(0, |s| s.len as usize)
+        self.meta.segments.get(index).map_or(0, |c| c.lengths[self.index] as usize)
     }
 
     /// Total length over all segments.
     pub fn len(&self) -> usize {
-        self.slot.segments.iter().flatten().map(|s| s.len as usize).sum()
+        self.meta.segments.iter().map(|c| c.lengths[self.index] as usize).sum()
     }
 
     /// Whether the packet has no bytes (or was released).
@@ -280,12 +454,13 @@ impl<'a> Packet<'a> {
 
     /// The flow that matched the packet; `None` when it reached a default queue unmatched.
     pub fn flow_id(&self) -> Option<u32> {
-        self.slot.flow_id
+        Some(self.meta.flow_ids[self.index]).filter(|&id| id != NO_FLOW)
     }
 
     /// For datagrams received on a socket: who sent it.
-    pub fn source(&self) -> Option<std::net::SocketAddr> {
-        self.slot.source
+    pub fn source(&self) -> Option<SocketAddr> {
+        let index = *self.meta.sender_index.as_ref()?.get(self.index)?;
+        self.meta.senders.get(usize::from(index)).copied()
     }
 
     /// Whether the packet's buffers were released early.
@@ -294,47 +469,66 @@ impl<'a> Packet<'a> {
     }
 }
 
+/// Where a segment's bytes live.
+#[derive(Debug, Clone, Copy)]
+pub enum SegmentMemory<'a> {
+    /// Memory the CPU can read.
+    Host(&'a [u8]),
+    /// GPU memory: only device code (a kernel, a DMA) can read it.
+    Device(crate::memory::DeviceSlice<'a>),
+}
+
 /// A writable view of one packet, for filling TX bursts.
 #[derive(Debug)]
 pub struct PacketMut<'a> {
-    slot: &'a mut PacketSlot,
+    meta: &'a mut BurstMeta,
+    index: usize,
     regions: &'a RegionTable,
 }
 
 impl PacketMut<'_> {
-    /// The whole buffer of segment `index` (its region's `buf_size` bytes).
+    /// The whole host buffer of segment `index` (its region's `buf_size`
+    /// bytes); `None` when absent or not host memory.
     pub fn segment_buffer(&mut self, index: usize) -> Option<&mut [u8]> {
-        let seg = self.slot.segments.get_mut(index)?.as_mut()?;
-        Some(self.regions.of(&seg.token).bytes_mut(&mut seg.token))
+        let column = self.meta.segments.get_mut(index)?;
+        let token = &mut column.buffers[self.index];
+        if token.is_released() {
+            return None;
+        }
+        self.regions.get(column.region).host_bytes_mut(token)
     }
 
     /// Sets the length of each segment, in order (DAQIRI's `set_packet_lengths`).
     pub fn set_lengths(&mut self, lengths: &[usize]) -> crate::Result<()> {
         for (index, &len) in lengths.iter().enumerate() {
-            let capacity = self
-                .segment_buffer(index)
-                .map(|b| b.len())
+            let column = self
+                .meta
+                .segments
+                .get(index)
+                .filter(|c| !c.buffers[self.index].is_released())
                 .ok_or_else(|| crate::Error::invalid(format!("packet has no segment {index}")))?;
+            let capacity = self.regions.get(column.region).buf_size() - usize::from(column.offsets[self.index]);
             if len > capacity {
                 return Err(crate::Error::invalid(format!(
                     "segment {index} length {len} exceeds its buffer of {capacity} bytes"
                 )));
             }
-            if let Some(seg) = self.slot.segments[index].as_mut() {
-                seg.len = len as u32;
-            }
+        }
+        for (index, &len) in lengths.iter().enumerate() {
+            let old = std::mem::replace(&mut self.meta.segments[index].lengths[self.index], len as u32);
+            self.meta.total_bytes = self.meta.total_bytes - u64::from(old) + len as u64;
         }
         Ok(())
     }
 
     /// Sets the flow id carried with the packet.
     pub fn set_flow_id(&mut self, flow_id: Option<u32>) {
-        self.slot.flow_id = flow_id;
+        self.meta.flow_ids[self.index] = flow_id.unwrap_or(NO_FLOW);
     }
 
     /// Writes a whole single-segment packet: copies `bytes` and sets the length.
     pub fn write(&mut self, bytes: &[u8]) -> crate::Result<()> {
-        let buf = self.segment_buffer(0).ok_or_else(|| crate::Error::invalid("packet has no segment 0"))?;
+        let buf = self.buffer0()?;
         let capacity = buf.len();
         let dst = buf
             .get_mut(..bytes.len())
@@ -344,7 +538,7 @@ impl PacketMut<'_> {
     }
 
     fn buffer0(&mut self) -> crate::Result<&mut [u8]> {
-        self.segment_buffer(0).ok_or_else(|| crate::Error::invalid("packet has no segment 0"))
+        self.segment_buffer(0).ok_or_else(|| crate::Error::invalid("packet has no host segment 0"))
     }
 
     /// Writes the Ethernet header (DAQIRI's `set_eth_header`).

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use daqiri_config::{Document, InterfaceBackend, ValidConfig};
 
 use crate::backend;
-use crate::burst::{Burst, PacketSlot};
+use crate::burst::{Burst, EngineId, PacketSlot};
 use crate::error::{Error, Result, Status};
 use crate::memory::{Region, RegionTable};
 use crate::port::Port;
@@ -19,6 +19,7 @@ use crate::stats::QueueStatsSnapshot;
 /// State shared by the engine handle and its workers.
 #[derive(Debug)]
 pub(crate) struct EngineInner {
+    pub(crate) id: EngineId,
     pub(crate) config: arc_swap::ArcSwap<ValidConfig>,
     pub(crate) regions: Arc<RegionTable>,
     pub(crate) ports: Vec<Port>,
@@ -77,22 +78,25 @@ impl Engine {
     }
 
     /// Starts a validated config (DAQIRI's `daqiri_init(config)`).
+    /// A key this build cannot honour fails with `NOT_SUPPORTED` naming its
+    /// YAML path (see [`crate::support`]), before anything is allocated.
     pub fn new(config: ValidConfig) -> Result<Self> {
+        crate::support::require_supported(&config)?;
         let regions = config
             .config()
             .memory_regions
             .iter()
-            .enumerate()
-            .map(|(i, r)| Region::new(r, i as u16))
+            .map(Region::new)
             .collect::<Result<Vec<_>>>()?;
+        let id = EngineId::next();
         let regions = Arc::new(RegionTable::new(regions));
         let ports = (0..config.config().interfaces.len())
-            .map(|i| Port::new(&config, i, &regions))
+            .map(|i| Port::new(&config, i, &regions, id))
             .collect::<Result<Vec<_>>>()?;
         let backends =
             (0..ports.len()).map(|i| backend::open(&config, &ports[i], &regions)).collect::<Result<Vec<_>>>()?;
         let config = arc_swap::ArcSwap::from_pointee(config);
-        let inner = Arc::new(EngineInner { config, regions, ports, stopping: AtomicBool::new(false) });
+        let inner = Arc::new(EngineInner { id, config, regions, ports, stopping: AtomicBool::new(false) });
         let engine = Engine { inner, workers: Mutex::new(Vec::new()), stopped: AtomicBool::new(false) };
         for (port, backend) in backends.into_iter().enumerate() {
             let workers = backend.start(&engine.inner, port as u16)?;
@@ -144,8 +148,13 @@ impl Engine {
     }
 
     /// The next burst of one RX queue; `Ok(None)` when none is ready (DAQIRI's `NULL_PTR`).
+    /// In `poll_mode: direct` this call receives on the caller's thread first.
     pub fn get_rx_burst(&self, port: u16, queue: u16) -> Result<Option<Burst>> {
-        Ok(self.queue(port, Direction::Rx, queue)?.ring.pop())
+        let q = self.queue(port, Direction::Rx, queue)?;
+        if q.ring.is_empty() {
+            self.inner.ports[port as usize].poll_direct(&self.inner);
+        }
+        Ok(q.ring.pop())
     }
 
     /// The next burst of any RX queue of `port`, round-robin.
@@ -153,7 +162,11 @@ impl Engine {
         let p = self.port(port)?;
         let n = p.rx.len();
         let start = p.next_queue.fetch_add(1, Ordering::Relaxed);
-        Ok((0..n).find_map(|i| p.rx[(start + i) % n].ring.pop()))
+        let pop = || (0..n).find_map(|i| p.rx[(start + i) % n].ring.pop());
+        Ok(pop().or_else(|| {
+            p.poll_direct(&self.inner);
+            pop()
+        }))
     }
 
     /// The next burst of any RX queue of any port, round-robin.
@@ -190,8 +203,7 @@ impl Engine {
             for (segment, &region) in q.segment_regions.iter().enumerate() {
                 let Some(token) = self.inner.regions.get(region).take() else {
                     let name = self.inner.regions.get(region).name().to_owned();
-                    // The partial slot joins the burst so that dropping the burst returns every buffer taken.
-                    burst.push(slot);
+                    slot.release(&self.inner.regions, &q.segment_regions);
                     return Err(Error::new(
                         Status::NoFreePacketBuffers,
                         format!(
@@ -207,7 +219,16 @@ impl Engine {
     }
 
     /// Queues a filled TX burst for its queue's worker (DAQIRI's `send_tx_burst`).
+    /// A burst of another engine (one kept across a reload) is refused.
     pub fn send_tx_burst(&self, burst: Burst) -> Result<(), SendError> {
+        if burst.engine_id() != self.inner.id {
+            return Err(SendError {
+                error: Error::invalid(
+                    "this burst belongs to another engine (one that was restarted or shut down); take a new burst from this engine with get_tx_packet_burst",
+                ),
+                burst,
+            });
+        }
         let q = match self.queue(burst.port_id(), Direction::Tx, burst.queue_id()) {
             Ok(q) => q,
             Err(error) => return Err(SendError { error, burst }),

@@ -55,13 +55,14 @@ mod queue;
 mod reload;
 mod snapshot;
 mod stats;
+pub mod support;
 mod worker;
 pub mod writer;
 
-pub use burst::{Burst, MAX_SEGMENTS, Packet, PacketMut, flags};
+pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, SegmentMemory, flags};
 pub use engine::{Engine, SendError};
 pub use error::{Error, Result, Status};
-pub use memory::{HugepageInfo, Region};
+pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region};
 pub use queue::Direction;
 pub use snapshot::{EngineStats, FlowStatsEntry, PortStats, QueueStatsEntry, RegionStats};
 pub use stats::{DropReason, QueueStatsSnapshot};

@@ -2,10 +2,13 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use daqiri_config::{InterfaceBackend, ValidConfig};
 
+use crate::backend::DirectPoll;
+use crate::burst::EngineId;
+use crate::engine::EngineInner;
 use crate::error::Result;
 use crate::flow::FlowTable;
 use crate::memory::RegionTable;
@@ -32,16 +35,28 @@ pub(crate) struct Port {
     pub(crate) max_payload: Option<usize>,
     /// The address a socket backend bound, once open.
     pub(crate) local_addr: OnceLock<SocketAddr>,
+    /// `poll_mode: direct`: the receive side that `get_rx_burst` polls.
+    direct: OnceLock<Mutex<Box<dyn DirectPoll>>>,
 }
 
 impl Port {
-    pub(crate) fn new(config: &ValidConfig, index: usize, regions: &Arc<RegionTable>) -> Result<Self> {
+    pub(crate) fn new(config: &ValidConfig, index: usize, regions: &Arc<RegionTable>, engine: EngineId) -> Result<Self> {
         let iface = &config.config().interfaces[index];
         let id = index as u16;
         let rx_meta = config.config().rx_meta_buffers();
         let tx_meta = config.config().tx_meta_buffers();
-        let rx = iface.rx_queues().iter().map(|q| Queue::new(q, id, rx_meta, regions)).collect::<Result<_>>()?;
-        let tx = iface.tx_queues().iter().map(|q| Queue::new(q, id, tx_meta, regions)).collect::<Result<_>>()?;
+        // Only sockets know who sent a packet; raw frames carry it in their headers.
+        let senders = config.backend(index) == InterfaceBackend::Socket;
+        let rx = iface
+            .rx_queues()
+            .iter()
+            .map(|q| Queue::new(q, id, rx_meta, regions, engine, senders))
+            .collect::<Result<_>>()?;
+        let tx = iface
+            .tx_queues()
+            .iter()
+            .map(|q| Queue::new(q, id, tx_meta, regions, engine, false))
+            .collect::<Result<_>>()?;
         Ok(Self {
             id,
             name: iface.name.clone(),
@@ -55,12 +70,31 @@ impl Port {
             next_queue: AtomicUsize::new(0),
             max_payload: iface.socket_config.as_ref().and_then(|s| s.max_payload_size).map(|n| n as usize),
             local_addr: OnceLock::new(),
+            direct: OnceLock::new(),
         })
     }
 
     /// Largest read or datagram the config allows, if it sets one.
     pub(crate) fn config_max_payload(&self) -> Option<usize> {
         self.max_payload
+    }
+
+    /// Hands the port's receive side to the application's polls.
+    pub(crate) fn set_direct(&self, poller: Box<dyn DirectPoll>) {
+        if self.direct.set(Mutex::new(poller)).is_err() {
+            unreachable!("a port's backend starts once");
+        }
+    }
+
+    /// In direct mode, receives what is ready into the queues' rings. A
+    /// caller that finds another thread polling returns at once: that
+    /// thread's bursts land in the same rings.
+    pub(crate) fn poll_direct(&self, engine: &EngineInner) {
+        if let Some(poller) = self.direct.get()
+            && let Ok(mut poller) = poller.try_lock()
+        {
+            poller.poll(engine);
+        }
     }
 
     pub(crate) fn queues(&self, direction: Direction) -> &[Queue] {

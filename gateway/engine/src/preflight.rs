@@ -12,9 +12,10 @@ pub fn available_cores() -> usize {
     core_affinity::get_core_ids().map_or(1, |ids| ids.len())
 }
 
-/// Everything about `config` this host or build cannot honour, as warnings.
+/// Everything about `config` this host or build cannot honour, as warnings:
+/// the keys [`crate::support`] refuses, then what this machine lacks.
 pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
+    let mut out = crate::support::unsupported(config);
     let mut warn = |path: YamlPath, message: String| {
         out.push(Diagnostic { severity: Severity::Warning, path: path.to_string(), message })
     };
@@ -24,16 +25,6 @@ pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
     for (port, iface) in config.interfaces() {
         let path = interfaces.index(port);
         let backend = config.backend(port);
-        if !crate::backend::compiled_in(backend) {
-            warn(
-                path.clone(),
-                format!(
-                    "interface \"{}\" needs the {} backend, which this build does not include",
-                    iface.name,
-                    backend.as_str()
-                ),
-            );
-        }
         for (dir, queues) in [("rx", iface.rx_queues()), ("tx", iface.tx_queues())] {
             for (i, q) in queues.iter().enumerate() {
                 if let Some(core) = q.cpu_core
@@ -66,14 +57,16 @@ pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
     }
     let regions = YamlPath::cfg().key("memory_regions");
     let mut huge_bytes = 0;
+    let nodes = crate::memory::numa_nodes();
     for (i, region) in cfg.memory_regions.iter().enumerate() {
-        match region.kind {
-            MemoryKind::Device | MemoryKind::HostPinned => warn(
-                regions.index(i).key("kind"),
-                format!("kind {} needs CUDA, which this build does not include", region.kind.as_str()),
-            ),
-            MemoryKind::Huge => huge_bytes += region.total_bytes(),
-            MemoryKind::Host => {}
+        if region.kind == MemoryKind::Huge {
+            huge_bytes += region.total_bytes();
+        }
+        if region.kind.cpu_addressable() && !nodes.contains(&region.affinity) {
+            warn(
+                regions.index(i).key("affinity"),
+                format!("NUMA node {} does not exist here (nodes: {nodes:?})", region.affinity),
+            );
         }
     }
     if huge_bytes > 0 {

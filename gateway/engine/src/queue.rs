@@ -5,12 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
-use daqiri_config::model::Queue as QueueConfig;
+use daqiri_config::model::{PollMode, Queue as QueueConfig};
 
-use crate::burst::{Burst, MetaPool};
+use crate::burst::{Burst, BurstShape, EngineId, MetaPool};
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::stats::{DropReason, QueueStats};
+
+/// Most packets one direct-mode poll can return (a socket's UDP GRO batch).
+pub(crate) const DIRECT_BURST_PACKETS: usize = 512;
 
 /// Which way a queue moves packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,6 +40,7 @@ pub(crate) struct Queue {
     pub(crate) id: u16,
     pub(crate) name: String,
     pub(crate) cpu_core: Option<u32>,
+    pub(crate) poll_mode: PollMode,
     pub(crate) batch_size: usize,
     /// RX: deliver a partial burst after this long; `None` = full bursts only.
     pub(crate) timeout: Option<Duration>,
@@ -48,7 +52,15 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    pub(crate) fn new(config: &QueueConfig, port: u16, meta_entries: u32, regions: &Arc<RegionTable>) -> Result<Self> {
+    /// A queue of `port`; `senders` says whether its packets carry the sender's address.
+    pub(crate) fn new(
+        config: &QueueConfig,
+        port: u16,
+        meta_entries: u32,
+        regions: &Arc<RegionTable>,
+        engine: EngineId,
+        senders: bool,
+    ) -> Result<Self> {
         let segment_regions = config
             .memory_regions
             .iter()
@@ -65,20 +77,33 @@ impl Queue {
                 ),
             ));
         }
-        let batch_size = config.batch_size() as usize;
+        // Direct queues have no batch_size: a burst is what one poll returned.
+        let batch_size = match config.poll_mode {
+            PollMode::Indirect => config.batch_size() as usize,
+            PollMode::Direct => DIRECT_BURST_PACKETS,
+        };
         let timeout = match config.timeout_us() {
             0 => None,
             us => Some(Duration::from_micros(us)),
+        };
+        let shape = BurstShape {
+            engine,
+            port,
+            queue: config.id,
+            batch_size,
+            segment_regions: segment_regions.clone(),
+            senders,
         };
         Ok(Self {
             id: config.id,
             name: config.name.clone(),
             cpu_core: config.cpu_core.map(|c| c.0),
+            poll_mode: config.poll_mode,
             batch_size,
             timeout,
             segment_regions,
             ring: ArrayQueue::new(meta_entries.max(1) as usize),
-            meta: MetaPool::new(meta_entries, batch_size as u32, port, config.id, Arc::clone(regions)),
+            meta: MetaPool::new(meta_entries, &shape, Arc::clone(regions)),
             stats: QueueStats::default(),
         })
     }

@@ -155,8 +155,8 @@ pub struct FlowStats {
 }
 
 impl FlowStats {
-    pub(crate) fn matched(&self, bytes: u64) {
-        self.packets.fetch_add(1, Relaxed);
+    pub(crate) fn matched(&self, packets: u64, bytes: u64) {
+        self.packets.fetch_add(packets, Relaxed);
         self.bytes.fetch_add(bytes, Relaxed);
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::burst::{Burst, PacketSlot};
 use crate::error::{Error, Result, Status};
+use crate::memory::RegionTable;
 use crate::queue::Queue;
 use crate::stats::DropReason;
 
@@ -34,32 +35,34 @@ pub(crate) fn poll_interval<'q>(queues: impl IntoIterator<Item = &'q Queue>) -> 
 }
 
 /// Collects packets for one RX queue into bursts of `batch_size`, delivering
-/// a partial burst once `timeout_us` has passed since its first packet.
+/// a partial burst once `timeout_us` has passed since its first packet. It
+/// holds no borrow of its queue, so a poller that outlives one call (direct
+/// mode) can keep it.
 #[derive(Debug)]
-pub(crate) struct Assembler<'q> {
-    queue: &'q Queue,
+pub(crate) struct Assembler {
     pending: Option<Burst>,
     started: Instant,
 }
 
-impl<'q> Assembler<'q> {
-    pub(crate) fn new(queue: &'q Queue) -> Self {
-        Self { queue, pending: None, started: Instant::now() }
+impl Default for Assembler {
+    fn default() -> Self {
+        Self { pending: None, started: Instant::now() }
     }
+}
 
-    /// Adds a packet; a full burst is delivered at once. Without a free
-    /// metadata entry the packet is dropped and counted.
-    pub(crate) fn push(&mut self, slot: PacketSlot, regions: &crate::memory::RegionTable) {
+impl Assembler {
+    /// Adds a packet for `queue`; a full burst is delivered at once. Without
+    /// a free metadata entry the packet is dropped and counted.
+    pub(crate) fn push(&mut self, queue: &Queue, slot: PacketSlot, regions: &RegionTable) {
         if self.pending.is_none() {
-            match self.queue.meta.take() {
+            match queue.meta.take() {
                 Some(burst) => {
                     self.pending = Some(burst);
                     self.started = Instant::now();
                 }
                 None => {
-                    let mut slot = slot;
-                    slot.release(regions);
-                    self.queue.stats.dropped(DropReason::NoFreeBurstBuffers, 1);
+                    slot.release(regions, &queue.segment_regions);
+                    queue.stats.dropped(DropReason::NoFreeBurstBuffers, 1);
                     return;
                 }
             }
@@ -67,26 +70,27 @@ impl<'q> Assembler<'q> {
         let burst = self.pending.as_mut().expect("set above");
         burst.push(slot);
         if burst.is_full() {
-            self.queue.deliver(self.pending.take().expect("set above"));
+            queue.deliver(self.pending.take().expect("set above"));
         }
     }
 
     /// Waits for a metadata entry instead of dropping (byte streams).
     pub(crate) fn push_lossless(
         &mut self,
-        mut slot: PacketSlot,
-        regions: &crate::memory::RegionTable,
+        queue: &Queue,
+        slot: PacketSlot,
+        regions: &RegionTable,
         stop: &dyn Fn() -> bool,
     ) {
         if self.pending.is_none() {
             loop {
-                if let Some(burst) = self.queue.meta.take() {
+                if let Some(burst) = queue.meta.take() {
                     self.pending = Some(burst);
                     self.started = Instant::now();
                     break;
                 }
                 if stop() {
-                    return slot.release(regions);
+                    return slot.release(regions, &queue.segment_regions);
                 }
                 std::thread::sleep(Duration::from_micros(20));
             }
@@ -94,32 +98,39 @@ impl<'q> Assembler<'q> {
         let burst = self.pending.as_mut().expect("set above");
         burst.push(slot);
         if burst.is_full() {
-            self.queue.deliver_lossless(self.pending.take().expect("set above"), stop);
+            queue.deliver_lossless(self.pending.take().expect("set above"), stop);
         }
     }
 
     /// Delivers a partial burst whose timeout has passed.
-    pub(crate) fn flush_if_due(&mut self, now: Instant) {
-        if let (Some(timeout), Some(_)) = (self.queue.timeout, &self.pending)
+    pub(crate) fn flush_if_due(&mut self, queue: &Queue, now: Instant) {
+        if let (Some(timeout), Some(_)) = (queue.timeout, &self.pending)
             && now.duration_since(self.started) >= timeout
         {
-            self.queue.deliver(self.pending.take().expect("checked"));
+            self.flush(queue);
         }
     }
 
-    /// Delivers whatever is pending (end of a stream, shutdown).
-    pub(crate) fn flush_lossless(&mut self, stop: &dyn Fn() -> bool) {
+    /// Delivers whatever is pending (direct mode after each poll).
+    pub(crate) fn flush(&mut self, queue: &Queue) {
         if let Some(burst) = self.pending.take() {
-            self.queue.deliver_lossless(burst, stop);
+            queue.deliver(burst);
+        }
+    }
+
+    /// Delivers whatever is pending, waiting for ring space (end of a stream, shutdown).
+    pub(crate) fn flush_lossless(&mut self, queue: &Queue, stop: &dyn Fn() -> bool) {
+        if let Some(burst) = self.pending.take() {
+            queue.deliver_lossless(burst, stop);
         }
     }
 
     /// Delivers a partial burst of a stream once its timeout has passed.
-    pub(crate) fn flush_if_due_lossless(&mut self, now: Instant, stop: &dyn Fn() -> bool) {
-        if let (Some(timeout), Some(_)) = (self.queue.timeout, &self.pending)
+    pub(crate) fn flush_if_due_lossless(&mut self, queue: &Queue, now: Instant, stop: &dyn Fn() -> bool) {
+        if let (Some(timeout), Some(_)) = (queue.timeout, &self.pending)
             && now.duration_since(self.started) >= timeout
         {
-            self.flush_lossless(stop);
+            self.flush_lossless(queue, stop);
         }
     }
 }

@@ -65,8 +65,9 @@ fn check_direction(ctx: &InterfaceCtx<'_>, queues: &[Queue], list: &YamlPath, is
                 }
             }
             PollMode::Direct => {
-                if ctx.backend != InterfaceBackend::IbverbsRaw {
-                    report.error(&path.key("poll_mode"), "direct poll mode exists only on the raw ibverbs engine (stream_type: raw, engine: ibverbs); use indirect");
+                // DAQIRI has it on raw ibverbs; we add UDP sockets (received on the caller's thread).
+                if !matches!(ctx.backend, InterfaceBackend::IbverbsRaw | InterfaceBackend::Socket) {
+                    report.error(&path.key("poll_mode"), "direct poll mode exists on the raw ibverbs engine (stream_type: raw, engine: ibverbs) and on UDP socket RX queues; use indirect");
                 }
                 for (key, present) in [
                     ("cpu_core", q.cpu_core.is_some()),

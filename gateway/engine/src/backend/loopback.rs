@@ -46,7 +46,7 @@ impl Backend for LoopbackBackend {
 
 fn run(engine: &EngineInner, port: u16) {
     let p = &engine.ports[port as usize];
-    let mut assemblers: Vec<Assembler<'_>> = p.rx.iter().map(Assembler::new).collect();
+    let mut assemblers: Vec<Assembler> = p.rx.iter().map(|_| Assembler::default()).collect();
     let mut frame = vec![0u8; MAX_FRAME];
     let backoff = Backoff::new();
     while !engine.stopping() {
@@ -58,8 +58,8 @@ fn run(engine: &EngineInner, port: u16) {
             }
         }
         let now = Instant::now();
-        for a in &mut assemblers {
-            a.flush_if_due(now);
+        for (a, q) in assemblers.iter_mut().zip(&p.rx) {
+            a.flush_if_due(q, now);
         }
         if moved { backoff.reset() } else { idle(&backoff) }
     }
@@ -71,7 +71,7 @@ fn carry(
     regions: &RegionTable,
     tx: &Queue,
     burst: &Burst,
-    assemblers: &mut [Assembler<'_>],
+    assemblers: &mut [Assembler],
     frame: &mut [u8],
 ) {
     let (mut sent, mut bytes) = (0u64, 0u64);
@@ -104,7 +104,7 @@ fn carry(
         let (queue, flow_id) = match steering {
             Steering::Flow { rule, queue } => {
                 let rule = &flows.rules[rule];
-                rule.stats.matched(len as u64);
+                rule.stats.matched(1, len as u64);
                 (queue, Some(rule.flow_id))
             }
             Steering::Default { queue } => (queue, None),
@@ -114,7 +114,7 @@ fn carry(
             }
         };
         if let Some(slot) = land(&p.rx[queue], regions, frame, flow_id) {
-            assemblers[queue].push(slot, regions);
+            assemblers[queue].push(&p.rx[queue], slot, regions);
         }
     }
     tx.stats.delivered(sent, bytes);
@@ -130,12 +130,12 @@ fn land(rx: &Queue, regions: &RegionTable, frame: &[u8], flow_id: Option<u32>) -
         let region = regions.get(r);
         let take = if segment == last { rest.len() } else { rest.len().min(region.buf_size()) };
         if take > region.buf_size() {
-            slot.release(regions);
+            slot.release(regions, &rx.segment_regions);
             rx.stats.dropped(DropReason::Truncated, 1);
             return None;
         }
         let Some(mut token) = region.take() else {
-            slot.release(regions);
+            slot.release(regions, &rx.segment_regions);
             rx.stats.dropped(DropReason::NoFreePacketBuffers, 1);
             return None;
         };

@@ -21,6 +21,14 @@ pub(crate) trait Backend: Send {
     fn start(self: Box<Self>, engine: &Arc<EngineInner>, port: u16) -> Result<Vec<JoinHandle<()>>>;
 }
 
+/// A port's receive side, polled on the application's thread by
+/// `get_rx_burst` (`poll_mode: direct`) instead of by a worker.
+pub(crate) trait DirectPoll: Send + std::fmt::Debug {
+    /// Receives what is ready, without blocking, and delivers it to the
+    /// port's queues as bursts; returns the packets received.
+    fn poll(&mut self, engine: &EngineInner) -> usize;
+}
+
 /// Opens the backend of `port` (binds sockets, checks devices).
 pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend>> {
     match port.backend {

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 
 /// A private anonymous mapping, unmapped on drop.
 #[derive(Debug)]
-pub(crate) struct Mapping {
+pub struct Mapping {
     base: NonNull<u8>,
     len: usize,
 }
@@ -18,19 +18,21 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Maps `len` bytes of ordinary memory, faulted in now: a page fault per
-    /// first-touched buffer on the data path costs more than the packet.
-    pub(crate) fn host(len: usize) -> io::Result<Self> {
-        Self::map(len, libc::MAP_POPULATE)
+    /// Maps `len` bytes of ordinary memory on NUMA node `node`, faulted in
+    /// now: a page fault per first-touched buffer on the data path costs
+    /// more than the packet.
+    pub(crate) fn host(len: usize, node: u32) -> io::Result<Self> {
+        Self::map(len, 0, node)
     }
 
-    /// Maps `len` bytes backed by the default hugepage size and faults them in
-    /// now, so a shortage shows at init rather than as SIGBUS on the data path.
-    pub(crate) fn hugetlb(len: usize) -> io::Result<Self> {
-        Self::map(len, libc::MAP_HUGETLB | libc::MAP_POPULATE)
+    /// Maps `len` bytes backed by the default hugepage size on NUMA node
+    /// `node` and faults them in now, so a shortage shows at init rather than
+    /// as SIGBUS on the data path.
+    pub(crate) fn hugetlb(len: usize, node: u32) -> io::Result<Self> {
+        Self::map(len, libc::MAP_HUGETLB, node)
     }
 
-    fn map(len: usize, extra_flags: libc::c_int) -> io::Result<Self> {
+    fn map(len: usize, extra_flags: libc::c_int, node: u32) -> io::Result<Self> {
         let len = len.max(1);
         // SAFETY: a fresh private anonymous mapping aliases no Rust object;
         // the arguments are valid for mmap and the result is checked.
@@ -48,13 +50,26 @@ impl Mapping {
             return Err(io::Error::last_os_error());
         }
         let base = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
-        // Packet pools can be gigabytes: keep them out of core dumps. The
-        // distinct flag also keeps the pool its own entry in /proc/PID/smaps.
-        // SAFETY: advises on exactly the range just mapped; failure is harmless.
-        unsafe {
-            libc::madvise(ptr, len, libc::MADV_DONTDUMP);
+        // From here on, dropping `mapping` unmaps on every error path.
+        let mapping = Self { base, len };
+        // Packet pools can be gigabytes: keep them out of core dumps and out
+        // of a forked child (a NIC or device may hold their physical pages).
+        // The distinct flags also keep the pool its own entry in /proc/PID/smaps.
+        for advice in [libc::MADV_DONTDUMP, libc::MADV_DONTFORK] {
+            // SAFETY: advises on exactly the range just mapped.
+            if unsafe { libc::madvise(ptr, len, advice) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
         }
-        Ok(Self { base, len })
+        bind_to_node(ptr, len, node)?;
+        // Fault every page in now, on the node just bound.
+        // SAFETY: populates exactly the range just mapped, which nothing reads yet.
+        if unsafe { libc::madvise(ptr, len, libc::MADV_POPULATE_WRITE) } != 0 {
+            let e = io::Error::last_os_error();
+            // An allocation failure: for hugetlb, too few pages.
+            return Err(if e.raw_os_error() == Some(libc::EFAULT) { io::Error::from_raw_os_error(libc::ENOMEM) } else { e });
+        }
+        Ok(mapping)
     }
 
     /// Start of the mapping.
@@ -66,6 +81,55 @@ impl Mapping {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+}
+
+/// Binds a fresh mapping's pages to NUMA node `node` (the region's
+/// `affinity`). A single-node machine has nothing to bind; a node that does
+/// not exist is refused rather than ignored.
+fn bind_to_node(ptr: *mut libc::c_void, len: usize, node: u32) -> io::Result<()> {
+    let nodes = numa_nodes();
+    if !nodes.contains(&node) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("NUMA node {node} does not exist here (nodes: {nodes:?}); set affinity to one of them"),
+        ));
+    }
+    if nodes.len() < 2 {
+        return Ok(());
+    }
+    let mask: [libc::c_ulong; 16] = std::array::from_fn(|word| {
+        if node as usize / libc::c_ulong::BITS as usize == word { 1 << (node % libc::c_ulong::BITS) } else { 0 }
+    });
+    const MPOL_BIND: libc::c_long = 2;
+    const MPOL_MF_STRICT: libc::c_long = 1;
+    // SAFETY: mbind reads `mask` (16 words, maxnode bits) and changes only the
+    // policy of the range just mapped.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            ptr,
+            len,
+            MPOL_BIND,
+            mask.as_ptr(),
+            mask.len() as libc::c_ulong * libc::c_ulong::BITS as libc::c_ulong,
+            MPOL_MF_STRICT,
+        )
+    };
+    if rc != 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// NUMA nodes the kernel reports; `[0]` on a kernel without NUMA.
+pub(crate) fn numa_nodes() -> Vec<u32> {
+    let mut nodes: Vec<u32> = std::fs::read_dir("/sys/devices/system/node")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok()).collect()
+        })
+        .unwrap_or_default();
+    if nodes.is_empty() {
+        nodes.push(0);
+    }
+    nodes.sort_unstable();
+    nodes
 }
 
 impl Drop for Mapping {

@@ -1,15 +1,23 @@
 //! Memory regions: DAQIRI's named pools of fixed-size packet buffers.
 //!
-//! A region is one mapping cut into `num_bufs` buffers of `buf_size` bytes,
-//! with a lock-free free list. Taking a buffer yields a [`BufToken`], the
-//! proof of ownership that the burst types keep; the token is the only key to
-//! the buffer's bytes and goes back to the free list when the burst drops.
+//! A region is one block of memory ([`Backing`]) cut into `num_bufs`
+//! buffers of `buf_size` bytes, with a [`pool`] of the free ones. Taking a
+//! buffer yields a [`BufToken`], the proof of ownership that the burst types
+//! keep; the token goes back to the pool when the burst drops. Device memory
+//! is reached only through [`DeviceSlice`], which host code cannot read.
 
-mod free_list;
+mod backing;
+mod device;
 mod hugepages;
 mod mapping;
+mod pool;
 mod region;
 
+pub use backing::Backing;
+pub use mapping::Mapping;
+pub(crate) use mapping::numa_nodes;
+pub use device::{DevicePtr, DeviceSlice};
 pub use hugepages::HugepageInfo;
+pub(crate) use pool::PoolCache;
 pub use region::Region;
 pub(crate) use region::{BufToken, RegionTable};

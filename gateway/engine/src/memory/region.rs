@@ -2,60 +2,59 @@
 
 use std::ptr::NonNull;
 
-use daqiri_config::model::{MemoryKind, MemoryRegion};
+use daqiri_config::model::{MemoryAccess, MemoryKind, MemoryRegion};
 
-use super::free_list::FreeList;
+use super::backing::Backing;
+use super::device::DeviceSlice;
 use super::hugepages::HugepageInfo;
 use super::mapping::Mapping;
+use super::pool::{BufferPool, PoolCache, SharedStack};
+use crate::burst::SegmentMemory;
 use crate::error::{Error, Status};
 
-/// Proof that its holder owns buffer `index` of region `region`.
+/// Proof that its holder owns one buffer of a region.
 ///
 /// Not `Clone`: exactly one token exists per taken buffer, so a `&mut` to a
-/// token is a `&mut` to the bytes. Tokens never leave the crate.
+/// token is a `&mut` to the bytes. The region is known from where the token
+/// is kept (a queue's segment, a burst's column), so the token is just the
+/// buffer's index: four bytes in a burst's column. Tokens never leave the crate.
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "a buffer token must be released to its region or it leaks"]
-pub(crate) struct BufToken {
-    region: u16,
-    index: u32,
-}
+pub(crate) struct BufToken(u32);
 
 impl BufToken {
-    pub(crate) fn region(&self) -> u16 {
-        self.region
+    /// Marks a burst's segment whose buffer was already given back.
+    pub(crate) const RELEASED: BufToken = BufToken(u32::MAX);
+
+    pub(crate) fn is_released(&self) -> bool {
+        self.0 == u32::MAX
     }
 }
 
-/// A named buffer pool.
+/// A named buffer pool over one block of memory.
 #[derive(Debug)]
 pub struct Region {
     name: String,
     kind: MemoryKind,
-    index: u16,
+    access: Vec<MemoryAccess>,
     buf_size: usize,
     num_bufs: u32,
-    mapping: Mapping,
-    free: FreeList,
+    backing: Backing,
+    pool: Box<dyn BufferPool>,
 }
 
 impl Region {
-    /// Allocates the region described by `config`. `index` is its position in
-    /// the engine's region table.
-    pub(crate) fn new(config: &MemoryRegion, index: u16) -> Result<Self, Error> {
+    /// Allocates the region described by `config`.
+    pub(crate) fn new(config: &MemoryRegion) -> Result<Self, Error> {
         let buf_size = usize::try_from(config.buf_size)
             .map_err(|_| Error::invalid(format!("memory region \"{}\": buf_size is too large", config.name)))?;
         let bytes = config.total_bytes();
         let len = usize::try_from(bytes).map_err(|_| {
             Error::invalid(format!("memory region \"{}\" ({bytes} bytes) does not fit this address space", config.name))
         })?;
-        let mapping = match config.kind {
-            MemoryKind::Host => Mapping::host(len).map_err(|e| {
-                Error::new(
-                    Status::NoFreePacketBuffers,
-                    format!("memory region \"{}\": cannot map {bytes} bytes of host memory: {e}", config.name),
-                )
-            })?,
-            MemoryKind::Huge => map_hugepages(config, bytes, len)?,
+        let backing = match config.kind {
+            MemoryKind::Host => Backing::Host(Mapping::host(len, config.affinity).map_err(|e| map_error(config, e))?),
+            MemoryKind::Huge => Backing::Hugetlb(map_hugepages(config, bytes, len)?),
             MemoryKind::Device | MemoryKind::HostPinned => {
                 return Err(Error::new(
                     Status::NotSupported,
@@ -67,15 +66,14 @@ impl Region {
                 ));
             }
         };
-        let free = FreeList::full(config.num_bufs);
         Ok(Self {
             name: config.name.clone(),
             kind: config.kind,
-            index,
+            access: config.access.clone(),
             buf_size,
             num_bufs: config.num_bufs,
-            mapping,
-            free,
+            backing,
+            pool: Box::new(SharedStack::full(config.num_bufs)),
         })
     }
 
@@ -89,6 +87,16 @@ impl Region {
         self.kind
     }
 
+    /// The config's `access` flags (what RDMA registration must allow).
+    pub fn access(&self) -> &[MemoryAccess] {
+        &self.access
+    }
+
+    /// What holds the bytes.
+    pub fn backing(&self) -> &Backing {
+        &self.backing
+    }
+
     /// Bytes per buffer.
     pub fn buf_size(&self) -> usize {
         self.buf_size
@@ -99,9 +107,9 @@ impl Region {
         self.num_bufs
     }
 
-    /// Buffers currently free.
+    /// Buffers currently free (buffers a worker keeps in its cache count as in use).
     pub fn available(&self) -> u32 {
-        self.free.len()
+        self.pool.available()
     }
 
     /// Buffers currently owned by bursts or workers.
@@ -111,47 +119,98 @@ impl Region {
 
     /// Takes a free buffer; `None` when the pool is exhausted.
     pub(crate) fn take(&self) -> Option<BufToken> {
-        self.free.pop().map(|index| BufToken { region: self.index, index })
+        let mut one = Vec::with_capacity(1);
+        self.pool.take_bulk(&mut one, 1);
+        one.pop().map(BufToken)
+    }
+
+    /// Takes a buffer through a worker's cache (one shared access per refill).
+    pub(crate) fn take_cached(&self, cache: &mut PoolCache) -> Option<BufToken> {
+        cache.take(&*self.pool).map(BufToken)
+    }
+
+    /// Gives a worker's cached buffers back.
+    pub(crate) fn drain_cache(&self, cache: &mut PoolCache) {
+        cache.drain_into(&*self.pool);
     }
 
     /// Returns a buffer to the pool.
     pub(crate) fn release(&self, token: BufToken) {
-        self.check(&token);
-        self.free.push(token.index);
+        self.release_all(std::iter::once(token));
     }
 
-    /// The bytes of a buffer the caller owns.
+    /// Returns many buffers in one pool operation; released markers are skipped.
+    pub(crate) fn release_all(&self, tokens: impl Iterator<Item = BufToken>) {
+        let mut indices = [0u32; 64];
+        let mut n = 0;
+        for token in tokens.filter(|t| !t.is_released()) {
+            assert!(token.0 < self.num_bufs, "buffer {} is not in region {}", token.0, self.name);
+            indices[n] = token.0;
+            n += 1;
+            if n == indices.len() {
+                self.pool.release_bulk(&indices);
+                n = 0;
+            }
+        }
+        self.pool.release_bulk(&indices[..n]);
+    }
+
+    /// The host bytes of a buffer the caller owns. Panics for memory the CPU
+    /// cannot read: backends check their queues' regions at open.
     pub(crate) fn bytes<'a>(&'a self, token: &'a BufToken) -> &'a [u8] {
-        let ptr = self.buffer_ptr(token);
+        let ptr = self.host_buffer(token).expect("backend opened on CPU-addressable regions only");
         // SAFETY: the token proves exclusive ownership of this buffer, which lies
-        // inside the mapping (`buffer_ptr` checks the index); the shared borrow of
+        // inside the mapping (`host_buffer` checks the index); the shared borrow of
         // the token keeps any `&mut` to the same bytes from existing meanwhile.
         unsafe { std::slice::from_raw_parts(ptr.as_ptr(), self.buf_size) }
     }
 
-    /// The bytes of a buffer the caller owns, writable.
+    /// The host bytes of a buffer the caller owns, writable.
     pub(crate) fn bytes_mut<'a>(&'a self, token: &'a mut BufToken) -> &'a mut [u8] {
-        let ptr = self.buffer_ptr(token);
+        self.host_bytes_mut(token).expect("backend opened on CPU-addressable regions only")
+    }
+
+    /// As [`bytes_mut`](Self::bytes_mut), `None` for memory the CPU cannot write.
+    pub(crate) fn host_bytes_mut<'a>(&'a self, token: &'a mut BufToken) -> Option<&'a mut [u8]> {
+        let ptr = self.host_buffer(token)?;
         // SAFETY: as in `bytes`; the unique borrow of the one token for this
         // buffer makes this the only live reference to its bytes.
-        unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), self.buf_size) }
+        Some(unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), self.buf_size) })
     }
 
-    fn buffer_ptr(&self, token: &BufToken) -> NonNull<u8> {
-        self.check(token);
-        let offset = token.index as usize * self.buf_size;
-        assert!(offset + self.buf_size <= self.mapping.len(), "buffer index out of range");
+    /// `len` bytes at `offset` of a buffer the caller owns, where they live.
+    pub(crate) fn segment<'a>(&'a self, token: &'a BufToken, offset: usize, len: usize) -> SegmentMemory<'a> {
+        assert!(offset + len <= self.buf_size, "segment beyond its buffer");
+        match self.backing.host_base() {
+            Some(_) => SegmentMemory::Host(&self.bytes(token)[offset..offset + len]),
+            None => {
+                let base = self.backing.device_base().expect("memory is host or device");
+                SegmentMemory::Device(DeviceSlice::new(base.offset(self.buffer_offset(token) + offset), len))
+            }
+        }
+    }
+
+    fn buffer_offset(&self, token: &BufToken) -> usize {
+        assert!(token.0 < self.num_bufs, "buffer {} is not in region {}", token.0, self.name);
+        token.0 as usize * self.buf_size
+    }
+
+    fn host_buffer(&self, token: &BufToken) -> Option<NonNull<u8>> {
+        let offset = self.buffer_offset(token);
+        let base = self.backing.host_base()?;
+        assert!(offset + self.buf_size <= self.backing.len(), "buffer index out of range");
         // SAFETY: offset + buf_size is within the mapping, checked above.
-        unsafe { self.mapping.base().add(offset) }
+        Some(unsafe { base.add(offset) })
     }
+}
 
-    fn check(&self, token: &BufToken) {
-        assert_eq!(
-            token.region, self.index,
-            "buffer of region {} used with region {} ({})",
-            token.region, self.index, self.name
-        );
-    }
+fn map_error(config: &MemoryRegion, e: std::io::Error) -> Error {
+    let status = if e.kind() == std::io::ErrorKind::Unsupported { Status::NotSupported } else { Status::NoFreePacketBuffers };
+    Error::io(
+        status,
+        format!("memory region \"{}\": cannot map {} bytes of host memory on NUMA node {}", config.name, config.total_bytes(), config.affinity),
+        e,
+    )
 }
 
 fn map_hugepages(config: &MemoryRegion, bytes: u64, len: usize) -> Result<Mapping, Error> {
@@ -170,7 +229,7 @@ fn map_hugepages(config: &MemoryRegion, bytes: u64, len: usize) -> Result<Mappin
         return Err(shortage(info.free));
     }
     let rounded = usize::try_from(pages * info.page_size).unwrap_or(len);
-    Mapping::hugetlb(rounded).map_err(|_| shortage(HugepageInfo::read().map_or(0, |i| i.free)))
+    Mapping::hugetlb(rounded, config.affinity).map_err(|_| shortage(HugepageInfo::read().map_or(0, |i| i.free)))
 }
 
 fn hugepage_shortage(region: &str, info: &HugepageInfo, pages: u64, free: u64) -> Error {
@@ -198,14 +257,6 @@ impl RegionTable {
 
     pub(crate) fn get(&self, index: u16) -> &Region {
         &self.regions[index as usize]
-    }
-
-    pub(crate) fn of(&self, token: &BufToken) -> &Region {
-        self.get(token.region())
-    }
-
-    pub(crate) fn release(&self, token: BufToken) {
-        self.of(&token).release(token);
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Region> {
@@ -240,7 +291,7 @@ mod tests {
             num_bufs: 3,
             buf_size: 16,
         };
-        let region = Region::new(&config, 0).unwrap();
+        let region = Region::new(&config).unwrap();
         let mut tokens: Vec<BufToken> = (0..3).map(|_| region.take().unwrap()).collect();
         assert!(region.take().is_none());
         region.bytes_mut(&mut tokens[1]).fill(7);

@@ -54,6 +54,12 @@ impl std::fmt::Debug for RecvBatch {
     }
 }
 
+// SAFETY: the raw pointers inside the headers point only into this value's
+// own arrays or at buffers lent for the duration of one `recv` call; they are
+// rewritten before every call, so moving the batch to another thread (a
+// direct-mode poller moves with its port) leaves nothing dangling.
+unsafe impl Send for RecvBatch {}
+
 impl RecvBatch {
     /// `messages` messages per call of up to `buffers_per_message` pool
     /// buffers each, plus `overflow_len` bytes of overflow per message.
@@ -86,14 +92,16 @@ impl RecvBatch {
     }
 
     /// Receives up to one message per group of `segment`-byte slices of the
-    /// given buffers, blocking (up to the socket's receive timeout) for the
-    /// first only. Returns the messages' metadata in order;
-    /// `WouldBlock`/`TimedOut` when nothing arrived in time.
+    /// given buffers. With `wait`, blocks (up to the socket's receive
+    /// timeout) for the first only; without, returns at once. Returns the
+    /// messages' metadata in order; `WouldBlock`/`TimedOut` when nothing
+    /// arrived in time.
     pub(crate) fn recv<'a>(
         &mut self,
         socket: BorrowedFd<'_>,
         buffers: impl Iterator<Item = &'a mut [u8]>,
         segment: usize,
+        wait: bool,
     ) -> io::Result<&[RecvMeta]> {
         let mut buffers = buffers.peekable();
         let per = self.buffers_per_message + 1;
@@ -131,7 +139,7 @@ impl RecvBatch {
                 socket.as_raw_fd(),
                 self.headers.as_mut_ptr(),
                 count as libc::c_uint,
-                libc::MSG_WAITFORONE,
+                if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT },
                 std::ptr::null_mut(),
             )
         };

@@ -168,7 +168,7 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
     let queue = &p.rx[0];
     let landing = regions.get(queue.segment_regions[0]);
     let read_size = shared.max_read.unwrap_or(usize::MAX).min(landing.buf_size());
-    let mut assembler = Assembler::new(queue);
+    let mut assembler = Assembler::default();
     let stop = || engine.stopping();
     while !engine.stopping() {
         let Some(stream) = shared.current().or_else(|| shared.establish(&p.name)) else { continue };
@@ -178,7 +178,7 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
                     break Some(token);
                 }
                 // Out of buffers: hand over what we hold so the application can free some.
-                assembler.flush_lossless(&stop);
+                assembler.flush_lossless(queue, &stop);
                 if stop() {
                     break None;
                 }
@@ -189,7 +189,7 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
             match read {
                 Ok(0) => {
                     landing.release(token);
-                    assembler.flush_lossless(&stop);
+                    assembler.flush_lossless(queue, &stop);
                     shared.set(None);
                     tracing::info!(interface = %p.name, "TCP peer closed the connection");
                     break;
@@ -199,7 +199,7 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
                         landing.release(token);
                         p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
                     } else {
-                        assembler.push_lossless(PacketSlot::single(token, n as u32, None), regions, &stop);
+                        assembler.push_lossless(queue, PacketSlot::single(token, n as u32, None), regions, &stop);
                     }
                 }
                 Err(e) => {
@@ -209,13 +209,13 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
                     ) {
                         tracing::warn!(interface = %p.name, "TCP receive failed, dropping the connection: {e}");
-                        assembler.flush_lossless(&stop);
+                        assembler.flush_lossless(queue, &stop);
                         shared.set(None);
                         break;
                     }
                 }
             }
-            assembler.flush_if_due_lossless(Instant::now(), &stop);
+            assembler.flush_if_due_lossless(queue, Instant::now(), &stop);
             if stop() {
                 break;
             }

@@ -4,24 +4,24 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::AsFd;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 use daqiri_config::SocketEndpoints;
-use daqiri_config::model::SocketMode;
+use daqiri_config::model::{PollMode, SocketMode};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::SOCKET_BUFFER_BYTES;
 use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
-use crate::backend::Backend;
+use crate::backend::{Backend, DirectPoll};
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
 use crate::engine::EngineInner;
 use crate::error::{Error, Result, Status};
-use crate::flow::Steering;
+use crate::flow::{FlowTable, Steering};
 use crate::headers::{FlowKey, IPV4_LEN, UDP_LEN};
-use crate::memory::BufToken;
+use crate::memory::{BufToken, PoolCache, RegionTable};
 use crate::port::Port;
 use crate::queue::Queue;
 use crate::stats::DropReason;
@@ -41,7 +41,7 @@ struct Shared {
     local: SocketAddr,
     mode: SocketMode,
     /// Server mode: where TX datagrams go (the last peer heard from).
-    last_peer: Mutex<Option<SocketAddr>>,
+    last_peer: arc_swap::ArcSwapOption<SocketAddr>,
     /// Largest datagram one GSO segment may be: path MTU less IP and UDP headers.
     gso_max_segment: usize,
     /// The kernel hands over coalesced runs of datagrams (UDP GRO).
@@ -89,7 +89,7 @@ impl UdpBackend {
                 socket,
                 local,
                 mode: endpoints.mode,
-                last_peer: Mutex::new(None),
+                last_peer: arc_swap::ArcSwapOption::empty(),
                 gso_max_segment,
                 gro,
             }),
@@ -120,10 +120,15 @@ impl Backend for UdpBackend {
         let p = &engine.ports[port as usize];
         let mut workers = Vec::new();
         if let Some(first) = p.rx.first() {
-            let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
-            workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || {
-                receive_loop(&engine, port, &shared)
-            })?);
+            let mut receiver = UdpReceiver::new(port, Arc::clone(&self.shared), p, &engine.regions);
+            if first.poll_mode == PollMode::Direct {
+                p.set_direct(Box::new(receiver));
+            } else {
+                let engine = Arc::clone(engine);
+                workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || {
+                    receiver.run(&engine)
+                })?);
+            }
         }
         for (index, q) in p.tx.iter().enumerate() {
             let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
@@ -149,193 +154,271 @@ fn layout(meta: &RecvMeta) -> Layout {
     Layout { segment, datagrams: meta.len.div_ceil(segment).max(1) }
 }
 
-/// The RX worker's view of its port: steering and assembling.
-struct Delivery<'e> {
+/// The receive side of one UDP port, kept between polls: an RX worker runs
+/// it in a loop, and in `poll_mode: direct` the application's own
+/// `get_rx_burst` polls it, so no thread hand-off sits between the socket
+/// and the consumer.
+#[derive(Debug)]
+pub(super) struct UdpReceiver {
+    port: u16,
+    shared: Arc<Shared>,
+    landing: u16,
+    batch: RecvBatch,
+    /// Free buffers of the landing region, refilled in bulk.
+    cache: PoolCache,
+    /// Buffers offered to the next receive call.
+    ready: Vec<BufToken>,
+    /// Buffers of the message being delivered.
+    mine: Vec<BufToken>,
+    gather: Vec<u8>,
+    drain: Vec<u8>,
+    /// Expected bytes per datagram: each buffer takes this much of a GRO run.
+    segment: usize,
+    kernel_drops_seen: u32,
+    peer_seen: Option<SocketAddr>,
+    assemblers: Vec<Assembler>,
+    /// Per flow rule, packets and bytes matched in this poll: flow counters
+    /// are added once per poll, not per packet.
+    matched: Vec<(u64, u64)>,
+}
+
+/// What one poll learned about its port, read once per poll.
+struct PollView<'e> {
     port: &'e Port,
-    regions: &'e crate::memory::RegionTable,
-    assemblers: Vec<Assembler<'e>>,
+    regions: &'e RegionTable,
+    flows: arc_swap::Guard<Arc<FlowTable>>,
+    drop_all: bool,
     local_ip: [u8; 4],
     local_port: u16,
 }
 
-impl Delivery<'_> {
-    fn deliver(&mut self, token: BufToken, len: usize, peer: Option<SocketAddr>) {
-        let p = self.port;
-        if p.drop_all.load(std::sync::atomic::Ordering::Relaxed) {
-            self.regions.release(token);
-            p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
-            return;
-        }
-        let key = FlowKey {
-            src_ip: peer.map_or([0; 4], |a| ipv4_octets(a.ip())),
-            dst_ip: self.local_ip,
-            src_port: peer.map_or(0, |a| a.port()),
-            dst_port: self.local_port,
-            ipv4_len: (IPV4_LEN + UDP_LEN + len).min(u16::MAX as usize) as u16,
+impl UdpReceiver {
+    fn new(port: u16, shared: Arc<Shared>, p: &Port, regions: &RegionTable) -> Self {
+        let landing = p.rx[0].segment_regions[0];
+        let batch = if shared.gro {
+            RecvBatch::new(GRO_MESSAGES, GRO_SEGMENTS, MAX_DATAGRAM)
+        } else {
+            RecvBatch::new(SYSCALL_BATCH, 1, 0)
         };
-        let flows = p.flows.load();
-        match flows.steer(&key) {
-            Steering::Flow { rule, queue } => {
-                let rule = &flows.rules[rule];
-                rule.stats.matched(len as u64);
-                self.assemblers[queue]
-                    .push(PacketSlot::single(token, len as u32, Some(rule.flow_id)).with_source(peer), self.regions);
-            }
-            Steering::Default { queue } => {
-                self.assemblers[queue].push(PacketSlot::single(token, len as u32, None).with_source(peer), self.regions)
-            }
-            Steering::Unmatched => {
-                self.regions.release(token);
-                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
-            }
+        let capacity = batch.capacity();
+        Self {
+            port,
+            landing,
+            cache: PoolCache::new(capacity * 2),
+            ready: Vec::with_capacity(capacity),
+            mine: Vec::with_capacity(GRO_SEGMENTS),
+            gather: vec![0u8; MAX_DATAGRAM],
+            drain: vec![0u8; MAX_DATAGRAM],
+            segment: regions.get(landing).buf_size(),
+            kernel_drops_seen: 0,
+            peer_seen: None,
+            assemblers: p.rx.iter().map(|_| Assembler::default()).collect(),
+            matched: Vec::new(),
+            batch,
+            shared,
         }
     }
-}
 
-fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
-    let p = &engine.ports[port as usize];
-    let regions = &*engine.regions;
-    let landing = regions.get(p.rx[0].segment_regions[0]);
-    let mut batch = if shared.gro {
-        RecvBatch::new(GRO_MESSAGES, GRO_SEGMENTS, MAX_DATAGRAM)
-    } else {
-        RecvBatch::new(SYSCALL_BATCH, 1, 0)
-    };
-    let mut out = Delivery {
-        port: p,
-        regions,
-        assemblers: p.rx.iter().map(Assembler::new).collect(),
-        local_ip: ipv4_octets(shared.local.ip()),
-        local_port: shared.local.port(),
-    };
-    let mut ready: Vec<BufToken> = Vec::with_capacity(batch.capacity());
-    let mut mine: Vec<BufToken> = Vec::with_capacity(GRO_SEGMENTS);
-    let mut gather = vec![0u8; MAX_DATAGRAM];
-    let mut drain = vec![0u8; MAX_DATAGRAM];
-    // Expected bytes per datagram: each buffer takes this much of a GRO run.
-    let mut segment = landing.buf_size();
-    let mut kernel_drops_seen = 0u32;
-    let mut peer_seen: Option<SocketAddr> = None;
-    let fd = shared.socket.as_fd();
-    while !engine.stopping() {
-        while ready.len() < batch.capacity() {
-            match landing.take() {
-                Some(token) => ready.push(token),
+    /// The RX worker: receive (blocking up to the poll interval), deliver, flush due bursts.
+    fn run(&mut self, engine: &EngineInner) {
+        while !engine.stopping() {
+            self.poll_once(engine, true);
+            let p = &engine.ports[self.port as usize];
+            let now = Instant::now();
+            for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
+                a.flush_if_due(q, now);
+            }
+        }
+        self.release_held(engine);
+    }
+
+    fn release_held(&mut self, engine: &EngineInner) {
+        let landing = engine.regions.get(self.landing);
+        landing.release_all(self.ready.drain(..));
+        landing.drain_cache(&mut self.cache);
+    }
+
+    /// One receive call and the delivery of what it returned; the number of datagrams.
+    fn poll_once(&mut self, engine: &EngineInner, wait: bool) -> usize {
+        let p = &engine.ports[self.port as usize];
+        let regions = &*engine.regions;
+        let landing = regions.get(self.landing);
+        while self.ready.len() < self.batch.capacity() {
+            match landing.take_cached(&mut self.cache) {
+                Some(token) => self.ready.push(token),
                 None => break,
             }
         }
-        let received = if ready.is_empty() {
+        let fd = self.shared.socket.as_fd();
+        let segment = self.segment;
+        let received = if self.ready.is_empty() {
             // Pool exhausted: drain into scratch so the loss is counted as ours,
             // as a NIC counts packets it had no descriptor for.
-            batch.recv(fd, std::iter::once(&mut drain[..]), MAX_DATAGRAM).map(|m| {
+            self.batch.recv(fd, std::iter::once(&mut self.drain[..]), MAX_DATAGRAM, wait).map(|m| {
                 let datagrams: usize = m.iter().map(|m| layout(m).datagrams).sum();
                 p.rx_drops.dropped(DropReason::NoFreePacketBuffers, datagrams as u64);
                 0
             })
         } else {
-            batch.recv(fd, ready.iter_mut().map(|t| landing.bytes_mut(t)), segment).map(|m| m.len())
+            self.batch.recv(fd, self.ready.iter_mut().map(|t| landing.bytes_mut(t)), segment, wait).map(|m| m.len())
         };
-        match received {
-            Ok(count) => {
-                // Every message of this call was laid out with the same segment size.
-                let laid_out = segment;
-                let metas = batch.last(count);
-                let used: usize = metas.iter().map(|m| m.buffers).sum();
-                let mut tokens = ready.drain(..used);
-                for (index, meta) in metas.iter().enumerate() {
-                    mine.extend(tokens.by_ref().take(meta.buffers));
-                    if let Some(total) = meta.kernel_drops {
-                        let fresh = total.wrapping_sub(kernel_drops_seen);
-                        if fresh > 0 {
-                            p.rx_drops.dropped(DropReason::SocketOverflow, u64::from(fresh));
-                        }
-                        kernel_drops_seen = total;
-                    }
-                    if meta.peer != peer_seen && shared.mode == SocketMode::Server {
-                        peer_seen = meta.peer;
-                        *shared.last_peer.lock().unwrap_or_else(|e| e.into_inner()) = meta.peer;
-                    }
-                    let shape = layout(meta);
-                    let in_place = !meta.truncated
-                        && shape.datagrams <= meta.buffers
-                        && ((shape.datagrams == 1 && meta.len <= laid_out) || shape.segment == laid_out);
-                    if in_place {
-                        for (j, token) in mine.drain(..shape.datagrams).enumerate() {
-                            let len = shape.segment.min(meta.len - j * shape.segment);
-                            out.deliver(token, len, meta.peer);
-                        }
-                    } else {
-                        relayout(meta, shape, laid_out, &mut mine, batch.overflow(index), &mut gather, &mut out);
-                    }
-                    for token in mine.drain(..) {
-                        landing.release(token);
-                    }
-                    // Follow the sender's datagram size so the next calls land in place.
-                    if meta.gro_segment.is_some() || meta.len > laid_out {
-                        segment = shape.segment.clamp(1, landing.buf_size());
-                    }
-                }
-            }
+        let count = match received {
+            Ok(count) => count,
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) => {}
+                ) =>
+            {
+                return 0;
+            }
             Err(e) => {
                 tracing::warn!(interface = %p.name, "receive failed: {e}");
-                std::thread::sleep(Duration::from_millis(1));
+                if wait {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                return 0;
+            }
+        };
+        let mut view = PollView {
+            port: p,
+            regions,
+            flows: p.flows.load(),
+            drop_all: p.drop_all.load(std::sync::atomic::Ordering::Relaxed),
+            local_ip: ipv4_octets(self.shared.local.ip()),
+            local_port: self.shared.local.port(),
+        };
+        self.matched.clear();
+        self.matched.resize(view.flows.rules.len(), (0, 0));
+        let mut datagrams = 0;
+        let used: usize = self.batch.last(count).iter().map(|m| m.buffers).sum();
+        let mut tokens = std::mem::take(&mut self.ready);
+        let mut offered = tokens.drain(..used);
+        for index in 0..count {
+            let meta = self.batch.last(count)[index];
+            self.mine.extend(offered.by_ref().take(meta.buffers));
+            if let Some(total) = meta.kernel_drops {
+                let fresh = total.wrapping_sub(self.kernel_drops_seen);
+                if fresh > 0 {
+                    p.rx_drops.dropped(DropReason::SocketOverflow, u64::from(fresh));
+                }
+                self.kernel_drops_seen = total;
+            }
+            if meta.peer != self.peer_seen && self.shared.mode == SocketMode::Server {
+                self.peer_seen = meta.peer;
+                self.shared.last_peer.store(meta.peer.map(Arc::new));
+            }
+            let shape = layout(&meta);
+            datagrams += shape.datagrams;
+            let in_place = !meta.truncated
+                && shape.datagrams <= meta.buffers
+                && ((shape.datagrams == 1 && meta.len <= segment) || shape.segment == segment);
+            if in_place {
+                let mut mine = std::mem::take(&mut self.mine);
+                for (j, token) in mine.drain(..shape.datagrams).enumerate() {
+                    let len = shape.segment.min(meta.len - j * shape.segment);
+                    self.deliver(&mut view, token, len, meta.peer);
+                }
+                self.mine = mine;
+            } else {
+                self.relayout(&mut view, &meta, shape, segment, index);
+            }
+            landing.release_all(self.mine.drain(..));
+            // Follow the sender's datagram size so the next calls land in place.
+            if meta.gro_segment.is_some() || meta.len > segment {
+                self.segment = shape.segment.clamp(1, landing.buf_size());
             }
         }
-        let now = Instant::now();
-        for a in &mut out.assemblers {
-            a.flush_if_due(now);
+        drop(offered);
+        self.ready = tokens;
+        for (rule, &(packets, bytes)) in view.flows.rules.iter().zip(&self.matched) {
+            if packets > 0 {
+                rule.stats.matched(packets, bytes);
+            }
         }
+        datagrams
     }
-    for token in ready {
-        landing.release(token);
+
+    fn deliver(&mut self, view: &mut PollView<'_>, token: BufToken, len: usize, peer: Option<SocketAddr>) {
+        let p = view.port;
+        if view.drop_all {
+            view.regions.get(self.landing).release(token);
+            p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
+            return;
+        }
+        let key = FlowKey {
+            src_ip: peer.map_or([0; 4], |a| ipv4_octets(a.ip())),
+            dst_ip: view.local_ip,
+            src_port: peer.map_or(0, |a| a.port()),
+            dst_port: view.local_port,
+            ipv4_len: (IPV4_LEN + UDP_LEN + len).min(u16::MAX as usize) as u16,
+        };
+        let (queue, flow_id) = match view.flows.steer(&key) {
+            Steering::Flow { rule, queue } => {
+                let counts = &mut self.matched[rule];
+                counts.0 += 1;
+                counts.1 += len as u64;
+                (queue, Some(view.flows.rules[rule].flow_id))
+            }
+            Steering::Default { queue } => (queue, None),
+            Steering::Unmatched => {
+                view.regions.get(self.landing).release(token);
+                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+                return;
+            }
+        };
+        let slot = PacketSlot::single(token, len as u32, flow_id).with_source(peer);
+        self.assemblers[queue].push(&p.rx[queue], slot, view.regions);
+    }
+
+    /// The slow path: a message whose datagrams did not line up with its
+    /// buffers (first run of a new size, or a datagram longer than expected).
+    /// Gathers the bytes, then copies each datagram into a buffer of its own.
+    fn relayout(&mut self, view: &mut PollView<'_>, meta: &RecvMeta, shape: Layout, segment: usize, index: usize) {
+        let p = view.port;
+        let landing = view.regions.get(self.landing);
+        if meta.truncated {
+            p.rx_drops.dropped(DropReason::Truncated, shape.datagrams as u64);
+            return;
+        }
+        let mut at = 0;
+        for token in &self.mine {
+            let take = segment.min(landing.buf_size()).min(meta.len - at);
+            self.gather[at..at + take].copy_from_slice(&landing.bytes(token)[..take]);
+            at += take;
+        }
+        let rest = meta.len - at;
+        self.gather[at..meta.len].copy_from_slice(&self.batch.overflow(index)[..rest]);
+        // The gathered bytes are safe in `gather`: the message's own buffers are free for reuse.
+        for j in 0..shape.datagrams {
+            let start = j * shape.segment;
+            let len = shape.segment.min(meta.len - start);
+            if len > landing.buf_size() {
+                p.rx_drops.dropped(DropReason::Truncated, 1);
+                continue;
+            }
+            let Some(mut token) = self.mine.pop().or_else(|| landing.take_cached(&mut self.cache)) else {
+                p.rx_drops.dropped(DropReason::NoFreePacketBuffers, 1);
+                continue;
+            };
+            landing.bytes_mut(&mut token)[..len].copy_from_slice(&self.gather[start..start + len]);
+            self.deliver(view, token, len, meta.peer);
+        }
     }
 }
 
-/// The slow path: a message whose datagrams did not line up with its
-/// buffers (first run of a new size, or a datagram longer than expected).
-/// Gathers the bytes, then copies each datagram into a buffer of its own.
-fn relayout(
-    meta: &RecvMeta,
-    shape: Layout,
-    segment: usize,
-    mine: &mut Vec<BufToken>,
-    overflow: &[u8],
-    gather: &mut [u8],
-    out: &mut Delivery<'_>,
-) {
-    let p = out.port;
-    let landing = out.regions.get(p.rx[0].segment_regions[0]);
-    if meta.truncated {
-        p.rx_drops.dropped(DropReason::Truncated, shape.datagrams as u64);
-        return;
-    }
-    let mut at = 0;
-    for token in mine.iter() {
-        let take = segment.min(landing.buf_size()).min(meta.len - at);
-        gather[at..at + take].copy_from_slice(&landing.bytes(token)[..take]);
-        at += take;
-    }
-    let rest = meta.len - at;
-    gather[at..meta.len].copy_from_slice(&overflow[..rest]);
-    // The gathered bytes are safe in `gather`: the message's own buffers are free for reuse.
-    for j in 0..shape.datagrams {
-        let start = j * shape.segment;
-        let len = shape.segment.min(meta.len - start);
-        if len > landing.buf_size() {
-            p.rx_drops.dropped(DropReason::Truncated, 1);
-            continue;
+impl DirectPoll for UdpReceiver {
+    fn poll(&mut self, engine: &EngineInner) -> usize {
+        if engine.stopping() {
+            self.release_held(engine);
+            return 0;
         }
-        let Some(mut token) = mine.pop().or_else(|| landing.take()) else {
-            p.rx_drops.dropped(DropReason::NoFreePacketBuffers, 1);
-            continue;
-        };
-        landing.bytes_mut(&mut token)[..len].copy_from_slice(&gather[start..start + len]);
-        out.deliver(token, len, meta.peer);
+        let datagrams = self.poll_once(engine, false);
+        let p = &engine.ports[self.port as usize];
+        for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
+            a.flush(q);
+        }
+        datagrams
     }
 }
 
@@ -360,8 +443,8 @@ fn send_loop(engine: &EngineInner, port: u16, queue: usize, shared: &Shared) {
         backoff.reset();
         let dest = match shared.mode {
             SocketMode::Client => None,
-            SocketMode::Server => match *shared.last_peer.lock().unwrap_or_else(|e| e.into_inner()) {
-                Some(peer) => Some(SockAddr::from(peer)),
+            SocketMode::Server => match shared.last_peer.load_full() {
+                Some(peer) => Some(SockAddr::from(*peer)),
                 None => {
                     if !warned_no_peer {
                         tracing::warn!(interface = %p.name, "TX on a UDP server before any peer sent a datagram: nowhere to send, dropping");

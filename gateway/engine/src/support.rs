@@ -1,0 +1,141 @@
+//! What this build can honour of a valid config.
+//!
+//! A config can be valid DAQIRI and still ask for something this build does
+//! not do (a backend left out, GPU memory, reorder, NIC-only flow actions).
+//! Every such key is listed here with its YAML path: [`Engine::new`] refuses
+//! to start with `NOT_SUPPORTED` naming them all, and `daqiri-gateway check`
+//! prints them as warnings. Nothing is accepted and then ignored.
+//!
+//! [`Engine::new`]: crate::Engine::new
+
+use daqiri_config::model::{ActionType, Interface, MemoryAccess, MemoryKind, PollMode, Queue};
+use daqiri_config::{Diagnostic, InterfaceBackend, Severity, Transport, ValidConfig, YamlPath};
+
+use crate::error::{Error, Status};
+
+/// Every key of `config` this build cannot honour, as warnings with their path.
+pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut refuse = |path: YamlPath, message: String| {
+        out.push(Diagnostic { severity: Severity::Warning, path: path.to_string(), message })
+    };
+    let regions = YamlPath::cfg().key("memory_regions");
+    for (i, region) in config.config().memory_regions.iter().enumerate() {
+        if matches!(region.kind, MemoryKind::Device | MemoryKind::HostPinned) {
+            refuse(
+                regions.index(i).key("kind"),
+                format!("kind {} needs CUDA, which this build does not include", region.kind.as_str()),
+            );
+        }
+        if region.access.iter().any(|a| !matches!(a, MemoryAccess::Local)) {
+            refuse(
+                regions.index(i).key("access"),
+                "rdma_read and rdma_write need memory registered with an RDMA device, which this build does not include"
+                    .into(),
+            );
+        }
+    }
+    let interfaces = YamlPath::cfg().key("interfaces");
+    for (port, iface) in config.interfaces() {
+        let path = interfaces.index(port);
+        let backend = config.backend(port);
+        if !crate::backend::compiled_in(backend) {
+            refuse(
+                path.clone(),
+                format!(
+                    "interface \"{}\" needs the {} backend, which this build does not include",
+                    iface.name,
+                    backend.as_str()
+                ),
+            );
+            continue;
+        }
+        let transport = config.endpoints(port).map(|e| e.transport);
+        rx_keys(iface, &path.key("rx"), backend, transport, &mut refuse);
+        tx_keys(iface, &path.key("tx"), &mut refuse);
+    }
+    out
+}
+
+/// `Err(NOT_SUPPORTED)` naming every key this build cannot honour.
+pub(crate) fn require_supported(config: &ValidConfig) -> Result<(), Error> {
+    let refused = unsupported(config);
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = refused.iter().map(|d| format!("  {}: {}", d.path, d.message)).collect();
+    Err(Error::new(
+        Status::NotSupported,
+        format!("this build cannot honour {} config key(s):\n{}", refused.len(), lines.join("\n")),
+    ))
+}
+
+fn rx_keys(
+    iface: &Interface,
+    rx_path: &YamlPath,
+    backend: InterfaceBackend,
+    transport: Option<Transport>,
+    refuse: &mut impl FnMut(YamlPath, String),
+) {
+    let Some(rx) = &iface.rx else { return };
+    if !rx.reorder_configs.is_empty() {
+        refuse(rx_path.key("reorder_configs"), "RX reorder is not in this build".into());
+    }
+    if !rx.flex_items.is_empty() {
+        refuse(rx_path.key("flex_items"), "flex items program a NIC's parser; software steering matches UDP/IP only".into());
+    }
+    if rx.dynamic_flow_capacity > 0 {
+        refuse(rx_path.key("dynamic_flow_capacity"), "dynamic flows are not in this build; set 0".into());
+    }
+    if rx.hardware_timestamps {
+        refuse(rx_path.key("hardware_timestamps"), format!("the {} backend has no hardware timestamps", backend.as_str()));
+    }
+    for (i, flow) in rx.flows.iter().enumerate() {
+        let flow_path = rx_path.key("flows").index(i);
+        if let Some(m) = &flow.matches
+            && (m.flex_item_id.is_some() || m.ecpri.is_some())
+        {
+            refuse(flow_path.key("match"), "flex and eCPRI matches need a NIC's flow engine; software steering matches udp_src, udp_dst and ipv4_len".into());
+        }
+        for (j, action) in flow.actions.iter().flatten().enumerate() {
+            if action.kind != ActionType::Queue {
+                refuse(
+                    flow_path.key("actions").index(j),
+                    format!("action {} needs a NIC's flow engine; software steering only queues", action.kind.as_str()),
+                );
+            }
+        }
+    }
+    let direct = |q: &Queue| q.poll_mode == PollMode::Direct;
+    let udp_socket = backend == InterfaceBackend::Socket && transport == Some(Transport::Udp);
+    for (i, _) in rx.queues.iter().enumerate().filter(|(_, q)| direct(q)) {
+        let path = rx_path.key("queues").index(i).key("poll_mode");
+        if !udp_socket {
+            refuse(path, format!("direct polling exists here for UDP sockets only, not the {} backend", backend.as_str()));
+        } else if !rx.queues.iter().all(direct) {
+            refuse(path, "one socket feeds every RX queue of an interface: make them all direct or all indirect".into());
+        }
+    }
+}
+
+fn tx_keys(iface: &Interface, tx_path: &YamlPath, refuse: &mut impl FnMut(YamlPath, String)) {
+    let Some(tx) = &iface.tx else { return };
+    if !tx.flows.is_empty() {
+        refuse(tx_path.key("flows"), "TX flow actions (vlan_push, tunnel_encap) need a NIC's flow engine".into());
+    }
+    if tx.accurate_send {
+        refuse(tx_path.key("accurate_send"), "time-scheduled send needs a ConnectX-7 class NIC".into());
+    }
+    for (i, q) in tx.queues.iter().enumerate() {
+        let path = tx_path.key("queues").index(i);
+        if q.poll_mode == PollMode::Direct {
+            refuse(path.key("poll_mode"), "direct polling is for RX queues here; TX queues use a worker".into());
+        }
+        if q.pacing_mbps.is_some_and(|mbps| mbps > 0) {
+            refuse(path.key("pacing_mbps"), "TX pacing is not in this build; remove it or set 0".into());
+        }
+        if !q.offloads.is_empty() {
+            refuse(path.key("offloads"), "offloads program a NIC, which this build's backends do not have".into());
+        }
+    }
+}
