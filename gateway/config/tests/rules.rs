@@ -297,9 +297,9 @@ fn indirect_queues_need_core_and_batch() {
 }
 
 #[test]
-fn direct_poll_mode_needs_raw_ibverbs() {
+fn direct_poll_mode_needs_raw_ibverbs_or_sockets() {
     let yaml = edit(RAW, "{ name: q1, id: 1, cpu_core: 3, batch_size: 1024,", "{ name: q1, id: 1, poll_mode: direct,");
-    assert_error(&yaml, &format!("{IF1}.rx.queues[1].poll_mode"), "only on the raw ibverbs engine");
+    assert_error(&yaml, &format!("{IF1}.rx.queues[1].poll_mode"), "on the raw ibverbs engine");
     let ibverbs = edit(&yaml, "stream_type: raw", "stream_type: raw\n    engine: ibverbs");
     assert!(Document::parse(&ibverbs).unwrap().validate().is_ok());
 }

@@ -3,18 +3,6 @@
 //! A segment in GPU memory is a [`DeviceSlice`]. It has no `Deref` to
 //! `[u8]`, so host code cannot read it by mistake; only device code (a
 //! kernel launch, a DMA, a cuFile write) takes its pointer.
-//!
-//! ```compile_fail
-//! fn read_on_the_host(segment: daqiri::DeviceSlice<'_>) -> u8 {
-//!     segment[0] // error: DeviceSlice cannot be indexed: it is not host memory
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! fn as_bytes(segment: daqiri::DeviceSlice<'_>) -> &[u8] {
-//!     &*segment // error: DeviceSlice does not dereference to host bytes
-//! }
-//! ```
 
 use std::marker::PhantomData;
 
@@ -40,6 +28,28 @@ impl DevicePtr {
 }
 
 /// `len` bytes of device memory, borrowed from a burst for `'a`.
+///
+/// Host code cannot read it: there is no indexing and no `Deref` to `[u8]`.
+///
+/// ```compile_fail
+/// fn read_on_the_host(segment: daqiri::DeviceSlice<'_>) -> u8 {
+///     segment[0] // error: DeviceSlice cannot be indexed: it is not host memory
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn as_bytes<'a>(segment: &'a daqiri::DeviceSlice<'a>) -> &'a [u8] {
+///     &**segment // error: DeviceSlice does not dereference to host bytes
+/// }
+/// ```
+///
+/// What device code takes is its address and length:
+///
+/// ```
+/// fn launch_args(segment: daqiri::DeviceSlice<'_>) -> (u64, usize) {
+///     (segment.ptr().address(), segment.len())
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceSlice<'a> {
     ptr: DevicePtr,

@@ -10,7 +10,7 @@ use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// Room for the `SO_RXQ_OVFL` control message of one datagram.
+/// Room for the `UDP_GRO` control message of one datagram.
 const CONTROL_LEN: usize = 64;
 
 /// What the kernel said about one received message.
@@ -26,8 +26,6 @@ pub(crate) struct RecvMeta {
     pub(crate) truncated: bool,
     /// Sender address.
     pub(crate) peer: Option<SocketAddr>,
-    /// The socket's cumulative kernel drop counter (`SO_RXQ_OVFL`), when reported.
-    pub(crate) kernel_drops: Option<u32>,
 }
 
 /// Reusable `recvmmsg` state: up to `messages` messages per call, each
@@ -82,6 +80,11 @@ impl RecvBatch {
     }
 
     /// Pool buffers one call can use at most.
+    /// Messages one call can receive.
+    pub(crate) fn messages(&self) -> usize {
+        self.headers.len()
+    }
+
     pub(crate) fn capacity(&self) -> usize {
         self.headers.len() * self.buffers_per_message
     }
@@ -149,14 +152,13 @@ impl RecvBatch {
         let received = received as usize;
         for i in 0..received {
             let header = &self.headers[i];
-            let (kernel_drops, gro_segment) = control_messages(&header.msg_hdr);
+            let gro_segment = gro_segment(&header.msg_hdr);
             self.meta[i] = RecvMeta {
                 len: header.msg_len as usize,
                 gro_segment,
                 buffers: self.used[i],
                 truncated: header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
                 peer: sockaddr_to_std(&self.names[i]),
-                kernel_drops,
             };
         }
         Ok(&self.meta[..received])
@@ -348,11 +350,11 @@ impl SendBatch {
     }
 }
 
-/// Reads `SO_RXQ_OVFL` (kernel drop counter) and `UDP_GRO` (segment size).
-fn control_messages(header: &libc::msghdr) -> (Option<u32>, Option<usize>) {
-    let (mut drops, mut segment) = (None, None);
+/// Reads `UDP_GRO` (the segment size of a coalesced run).
+fn gro_segment(header: &libc::msghdr) -> Option<usize> {
+    let mut segment = None;
     if header.msg_controllen == 0 || header.msg_control.is_null() {
-        return (drops, segment);
+        return segment;
     }
     // SAFETY: the kernel filled msg_control with msg_controllen bytes of cmsgs;
     // the CMSG_* macros walk exactly that range, and each payload read matches
@@ -361,9 +363,6 @@ fn control_messages(header: &libc::msghdr) -> (Option<u32>, Option<usize>) {
         let mut cmsg = libc::CMSG_FIRSTHDR(header);
         while !cmsg.is_null() {
             match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
-                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
-                    drops = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>()))
-                }
                 (libc::SOL_UDP, libc::UDP_GRO) => {
                     segment = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>()) as usize)
                 }
@@ -372,7 +371,7 @@ fn control_messages(header: &libc::msghdr) -> (Option<u32>, Option<usize>) {
             cmsg = libc::CMSG_NXTHDR(header, cmsg);
         }
     }
-    (drops, segment)
+    segment
 }
 
 fn sockaddr_to_std(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
@@ -423,9 +422,17 @@ pub(crate) fn path_mtu(socket: BorrowedFd<'_>, ipv6: bool) -> io::Result<usize> 
     if rc == 0 { Ok(value as usize) } else { Err(io::Error::last_os_error()) }
 }
 
-/// Asks the kernel to report its per-socket drop counter with each datagram.
-pub(crate) fn enable_drop_counter(socket: BorrowedFd<'_>) -> io::Result<()> {
-    set_int_option(socket, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)
+/// The socket's cumulative count of datagrams the kernel dropped (a full
+/// receive buffer), from `SO_MEMINFO`: one call per poll costs less than the
+/// `SO_RXQ_OVFL` control message on every datagram.
+pub(crate) fn kernel_drops(socket: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+    let mut len = size_of_val(&info) as libc::socklen_t;
+    // SAFETY: info and len are live locals; the kernel writes at most len bytes.
+    let rc = unsafe {
+        libc::getsockopt(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_MEMINFO, info.as_mut_ptr().cast(), &raw mut len)
+    };
+    if rc == 0 { Ok(info[libc::SK_MEMINFO_DROPS as usize]) } else { Err(io::Error::last_os_error()) }
 }
 
 /// Asks the kernel to hand over coalesced runs of datagrams (UDP GRO).

@@ -13,7 +13,7 @@ use daqiri_config::SocketEndpoints;
 use daqiri_config::model::{PollMode, SocketMode};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::SOCKET_BUFFER_BYTES;
+use super::{SOCKET_BUFFER_BYTES, peer};
 use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use crate::backend::{Backend, DirectPoll};
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
@@ -60,7 +60,6 @@ impl UdpBackend {
         let socket = Socket::new(Domain::for_address(target), Type::DGRAM, Some(Protocol::UDP))
             .map_err(|e| Error::io(Status::InternalError, context("cannot create a UDP socket"), e))?;
         tune(&socket);
-        let _ = sys::enable_drop_counter(socket.as_fd());
         let local = match endpoints.local {
             Some(local) => local.socket_addr(),
             None => unspecified_like(target),
@@ -97,7 +96,7 @@ impl UdpBackend {
     }
 }
 
-fn tune(socket: &Socket) {
+pub(super) fn tune(socket: &Socket) {
     // Bigger kernel buffers absorb bursts while the worker is descheduled;
     // FORCE works for privileged processes, the plain call is the fallback.
     if sys::force_receive_buffer(socket.as_fd(), SOCKET_BUFFER_BYTES).is_err() {
@@ -163,7 +162,14 @@ pub(super) struct UdpReceiver {
     port: u16,
     shared: Arc<Shared>,
     landing: u16,
+    /// The layout in use: one buffer per message, or (under GRO) a run of
+    /// buffers per message.
     batch: RecvBatch,
+    /// The other layout, when the socket has UDP GRO: swapped in while the
+    /// kernel coalesces, swapped out once it stops.
+    other: Option<RecvBatch>,
+    /// Polls in a row that got messages but no coalesced run.
+    polls_without_runs: u32,
     /// Free buffers of the landing region, refilled in bulk.
     cache: PoolCache,
     /// Buffers offered to the next receive call.
@@ -176,10 +182,30 @@ pub(super) struct UdpReceiver {
     segment: usize,
     kernel_drops_seen: u32,
     peer_seen: Option<SocketAddr>,
+    /// Server mode: the socket connected to the first peer (see [`super::peer`]).
+    peer: Option<PeerSocket>,
+    /// Whether connecting a peer socket was tried (once per engine).
+    peer_tried: bool,
     assemblers: Vec<Assembler>,
     /// Per flow rule, packets and bytes matched in this poll: flow counters
     /// are added once per poll, not per packet.
     matched: Vec<(u64, u64)>,
+}
+
+/// The server's socket connected to its first peer, with its own drop counter.
+#[derive(Debug)]
+struct PeerSocket {
+    socket: Socket,
+    kernel_drops_seen: u32,
+}
+
+/// Which socket a receive call reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The bound (server) or connected (client) socket of the interface.
+    Interface,
+    /// The server's socket connected to its first peer.
+    Peer,
 }
 
 /// What one poll learned about its port, read once per poll.
@@ -195,12 +221,19 @@ struct PollView<'e> {
 impl UdpReceiver {
     fn new(port: u16, shared: Arc<Shared>, p: &Port, regions: &RegionTable) -> Self {
         let landing = p.rx[0].segment_regions[0];
-        let batch = if shared.gro {
-            RecvBatch::new(GRO_MESSAGES, GRO_SEGMENTS, MAX_DATAGRAM)
+        // Start flat: most traffic is not coalesced, and a flat call takes 64
+        // datagrams where a run-shaped one takes 8 single ones. Under GRO a
+        // coalesced run that meets the flat layout lands in the overflow and
+        // is copied out once; then the run layout takes over.
+        let (batch, other) = if shared.gro {
+            (
+                RecvBatch::new(SYSCALL_BATCH, 1, MAX_DATAGRAM),
+                Some(RecvBatch::new(GRO_MESSAGES, GRO_SEGMENTS, MAX_DATAGRAM)),
+            )
         } else {
-            RecvBatch::new(SYSCALL_BATCH, 1, 0)
+            (RecvBatch::new(SYSCALL_BATCH, 1, 0), None)
         };
-        let capacity = batch.capacity();
+        let capacity = GRO_MESSAGES * GRO_SEGMENTS;
         Self {
             port,
             landing,
@@ -212,9 +245,13 @@ impl UdpReceiver {
             segment: regions.get(landing).buf_size(),
             kernel_drops_seen: 0,
             peer_seen: None,
+            peer: None,
+            peer_tried: false,
             assemblers: p.rx.iter().map(|_| Assembler::default()).collect(),
             matched: Vec::new(),
             batch,
+            other,
+            polls_without_runs: 0,
             shared,
         }
     }
@@ -238,8 +275,24 @@ impl UdpReceiver {
         landing.drain_cache(&mut self.cache);
     }
 
-    /// One receive call and the delivery of what it returned; the number of datagrams.
+    /// Receives and delivers what is ready; with `wait`, blocks up to the
+    /// poll interval when nothing is. Returns the number of datagrams.
     fn poll_once(&mut self, engine: &EngineInner, wait: bool) -> usize {
+        if self.peer.is_none() {
+            return self.receive(engine, Source::Interface, wait).0;
+        }
+        // The interface socket first: its datagrams from the peer are older
+        // than any on the peer socket, so reading it dry first keeps order.
+        let (datagrams, more) = self.receive(engine, Source::Interface, false);
+        if more {
+            return datagrams;
+        }
+        datagrams + self.receive(engine, Source::Peer, wait && datagrams == 0).0
+    }
+
+    /// One receive call on `source` and the delivery of what it returned:
+    /// the number of datagrams, and whether the call was full (more may wait).
+    fn receive(&mut self, engine: &EngineInner, source: Source, wait: bool) -> (usize, bool) {
         let p = &engine.ports[self.port as usize];
         let regions = &*engine.regions;
         let landing = regions.get(self.landing);
@@ -249,7 +302,12 @@ impl UdpReceiver {
                 None => break,
             }
         }
-        let fd = self.shared.socket.as_fd();
+        // Senders are read on the peer socket too: in the instant between its
+        // bind and its connect, another peer's datagram may land there.
+        let fd = match (source, &self.peer) {
+            (Source::Peer, Some(peer)) => peer.socket.as_fd(),
+            _ => self.shared.socket.as_fd(),
+        };
         let segment = self.segment;
         let received = if self.ready.is_empty() {
             // Pool exhausted: drain into scratch so the loss is counted as ours,
@@ -270,16 +328,30 @@ impl UdpReceiver {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
                 ) =>
             {
-                return 0;
+                return (0, false);
             }
             Err(e) => {
                 tracing::warn!(interface = %p.name, "receive failed: {e}");
                 if wait {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                return 0;
+                return (0, false);
             }
         };
+        let full = count == self.batch.messages();
+        if count > 0
+            && let Ok(total) = sys::kernel_drops(fd)
+        {
+            let seen = match (source, &mut self.peer) {
+                (Source::Peer, Some(peer)) => &mut peer.kernel_drops_seen,
+                _ => &mut self.kernel_drops_seen,
+            };
+            let fresh = total.wrapping_sub(*seen);
+            if fresh > 0 {
+                p.rx_drops.dropped(DropReason::SocketOverflow, u64::from(fresh));
+            }
+            *seen = total;
+        }
         let mut view = PollView {
             port: p,
             regions,
@@ -297,13 +369,6 @@ impl UdpReceiver {
         for index in 0..count {
             let meta = self.batch.last(count)[index];
             self.mine.extend(offered.by_ref().take(meta.buffers));
-            if let Some(total) = meta.kernel_drops {
-                let fresh = total.wrapping_sub(self.kernel_drops_seen);
-                if fresh > 0 {
-                    p.rx_drops.dropped(DropReason::SocketOverflow, u64::from(fresh));
-                }
-                self.kernel_drops_seen = total;
-            }
             if meta.peer != self.peer_seen && self.shared.mode == SocketMode::Server {
                 self.peer_seen = meta.peer;
                 self.shared.last_peer.store(meta.peer.map(Arc::new));
@@ -336,7 +401,44 @@ impl UdpReceiver {
                 rule.stats.matched(packets, bytes);
             }
         }
-        datagrams
+        self.follow_coalescing(count);
+        if let Some(peer) = self.peer_seen
+            && !self.peer_tried
+            && self.shared.mode == SocketMode::Server
+        {
+            self.connect_peer(p, peer);
+        }
+        (datagrams, full)
+    }
+
+    /// Opens the socket connected to the server's first peer; without it
+    /// everything still arrives on the interface socket, only slower.
+    fn connect_peer(&mut self, p: &Port, peer: SocketAddr) {
+        self.peer_tried = true;
+        let socket = peer::connect(&self.shared.socket, self.shared.local, peer)
+            .and_then(|s| s.set_read_timeout(Some(worker::poll_interval(&p.rx))).map(|()| s));
+        match socket {
+            Ok(socket) => {
+                tracing::debug!(interface = %p.name, %peer, "receiving from {peer} on a connected socket");
+                self.peer = Some(PeerSocket { socket, kernel_drops_seen: 0 });
+            }
+            Err(e) => tracing::info!(
+                interface = %p.name,
+                "cannot connect a socket to {peer} ({e}); its datagrams keep arriving on the server socket"
+            ),
+        }
+    }
+
+    /// Picks the layout for the next call from what this one received.
+    fn follow_coalescing(&mut self, count: usize) {
+        let Some(other) = &mut self.other else { return };
+        let runs = self.batch.last(count).iter().any(|m| m.gro_segment.is_some());
+        let in_run_layout = self.batch.capacity() > SYSCALL_BATCH;
+        self.polls_without_runs = if runs || count == 0 { 0 } else { self.polls_without_runs + 1 };
+        if (runs && !in_run_layout) || (in_run_layout && self.polls_without_runs >= 16) {
+            std::mem::swap(&mut self.batch, other);
+            self.polls_without_runs = 0;
+        }
     }
 
     fn deliver(&mut self, view: &mut PollView<'_>, token: BufToken, len: usize, peer: Option<SocketAddr>) {
