@@ -1,6 +1,8 @@
 //! The daqiri-operator: `DaqiriPort` / `DaqiriFlow` custom resources rendered
 //! into each node's DAQIRI config, which the node's gateway runs.
 
+#![forbid(unsafe_code)]
+
 pub mod controller;
 pub mod crd;
 pub mod crdgen;

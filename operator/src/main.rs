@@ -1,5 +1,7 @@
 //! daqiri-operator: reconciles `DaqiriPort` / `DaqiriFlow` into gateway configs.
 
+#![forbid(unsafe_code)]
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

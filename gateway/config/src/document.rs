@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::diagnostic::{Report, YamlPath};
 use crate::model::{DaqiriSection, EngineConfig};
+use crate::placeholder::{self, Placeholder};
 use crate::valid::ValidConfig;
 
 /// A parsed DAQIRI YAML document.
@@ -16,14 +17,62 @@ pub struct Document {
     pub sections: BTreeMap<String, serde_yaml::Value>,
     /// Keys inside `daqiri:` that DAQIRI does not define, as warnings.
     pub unknown_keys: Report,
+    /// Template placeholders (`<...>` values) still in the document.
+    pub placeholders: Vec<Placeholder>,
+}
+
+/// What `check` makes of a document that may still be a template.
+#[derive(Debug)]
+pub struct TemplateCheck {
+    /// The checked config, when it validated with its placeholders stood in for.
+    pub valid: Option<ValidConfig>,
+    /// Placeholders as warnings, then what validation found beyond them.
+    pub report: Report,
 }
 
 impl Document {
     /// Parses YAML text. A type error (a string where a number belongs, an
     /// unknown enum value, a missing key) is reported with its YAML path.
+    ///
+    /// Template placeholders are recorded, and a neutral value stands in for
+    /// each one its field cannot hold (see [`crate::placeholder`]).
     pub fn parse(text: &str) -> Result<Self, Report> {
+        let mut value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|err| {
+            let mut report = Report::default();
+            report.error(&YamlPath::from_text("(document)"), err.to_string());
+            report
+        })?;
+        let placeholders = placeholder::find(&value);
+        // Each retry stands a value in for the placeholder the last attempt stopped at.
+        let mut tries = 0;
+        let (section, unknown_keys) = loop {
+            let error = match Self::parse_value(value.clone()) {
+                Ok(parsed) => break parsed,
+                Err(error) => error,
+            };
+            let stuck = error.diagnostics.first().map(|d| d.path.clone()).unwrap_or_default();
+            let Some(p) = placeholders.iter().find(|p| p.covers(&stuck)) else { return Err(error) };
+            // A number first (cpu_core, ports, sizes), then nothing at all.
+            tries += 1;
+            p.stand_in(&mut value, (tries % 2 == 1).then(|| serde_yaml::Value::from(0)));
+            if tries > 2 * placeholders.len() {
+                return Err(error);
+            }
+        };
+        let sections = match value {
+            serde_yaml::Value::Mapping(all) => all
+                .into_iter()
+                .filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v)))
+                .filter(|(k, _)| k != "daqiri")
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        Ok(Document { config: section.daqiri.cfg, sections, unknown_keys, placeholders })
+    }
+
+    fn parse_value(value: serde_yaml::Value) -> Result<(DaqiriSection, Report), Report> {
         let mut unknown_keys = Report::default();
-        let de = serde_yaml::Deserializer::from_str(text);
+        let de = value;
         let mut on_ignored = |ignored: serde_ignored::Path<'_>| {
             let path = ignored_path(&ignored);
             // Top-level sections other than `daqiri` belong to tools; only keys inside ours are suspect.
@@ -42,14 +91,7 @@ impl Document {
             report.error(&YamlPath::from_text(path), err.inner().to_string());
             report
         })?;
-        let sections = match serde_yaml::from_str::<BTreeMap<String, serde_yaml::Value>>(text) {
-            Ok(mut all) => {
-                all.remove("daqiri");
-                all
-            }
-            Err(_) => BTreeMap::new(),
-        };
-        Ok(Document { config: section.daqiri.cfg, sections, unknown_keys })
+        Ok((section, unknown_keys))
     }
 
     /// Reads and parses a file.
@@ -62,8 +104,43 @@ impl Document {
         Self::parse(&text)
     }
 
-    /// Validates the engine config; unknown-key warnings are carried over.
+    /// Validates the engine config for running: unknown-key warnings are
+    /// carried over, and every template placeholder is an error.
     pub fn validate(&self) -> Result<ValidConfig, Report> {
+        if !self.placeholders.is_empty() {
+            let mut report = placeholder::report(&self.placeholders, true);
+            if let Err(more) = self.validate_as_written() {
+                report.extend(self.beyond_placeholders(more));
+            }
+            return Err(report);
+        }
+        self.validate_as_written()
+    }
+
+    /// Validates a document that may still be a template (`check`): each
+    /// placeholder is a warning, and only problems beyond them are errors.
+    pub fn validate_as_template(&self) -> TemplateCheck {
+        let mut report = placeholder::report(&self.placeholders, false);
+        match self.validate_as_written() {
+            Ok(valid) => {
+                let warnings = Report { diagnostics: valid.warnings().to_vec() };
+                report.extend(self.beyond_placeholders(warnings));
+                TemplateCheck { valid: Some(valid), report }
+            }
+            Err(errors) => {
+                report.extend(self.beyond_placeholders(errors));
+                TemplateCheck { valid: None, report }
+            }
+        }
+    }
+
+    /// Drops what a placeholder's own path already explains.
+    fn beyond_placeholders(&self, mut report: Report) -> Report {
+        report.diagnostics.retain(|d| !self.placeholders.iter().any(|p| p.covers(&d.path)));
+        report
+    }
+
+    fn validate_as_written(&self) -> Result<ValidConfig, Report> {
         let mut valid = self.config.clone().validate().map_err(|mut report| {
             report.diagnostics.splice(0..0, self.unknown_keys.diagnostics.iter().cloned());
             report

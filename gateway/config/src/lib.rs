@@ -26,17 +26,21 @@
 //! assert_eq!(valid.config().interfaces[0].name, "udp_in");
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod diagnostic;
 mod document;
 mod endpoint;
 pub mod model;
+pub mod placeholder;
 mod valid;
 mod validate;
 
 pub use diagnostic::{Diagnostic, Report, Severity, YamlPath};
-pub use document::Document;
+pub use document::{Document, TemplateCheck};
 pub use endpoint::{Endpoint, Transport};
 pub use model::EngineConfig;
+pub use placeholder::Placeholder;
 pub use valid::{InterfaceBackend, SocketEndpoints, ValidConfig};
 
 /// The JSON Schema of a DAQIRI document's `daqiri:` section.

@@ -237,12 +237,20 @@ fn interface_names_are_unique() {
 }
 
 #[test]
-fn placeholder_address_is_a_warning() {
-    assert_warning(
-        &edit(RAW, "address: 0000:3b:00.1", "address: <0000:00:00.0>"),
-        "daqiri.cfg.interfaces[1].address",
-        "placeholder",
+fn placeholder_address_is_a_warning_for_check_and_an_error_for_running() {
+    let doc = Document::parse(&edit(RAW, "address: 0000:3b:00.1", "address: <0000:00:00.0>")).unwrap();
+    let checked = doc.validate_as_template();
+    assert!(!checked.report.has_errors(), "{}", checked.report);
+    assert!(
+        checked
+            .report
+            .warnings()
+            .any(|w| w.path == "daqiri.cfg.interfaces[1].address" && w.message.contains("placeholder")),
+        "{}",
+        checked.report
     );
+    let refused = doc.validate().unwrap_err();
+    assert_eq!(refused.errors().map(|e| e.path.as_str()).collect::<Vec<_>>(), ["daqiri.cfg.interfaces[1].address"]);
 }
 
 #[test]

@@ -169,6 +169,8 @@ pub(crate) struct BurstShape {
 /// few it needs: the rest of `rx_meta_buffers` stays untouched, not resident.
 #[derive(Debug)]
 pub(crate) struct MetaPool {
+    // Boxed so that taking and returning an entry moves a pointer, not the entry.
+    #[allow(clippy::vec_box)]
     free: Mutex<Vec<Box<BurstMeta>>>,
     capacity: usize,
     regions: Arc<RegionTable>,
@@ -208,6 +210,7 @@ impl MetaPool {
         Arc::new(Self { capacity: free.len(), free: Mutex::new(free), regions })
     }
 
+    #[allow(clippy::vec_box)]
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Box<BurstMeta>>> {
         self.free.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -374,15 +377,13 @@ impl Burst {
         meta.total_bytes += bytes;
         meta.flow_ids.push(slot.flow_id.unwrap_or(NO_FLOW));
         if let Some(index) = &mut meta.sender_index {
-            let sender = slot.source.map_or(u16::MAX, |addr| {
-                match meta.senders.iter().rposition(|s| *s == addr) {
-                    Some(i) => i as u16,
-                    None if meta.senders.len() < usize::from(u16::MAX) => {
-                        meta.senders.push(addr);
-                        (meta.senders.len() - 1) as u16
-                    }
-                    None => u16::MAX,
+            let sender = slot.source.map_or(u16::MAX, |addr| match meta.senders.iter().rposition(|s| *s == addr) {
+                Some(i) => i as u16,
+                None if meta.senders.len() < usize::from(u16::MAX) => {
+                    meta.senders.push(addr);
+                    (meta.senders.len() - 1) as u16
                 }
+                None => u16::MAX,
             });
             index.push(sender);
         }

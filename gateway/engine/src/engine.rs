@@ -82,12 +82,7 @@ impl Engine {
     /// YAML path (see [`crate::support`]), before anything is allocated.
     pub fn new(config: ValidConfig) -> Result<Self> {
         crate::support::require_supported(&config)?;
-        let regions = config
-            .config()
-            .memory_regions
-            .iter()
-            .map(Region::new)
-            .collect::<Result<Vec<_>>>()?;
+        let regions = config.config().memory_regions.iter().map(Region::new).collect::<Result<Vec<_>>>()?;
         let id = EngineId::next();
         let regions = Arc::new(RegionTable::new(regions));
         let ports = (0..config.config().interfaces.len())
@@ -149,12 +144,20 @@ impl Engine {
 
     /// The next burst of one RX queue; `Ok(None)` when none is ready (DAQIRI's `NULL_PTR`).
     /// In `poll_mode: direct` this call receives on the caller's thread first.
+    /// Once the engine is shut down and the queue drained: `NOT_READY`.
     pub fn get_rx_burst(&self, port: u16, queue: u16) -> Result<Option<Burst>> {
         let q = self.queue(port, Direction::Rx, queue)?;
         if q.ring.is_empty() {
             self.inner.ports[port as usize].poll_direct(&self.inner);
         }
-        Ok(q.ring.pop())
+        match q.ring.pop() {
+            None if self.has_stopped() => Err(self.not_ready()),
+            burst => Ok(burst),
+        }
+    }
+
+    fn not_ready(&self) -> Error {
+        Error::new(Status::NotReady, "the engine is shut down; start a new one to receive or send")
     }
 
     /// The next burst of any RX queue of `port`, round-robin.
@@ -186,6 +189,9 @@ impl Engine {
     /// [`send_tx_burst`](Self::send_tx_burst) it or drop it.
     pub fn get_tx_packet_burst(&self, port: u16, queue: u16, num_packets: usize) -> Result<Burst> {
         let q = self.queue(port, Direction::Tx, queue)?;
+        if self.is_shut_down() {
+            return Err(self.not_ready());
+        }
         if num_packets > q.batch_size {
             return Err(Error::invalid(format!(
                 "{num_packets} packets exceed TX queue \"{}\" batch_size {}",
@@ -219,7 +225,9 @@ impl Engine {
     }
 
     /// Queues a filled TX burst for its queue's worker (DAQIRI's `send_tx_burst`).
-    /// A burst of another engine (one kept across a reload) is refused.
+    /// A burst of another engine (one kept across a reload) is refused; a
+    /// UDP server that has heard no peer yet, or a shut-down engine, answers
+    /// `NOT_READY` and hands the burst back.
     pub fn send_tx_burst(&self, burst: Burst) -> Result<(), SendError> {
         if burst.engine_id() != self.inner.id {
             return Err(SendError {
@@ -233,6 +241,22 @@ impl Engine {
             Ok(q) => q,
             Err(error) => return Err(SendError { error, burst }),
         };
+        if self.is_shut_down() {
+            return Err(SendError { error: self.not_ready(), burst });
+        }
+        let p = &self.inner.ports[burst.port_id() as usize];
+        if p.awaiting_peer.load(Ordering::Acquire) {
+            return Err(SendError {
+                error: Error::new(
+                    Status::NotReady,
+                    format!(
+                        "UDP server \"{}\" has heard from no peer yet, so its TX has nowhere to go; retry once a datagram arrived",
+                        p.name
+                    ),
+                ),
+                burst,
+            });
+        }
         q.ring.push(burst).map_err(|burst| SendError {
             error: Error::new(
                 Status::NoSpaceAvailable,

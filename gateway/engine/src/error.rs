@@ -2,6 +2,7 @@
 //! to, so C++ users find the names they know (`NO_FREE_PACKET_BUFFERS`, ...).
 
 use std::fmt;
+use std::sync::Arc;
 
 /// DAQIRI status codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,20 +53,37 @@ impl fmt::Display for Status {
     }
 }
 
-/// An engine error: a DAQIRI status and a message that says what to do.
+/// An engine error: a DAQIRI status, a message that says what to do, and
+/// the system error behind it where there is one (its `source()`).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{status}: {message}")]
+#[error("{status}: {}", self.detail())]
 pub struct Error {
     /// The DAQIRI status.
     pub status: Status,
     /// What went wrong and how to fix it.
     pub message: String,
+    /// The failed system call's error (shared, so the error stays `Clone`).
+    #[source]
+    source: Option<Arc<std::io::Error>>,
 }
 
 impl Error {
     /// An error with a status and message.
     pub fn new(status: Status, message: impl Into<String>) -> Self {
-        Self { status, message: message.into() }
+        Self { status, message: message.into(), source: None }
+    }
+
+    /// The message with the system error behind it, for people to read.
+    pub fn detail(&self) -> String {
+        match &self.source {
+            Some(source) => format!("{}: {source}", self.message),
+            None => self.message.clone(),
+        }
+    }
+
+    /// The system error behind this one, if any (to match on its kind).
+    pub fn io_error(&self) -> Option<&std::io::Error> {
+        self.source.as_deref()
     }
 
     /// An `INVALID_PARAMETER` error.
@@ -74,7 +92,7 @@ impl Error {
     }
 
     pub(crate) fn io(status: Status, context: impl fmt::Display, err: std::io::Error) -> Self {
-        Self::new(status, format!("{context}: {err}"))
+        Self { status, message: context.to_string(), source: Some(Arc::new(err)) }
     }
 }
 

@@ -42,6 +42,11 @@
 //! # Ok::<(), daqiri::Error>(())
 //! ```
 
+// Unsafe code is allowed only in the modules that wrap a kernel or C
+// interface: memory/mapping.rs (mmap, mbind), memory/region.rs (buffer
+// slices) and backend/socket/sys.rs (recvmmsg, sendmmsg, socket options).
+#![deny(unsafe_code)]
+
 mod backend;
 mod burst;
 mod engine;

@@ -35,12 +35,19 @@ pub(crate) struct Port {
     pub(crate) max_payload: Option<usize>,
     /// The address a socket backend bound, once open.
     pub(crate) local_addr: OnceLock<SocketAddr>,
+    /// A UDP server that has heard no peer: its TX has no destination yet.
+    pub(crate) awaiting_peer: AtomicBool,
     /// `poll_mode: direct`: the receive side that `get_rx_burst` polls.
     direct: OnceLock<Mutex<Box<dyn DirectPoll>>>,
 }
 
 impl Port {
-    pub(crate) fn new(config: &ValidConfig, index: usize, regions: &Arc<RegionTable>, engine: EngineId) -> Result<Self> {
+    pub(crate) fn new(
+        config: &ValidConfig,
+        index: usize,
+        regions: &Arc<RegionTable>,
+        engine: EngineId,
+    ) -> Result<Self> {
         let iface = &config.config().interfaces[index];
         let id = index as u16;
         let rx_meta = config.config().rx_meta_buffers();
@@ -70,6 +77,7 @@ impl Port {
             next_queue: AtomicUsize::new(0),
             max_payload: iface.socket_config.as_ref().and_then(|s| s.max_payload_size).map(|n| n as usize),
             local_addr: OnceLock::new(),
+            awaiting_peer: AtomicBool::new(false),
             direct: OnceLock::new(),
         })
     }

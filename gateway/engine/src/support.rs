@@ -82,13 +82,19 @@ fn rx_keys(
         refuse(rx_path.key("reorder_configs"), "RX reorder is not in this build".into());
     }
     if !rx.flex_items.is_empty() {
-        refuse(rx_path.key("flex_items"), "flex items program a NIC's parser; software steering matches UDP/IP only".into());
+        refuse(
+            rx_path.key("flex_items"),
+            "flex items program a NIC's parser; software steering matches UDP/IP only".into(),
+        );
     }
     if rx.dynamic_flow_capacity > 0 {
         refuse(rx_path.key("dynamic_flow_capacity"), "dynamic flows are not in this build; set 0".into());
     }
     if rx.hardware_timestamps {
-        refuse(rx_path.key("hardware_timestamps"), format!("the {} backend has no hardware timestamps", backend.as_str()));
+        refuse(
+            rx_path.key("hardware_timestamps"),
+            format!("the {} backend has no hardware timestamps", backend.as_str()),
+        );
     }
     for (i, flow) in rx.flows.iter().enumerate() {
         let flow_path = rx_path.key("flows").index(i);
@@ -111,9 +117,15 @@ fn rx_keys(
     for (i, _) in rx.queues.iter().enumerate().filter(|(_, q)| direct(q)) {
         let path = rx_path.key("queues").index(i).key("poll_mode");
         if !udp_socket {
-            refuse(path, format!("direct polling exists here for UDP sockets only, not the {} backend", backend.as_str()));
+            refuse(
+                path,
+                format!("direct polling exists here for UDP sockets only, not the {} backend", backend.as_str()),
+            );
         } else if !rx.queues.iter().all(direct) {
-            refuse(path, "one socket feeds every RX queue of an interface: make them all direct or all indirect".into());
+            refuse(
+                path,
+                "one socket feeds every RX queue of an interface: make them all direct or all indirect".into(),
+            );
         }
     }
 }

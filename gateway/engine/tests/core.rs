@@ -81,10 +81,7 @@ fn check_lists_the_refused_keys_as_warnings() {
     let yaml = edit(LOOPBACK, "batch_size: 8, memory_regions", "batch_size: 8, pacing_mbps: 100, memory_regions");
     let valid = daqiri::config::Document::parse(&yaml).unwrap().validate().unwrap();
     let warnings = daqiri::preflight::host_warnings(&valid);
-    assert!(
-        warnings.iter().any(|w| w.path == "daqiri.cfg.interfaces[0].tx.queues[0].pacing_mbps"),
-        "{warnings:?}"
-    );
+    assert!(warnings.iter().any(|w| w.path == "daqiri.cfg.interfaces[0].tx.queues[0].pacing_mbps"), "{warnings:?}");
 }
 
 #[test]
@@ -260,4 +257,29 @@ fn udp_server_keeps_its_port_exclusive_and_hears_every_peer_after_connecting_the
         assert_eq!(from_peer, (1..=20).collect::<Vec<_>>(), "datagrams of peer {}", tag as char);
         assert!(got.iter().filter(|(_, d)| d[0] == tag).all(|(from, _)| *from == peer.local_addr().unwrap()));
     }
+}
+
+#[test]
+fn not_ready_before_a_udp_server_hears_a_peer_and_after_shutdown() {
+    let port = free_udp_port();
+    let yaml = udp_server(port, "cpu_core: 0, batch_size: 1, timeout_us: 100,").replace(
+        "      rx:\n",
+        "      tx:\n        queues:\n        - { name: t0, id: 0, cpu_core: 0, batch_size: 4, memory_regions: [mem] }\n      rx:\n",
+    );
+    let engine = Engine::from_yaml(&yaml).unwrap();
+    let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
+    burst.packet_mut(0).write(b"reply").unwrap();
+    let early = engine.send_tx_burst(burst).expect_err("no peer yet: nowhere to send");
+    assert_eq!(early.error.status, Status::NotReady, "{}", early.error);
+    let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    peer.send_to(b"hello", ("127.0.0.1", port)).unwrap();
+    assert_eq!(receive_all(&engine, 1).len(), 1);
+    engine.send_tx_burst(early.burst).map_err(|e| e.error).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut reply = [0u8; 16];
+    let (n, _) = peer.recv_from(&mut reply).unwrap();
+    assert_eq!(&reply[..n], b"reply");
+    engine.shutdown();
+    assert_eq!(engine.get_rx_burst(0, 0).unwrap_err().status, Status::NotReady);
+    assert_eq!(engine.get_tx_packet_burst(0, 0, 1).unwrap_err().status, Status::NotReady);
 }

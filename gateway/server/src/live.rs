@@ -48,6 +48,17 @@ pub(crate) enum RestartError {
     NotStarted(daqiri::Error),
 }
 
+impl RestartError {
+    /// The status the engine gave for the config that was asked for.
+    pub(crate) fn engine_status(&self) -> daqiri::Status {
+        match self {
+            RestartError::RolledBack(new) | RestartError::Down { new, .. } | RestartError::NotStarted(new) => {
+                new.status
+            }
+        }
+    }
+}
+
 impl LiveEngine {
     pub(crate) fn new(engine: Engine) -> Arc<Self> {
         Arc::new(Self { current: RwLock::new(Some(Arc::new(engine))) })

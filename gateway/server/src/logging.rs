@@ -1,14 +1,73 @@
 //! Log output: human-readable by default, JSON lines with `--log-json`.
-//! `RUST_LOG` filters as usual (default `info`).
+//!
+//! The level follows the running config's `log_level` (and `debug: true`
+//! adds the engine's debug messages), changing with every reload. `RUST_LOG`,
+//! when set, takes precedence over both: an operator's explicit choice wins.
 
-use tracing_subscriber::EnvFilter;
+use std::sync::OnceLock;
+
+use daqiri_config::model::{EngineConfig, LogLevel};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Registry, reload};
+
+/// Level when neither `RUST_LOG` nor a config says otherwise.
+const DEFAULT_FILTER: &str = "info";
+
+static FILTER: OnceLock<reload::Handle<EnvFilter, Registry>> = OnceLock::new();
 
 pub(crate) fn init(json: bool) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let from_env = EnvFilter::try_from_default_env().ok();
+    let follows_config = from_env.is_none();
+    let (filter, handle) = reload::Layer::new(from_env.unwrap_or_else(|| EnvFilter::new(DEFAULT_FILTER)));
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter);
     if json {
-        builder.json().init();
+        registry.with(fmt.json()).init();
     } else {
-        builder.init();
+        registry.with(fmt).init();
+    }
+    if follows_config {
+        let _ = FILTER.set(handle);
+    }
+}
+
+/// The filter a config asks for.
+pub(crate) fn filter_for(config: &EngineConfig) -> String {
+    let level = match config.log_level {
+        None => DEFAULT_FILTER,
+        Some(LogLevel::Trace) => "trace",
+        Some(LogLevel::Debug) => "debug",
+        Some(LogLevel::Info) => "info",
+        Some(LogLevel::Warn) => "warn",
+        Some(LogLevel::Error | LogLevel::Critical) => "error",
+        Some(LogLevel::Off) => "off",
+    };
+    if config.debug && !matches!(level, "trace" | "debug") { format!("{level},daqiri=debug") } else { level.to_owned() }
+}
+
+/// Applies `filter` unless `RUST_LOG` governs the log.
+pub(crate) fn apply(filter: &str) {
+    if let Some(handle) = FILTER.get()
+        && let Err(e) = handle.modify(|f| *f = EnvFilter::new(filter))
+    {
+        tracing::warn!("cannot change the log level to {filter}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(yaml: &str) -> EngineConfig {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn log_level_and_debug_become_filters() {
+        assert_eq!(filter_for(&config("version: 1")), "info");
+        assert_eq!(filter_for(&config("version: 1\nlog_level: critical")), "error");
+        assert_eq!(filter_for(&config("version: 1\nlog_level: warn\ndebug: true")), "warn,daqiri=debug");
+        assert_eq!(filter_for(&config("version: 1\nlog_level: trace\ndebug: true")), "trace");
     }
 }

@@ -5,12 +5,15 @@
 //! `gen` sends paced UDP or TCP traffic; `demo` runs gateway and generator
 //! together.
 
+#![forbid(unsafe_code)]
+
 mod admin;
 mod capture;
 mod check;
 mod client;
 mod config_text;
 mod consumer;
+mod control;
 mod demo;
 mod device_plugin;
 mod live;

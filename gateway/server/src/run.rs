@@ -13,6 +13,7 @@ use daqiri_config::ValidConfig;
 
 use crate::capture::CaptureManager;
 use crate::consumer::{self, ConsumerOptions};
+use crate::control::ControlSettings;
 use crate::live::LiveEngine;
 use crate::shutdown::ShutdownFlag;
 use crate::status::{StatusMeter, summary_json, summary_text};
@@ -157,6 +158,7 @@ pub(crate) fn run_gateway(
     let mut last_change = Instant::now();
     let mut next_status = Instant::now() + interval;
     let mut watch = args.config.as_ref().map(|path| FileWatch::new(path.clone()));
+    let mut control = ControlSettings::default();
     while !shutdown.requested() && deadline.is_none_or(|d| Instant::now() < d) {
         let change = watch.as_mut().map_or(FileChange::Same, FileWatch::look);
         if change == FileChange::Removed && args.wait_for_config {
@@ -177,6 +179,7 @@ pub(crate) fn run_gateway(
         let Some(engine) = live.get() else {
             continue; // restarting
         };
+        control.follow(engine.config().config());
         let packets = received(&engine);
         if packets != last_packets {
             last_packets = packets;

@@ -23,3 +23,40 @@ fn every_example_config_validates_and_starts() {
         engine.shutdown();
     }
 }
+
+mod common;
+
+/// DAQIRI's examples are templates: `check` passes one whose only problem is
+/// its placeholders, listing each, and `run` refuses it naming every one.
+#[test]
+fn a_template_passes_check_with_warnings_and_run_refuses_it_naming_each_placeholder() {
+    let dir = tempfile_dir();
+    let file = dir.join("template.yaml");
+    std::fs::write(
+        &file,
+        "daqiri:\n  cfg:\n    version: 1\n    master_core: <CPU_CORE>\n    stream_type: socket\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: u\n      address: <192.0.2.1>\n      socket_config: { mode: server, local_addr: \"udp://127.0.0.1:0\" }\n      rx:\n        queues:\n        - { name: q, id: 0, cpu_core: <CPU_CORE>, batch_size: 4, memory_regions: [m] }\n",
+    )
+    .unwrap();
+    let check = std::process::Command::new(common::GATEWAY).arg("check").arg(&file).output().unwrap();
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "placeholders alone must not fail check:\n{out}");
+    for path in
+        ["daqiri.cfg.master_core", "daqiri.cfg.interfaces[0].address", "daqiri.cfg.interfaces[0].rx.queues[0].cpu_core"]
+    {
+        assert!(out.contains(&format!("warning: {path}: \"<")), "check must name {path}:\n{out}");
+    }
+    let run = std::process::Command::new(common::GATEWAY)
+        .args(["run", "--no-admin", "--duration", "1", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "run must refuse a template");
+    assert!(err.matches("template placeholder").count() == 3, "run must name every placeholder:\n{err}");
+}
+
+fn tempfile_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("daqiri-template-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -131,13 +131,9 @@ fn check_address(
 ) {
     let address = iface.address.trim();
     let key = path.key("address");
-    if address.starts_with('<') && address.ends_with('>') {
-        report.warn(
-            &key,
-            format!(
-                "\"{address}\" is a placeholder; replace it with the real PCIe BDF, netdev name or IP before running"
-            ),
-        );
+    if crate::placeholder::is_placeholder(address) {
+        // Reported with every other placeholder (Document::validate); the
+        // rest of the interface is still checked.
         return;
     }
     match backend {
@@ -192,12 +188,11 @@ fn socket_endpoints(
                     return None;
                 };
                 let ip_key = path.key(&format!("{prefix}_ip"));
-                let ip = ip
-                    .as_deref()
-                    .unwrap_or_default()
-                    .parse()
-                    .map_err(|_| report.error(&ip_key, "not an IP address"))
-                    .ok()?;
+                let ip = ip.as_deref().unwrap_or_default();
+                // A placeholder (reported on its own) stands in as a documentation
+                // address (RFC 5737), so the rest of the interface is still checked.
+                let ip = if crate::placeholder::is_placeholder(ip) { "192.0.2.1" } else { ip };
+                let ip = ip.parse().map_err(|_| report.error(&ip_key, "not an IP address")).ok()?;
                 Some(Endpoint { transport, ip, port })
             }
             (None, false) => None,

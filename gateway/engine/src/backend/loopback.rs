@@ -66,14 +66,7 @@ fn run(engine: &EngineInner, port: u16) {
 }
 
 /// Moves one TX burst onto the RX side.
-fn carry(
-    p: &Port,
-    regions: &RegionTable,
-    tx: &Queue,
-    burst: &Burst,
-    assemblers: &mut [Assembler],
-    frame: &mut [u8],
-) {
+fn carry(p: &Port, regions: &RegionTable, tx: &Queue, burst: &Burst, assemblers: &mut [Assembler], frame: &mut [u8]) {
     let (mut sent, mut bytes) = (0u64, 0u64);
     for packet in burst.packets() {
         let len = packet.len();

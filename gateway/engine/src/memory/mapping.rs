@@ -1,6 +1,8 @@
 //! Anonymous memory mappings, plain or hugetlb-backed. The only place the
 //! engine calls `mmap`; everything above works with [`Mapping`] slices.
 
+#![allow(unsafe_code)]
+
 use std::io;
 use std::ptr::NonNull;
 
@@ -67,7 +69,11 @@ impl Mapping {
         if unsafe { libc::madvise(ptr, len, libc::MADV_POPULATE_WRITE) } != 0 {
             let e = io::Error::last_os_error();
             // An allocation failure: for hugetlb, too few pages.
-            return Err(if e.raw_os_error() == Some(libc::EFAULT) { io::Error::from_raw_os_error(libc::ENOMEM) } else { e });
+            return Err(if e.raw_os_error() == Some(libc::EFAULT) {
+                io::Error::from_raw_os_error(libc::ENOMEM)
+            } else {
+                e
+            });
         }
         Ok(mapping)
     }
@@ -121,9 +127,7 @@ fn bind_to_node(ptr: *mut libc::c_void, len: usize, node: u32) -> io::Result<()>
 /// NUMA nodes the kernel reports; `[0]` on a kernel without NUMA.
 pub(crate) fn numa_nodes() -> Vec<u32> {
     let mut nodes: Vec<u32> = std::fs::read_dir("/sys/devices/system/node")
-        .map(|dir| {
-            dir.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok()).collect()
-        })
+        .map(|dir| dir.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok()).collect())
         .unwrap_or_default();
     if nodes.is_empty() {
         nodes.push(0);

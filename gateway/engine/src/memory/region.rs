@@ -1,5 +1,7 @@
 //! One memory region: a mapping, its buffers and their free list.
 
+#![allow(unsafe_code)]
+
 use std::ptr::NonNull;
 
 use daqiri_config::model::{MemoryAccess, MemoryKind, MemoryRegion};
@@ -28,6 +30,18 @@ impl BufToken {
 
     pub(crate) fn is_released(&self) -> bool {
         self.0 == u32::MAX
+    }
+
+    /// A token made up for a unit test of a structure that only stores tokens.
+    #[cfg(test)]
+    pub(crate) fn for_test(index: u32) -> Self {
+        Self(index)
+    }
+
+    /// The buffer's index in its region.
+    #[cfg(test)]
+    pub(crate) fn index(&self) -> u32 {
+        self.0
     }
 }
 
@@ -205,10 +219,16 @@ impl Region {
 }
 
 fn map_error(config: &MemoryRegion, e: std::io::Error) -> Error {
-    let status = if e.kind() == std::io::ErrorKind::Unsupported { Status::NotSupported } else { Status::NoFreePacketBuffers };
+    let status =
+        if e.kind() == std::io::ErrorKind::Unsupported { Status::NotSupported } else { Status::NoFreePacketBuffers };
     Error::io(
         status,
-        format!("memory region \"{}\": cannot map {} bytes of host memory on NUMA node {}", config.name, config.total_bytes(), config.affinity),
+        format!(
+            "memory region \"{}\": cannot map {} bytes of host memory on NUMA node {}",
+            config.name,
+            config.total_bytes(),
+            config.affinity
+        ),
         e,
     )
 }

@@ -141,7 +141,9 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
     };
     let Some(reason) = restart_reason else {
         let engine = engine.expect("a flow-only change has a running engine");
-        engine.reload_flows(valid).map_err(|e| ApiError::new(StatusCode::CONFLICT, e.message, None))?;
+        engine
+            .reload_flows(valid)
+            .map_err(|e| ApiError::new(StatusCode::CONFLICT, e.detail(), None).with_engine_status(e.status))?;
         *active = ActiveConfig::new(yaml, active.generation + 1);
         return Ok(Applied::now(&active, "flows"));
     };
@@ -157,7 +159,7 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             active.engine_error = Some(message.clone());
         }
-        ApiError::new(status, message, None)
+        ApiError::new(status, message, None).with_engine_status(e.engine_status())
     })?;
     if let Some(engine) = state.live.get() {
         state.captures.follow(&engine);

@@ -1,4 +1,5 @@
-//! Errors as JSON: `{"message": ..., "field": ...}` with an HTTP status.
+//! Errors as JSON: `{"message": ..., "field": ..., "status": ...}` with an
+//! HTTP status; `status` is the engine's DAQIRI status where the engine refused.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -18,6 +19,10 @@ pub(crate) struct ApiErrorBody {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<Object>)]
     pub errors: Vec<daqiri_config::Diagnostic>,
+    /// The engine's DAQIRI status, when the engine refused (`NOT_SUPPORTED`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "NOT_SUPPORTED")]
+    pub status: Option<&'static str>,
 }
 
 /// An error response.
@@ -31,8 +36,19 @@ impl ApiError {
     pub(crate) fn new(status: StatusCode, message: impl Into<String>, field: Option<&str>) -> Self {
         Self {
             status,
-            body: ApiErrorBody { message: message.into(), field: field.map(str::to_owned), errors: Vec::new() },
+            body: ApiErrorBody {
+                message: message.into(),
+                field: field.map(str::to_owned),
+                errors: Vec::new(),
+                status: None,
+            },
         }
+    }
+
+    /// Carries the engine's status in the body, as DAQIRI names it.
+    pub(crate) fn with_engine_status(mut self, status: daqiri::Status) -> Self {
+        self.body.status = Some(status.as_str());
+        self
     }
 }
 

@@ -159,6 +159,9 @@ pub(crate) fn serve(addr: SocketAddr, state: Arc<AdminState>) -> anyhow::Result<
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("admin-api")
+        // Control threads live on master_core, and follow it when a reload moves it.
+        .on_thread_start(crate::control::pin_control_thread)
+        .on_thread_unpark(crate::control::pin_control_thread)
         .enable_all()
         .build()
         .context("cannot start the admin API runtime")?;
@@ -169,6 +172,7 @@ pub(crate) fn serve(addr: SocketAddr, state: Arc<AdminState>) -> anyhow::Result<
     let (router, _) = router(state);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new().name("admin-api".into()).spawn(move || {
+        crate::control::pin_control_thread();
         runtime.block_on(async move {
             let served = axum::serve(listener, router).with_graceful_shutdown(async {
                 let _ = stopped.await;
@@ -444,6 +448,8 @@ mod tests {
         let (status, answer) = put(socket).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
         assert!(answer["message"].as_str().unwrap().contains("the previous config runs again"), "{answer}");
+        assert_eq!(answer["status"], "INVALID_PARAMETER", "the engine's own status travels with the answer");
+        assert!(answer["message"].as_str().unwrap().contains("Address already in use"), "the OS error is kept: {answer}");
         assert_eq!(get(&router, "/api/v1/config").await.1, bigger);
         let status: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/status").await.1).unwrap();
         assert_eq!((status["config"]["generation"].as_u64(), status["engine"].as_str()), (Some(3), Some("running")));

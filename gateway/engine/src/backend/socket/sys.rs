@@ -5,6 +5,8 @@
 //! buffers without allocating per call: the batch arrays below are allocated
 //! once per worker and only re-pointed each call.
 
+#![allow(unsafe_code)]
+
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -362,11 +364,8 @@ fn gro_segment(header: &libc::msghdr) -> Option<usize> {
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(header);
         while !cmsg.is_null() {
-            match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
-                (libc::SOL_UDP, libc::UDP_GRO) => {
-                    segment = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>()) as usize)
-                }
-                _ => {}
+            if ((*cmsg).cmsg_level, (*cmsg).cmsg_type) == (libc::SOL_UDP, libc::UDP_GRO) {
+                segment = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>()) as usize);
             }
             cmsg = libc::CMSG_NXTHDR(header, cmsg);
         }

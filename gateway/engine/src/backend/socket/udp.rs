@@ -13,8 +13,8 @@ use daqiri_config::SocketEndpoints;
 use daqiri_config::model::{PollMode, SocketMode};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::{SOCKET_BUFFER_BYTES, peer};
 use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
+use super::{SOCKET_BUFFER_BYTES, peer};
 use crate::backend::{Backend, DirectPoll};
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
 use crate::engine::EngineInner;
@@ -83,6 +83,7 @@ impl UdpBackend {
         let gso_max_segment = mtu.saturating_sub(headers);
         let gro = sys::enable_gro(socket.as_fd()).is_ok();
         let _ = port.local_addr.set(local);
+        port.awaiting_peer.store(endpoints.mode == SocketMode::Server, std::sync::atomic::Ordering::Release);
         Ok(Self {
             shared: Arc::new(Shared {
                 socket,
@@ -124,9 +125,7 @@ impl Backend for UdpBackend {
                 p.set_direct(Box::new(receiver));
             } else {
                 let engine = Arc::clone(engine);
-                workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || {
-                    receiver.run(&engine)
-                })?);
+                workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || receiver.run(&engine))?);
             }
         }
         for (index, q) in p.tx.iter().enumerate() {
@@ -372,6 +371,7 @@ impl UdpReceiver {
             if meta.peer != self.peer_seen && self.shared.mode == SocketMode::Server {
                 self.peer_seen = meta.peer;
                 self.shared.last_peer.store(meta.peer.map(Arc::new));
+                p.awaiting_peer.store(false, std::sync::atomic::Ordering::Release);
             }
             let shape = layout(&meta);
             datagrams += shape.datagrams;
