@@ -41,7 +41,7 @@ pub use document::{Document, TemplateCheck};
 pub use endpoint::{Endpoint, Transport};
 pub use model::EngineConfig;
 pub use placeholder::Placeholder;
-pub use valid::{InterfaceBackend, SocketEndpoints, ValidConfig};
+pub use valid::{InterfaceBackend, Link, SocketEndpoints, ValidConfig};
 
 /// The JSON Schema of a DAQIRI document's `daqiri:` section.
 pub fn json_schema() -> schemars::Schema {

@@ -49,23 +49,70 @@ pub struct SocketEndpoints {
     pub remote: Option<Endpoint>,
 }
 
+/// What validation resolved for one interface: its backend, with the data
+/// that backend needs, so nothing downstream checks it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "backend")]
+pub enum Link {
+    /// Kernel UDP or TCP sockets between these endpoints.
+    Socket(SocketEndpoints),
+    /// Software loopback: no device.
+    SoftwareLoopback,
+    /// A NIC or virtual device driven by DPDK, by its `address` as written
+    /// (PCIe BDF, netdev name or DPDK vdev).
+    Dpdk {
+        /// The interface's `address`.
+        address: String,
+    },
+    /// A NIC driven through raw ibverbs, by its `address`.
+    IbverbsRaw {
+        /// The interface's `address`.
+        address: String,
+    },
+    /// RoCE queue pairs between these endpoints.
+    Roce(SocketEndpoints),
+}
+
+impl Link {
+    /// The backend this link needs.
+    pub const fn backend(&self) -> InterfaceBackend {
+        match self {
+            Link::Socket(_) => InterfaceBackend::Socket,
+            Link::SoftwareLoopback => InterfaceBackend::SoftwareLoopback,
+            Link::Dpdk { .. } => InterfaceBackend::Dpdk,
+            Link::IbverbsRaw { .. } => InterfaceBackend::IbverbsRaw,
+            Link::Roce(_) => InterfaceBackend::Roce,
+        }
+    }
+
+    /// The resolved link of a validated interface; `None` when the endpoints
+    /// its backend needs are missing (validation reported that as an error).
+    pub(crate) fn resolve(
+        backend: InterfaceBackend,
+        endpoints: Option<SocketEndpoints>,
+        address: &str,
+    ) -> Option<Self> {
+        Some(match backend {
+            InterfaceBackend::Socket => Link::Socket(endpoints?),
+            InterfaceBackend::Roce => Link::Roce(endpoints?),
+            InterfaceBackend::SoftwareLoopback => Link::SoftwareLoopback,
+            InterfaceBackend::Dpdk => Link::Dpdk { address: address.to_owned() },
+            InterfaceBackend::IbverbsRaw => Link::IbverbsRaw { address: address.to_owned() },
+        })
+    }
+}
+
 /// A configuration that passed validation. Only this type reaches the engine.
 #[derive(Debug, Clone)]
 pub struct ValidConfig {
     config: EngineConfig,
-    backends: Vec<InterfaceBackend>,
-    endpoints: Vec<Option<SocketEndpoints>>,
+    links: Vec<Link>,
     warnings: Report,
 }
 
 impl ValidConfig {
-    pub(crate) fn new(
-        config: EngineConfig,
-        backends: Vec<InterfaceBackend>,
-        endpoints: Vec<Option<SocketEndpoints>>,
-        warnings: Report,
-    ) -> Self {
-        Self { config, backends, endpoints, warnings }
+    pub(crate) fn new(config: EngineConfig, links: Vec<Link>, warnings: Report) -> Self {
+        Self { config, links, warnings }
     }
 
     pub(crate) fn prepend_warnings(&mut self, mut first: Report) {
@@ -83,14 +130,22 @@ impl ValidConfig {
         &self.warnings.diagnostics
     }
 
+    /// What interface `port` resolved to: its backend and that backend's data.
+    pub fn link(&self, port: usize) -> &Link {
+        &self.links[port]
+    }
+
     /// The backend of interface `port`.
     pub fn backend(&self, port: usize) -> InterfaceBackend {
-        self.backends[port]
+        self.links[port].backend()
     }
 
     /// The socket endpoints of interface `port`, for socket and RoCE interfaces.
     pub fn endpoints(&self, port: usize) -> Option<SocketEndpoints> {
-        self.endpoints[port]
+        match &self.links[port] {
+            Link::Socket(endpoints) | Link::Roce(endpoints) => Some(*endpoints),
+            _ => None,
+        }
     }
 
     /// Interfaces with their port id.

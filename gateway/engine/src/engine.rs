@@ -14,6 +14,7 @@ use crate::error::{Error, Result, Status};
 use crate::memory::{Region, RegionTable};
 use crate::port::Port;
 use crate::queue::Direction;
+use crate::reload::ReloadChange;
 use crate::stats::QueueStatsSnapshot;
 
 /// State shared by the engine handle and its workers.
@@ -298,20 +299,20 @@ impl Engine {
         Ok(self.port(port)?.local_addr.get().copied())
     }
 
-    /// The YAML path of the first change in `new` that a running engine cannot
-    /// take (anything beyond RX flows and `flow_isolation`), if any.
-    pub fn restart_needed_for(&self, new: &ValidConfig) -> Option<String> {
-        crate::reload::first_difference_beyond_flows(self.inner.config.load().config(), new.config())
+    /// What applying `new` takes: nothing, a live swap of RX flows, or a
+    /// restart (with the YAML path of the first change that needs one).
+    pub fn reload_change(&self, new: &ValidConfig) -> ReloadChange {
+        ReloadChange::between(self.inner.config.load().config(), new.config())
     }
 
     /// Applies a new config whose only changes are RX flows and
     /// `flow_isolation`, without stopping anything: each port's flow table is
     /// swapped whole, so no packet is lost and unchanged flows keep their
     /// counters. Any other change is refused with the first YAML path that
-    /// differs (see [`restart_needed_for`](Self::restart_needed_for)), and the
+    /// differs (see [`reload_change`](Self::reload_change)), and the
     /// running config stays as it was.
     pub fn reload_flows(&self, new: ValidConfig) -> Result<()> {
-        if let Some(path) = self.restart_needed_for(&new) {
+        if let ReloadChange::Restart { path } = self.reload_change(&new) {
             return Err(Error::new(
                 Status::NotSupported,
                 format!(

@@ -69,6 +69,7 @@ pub use engine::{Engine, SendError};
 pub use error::{Error, Result, Status};
 pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region};
 pub use queue::Direction;
+pub use reload::ReloadChange;
 pub use snapshot::{EngineStats, FlowStatsEntry, PortStats, QueueStatsEntry, RegionStats};
 pub use stats::{DropReason, QueueStatsSnapshot};
 

@@ -3,14 +3,12 @@
 use crate::diagnostic::{Report, YamlPath};
 use crate::endpoint::{Endpoint, Transport};
 use crate::model::{EngineConfig, EngineKind, Interface, Loopback, SocketConfig, SocketMode, StreamType};
-use crate::valid::{InterfaceBackend, SocketEndpoints};
+use crate::valid::{InterfaceBackend, Link, SocketEndpoints};
 
 use super::{duplicates, flow, queue, reorder};
 
-pub(super) fn check_interfaces(
-    config: &EngineConfig,
-    report: &mut Report,
-) -> Vec<(InterfaceBackend, Option<SocketEndpoints>)> {
+/// Checks every interface; returns what each resolved to (`None` where it did not).
+pub(super) fn check_interfaces(config: &EngineConfig, report: &mut Report) -> Vec<Option<Link>> {
     let list = YamlPath::cfg().key("interfaces");
     duplicates(config.interfaces.iter().map(|i| &i.name), &list, "name", "interface name", report);
     config
@@ -37,7 +35,7 @@ pub(super) fn check_interfaces(
             flow::check_tx_flows(&ctx, report);
             reorder::check_reorder_configs(&ctx, report);
             check_raw_only_features(&ctx, report);
-            (backend, endpoints)
+            Link::resolve(backend, endpoints, &iface.address)
         })
         .collect()
 }

@@ -49,12 +49,20 @@ impl EngineConfig {
             report.error(&cfg.key("interfaces"), "no interfaces are defined; add at least one");
         }
         check_memory_regions(&self, &mut report);
-        let resolved = interface::check_interfaces(&self, &mut report);
+        let links = interface::check_interfaces(&self, &mut report);
         if report.has_errors() {
             return Err(report);
         }
-        let (backends, endpoints) = resolved.into_iter().unzip();
-        Ok(ValidConfig::new(self, backends, endpoints, report))
+        // Without errors every interface resolved; `None` would mean an unreported gap.
+        let links = links.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| {
+            let mut report = Report::default();
+            report.error(
+                &cfg.key("interfaces"),
+                "an interface resolved to no backend (a validator bug; please report it)",
+            );
+            report
+        })?;
+        Ok(ValidConfig::new(self, links, report))
     }
 }
 

@@ -8,7 +8,7 @@ mod socket;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use daqiri_config::{InterfaceBackend, ValidConfig};
+use daqiri_config::{InterfaceBackend, Link, ValidConfig};
 
 use crate::engine::EngineInner;
 use crate::error::{Error, Result, Status};
@@ -31,15 +31,15 @@ pub(crate) trait DirectPoll: Send + std::fmt::Debug {
 
 /// Opens the backend of `port` (binds sockets, checks devices).
 pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend>> {
-    match port.backend {
-        InterfaceBackend::Socket => socket::open(config, port, regions),
-        InterfaceBackend::SoftwareLoopback => loopback::open(port, regions),
+    match config.link(port.id as usize) {
+        Link::Socket(endpoints) => socket::open(*endpoints, port, regions),
+        Link::SoftwareLoopback => loopback::open(port, regions),
         other => Err(Error::new(
             Status::NotSupported,
             format!(
                 "interface \"{}\" needs the {} backend, which this build does not include (this build runs socket and sw-loopback interfaces)",
                 port.name,
-                other.as_str()
+                other.backend().as_str()
             ),
         )),
     }

@@ -22,6 +22,7 @@ use utoipa::ToSchema;
 
 use super::{ActiveConfig, AdminState, ApiError};
 use crate::live::RestartError;
+use daqiri::ReloadChange;
 
 /// The config as YAML, exactly as last applied.
 #[utoipa::path(get, path = "/api/v1/config", tag = "config", responses(
@@ -135,17 +136,26 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
         err.body.errors = report.diagnostics;
         err
     })?;
-    let restart_reason = match &engine {
-        Some(engine) => engine.restart_needed_for(&valid),
-        None => Some("the engine (none was running)".to_owned()),
+    let change = match &engine {
+        Some(engine) => engine.reload_change(&valid),
+        None => ReloadChange::Restart { path: "the engine (none was running)".to_owned() },
     };
-    let Some(reason) = restart_reason else {
-        let engine = engine.expect("a flow-only change has a running engine");
-        engine
-            .reload_flows(valid)
-            .map_err(|e| ApiError::new(StatusCode::CONFLICT, e.detail(), None).with_engine_status(e.status))?;
-        *active = ActiveConfig::new(yaml, active.generation + 1);
-        return Ok(Applied::now(&active, "flows"));
+    let label = change.as_str();
+    let reason = match change {
+        ReloadChange::Unchanged => {
+            // Only the text differs (comments, layout): keep it, touch nothing.
+            *active = ActiveConfig::new(yaml, active.generation + 1);
+            return Ok(Applied::now(&active, label));
+        }
+        ReloadChange::FlowsOnly => {
+            let engine = engine.expect("a flow-only change has a running engine");
+            engine
+                .reload_flows(valid)
+                .map_err(|e| ApiError::new(StatusCode::CONFLICT, e.detail(), None).with_engine_status(e.status))?;
+            *active = ActiveConfig::new(yaml, active.generation + 1);
+            return Ok(Applied::now(&active, label));
+        }
+        ReloadChange::Restart { path } => path,
     };
     tracing::info!("restarting the engine on the new config ({reason} changed)");
     // Consumes our handle on the engine: the restart waits for every holder to let go.
@@ -169,7 +179,7 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
     Ok(Applied {
         restart_reason: Some(reason),
         restart_ms: Some(restart.window.as_secs_f64() * 1e3),
-        ..Applied::now(&active, "restart")
+        ..Applied::now(&active, label)
     })
 }
 

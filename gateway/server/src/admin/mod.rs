@@ -449,7 +449,10 @@ mod tests {
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
         assert!(answer["message"].as_str().unwrap().contains("the previous config runs again"), "{answer}");
         assert_eq!(answer["status"], "INVALID_PARAMETER", "the engine's own status travels with the answer");
-        assert!(answer["message"].as_str().unwrap().contains("Address already in use"), "the OS error is kept: {answer}");
+        assert!(
+            answer["message"].as_str().unwrap().contains("Address already in use"),
+            "the OS error is kept: {answer}"
+        );
         assert_eq!(get(&router, "/api/v1/config").await.1, bigger);
         let status: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/status").await.1).unwrap();
         assert_eq!((status["config"]["generation"].as_u64(), status["engine"].as_str()), (Some(3), Some("running")));

@@ -14,7 +14,7 @@ mod sys;
 mod tcp;
 mod udp;
 
-use daqiri_config::{Transport, ValidConfig};
+use daqiri_config::{SocketEndpoints, Transport};
 
 use super::Backend;
 use crate::error::{Error, Result, Status};
@@ -24,11 +24,8 @@ use crate::port::Port;
 /// Socket receive/send buffer size requested from the kernel.
 const SOCKET_BUFFER_BYTES: usize = 64 << 20;
 
-pub(super) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend>> {
+pub(super) fn open(endpoints: SocketEndpoints, port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend>> {
     super::require_cpu_memory(port, regions)?;
-    let endpoints = config
-        .endpoints(port.id as usize)
-        .ok_or_else(|| Error::invalid(format!("interface \"{}\" has no socket endpoints", port.name)))?;
     match endpoints.transport {
         Transport::Udp => Ok(Box::new(udp::UdpBackend::open(endpoints, port)?)),
         Transport::Tcp => Ok(Box::new(tcp::TcpBackend::open(endpoints, port)?)),

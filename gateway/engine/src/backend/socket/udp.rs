@@ -236,7 +236,8 @@ impl UdpReceiver {
         Self {
             port,
             landing,
-            cache: PoolCache::new(capacity * 2),
+            // Refills of one flat call's worth: the cache must not hold buffers TX needs.
+            cache: PoolCache::new(SYSCALL_BATCH),
             ready: Vec::with_capacity(capacity),
             mine: Vec::with_capacity(GRO_SEGMENTS),
             gather: vec![0u8; MAX_DATAGRAM],
