@@ -15,24 +15,8 @@ use crate::memory::{Region, RegionTable};
 use crate::port::Port;
 use crate::queue::Direction;
 use crate::reload::ReloadChange;
+use crate::state::EngineState;
 use crate::stats::QueueStatsSnapshot;
-
-/// State shared by the engine handle and its workers.
-#[derive(Debug)]
-pub(crate) struct EngineInner {
-    pub(crate) id: EngineId,
-    pub(crate) config: arc_swap::ArcSwap<ValidConfig>,
-    pub(crate) regions: Arc<RegionTable>,
-    pub(crate) ports: Vec<Port>,
-    stopping: AtomicBool,
-}
-
-impl EngineInner {
-    /// Whether workers should wind down.
-    pub(crate) fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
-    }
-}
 
 /// A running engine: memory regions allocated, sockets or devices open,
 /// worker threads started. Dropping it shuts down.
@@ -52,7 +36,7 @@ impl EngineInner {
 /// ```
 #[derive(Debug)]
 pub struct Engine {
-    inner: Arc<EngineInner>,
+    inner: Arc<EngineState>,
     workers: Mutex<Vec<JoinHandle<()>>>,
     stopped: AtomicBool,
 }
@@ -92,7 +76,7 @@ impl Engine {
         let backends =
             (0..ports.len()).map(|i| backend::open(&config, &ports[i], &regions)).collect::<Result<Vec<_>>>()?;
         let config = arc_swap::ArcSwap::from_pointee(config);
-        let inner = Arc::new(EngineInner { id, config, regions, ports, stopping: AtomicBool::new(false) });
+        let inner = Arc::new(EngineState { id, config, regions, ports, stopping: AtomicBool::new(false) });
         let engine = Engine { inner, workers: Mutex::new(Vec::new()), stopped: AtomicBool::new(false) };
         for (port, backend) in backends.into_iter().enumerate() {
             let workers = backend.start(&engine.inner, port as u16)?;

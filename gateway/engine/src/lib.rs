@@ -59,6 +59,7 @@ pub mod preflight;
 mod queue;
 mod reload;
 mod snapshot;
+mod state;
 mod stats;
 pub mod support;
 mod worker;

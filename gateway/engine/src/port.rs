@@ -8,11 +8,11 @@ use daqiri_config::{InterfaceBackend, ValidConfig};
 
 use crate::backend::DirectPoll;
 use crate::burst::EngineId;
-use crate::engine::EngineInner;
 use crate::error::Result;
 use crate::flow::FlowTable;
 use crate::memory::RegionTable;
 use crate::queue::{Direction, Queue};
+use crate::state::EngineState;
 use crate::stats::QueueStats;
 
 #[derive(Debug)]
@@ -97,7 +97,7 @@ impl Port {
     /// In direct mode, receives what is ready into the queues' rings. A
     /// caller that finds another thread polling returns at once: that
     /// thread's bursts land in the same rings.
-    pub(crate) fn poll_direct(&self, engine: &EngineInner) {
+    pub(crate) fn poll_direct(&self, engine: &EngineState) {
         if let Some(poller) = self.direct.get()
             && let Ok(mut poller) = poller.try_lock()
         {

@@ -3,8 +3,8 @@
 
 use daqiri_config::InterfaceBackend;
 
-use crate::engine::EngineInner;
 use crate::queue::Queue;
+use crate::state::EngineState;
 use crate::stats::QueueStatsSnapshot;
 
 /// Every counter of the engine at one moment.
@@ -106,7 +106,7 @@ fn queue_entry(q: &Queue) -> QueueStatsEntry {
     }
 }
 
-pub(crate) fn take(engine: &EngineInner) -> EngineStats {
+pub(crate) fn take(engine: &EngineState) -> EngineStats {
     let ports = engine
         .ports
         .iter()

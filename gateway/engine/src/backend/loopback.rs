@@ -11,13 +11,13 @@ use crossbeam_utils::Backoff;
 
 use super::Backend;
 use crate::burst::{Burst, PacketSlot};
-use crate::engine::EngineInner;
 use crate::error::Result;
 use crate::flow::Steering;
 use crate::headers::FlowKey;
 use crate::memory::RegionTable;
 use crate::port::Port;
 use crate::queue::Queue;
+use crate::state::EngineState;
 use crate::stats::DropReason;
 use crate::worker::{self, Assembler, idle};
 
@@ -33,7 +33,7 @@ pub(super) fn open(port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend
 }
 
 impl Backend for LoopbackBackend {
-    fn start(self: Box<Self>, engine: &Arc<EngineInner>, port: u16) -> Result<Vec<JoinHandle<()>>> {
+    fn start(self: Box<Self>, engine: &Arc<EngineState>, port: u16) -> Result<Vec<JoinHandle<()>>> {
         let p = &engine.ports[port as usize];
         if p.tx.is_empty() {
             return Ok(Vec::new());
@@ -44,7 +44,7 @@ impl Backend for LoopbackBackend {
     }
 }
 
-fn run(engine: &EngineInner, port: u16) {
+fn run(engine: &EngineState, port: u16) {
     let p = &engine.ports[port as usize];
     let mut assemblers: Vec<Assembler> = p.rx.iter().map(|_| Assembler::default()).collect();
     let mut frame = vec![0u8; MAX_FRAME];

@@ -10,15 +10,15 @@ use std::thread::JoinHandle;
 
 use daqiri_config::{InterfaceBackend, Link, ValidConfig};
 
-use crate::engine::EngineInner;
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::port::Port;
+use crate::state::EngineState;
 
 /// An opened backend for one port, ready to start its workers.
 pub(crate) trait Backend: Send {
     /// Spawns the port's workers.
-    fn start(self: Box<Self>, engine: &Arc<EngineInner>, port: u16) -> Result<Vec<JoinHandle<()>>>;
+    fn start(self: Box<Self>, engine: &Arc<EngineState>, port: u16) -> Result<Vec<JoinHandle<()>>>;
 }
 
 /// A port's receive side, polled on the application's thread by
@@ -26,7 +26,7 @@ pub(crate) trait Backend: Send {
 pub(crate) trait DirectPoll: Send + std::fmt::Debug {
     /// Receives what is ready, without blocking, and delivers it to the
     /// port's queues as bursts; returns the packets received.
-    fn poll(&mut self, engine: &EngineInner) -> usize;
+    fn poll(&mut self, engine: &EngineState) -> usize;
 }
 
 /// Opens the backend of `port` (binds sockets, checks devices).

@@ -26,9 +26,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 use super::SOCKET_BUFFER_BYTES;
 use crate::backend::Backend;
 use crate::burst::{MAX_SEGMENTS, PacketSlot};
-use crate::engine::EngineInner;
 use crate::error::{Error, Result, Status};
 use crate::port::Port;
+use crate::state::EngineState;
 use crate::stats::DropReason;
 use crate::worker::{self, Assembler, idle};
 
@@ -92,7 +92,7 @@ impl TcpBackend {
 }
 
 impl Backend for TcpBackend {
-    fn start(self: Box<Self>, engine: &Arc<EngineInner>, port: u16) -> Result<Vec<JoinHandle<()>>> {
+    fn start(self: Box<Self>, engine: &Arc<EngineState>, port: u16) -> Result<Vec<JoinHandle<()>>> {
         let p = &engine.ports[port as usize];
         let mut workers = Vec::new();
         // One worker owns the connection: the RX worker, or the first TX worker without RX.
@@ -162,7 +162,7 @@ impl Shared {
     }
 }
 
-fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
+fn receive_loop(engine: &EngineState, port: u16, shared: &Shared) {
     let p = &engine.ports[port as usize];
     let regions = &*engine.regions;
     let queue = &p.rx[0];
@@ -226,7 +226,7 @@ fn receive_loop(engine: &EngineInner, port: u16, shared: &Shared) {
     }
 }
 
-fn send_loop(engine: &EngineInner, port: u16, queue: usize, shared: &Shared, owns_connection: bool) {
+fn send_loop(engine: &EngineState, port: u16, queue: usize, shared: &Shared, owns_connection: bool) {
     let p = &engine.ports[port as usize];
     let q = &p.tx[queue];
     let backoff = Backoff::new();

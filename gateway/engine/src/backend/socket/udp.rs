@@ -17,13 +17,13 @@ use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use super::{SOCKET_BUFFER_BYTES, peer};
 use crate::backend::{Backend, DirectPoll};
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
-use crate::engine::EngineInner;
 use crate::error::{Error, Result, Status};
 use crate::flow::{FlowTable, Steering};
 use crate::headers::{FlowKey, IPV4_LEN, UDP_LEN};
 use crate::memory::{BufToken, PoolCache, RegionTable};
 use crate::port::Port;
 use crate::queue::Queue;
+use crate::state::EngineState;
 use crate::stats::DropReason;
 use crate::worker::{self, Assembler, idle};
 
@@ -116,7 +116,7 @@ fn unspecified_like(addr: SocketAddr) -> SocketAddr {
 }
 
 impl Backend for UdpBackend {
-    fn start(self: Box<Self>, engine: &Arc<EngineInner>, port: u16) -> Result<Vec<JoinHandle<()>>> {
+    fn start(self: Box<Self>, engine: &Arc<EngineState>, port: u16) -> Result<Vec<JoinHandle<()>>> {
         let p = &engine.ports[port as usize];
         let mut workers = Vec::new();
         if let Some(first) = p.rx.first() {
@@ -257,7 +257,7 @@ impl UdpReceiver {
     }
 
     /// The RX worker: receive (blocking up to the poll interval), deliver, flush due bursts.
-    fn run(&mut self, engine: &EngineInner) {
+    fn run(&mut self, engine: &EngineState) {
         while !engine.stopping() {
             self.poll_once(engine, true);
             let p = &engine.ports[self.port as usize];
@@ -269,7 +269,7 @@ impl UdpReceiver {
         self.release_held(engine);
     }
 
-    fn release_held(&mut self, engine: &EngineInner) {
+    fn release_held(&mut self, engine: &EngineState) {
         let landing = engine.regions.get(self.landing);
         landing.release_all(self.ready.drain(..));
         landing.drain_cache(&mut self.cache);
@@ -277,7 +277,7 @@ impl UdpReceiver {
 
     /// Receives and delivers what is ready; with `wait`, blocks up to the
     /// poll interval when nothing is. Returns the number of datagrams.
-    fn poll_once(&mut self, engine: &EngineInner, wait: bool) -> usize {
+    fn poll_once(&mut self, engine: &EngineState, wait: bool) -> usize {
         if self.peer.is_none() {
             return self.receive(engine, Source::Interface, wait).0;
         }
@@ -292,7 +292,7 @@ impl UdpReceiver {
 
     /// One receive call on `source` and the delivery of what it returned:
     /// the number of datagrams, and whether the call was full (more may wait).
-    fn receive(&mut self, engine: &EngineInner, source: Source, wait: bool) -> (usize, bool) {
+    fn receive(&mut self, engine: &EngineState, source: Source, wait: bool) -> (usize, bool) {
         let p = &engine.ports[self.port as usize];
         let regions = &*engine.regions;
         let landing = regions.get(self.landing);
@@ -511,7 +511,7 @@ impl UdpReceiver {
 }
 
 impl DirectPoll for UdpReceiver {
-    fn poll(&mut self, engine: &EngineInner) -> usize {
+    fn poll(&mut self, engine: &EngineState) -> usize {
         if engine.stopping() {
             self.release_held(engine);
             return 0;
@@ -532,7 +532,7 @@ fn ipv4_octets(ip: IpAddr) -> [u8; 4] {
     }
 }
 
-fn send_loop(engine: &EngineInner, port: u16, queue: usize, shared: &Shared) {
+fn send_loop(engine: &EngineState, port: u16, queue: usize, shared: &Shared) {
     let p = &engine.ports[port as usize];
     let q = &p.tx[queue];
     let mut batch = SendBatch::new(SYSCALL_BATCH, MAX_SEGMENTS, Some(shared.gso_max_segment));
