@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use daqiri::{Burst, Engine, Status};
 
+mod common;
+use common::{free_udp_port, udp_server};
+
 const LOOPBACK: &str = r#"
 daqiri:
   cfg:
@@ -171,29 +174,6 @@ daqiri:
     );
 }
 
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn udp_server(port: u16, queue: &str) -> String {
-    format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: mem, kind: host, num_bufs: 8192, buf_size: 2048 }}
-    interfaces:
-    - name: server
-      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{port}" }}
-      rx:
-        queues:
-        - {{ name: q0, id: 0, {queue} memory_regions: [mem] }}
-"#
-    )
-}
-
 fn receive_all(engine: &Engine, want: usize) -> Vec<(std::net::SocketAddr, Vec<u8>)> {
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut got = Vec::new();
@@ -215,7 +195,7 @@ fn thread_names() -> Vec<String> {
 #[test]
 fn direct_udp_queue_receives_on_the_callers_thread_in_order() {
     let port = free_udp_port();
-    let engine = Engine::from_yaml(&udp_server(port, "poll_mode: direct,")).unwrap();
+    let engine = Engine::from_yaml(&udp_server(port, "poll_mode: direct,", 8192)).unwrap();
     assert!(!thread_names().iter().any(|n| n.starts_with("rx-server")), "direct mode starts no RX worker");
     let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
     for i in 0..3000u32 {
@@ -229,7 +209,7 @@ fn direct_udp_queue_receives_on_the_callers_thread_in_order() {
 
 #[test]
 fn direct_polling_is_refused_on_tcp_by_path() {
-    let yaml = udp_server(free_udp_port(), "poll_mode: direct,").replace("udp://", "tcp://");
+    let yaml = udp_server(free_udp_port(), "poll_mode: direct,", 8192).replace("udp://", "tcp://");
     let err = refusal(&yaml);
     assert_eq!(err.status, Status::NotSupported);
     assert!(err.message.contains("daqiri.cfg.interfaces[0].rx.queues[0].poll_mode"), "{err}");
@@ -257,7 +237,7 @@ fn wait_for_connected_socket(local_port: u16, remote_ports: &[u16]) {
 #[test]
 fn udp_server_keeps_its_port_exclusive_and_every_peer_in_order_while_it_connects_the_first() {
     let port = free_udp_port();
-    let engine = Engine::from_yaml(&udp_server(port, "cpu_core: 0, batch_size: 8, timeout_us: 100,")).unwrap();
+    let engine = Engine::from_yaml(&udp_server(port, "cpu_core: 0, batch_size: 8, timeout_us: 100,", 8192)).unwrap();
     let first = UdpSocket::bind("127.0.0.1:0").unwrap();
     let second = UdpSocket::bind("127.0.0.1:0").unwrap();
     let (first_addr, second_addr) = (first.local_addr().unwrap(), second.local_addr().unwrap());
@@ -297,7 +277,7 @@ fn udp_server_keeps_its_port_exclusive_and_every_peer_in_order_while_it_connects
 #[test]
 fn not_ready_before_a_udp_server_hears_a_peer_and_after_shutdown() {
     let port = free_udp_port();
-    let yaml = udp_server(port, "cpu_core: 0, batch_size: 1, timeout_us: 100,").replace(
+    let yaml = udp_server(port, "cpu_core: 0, batch_size: 1, timeout_us: 100,", 8192).replace(
         "      rx:\n",
         "      tx:\n        queues:\n        - { name: t0, id: 0, cpu_core: 0, batch_size: 4, memory_regions: [mem] }\n      rx:\n",
     );

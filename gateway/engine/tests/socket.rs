@@ -5,17 +5,12 @@ use std::time::{Duration, Instant};
 use daqiri::Engine;
 use sha2::{Digest, Sha256};
 
-/// Picks a free port for this test run, so parallel tests do not collide.
-fn free_port(kind: &str) -> u16 {
-    match kind {
-        "tcp" => std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(),
-        _ => std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(),
-    }
-}
+mod common;
+use common::{free_tcp_port, free_udp_port};
 
 #[test]
 fn udp_flows_steer_by_source_port_with_their_flow_id() {
-    let (server, a, b, c) = (free_port("udp"), free_port("udp"), free_port("udp"), free_port("udp"));
+    let (server, a, b, c) = (free_udp_port(), free_udp_port(), free_udp_port(), free_udp_port());
     let yaml = format!(
         r#"
 daqiri:
@@ -69,7 +64,7 @@ fn udp_client_tx_reaches_server_rx_through_gso_and_gro() {
     // The client sends runs of equal-size datagrams as GSO messages; the
     // server's GRO socket gets them coalesced and must hand out each datagram
     // in its own buffer, whatever the sizes, in order and intact.
-    let server = free_port("udp");
+    let server = free_udp_port();
     let yaml = format!(
         r#"
 daqiri:
@@ -140,7 +135,7 @@ daqiri:
 fn tcp_streams_one_gib_without_losing_or_reordering_a_byte() {
     const TOTAL: u64 = 1 << 30;
     const CHUNK: usize = 64 * 1024;
-    let port = free_port("tcp");
+    let port = free_tcp_port();
     let yaml = format!(
         r#"
 daqiri:

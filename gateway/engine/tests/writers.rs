@@ -9,6 +9,9 @@ use daqiri::headers::UdpFrame;
 use daqiri::writer::{PcapResolution, PcapWriter, RawWriter};
 use daqiri::{Burst, Engine};
 
+mod common;
+use common::{free_udp_port, udp_server};
+
 const CONFIG: &str = r#"
 daqiri:
   cfg:
@@ -130,21 +133,8 @@ fn raw_writes_one_file_per_packet_skipping_the_offset() {
 
 #[test]
 fn socket_datagrams_become_frames_that_tshark_dissects() {
-    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let yaml = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: mem, kind: host, num_bufs: 256, buf_size: 2048 }}
-    interfaces:
-    - name: udp_in
-      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{port}" }}
-      rx: {{ queues: [{{ name: q, id: 0, cpu_core: 0, batch_size: 6, timeout_us: 1000, memory_regions: [mem] }}] }}
-"#
-    );
+    let port = free_udp_port();
+    let yaml = udp_server(port, "cpu_core: 0, batch_size: 6, timeout_us: 1000,", 256);
     let engine = Engine::from_yaml(&yaml).unwrap();
     let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     for i in 0..6 {
