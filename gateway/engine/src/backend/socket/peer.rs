@@ -4,8 +4,8 @@
 //! the source address for every datagram (`ip_route_input_slow`,
 //! `fib_validate_source`). A socket connected to the sender is found by the
 //! kernel's early demultiplexing before routing and reuses the route it
-//! cached: on the benchmark's receiving core that alone lifted a plain
-//! `recvmmsg` loop from about 485 to about 760 kpps at 64 B.
+//! cached: in the receive benchmark's setup a plain `recvmmsg` loop offered
+//! 800 kpps of 64 B datagrams delivered 60% unconnected and 95% connected.
 //!
 //! So when a server hears its first peer, it binds a second socket to the
 //! same address and connects it to that peer; the kernel then prefers it for
