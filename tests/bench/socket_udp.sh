@@ -26,7 +26,8 @@
 #
 # Usage (root): tests/bench/socket_udp.sh [--quick]
 #   STEP_SECONDS (5), STEPS (8), SIZES ("64 1472"), GRO_MODES ("off on"),
-#   RECEIVERS ("gateway recvmmsg sockperf")
+#   RECEIVERS ("gateway recvmmsg sockperf"), SENDER_CPUS ("0"), RECEIVER_CPU (1);
+#   GW and LOOP_BIN run prebuilt binaries (a machine without cargo or gcc).
 # A separate, labelled table with GSO super-packets passing the veth intact
 # (what the earlier version of this script measured): PASSTHROUGH=1.
 set -euo pipefail
@@ -43,11 +44,14 @@ if [[ ${1:-} == --quick ]]; then STEP_SECONDS=2 STEPS=5; fi
 for tool in sockperf ethtool; do
     command -v $tool >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $tool >&2
 done
-cargo build --release -q -p daqiri-gateway
-GW=$PWD/target/release/daqiri-gateway
-WORK=$(mktemp -d)
-gcc -O2 -o "$WORK/recvmmsg_loop" tests/bench/recvmmsg_loop.c
+SENDER_CPUS=${SENDER_CPUS:-0}
+RECEIVER_CPU=${RECEIVER_CPU:-1}
+if [[ -z ${GW:-} ]]; then
+    cargo build --release -q -p daqiri-gateway
+    GW=$PWD/target/release/daqiri-gateway
+fi
 TX=dqbench_tx RX=dqbench_rx RX_IP=10.213.0.2 PORT=5000
+WORK=$(mktemp -d)
 
 old_rmem_max=$(sysctl -n net.core.rmem_max) old_rmem_default=$(sysctl -n net.core.rmem_default)
 old_backlog=$(sysctl -n net.core.netdev_max_backlog)
@@ -63,7 +67,8 @@ cleanup() {
 trap cleanup EXIT
 cleanup 2>/dev/null || true
 WORK=$(mktemp -d)
-gcc -O2 -o "$WORK/recvmmsg_loop" tests/bench/recvmmsg_loop.c
+LOOP_BIN=${LOOP_BIN:-$WORK/recvmmsg_loop}
+[[ -x $LOOP_BIN ]] || gcc -O2 -o "$LOOP_BIN" tests/bench/recvmmsg_loop.c
 # Every receiver gets the same 64 MiB socket buffer, and the RPS backlog is
 # deep enough not to drop before any socket.
 sysctl -q -w net.core.rmem_max=67108864 net.core.rmem_default=67108864 net.core.netdev_max_backlog=65536
@@ -77,9 +82,9 @@ if [[ -z ${PASSTHROUGH:-} ]]; then
     # to GRO) when its sender has no TCP segmentation offload to honour.
     ip netns exec $TX ethtool -K veth0 tx-udp-segmentation off tx-gso-list off tso off >/dev/null
 fi
-ip netns exec $RX sh -c "echo 2 > /sys/class/net/veth1/queues/rx-0/rps_cpus"
-SENDER="ip netns exec $TX taskset -c 0"
-RECEIVER="ip netns exec $RX taskset -c 1"
+ip netns exec $RX sh -c "printf %x $((1 << RECEIVER_CPU)) > /sys/class/net/veth1/queues/rx-0/rps_cpus"
+SENDER="ip netns exec $TX taskset -c $SENDER_CPUS"
+RECEIVER="ip netns exec $RX taskset -c $RECEIVER_CPU"
 
 cat >"$WORK/gateway.yaml" <<YAML
 daqiri:
@@ -129,7 +134,7 @@ step_gateway() {
 }
 
 step_recvmmsg() {
-    $RECEIVER "$WORK/recvmmsg_loop" $RX_IP $PORT 1 >"$WORK/loop.out" &
+    $RECEIVER "$LOOP_BIN" $RX_IP $PORT 1 >"$WORK/loop.out" &
     local pid=$!
     wait_bound
     local sent; sent=$(gen "$1" "$2" "$STEP_SECONDS")

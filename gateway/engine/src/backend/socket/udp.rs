@@ -27,6 +27,8 @@ use crate::state::EngineState;
 use crate::stats::DropReason;
 use crate::worker::{self, Assembler, idle};
 
+/// The kernel's drop counter is read on every this many receives that got data.
+const DROPS_EVERY: u32 = 16;
 /// Datagrams per `recvmmsg`/`sendmmsg` call.
 const SYSCALL_BATCH: usize = 64;
 /// With UDP GRO: messages per `recvmmsg`, and datagrams (buffers) per message.
@@ -185,6 +187,7 @@ pub(super) struct UdpReceiver {
     peer: Option<PeerSocket>,
     /// Whether connecting a peer socket was tried (once per engine).
     peer_tried: bool,
+    receives_with_data: u32,
     assemblers: Vec<Assembler>,
     /// Per flow rule, packets and bytes matched in this poll: flow counters
     /// are added once per poll, not per packet.
@@ -196,7 +199,16 @@ pub(super) struct UdpReceiver {
 struct PeerSocket {
     socket: Socket,
     kernel_drops_seen: u32,
+    /// The interface socket was read dry after the connect: no datagram of
+    /// the peer can be left there.
+    interface_drained: bool,
+    /// The last read of the interface socket returned datagrams.
+    interface_busy: bool,
+    polls: u32,
 }
+
+/// With a peer socket, the interface socket is read on every this many polls.
+const INTERFACE_EVERY: u32 = 8;
 
 /// Which socket a receive call reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,6 +259,7 @@ impl UdpReceiver {
             peer_seen: None,
             peer: None,
             peer_tried: false,
+            receives_with_data: 0,
             assemblers: p.rx.iter().map(|_| Assembler::default()).collect(),
             matched: Vec::new(),
             batch,
@@ -269,7 +282,26 @@ impl UdpReceiver {
         self.release_held(engine);
     }
 
+    /// Adds what the kernel dropped on `source`'s socket since the last look.
+    fn count_kernel_drops(&mut self, p: &Port, source: Source) {
+        let (fd, seen) = match (source, &mut self.peer) {
+            (Source::Peer, Some(peer)) => (peer.socket.as_fd(), &mut peer.kernel_drops_seen),
+            _ => (self.shared.socket.as_fd(), &mut self.kernel_drops_seen),
+        };
+        if let Ok(total) = sys::kernel_drops(fd) {
+            let fresh = total.wrapping_sub(*seen);
+            if fresh > 0 {
+                p.rx_drops.dropped(DropReason::SocketOverflow, u64::from(fresh));
+            }
+            *seen = total;
+        }
+    }
+
+    /// Gives back every buffer the receiver holds and takes a last count of kernel drops.
     fn release_held(&mut self, engine: &EngineState) {
+        let p = &engine.ports[self.port as usize];
+        self.count_kernel_drops(p, Source::Interface);
+        self.count_kernel_drops(p, Source::Peer);
         let landing = engine.regions.get(self.landing);
         landing.release_all(self.ready.drain(..));
         landing.drain_cache(&mut self.cache);
@@ -278,14 +310,25 @@ impl UdpReceiver {
     /// Receives and delivers what is ready; with `wait`, blocks up to the
     /// poll interval when nothing is. Returns the number of datagrams.
     fn poll_once(&mut self, engine: &EngineState, wait: bool) -> usize {
-        if self.peer.is_none() {
+        let Some(peer) = &mut self.peer else {
             return self.receive(engine, Source::Interface, wait).0;
-        }
-        // The interface socket first: its datagrams from the peer are older
-        // than any on the peer socket, so reading it dry first keeps order.
-        let (datagrams, more) = self.receive(engine, Source::Interface, false);
-        if more {
-            return datagrams;
+        };
+        // Until the interface socket has once been read dry after the connect,
+        // it may hold the peer's older datagrams: it is read first, so they
+        // keep their order. After that it holds other peers' datagrams only:
+        // it is read while it has some, else on every few polls, and the wait
+        // for more is on the peer's socket.
+        peer.polls = peer.polls.wrapping_add(1);
+        let mut datagrams = 0;
+        if !peer.interface_drained || peer.interface_busy || peer.polls % INTERFACE_EVERY == 0 {
+            let (got, more) = self.receive(engine, Source::Interface, false);
+            let peer = self.peer.as_mut().expect("checked above");
+            if more && !peer.interface_drained {
+                return got;
+            }
+            peer.interface_drained = true;
+            peer.interface_busy = got > 0;
+            datagrams = got;
         }
         datagrams + self.receive(engine, Source::Peer, wait && datagrams == 0).0
     }
@@ -339,18 +382,10 @@ impl UdpReceiver {
             }
         };
         let full = count == self.batch.messages();
-        if count > 0
-            && let Ok(total) = sys::kernel_drops(fd)
-        {
-            let seen = match (source, &mut self.peer) {
-                (Source::Peer, Some(peer)) => &mut peer.kernel_drops_seen,
-                _ => &mut self.kernel_drops_seen,
-            };
-            let fresh = total.wrapping_sub(*seen);
-            if fresh > 0 {
-                p.rx_drops.dropped(DropReason::SocketOverflow, u64::from(fresh));
-            }
-            *seen = total;
+        // The kernel's drop counter, every few receives that returned data.
+        self.receives_with_data = self.receives_with_data.wrapping_add(u32::from(count > 0));
+        if count > 0 && self.receives_with_data % DROPS_EVERY == 1 {
+            self.count_kernel_drops(p, source);
         }
         let mut view = PollView {
             port: p,
@@ -421,7 +456,13 @@ impl UdpReceiver {
         match socket {
             Ok(socket) => {
                 tracing::debug!(interface = %p.name, %peer, "receiving from {peer} on a connected socket");
-                self.peer = Some(PeerSocket { socket, kernel_drops_seen: 0 });
+                self.peer = Some(PeerSocket {
+                    socket,
+                    kernel_drops_seen: 0,
+                    interface_drained: false,
+                    interface_busy: false,
+                    polls: 0,
+                });
             }
             Err(e) => tracing::info!(
                 interface = %p.name,
