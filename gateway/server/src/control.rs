@@ -6,7 +6,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use daqiri_config::model::EngineConfig;
+use daqiri_config::model::{CpuCore, EngineConfig, LogLevel};
 
 /// `master_core` as the control threads should see it; -1 when unset.
 static MASTER_CORE: AtomicI64 = AtomicI64::new(-1);
@@ -16,22 +16,23 @@ thread_local! {
     static PINNED: Cell<i64> = const { Cell::new(-1) };
 }
 
-/// What was last applied, so an unchanged config costs a comparison.
+/// The keys these settings come from, as last applied: an unchanged config
+/// costs a comparison, and the log filter is built only when they change.
 #[derive(Debug, Default)]
 pub(crate) struct ControlSettings {
-    applied: Option<(String, i64)>,
+    applied: Option<(Option<LogLevel>, bool, Option<CpuCore>)>,
 }
 
 impl ControlSettings {
     /// Applies the log filter and `master_core` of `config` if they changed.
     pub(crate) fn follow(&mut self, config: &EngineConfig) {
-        let wanted = (crate::logging::filter_for(config), config.master_core.map_or(-1, |c| i64::from(c.0)));
-        if self.applied.as_ref() == Some(&wanted) {
+        let keys = (config.log_level, config.debug, config.master_core);
+        if self.applied == Some(keys) {
             return;
         }
-        crate::logging::apply(&wanted.0);
-        MASTER_CORE.store(wanted.1, Ordering::Relaxed);
-        self.applied = Some(wanted);
+        crate::logging::apply(&crate::logging::filter_for(config));
+        MASTER_CORE.store(config.master_core.map_or(-1, |c| i64::from(c.0)), Ordering::Relaxed);
+        self.applied = Some(keys);
         pin_control_thread();
     }
 }

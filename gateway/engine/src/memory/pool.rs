@@ -14,6 +14,8 @@ pub(crate) trait BufferPool: Send + Sync + std::fmt::Debug {
     /// Moves up to `n` free indices onto `out`, the warmest last (so a stack
     /// popping from `out` reuses it first); returns how many it moved.
     fn take_bulk(&self, out: &mut Vec<u32>, n: usize) -> usize;
+    /// One free index (the warmest), or `None` when the pool is empty.
+    fn take_one(&self) -> Option<u32>;
     /// Returns indices to the pool. Each must have been taken and not yet released.
     fn release_bulk(&self, indices: &[u32]);
     /// Indices free now (a snapshot).
@@ -51,6 +53,13 @@ impl BufferPool for SharedStack {
         out.extend(free.drain(from..));
         self.len.store(free.len() as u32, Ordering::Relaxed);
         take
+    }
+
+    fn take_one(&self) -> Option<u32> {
+        let mut free = self.lock();
+        let index = free.pop();
+        self.len.store(free.len() as u32, Ordering::Relaxed);
+        index
     }
 
     fn release_bulk(&self, indices: &[u32]) {
@@ -120,6 +129,8 @@ mod tests {
         out.clear();
         pool.take_bulk(&mut out, 1);
         assert_eq!(out, [1]);
+        pool.release_bulk(&[1]);
+        assert_eq!(pool.take_one(), Some(1), "one at a time, the warmest too");
         assert_eq!(pool.available(), 2);
     }
 

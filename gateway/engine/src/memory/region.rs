@@ -133,9 +133,7 @@ impl Region {
 
     /// Takes a free buffer; `None` when the pool is exhausted.
     pub(crate) fn take(&self) -> Option<BufToken> {
-        let mut one = Vec::with_capacity(1);
-        self.pool.take_bulk(&mut one, 1);
-        one.pop().map(BufToken)
+        self.pool.take_one().map(BufToken)
     }
 
     /// Takes a buffer through a worker's cache (one shared access per refill).

@@ -345,8 +345,6 @@ impl UdpReceiver {
                 None => break,
             }
         }
-        // Senders are read on the peer socket too: in the instant between its
-        // bind and its connect, another peer's datagram may land there.
         let fd = match (source, &self.peer) {
             (Source::Peer, Some(peer)) => peer.socket.as_fd(),
             _ => self.shared.socket.as_fd(),
