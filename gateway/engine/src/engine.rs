@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 
 use daqiri_config::{Document, InterfaceBackend, ValidConfig};
 
-use crate::backend;
+use crate::backend::{self, PortDriver};
 use crate::burst::{Burst, EngineId, PacketSlot};
 use crate::error::{Error, Result, Status};
 use crate::memory::{Region, RegionTable};
@@ -17,6 +17,7 @@ use crate::queue::Direction;
 use crate::reload::ReloadChange;
 use crate::state::EngineState;
 use crate::stats::QueueStatsSnapshot;
+use crate::worker;
 
 /// A running engine: memory regions allocated, sockets or devices open,
 /// worker threads started. Dropping it shuts down.
@@ -37,6 +38,8 @@ use crate::stats::QueueStatsSnapshot;
 #[derive(Debug)]
 pub struct Engine {
     inner: Arc<EngineState>,
+    /// One live driver per port, in port order.
+    drivers: Vec<Box<dyn PortDriver>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
     stopped: AtomicBool,
 }
@@ -73,15 +76,14 @@ impl Engine {
         let ports = (0..config.config().interfaces.len())
             .map(|i| Port::new(&config, i, &regions, id))
             .collect::<Result<Vec<_>>>()?;
-        let backends =
-            (0..ports.len()).map(|i| backend::open(&config, &ports[i], &regions)).collect::<Result<Vec<_>>>()?;
+        let mut drivers = ports.iter().map(|p| backend::open(&config, p, &regions)).collect::<Result<Vec<_>>>()?;
         let config = arc_swap::ArcSwap::from_pointee(config);
         let inner = Arc::new(EngineState { id, config, regions, ports, stopping: AtomicBool::new(false) });
-        let engine = Engine { inner, workers: Mutex::new(Vec::new()), stopped: AtomicBool::new(false) };
-        for (port, backend) in backends.into_iter().enumerate() {
-            let workers = backend.start(&engine.inner, port as u16)?;
-            engine.workers.lock().unwrap_or_else(|e| e.into_inner()).extend(workers);
-        }
+        let tasks =
+            drivers.iter_mut().zip(&inner.ports).flat_map(|(driver, port)| driver.tasks(&inner, port)).collect();
+        // Built before the workers start, so a failed spawn still stops those already running.
+        let engine = Engine { inner, drivers, workers: Mutex::new(Vec::new()), stopped: AtomicBool::new(false) };
+        *engine.workers.lock().unwrap_or_else(|e| e.into_inner()) = worker::start(&engine.inner, tasks)?;
         Ok(engine)
     }
 
@@ -275,7 +277,7 @@ impl Engine {
 
     /// A snapshot of every counter, for status lines, the admin API and metrics.
     pub fn stats(&self) -> crate::EngineStats {
-        crate::snapshot::take(&self.inner)
+        crate::snapshot::take(&self.inner, &self.drivers)
     }
 
     /// The local address a socket port is bound to (`None` for other backends).
@@ -290,11 +292,12 @@ impl Engine {
     }
 
     /// Applies a new config whose only changes are RX flows and
-    /// `flow_isolation`, without stopping anything: each port's flow table is
-    /// swapped whole, so no packet is lost and unchanged flows keep their
-    /// counters. Any other change is refused with the first YAML path that
-    /// differs (see [`reload_change`](Self::reload_change)), and the
-    /// running config stays as it was.
+    /// `flow_isolation`, without stopping anything: each port's driver gets
+    /// the new flow table whole, so no packet is lost and unchanged flows keep
+    /// their counters. Any other change is refused with the first YAML path
+    /// that differs (see [`reload_change`](Self::reload_change)). If a driver
+    /// cannot apply its table, the ports already changed get their old tables
+    /// back, and the running config stays as it was.
     pub fn reload_flows(&self, new: ValidConfig) -> Result<()> {
         if let ReloadChange::Restart { path } = self.reload_change(&new) {
             return Err(Error::new(
@@ -304,10 +307,21 @@ impl Engine {
                 ),
             ));
         }
+        let mut applied: Vec<(usize, Arc<crate::flow::FlowTable>)> = Vec::new();
         for (port, iface) in new.interfaces() {
             let p = &self.inner.ports[port];
-            let table = crate::flow::FlowTable::replacing(&iface.rx.clone().unwrap_or_default(), Some(&p.flows.load()));
-            p.flows.store(Arc::new(table));
+            let old = p.flows.load_full();
+            let table = crate::flow::FlowTable::replacing(&iface.rx.clone().unwrap_or_default(), Some(&old));
+            if let Err(e) = self.drivers[port].apply_flows(p, Arc::new(table)) {
+                for (port, old) in applied.into_iter().rev() {
+                    let p = &self.inner.ports[port];
+                    if let Err(undo) = self.drivers[port].apply_flows(p, old) {
+                        tracing::error!(interface = %p.name, "cannot restore the previous flows after a failed reload: {undo}");
+                    }
+                }
+                return Err(e);
+            }
+            applied.push((port, old));
         }
         self.inner.config.store(Arc::new(new));
         Ok(())
@@ -328,6 +342,12 @@ impl Engine {
         for worker in workers.drain(..) {
             if worker.join().is_err() {
                 tracing::error!("a worker thread panicked during shutdown");
+            }
+        }
+        // Drivers close what the workers used, once and only after the last worker is gone.
+        if !self.stopped.load(Ordering::Acquire) {
+            for driver in &self.drivers {
+                driver.stop();
             }
         }
         self.stopped.store(true, Ordering::Release);

@@ -71,7 +71,7 @@ pub use error::{Error, Result, Status};
 pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region};
 pub use queue::Direction;
 pub use reload::ReloadChange;
-pub use snapshot::{EngineStats, FlowStatsEntry, PortStats, QueueStatsEntry, RegionStats};
+pub use snapshot::{EngineStats, FlowStatsEntry, LinkStats, PortStats, QueueStatsEntry, RegionStats};
 pub use stats::{DropReason, QueueStatsSnapshot};
 
 pub use daqiri_config as config;

@@ -117,20 +117,13 @@ impl Queue {
         }
     }
 
-    /// Hands a finished RX burst over, waiting for ring space instead of dropping
-    /// (for byte streams, where a drop would corrupt the stream).
-    pub(crate) fn deliver_lossless(&self, mut burst: Burst, stop: impl Fn() -> bool) {
+    /// Hands a finished RX burst over, or hands it back when the ring is full
+    /// (byte streams, where a drop would corrupt the stream, retry later).
+    pub(crate) fn try_deliver(&self, burst: Burst) -> Result<(), Burst> {
         let (packets, bytes) = (burst.num_packets() as u64, burst.total_bytes());
-        loop {
-            match self.ring.push(burst) {
-                Ok(()) => return self.stats.delivered(packets, bytes),
-                Err(back) if stop() => return drop(back),
-                Err(back) => {
-                    burst = back;
-                    std::thread::sleep(Duration::from_micros(20));
-                }
-            }
-        }
+        self.ring.push(burst)?;
+        self.stats.delivered(packets, bytes);
+        Ok(())
     }
 
     /// Drops every burst waiting in the ring; returns the packets discarded.

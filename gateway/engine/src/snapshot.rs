@@ -1,8 +1,11 @@
 //! Point-in-time copies of every counter, for the status line, the admin API
 //! and metrics. Taking one reads atomics only; the data path is not touched.
 
+use std::net::SocketAddr;
+
 use daqiri_config::InterfaceBackend;
 
+use crate::backend::PortDriver;
 use crate::queue::Queue;
 use crate::state::EngineState;
 use crate::stats::QueueStatsSnapshot;
@@ -33,6 +36,23 @@ pub struct PortStats {
     pub rx_port_drops: QueueStatsSnapshot,
     /// RX flows.
     pub flows: Vec<FlowStatsEntry>,
+    /// What the port's driver reads below the queues.
+    pub link: LinkStats,
+}
+
+/// State and counters below a port's queues, as its driver reads them:
+/// for sockets, the kernel's receive buffer and the peer. A field a backend
+/// has no such thing for is `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Bytes waiting in the kernel's receive buffers, not yet read.
+    pub kernel_rx_backlog_bytes: Option<u64>,
+    /// Size of those buffers (what the kernel granted of the requested 64 MiB).
+    pub kernel_rx_buffer_bytes: Option<u64>,
+    /// The peer: a UDP server's last sender, a TCP connection's other end.
+    pub peer: Option<SocketAddr>,
+    /// Whether a connection is up (connection-oriented backends).
+    pub connected: Option<bool>,
 }
 
 /// Counters of one queue.
@@ -106,11 +126,12 @@ fn queue_entry(q: &Queue) -> QueueStatsEntry {
     }
 }
 
-pub(crate) fn take(engine: &EngineState) -> EngineStats {
+pub(crate) fn take(engine: &EngineState, drivers: &[Box<dyn PortDriver>]) -> EngineStats {
     let ports = engine
         .ports
         .iter()
-        .map(|p| PortStats {
+        .zip(drivers)
+        .map(|(p, driver)| PortStats {
             id: p.id,
             name: p.name.clone(),
             backend: p.backend,
@@ -133,6 +154,7 @@ pub(crate) fn take(engine: &EngineState) -> EngineStats {
                     }
                 })
                 .collect(),
+            link: driver.link_stats(),
         })
         .collect();
     let regions = engine

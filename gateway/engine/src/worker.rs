@@ -1,19 +1,113 @@
-//! Worker threads: spawning on a configured core, and assembling packets into
-//! bursts with DAQIRI's `batch_size` / `timeout_us` semantics.
+//! Worker threads: one generic loop that polls the queue tasks of a core,
+//! and the assembly of packets into bursts with DAQIRI's `batch_size` /
+//! `timeout_us` semantics.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
-use std::time::{Duration, Instant};
 
 use crate::burst::{Burst, PacketSlot};
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
+use crate::port::Port;
 use crate::queue::Queue;
+use crate::state::EngineState;
 use crate::stats::DropReason;
 
+/// One queue's share of a worker: an RX poll (receive, steer, assemble) or a
+/// TX send (drain the ring onto the wire). Tasks never block longer than the
+/// `wait` they are given, so queues that share a core share a thread.
+pub(crate) trait QueueTask: Send {
+    /// Moves what is ready; returns the packets moved. With `wait`, a task
+    /// with nothing ready may block in the kernel up to that long (only a
+    /// task alone on its worker is given one).
+    fn poll(&mut self, engine: &EngineState, wait: Option<Duration>) -> usize;
+
+    /// Winds down once the engine stops: delivers or gives back what it holds.
+    fn finish(&mut self, engine: &EngineState) {
+        let _ = engine;
+    }
+}
+
+/// A task with where and how it runs.
+pub(crate) struct Task {
+    /// Names the worker thread when the task runs alone (`rx-<port>`, `tx-<port>-<queue>`).
+    pub(crate) name: String,
+    /// The queue's `cpu_core`; tasks of one core share its worker.
+    pub(crate) core: Option<u32>,
+    /// How long the task may block when alone on its worker; `None` for
+    /// tasks that cannot (a ring has nothing to wait on).
+    pub(crate) max_wait: Option<Duration>,
+    pub(crate) work: Box<dyn QueueTask>,
+}
+
+impl Task {
+    /// The receive task of `port`, on its first RX queue's core; alone there,
+    /// it may wait in the kernel up to the queues' poll interval.
+    pub(crate) fn receiver(port: &Port, work: Box<dyn QueueTask>) -> Self {
+        let core = port.rx.first().and_then(|q| q.cpu_core);
+        Self { name: format!("rx-{}", port.name), core, max_wait: Some(poll_interval(&port.rx)), work }
+    }
+
+    /// The send task of TX queue `queue` of `port`.
+    pub(crate) fn sender(port: &Port, queue: &Queue, work: Box<dyn QueueTask>) -> Self {
+        Self { name: format!("tx-{}-{}", port.name, queue.id), core: queue.cpu_core, max_wait: None, work }
+    }
+}
+
+/// Starts the workers for every port's tasks: one per `cpu_core` (as in
+/// DAQIRI, queues of any port that name the same core share its thread), and
+/// one each for tasks without a core.
+pub(crate) fn start(engine: &Arc<EngineState>, tasks: Vec<Task>) -> Result<Vec<JoinHandle<()>>> {
+    let mut by_core: BTreeMap<u32, Vec<Task>> = BTreeMap::new();
+    let mut groups = Vec::new();
+    for task in tasks {
+        match task.core {
+            Some(core) => by_core.entry(core).or_default().push(task),
+            None => groups.push((None, vec![task])),
+        }
+    }
+    groups.extend(by_core.into_iter().map(|(core, tasks)| (Some(core), tasks)));
+    groups
+        .into_iter()
+        .map(|(core, tasks)| {
+            let name = match (&tasks[..], core) {
+                ([only], _) => only.name.clone(),
+                (_, Some(core)) => format!("core-{core}"),
+                (_, None) => unreachable!("tasks without a core run alone"),
+            };
+            let engine = Arc::clone(engine);
+            spawn(name, core, move || run(&engine, tasks))
+        })
+        .collect()
+}
+
+/// The generic worker loop: polls each task in turn until the engine stops,
+/// idles while none moved a packet, then lets each task wind down.
+fn run(engine: &EngineState, mut tasks: Vec<Task>) {
+    let wait = match &tasks[..] {
+        [only] => only.max_wait,
+        _ => None,
+    };
+    let backoff = Backoff::new();
+    while !engine.stopping() {
+        let moved: usize = tasks.iter_mut().map(|t| t.work.poll(engine, wait)).sum();
+        if moved > 0 {
+            backoff.reset();
+        } else if wait.is_none() {
+            idle(&backoff);
+        }
+    }
+    for task in &mut tasks {
+        task.work.finish(engine);
+    }
+}
+
 /// Spawns a named worker, pinned to `core` when this machine has it.
-pub(crate) fn spawn(name: String, core: Option<u32>, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+fn spawn(name: String, core: Option<u32>, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
@@ -42,11 +136,13 @@ pub(crate) fn poll_interval<'q>(queues: impl IntoIterator<Item = &'q Queue>) -> 
 pub(crate) struct Assembler {
     pending: Option<Burst>,
     started: Instant,
+    /// Byte streams: a full burst the ring had no room for, handed over first.
+    stalled: Option<Burst>,
 }
 
 impl Default for Assembler {
     fn default() -> Self {
-        Self { pending: None, started: Instant::now() }
+        Self { pending: None, started: Instant::now(), stalled: None }
     }
 }
 
@@ -74,34 +170,6 @@ impl Assembler {
         }
     }
 
-    /// Waits for a metadata entry instead of dropping (byte streams).
-    pub(crate) fn push_lossless(
-        &mut self,
-        queue: &Queue,
-        slot: PacketSlot,
-        regions: &RegionTable,
-        stop: &dyn Fn() -> bool,
-    ) {
-        if self.pending.is_none() {
-            loop {
-                if let Some(burst) = queue.meta.take() {
-                    self.pending = Some(burst);
-                    self.started = Instant::now();
-                    break;
-                }
-                if stop() {
-                    return slot.release(regions, &queue.segment_regions);
-                }
-                std::thread::sleep(Duration::from_micros(20));
-            }
-        }
-        let burst = self.pending.as_mut().expect("set above");
-        burst.push(slot);
-        if burst.is_full() {
-            queue.deliver_lossless(self.pending.take().expect("set above"), stop);
-        }
-    }
-
     /// Delivers a partial burst whose timeout has passed.
     pub(crate) fn flush_if_due(&mut self, queue: &Queue, now: Instant) {
         if let (Some(timeout), Some(_)) = (queue.timeout, &self.pending)
@@ -118,19 +186,69 @@ impl Assembler {
         }
     }
 
-    /// Delivers whatever is pending, waiting for ring space (end of a stream, shutdown).
-    pub(crate) fn flush_lossless(&mut self, queue: &Queue, stop: &dyn Fn() -> bool) {
-        if let Some(burst) = self.pending.take() {
-            queue.deliver_lossless(burst, stop);
+    /// Byte streams never drop: whether a packet can be taken now. A burst
+    /// the ring had no room for is retried first, then a metadata entry must
+    /// be at hand. While this says no the stream is not read, and TCP flow
+    /// control slows the sender.
+    pub(crate) fn ready_lossless(&mut self, queue: &Queue) -> bool {
+        if !self.retry_stalled(queue) {
+            return false;
+        }
+        if self.pending.is_none() {
+            let Some(burst) = queue.meta.take() else { return false };
+            self.pending = Some(burst);
+            self.started = Instant::now();
+        }
+        true
+    }
+
+    /// Adds a packet of a byte stream; call only after [`ready_lossless`](Self::ready_lossless).
+    pub(crate) fn push_lossless(&mut self, queue: &Queue, slot: PacketSlot) {
+        let burst = self.pending.as_mut().expect("ready_lossless took a metadata entry");
+        burst.push(slot);
+        if burst.is_full() {
+            self.hand_over_lossless(queue);
         }
     }
 
-    /// Delivers a partial burst of a stream once its timeout has passed.
-    pub(crate) fn flush_if_due_lossless(&mut self, queue: &Queue, now: Instant, stop: &dyn Fn() -> bool) {
+    /// Hands over what is pending, keeping it for a retry if the ring is full.
+    pub(crate) fn flush_lossless(&mut self, queue: &Queue) {
+        if self.retry_stalled(queue) {
+            self.hand_over_lossless(queue);
+        }
+    }
+
+    /// Hands over a partial burst of a stream once its timeout has passed.
+    pub(crate) fn flush_if_due_lossless(&mut self, queue: &Queue, now: Instant) {
         if let (Some(timeout), Some(_)) = (queue.timeout, &self.pending)
             && now.duration_since(self.started) >= timeout
         {
-            self.flush_lossless(queue, stop);
+            self.flush_lossless(queue);
+        }
+    }
+
+    /// At stop: what no ring had room for is dropped and counted.
+    pub(crate) fn abandon(&mut self, queue: &Queue) {
+        let packets: usize = self.stalled.take().into_iter().chain(self.pending.take()).map(|b| b.num_packets()).sum();
+        if packets > 0 {
+            queue.stats.dropped(DropReason::RingFull, packets as u64);
+        }
+    }
+
+    fn hand_over_lossless(&mut self, queue: &Queue) {
+        if let Some(burst) = self.pending.take() {
+            self.stalled = queue.try_deliver(burst).err();
+        }
+    }
+
+    /// Retries a stalled burst; whether none is left.
+    fn retry_stalled(&mut self, queue: &Queue) -> bool {
+        match self.stalled.take() {
+            None => true,
+            Some(burst) => {
+                self.stalled = queue.try_deliver(burst).err();
+                self.stalled.is_none()
+            }
         }
     }
 }

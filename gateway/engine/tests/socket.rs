@@ -129,11 +129,45 @@ daqiri:
     }
     assert_eq!(engine.stats().ports[1].tx_queues[0].stats.packets, expected.len() as u64);
     assert_eq!(engine.stats().ports[0].rx_total().total_drops(), 0);
+    // Both queues name core 0: one worker polls the client's TX and the server's RX.
+    assert_eq!(worker_threads(), ["core-0"]);
+    let link = &engine.stats().ports[0].link;
+    assert_eq!(link.peer, engine.local_addr(client).unwrap(), "the server's peer is the client");
+    assert!(link.kernel_rx_buffer_bytes.is_some_and(|b| b > 0), "{link:?}");
+}
+
+/// Names of this process's engine worker threads, sorted.
+fn worker_threads() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| ["core-", "rx-", "tx-", "loop-"].iter().any(|p| name.starts_with(p)))
+        .collect();
+    names.sort();
+    names
 }
 
 #[test]
 fn tcp_streams_one_gib_without_losing_or_reordering_a_byte() {
-    const TOTAL: u64 = 1 << 30;
+    let engine = stream_tcp(1 << 30, 0, 1);
+    assert_eq!(worker_threads(), ["rx-server", "tx-client-0"]);
+    let link = &engine.stats().ports[0].link;
+    assert_eq!(link.connected, Some(true), "{link:?}");
+    assert!(link.peer.is_some(), "{link:?}");
+}
+
+#[test]
+fn tcp_queues_sharing_a_core_stream_on_one_worker_without_stalling() {
+    // The sender and the receiver of one connection on one thread: neither
+    // may block it, or a full socket buffer on one side would stall both.
+    let _engine = stream_tcp(256 << 20, 0, 0);
+    assert_eq!(worker_threads(), ["core-0"]);
+}
+
+/// Streams `total` bytes from a TCP client's TX queue (on `tx_core`) to a
+/// server's RX queue (on `rx_core`) and checks every byte arrived in order.
+fn stream_tcp(total: u64, rx_core: u32, tx_core: u32) -> Engine {
     const CHUNK: usize = 64 * 1024;
     let port = free_tcp_port();
     let yaml = format!(
@@ -150,10 +184,10 @@ daqiri:
     interfaces:
     - name: server
       socket_config: {{ mode: server, local_addr: "tcp://127.0.0.1:{port}" }}
-      rx: {{ queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: 16, timeout_us: 1000, memory_regions: [rx_mem] }}] }}
+      rx: {{ queues: [{{ name: r, id: 0, cpu_core: {rx_core}, batch_size: 16, timeout_us: 1000, memory_regions: [rx_mem] }}] }}
     - name: client
       socket_config: {{ mode: client, remote_addr: "tcp://127.0.0.1:{port}" }}
-      tx: {{ queues: [{{ name: t, id: 0, cpu_core: 1, batch_size: 16, memory_regions: [tx_mem] }}] }}
+      tx: {{ queues: [{{ name: t, id: 0, cpu_core: {tx_core}, batch_size: 16, memory_regions: [tx_mem] }}] }}
 "#
     );
     let engine = Engine::from_yaml(&yaml).unwrap();
@@ -163,7 +197,7 @@ daqiri:
             let mut hash = Sha256::new();
             let mut word = 0u64;
             let mut sent = 0u64;
-            while sent < TOTAL {
+            while sent < total {
                 let mut burst = match engine.get_tx_packet_burst(1, 0, 16) {
                     Ok(b) => b,
                     Err(_) => {
@@ -197,8 +231,8 @@ daqiri:
         let mut hash = Sha256::new();
         let mut received = 0u64;
         let deadline = Instant::now() + Duration::from_secs(240);
-        while received < TOTAL {
-            assert!(Instant::now() < deadline, "only {received} of {TOTAL} bytes arrived");
+        while received < total {
+            assert!(Instant::now() < deadline, "only {received} of {total} bytes arrived");
             match engine.get_rx_burst(0, 0).unwrap() {
                 Some(burst) => {
                     for p in burst.packets() {
@@ -209,8 +243,9 @@ daqiri:
                 None => std::thread::yield_now(),
             }
         }
-        assert_eq!(received, TOTAL);
+        assert_eq!(received, total);
         assert_eq!(hash.finalize(), sender.join().unwrap(), "received bytes differ from sent bytes");
     });
     assert_eq!(engine.stats().ports[0].rx_total().total_drops(), 0);
+    engine
 }

@@ -146,6 +146,14 @@ impl Telemetry {
             "Capture copies dropped because the writer was behind",
             |c| c.capture_drops,
         );
+        {
+            let snapshot = Arc::clone(&snapshot);
+            meter
+                .u64_observable_gauge("daqiri.port.kernel_rx_backlog_bytes")
+                .with_description("Bytes waiting in the kernel's receive buffers of a socket port, not yet read")
+                .with_callback(move |observer| observe(observer, snapshot.with(kernel_backlog)))
+                .build();
+        }
         gauge("daqiri.memory_region.buffers", "Buffers in each memory region", |r| u64::from(r.num_bufs));
         gauge("daqiri.memory_region.buffers.in_use", "Buffers held by bursts or workers", |r| u64::from(r.in_use));
         Ok(Self { _provider: provider, registry, snapshot })
@@ -192,6 +200,10 @@ fn queues(stats: &EngineStats, direction: Direction, field: fn(&QueueStatsSnapsh
         series.push((list.iter().map(|q| field(&q.stats)).sum(), port_labels(p, "all".into())));
     }
     series
+}
+
+fn kernel_backlog(stats: &EngineStats) -> Series {
+    stats.ports.iter().filter_map(|p| Some((p.link.kernel_rx_backlog_bytes?, port_labels(p, "port".into())))).collect()
 }
 
 fn drops(stats: &EngineStats) -> Series {

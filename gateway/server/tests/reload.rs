@@ -76,6 +76,10 @@ fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_noth
     // Reload only once traffic is flowing, and wait for each reload to land, so
     // the test does not depend on how fast a loaded machine starts the sender.
     wait_for_traffic(admin);
+    // The port's driver reports the socket below the queues: the sender, and the kernel buffer.
+    let link = &admin_json("/api/v1/stats")["interfaces"][0]["link"];
+    assert!(link["peer"].as_str().is_some_and(|p| p.starts_with("127.0.0.1:")), "{link}");
+    assert!(link["kernel_rx_buffer_bytes"].as_u64().is_some_and(|b| b > 0), "{link}");
     let deadline = Instant::now() + Duration::from_secs(20);
     std::fs::write(&file, "daqiri: { cfg: { version: 9 } }\n").unwrap();
     hup(gateway.id()); // invalid: refused, nothing changes

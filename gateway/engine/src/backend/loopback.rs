@@ -4,12 +4,9 @@
 //! the RX segments in order (header-data split by segment size).
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crossbeam_utils::Backoff;
-
-use super::Backend;
+use super::PortDriver;
 use crate::burst::{Burst, PacketSlot};
 use crate::error::Result;
 use crate::flow::Steering;
@@ -19,49 +16,54 @@ use crate::port::Port;
 use crate::queue::Queue;
 use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::{self, Assembler, idle};
+use crate::worker::{Assembler, QueueTask, Task};
 
 /// Largest frame the loop carries (jumbo).
 const MAX_FRAME: usize = 16 * 1024;
 
 #[derive(Debug)]
-pub(super) struct LoopbackBackend;
+pub(super) struct LoopbackDriver;
 
-pub(super) fn open(port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend>> {
+pub(super) fn open(port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
     super::require_cpu_memory(port, regions)?;
-    Ok(Box::new(LoopbackBackend))
+    Ok(Box::new(LoopbackDriver))
 }
 
-impl Backend for LoopbackBackend {
-    fn start(self: Box<Self>, engine: &Arc<EngineState>, port: u16) -> Result<Vec<JoinHandle<()>>> {
-        let p = &engine.ports[port as usize];
-        if p.tx.is_empty() {
-            return Ok(Vec::new());
-        }
-        let core = p.tx[0].cpu_core;
-        let engine = Arc::clone(engine);
-        Ok(vec![worker::spawn(format!("loop-{}", p.name), core, move || run(&engine, port))?])
+impl PortDriver for LoopbackDriver {
+    /// One task carries every TX queue's bursts to the RX side, on the first TX queue's core.
+    fn tasks(&mut self, _engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
+        let Some(first) = p.tx.first() else { return Vec::new() };
+        let carrier = Carrier {
+            port: p.id,
+            assemblers: p.rx.iter().map(|_| Assembler::default()).collect(),
+            frame: vec![0u8; MAX_FRAME],
+        };
+        vec![Task { name: format!("loop-{}", p.name), core: first.cpu_core, max_wait: None, work: Box::new(carrier) }]
     }
 }
 
-fn run(engine: &EngineState, port: u16) {
-    let p = &engine.ports[port as usize];
-    let mut assemblers: Vec<Assembler> = p.rx.iter().map(|_| Assembler::default()).collect();
-    let mut frame = vec![0u8; MAX_FRAME];
-    let backoff = Backoff::new();
-    while !engine.stopping() {
-        let mut moved = false;
+/// The loop's "wire": TX rings in, RX assemblers out.
+struct Carrier {
+    port: u16,
+    assemblers: Vec<Assembler>,
+    frame: Vec<u8>,
+}
+
+impl QueueTask for Carrier {
+    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
+        let p = &engine.ports[self.port as usize];
+        let mut moved = 0;
         for q in &p.tx {
             while let Some(burst) = q.ring.pop() {
-                moved = true;
-                carry(p, &engine.regions, q, &burst, &mut assemblers, &mut frame);
+                moved += burst.num_packets().max(1);
+                carry(p, &engine.regions, q, &burst, &mut self.assemblers, &mut self.frame);
             }
         }
         let now = Instant::now();
-        for (a, q) in assemblers.iter_mut().zip(&p.rx) {
+        for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
             a.flush_if_due(q, now);
         }
-        if moved { backoff.reset() } else { idle(&backoff) }
+        moved
     }
 }
 

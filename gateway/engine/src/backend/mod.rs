@@ -1,24 +1,48 @@
 //! Backends: what moves packets between the wire (or a socket, or a software
-//! loop) and the queues. Each backend opens its resources at init, so a bad
-//! address or a busy port fails `Engine::new`, then starts its workers.
+//! loop) and the queues. Each port gets a [`PortDriver`] that opens its
+//! resources at init, so a bad address or a busy port fails `Engine::new`,
+//! and then hands its queues' poll and send tasks to the generic workers.
 
 mod loopback;
 mod socket;
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use daqiri_config::{InterfaceBackend, Link, ValidConfig};
 
 use crate::error::{Error, Result, Status};
+use crate::flow::FlowTable;
 use crate::memory::RegionTable;
 use crate::port::Port;
+use crate::snapshot::LinkStats;
 use crate::state::EngineState;
+use crate::worker::Task;
 
-/// An opened backend for one port, ready to start its workers.
-pub(crate) trait Backend: Send {
-    /// Spawns the port's workers.
-    fn start(self: Box<Self>, engine: &Arc<EngineState>, port: u16) -> Result<Vec<JoinHandle<()>>>;
+/// A port's live driver: opened at init, kept for the engine's whole life.
+/// It hands its queues' work to the workers once, applies flow tables on
+/// reload, reads what lies below the queues (a kernel socket, a NIC), and
+/// closes its resources in order once the workers are gone.
+pub(crate) trait PortDriver: Send + Sync + std::fmt::Debug {
+    /// The port's queue tasks for the generic workers, taken once when the
+    /// engine starts. A direct-mode receive side goes to the port instead
+    /// ([`Port::set_direct`]).
+    fn tasks(&mut self, engine: &Arc<EngineState>, port: &Port) -> Vec<Task>;
+
+    /// Makes `table` the port's steering. Software steering swaps the table
+    /// the workers read; a driver that programs a NIC or an XDP map does it
+    /// here and fails with the device's reason.
+    fn apply_flows(&self, port: &Port, table: Arc<FlowTable>) -> Result<()> {
+        port.flows.store(table);
+        Ok(())
+    }
+
+    /// Counters and state below the queues.
+    fn link_stats(&self) -> LinkStats {
+        LinkStats::default()
+    }
+
+    /// Closes the port's connections and devices; called after every worker stopped.
+    fn stop(&self) {}
 }
 
 /// A port's receive side, polled on the application's thread by
@@ -29,8 +53,8 @@ pub(crate) trait DirectPoll: Send + std::fmt::Debug {
     fn poll(&mut self, engine: &EngineState) -> usize;
 }
 
-/// Opens the backend of `port` (binds sockets, checks devices).
-pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend>> {
+/// Opens the driver of `port` (binds sockets, checks devices).
+pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
     match config.link(port.id as usize) {
         Link::Socket(endpoints) => socket::open(*endpoints, port, regions),
         Link::SoftwareLoopback => loopback::open(port, regions),

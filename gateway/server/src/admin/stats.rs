@@ -79,6 +79,36 @@ pub(crate) struct InterfaceStats {
     port_drops: BTreeMap<String, u64>,
     /// RX flows.
     flows: Vec<FlowStats>,
+    /// What the port's driver reads below the queues.
+    link: LinkStats,
+}
+
+/// State below a port's queues; a field the backend has no such thing for is absent.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct LinkStats {
+    /// Bytes waiting in the kernel's receive buffers (sockets), not yet read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_rx_backlog_bytes: Option<u64>,
+    /// Size of those buffers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_rx_buffer_bytes: Option<u64>,
+    /// The peer: a UDP server's last sender, a TCP connection's other end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer: Option<String>,
+    /// Whether a connection is up (TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    connected: Option<bool>,
+}
+
+impl From<&daqiri::LinkStats> for LinkStats {
+    fn from(link: &daqiri::LinkStats) -> Self {
+        Self {
+            kernel_rx_backlog_bytes: link.kernel_rx_backlog_bytes,
+            kernel_rx_buffer_bytes: link.kernel_rx_buffer_bytes,
+            peer: link.peer.map(|p| p.to_string()),
+            connected: link.connected,
+        }
+    }
 }
 
 /// Counters of one queue.
@@ -184,6 +214,7 @@ pub(crate) async fn stats(State(state): State<Arc<AdminState>>) -> Result<Json<S
                     packets_per_s: sampler.flow_rates.get(&(p.id, f.id)).copied().unwrap_or_default(),
                 })
                 .collect(),
+            link: LinkStats::from(&p.link),
         })
         .collect();
     let memory_regions = now

@@ -16,7 +16,7 @@ mod udp;
 
 use daqiri_config::{SocketEndpoints, Transport};
 
-use super::Backend;
+use super::PortDriver;
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::port::Port;
@@ -24,11 +24,11 @@ use crate::port::Port;
 /// Socket receive/send buffer size requested from the kernel.
 const SOCKET_BUFFER_BYTES: usize = 64 << 20;
 
-pub(super) fn open(endpoints: SocketEndpoints, port: &Port, regions: &RegionTable) -> Result<Box<dyn Backend>> {
+pub(super) fn open(endpoints: SocketEndpoints, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
     super::require_cpu_memory(port, regions)?;
     match endpoints.transport {
-        Transport::Udp => Ok(Box::new(udp::UdpBackend::open(endpoints, port)?)),
-        Transport::Tcp => Ok(Box::new(tcp::TcpBackend::open(endpoints, port)?)),
+        Transport::Udp => Ok(Box::new(udp::UdpDriver::open(endpoints, port)?)),
+        Transport::Tcp => Ok(Box::new(tcp::TcpDriver::open(endpoints, port)?)),
         Transport::Roce => Err(Error::new(
             Status::NotSupported,
             format!("interface \"{}\" uses RoCE, which needs the rdma backend", port.name),

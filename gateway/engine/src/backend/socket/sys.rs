@@ -11,6 +11,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd};
+use std::time::Duration;
 
 /// Room for the `UDP_GRO` control message of one datagram.
 const CONTROL_LEN: usize = 64;
@@ -194,6 +195,11 @@ pub(crate) struct SendBatch {
     /// Largest datagram GSO may carry: a segment must fit the path MTU.
     gso_max_segment: usize,
 }
+
+// SAFETY: as for RecvBatch: every pointer in the headers is rewritten by
+// each `send` and points at this value's arrays or at the burst being sent
+// during that call only; a TX task moves to its worker thread with it.
+unsafe impl Send for SendBatch {}
 
 impl std::fmt::Debug for SendBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -421,17 +427,34 @@ pub(crate) fn path_mtu(socket: BorrowedFd<'_>, ipv6: bool) -> io::Result<usize> 
     if rc == 0 { Ok(value as usize) } else { Err(io::Error::last_os_error()) }
 }
 
-/// The socket's cumulative count of datagrams the kernel dropped (a full
-/// receive buffer), from `SO_MEMINFO`: one call per poll costs less than the
-/// `SO_RXQ_OVFL` control message on every datagram.
-pub(crate) fn kernel_drops(socket: BorrowedFd<'_>) -> io::Result<u32> {
+/// A socket's receive-side memory, from `SO_MEMINFO`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SocketMemory {
+    /// Bytes queued for reading.
+    pub(crate) rx_backlog: u32,
+    /// The receive buffer's size.
+    pub(crate) rx_buffer: u32,
+    /// Cumulative datagrams dropped on a full receive buffer.
+    pub(crate) drops: u32,
+}
+
+/// Reads `SO_MEMINFO`: one call per poll costs less than the `SO_RXQ_OVFL`
+/// control message on every datagram.
+pub(crate) fn socket_memory(socket: BorrowedFd<'_>) -> io::Result<SocketMemory> {
     let mut info = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
     let mut len = size_of_val(&info) as libc::socklen_t;
     // SAFETY: info and len are live locals; the kernel writes at most len bytes.
     let rc = unsafe {
         libc::getsockopt(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_MEMINFO, info.as_mut_ptr().cast(), &raw mut len)
     };
-    if rc == 0 { Ok(info[libc::SK_MEMINFO_DROPS as usize]) } else { Err(io::Error::last_os_error()) }
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(SocketMemory {
+        rx_backlog: info[libc::SK_MEMINFO_RMEM_ALLOC as usize],
+        rx_buffer: info[libc::SK_MEMINFO_RCVBUF as usize],
+        drops: info[libc::SK_MEMINFO_DROPS as usize],
+    })
 }
 
 /// Asks the kernel to hand over coalesced runs of datagrams (UDP GRO).
@@ -447,4 +470,27 @@ pub(crate) fn force_receive_buffer(socket: BorrowedFd<'_>, bytes: usize) -> io::
 /// Raises the send buffer past `net.core.wmem_max` where privileges allow.
 pub(crate) fn force_send_buffer(socket: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
     set_int_option(socket, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, bytes.min(i32::MAX as usize) as libc::c_int)
+}
+
+/// Reads what a stream socket has, without blocking (`MSG_DONTWAIT`), into
+/// initialised bytes (socket2's `recv` takes uninitialised ones).
+pub(crate) fn recv_nowait(socket: BorrowedFd<'_>, into: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the kernel writes at most into.len() bytes into the live slice.
+    let rc = unsafe { libc::recv(socket.as_raw_fd(), into.as_mut_ptr().cast(), into.len(), libc::MSG_DONTWAIT) };
+    if rc >= 0 { Ok(rc as usize) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Waits until `socket` is readable (or has a connection to accept), at
+/// most `timeout`; whether it is.
+pub(crate) fn wait_readable(socket: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    let mut entry = libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // ppoll, not poll: timeouts are often under a millisecond.
+    let limit = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos().into() };
+    // SAFETY: one live pollfd (the count passed is one), a live timespec, no signal mask.
+    let rc = unsafe { libc::ppoll(&raw mut entry, 1, &raw const limit, std::ptr::null()) };
+    match rc {
+        0 => Ok(false),
+        n if n > 0 => Ok(true),
+        _ => Err(io::Error::last_os_error()),
+    }
 }

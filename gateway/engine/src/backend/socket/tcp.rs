@@ -9,49 +9,61 @@
 //! gives the stream back byte for byte.
 //!
 //! Nothing is ever dropped: when buffers, burst metadata or ring space run
-//! out, the worker stops reading and TCP flow control slows the sender.
-//! On TX, each packet's segments are written in order with `write_all`.
+//! out, the receiver stops reading and TCP flow control slows the sender.
+//! On TX, each packet's segments are written in order. Neither side ever
+//! blocks its worker: reads and writes do not wait, and a write the socket
+//! took only part of resumes at the next poll, so TCP queues can share a
+//! core with any other queue.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::Backoff;
 use daqiri_config::SocketEndpoints;
 use daqiri_config::model::SocketMode;
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
-use super::SOCKET_BUFFER_BYTES;
-use crate::backend::Backend;
-use crate::burst::{MAX_SEGMENTS, PacketSlot};
+use super::{SOCKET_BUFFER_BYTES, sys};
+use crate::backend::PortDriver;
+use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
 use crate::error::{Error, Result, Status};
 use crate::port::Port;
+use crate::snapshot::LinkStats;
 use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::{self, Assembler, idle};
+use crate::worker::{Assembler, QueueTask, Task};
+
+/// Reads per receive poll, so a busy stream leaves its core's other queues a turn.
+const READS_PER_POLL: usize = 64;
+/// A client's connect attempt holds its worker at most this long.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
+/// A client retries a failed connect after this long.
+const CONNECT_RETRY: Duration = Duration::from_millis(100);
+/// How long a receiver alone on its core sleeps while the application holds
+/// every buffer or ring slot.
+const BACKPRESSURE_PAUSE: Duration = Duration::from_micros(20);
 
 #[derive(Debug)]
 struct Shared {
     mode: SocketMode,
+    /// Non-blocking: accepts are polled.
     listener: Option<Socket>,
     local: Option<SocketAddr>,
     remote: Option<SocketAddr>,
-    /// The live connection, shared by the RX and TX workers.
+    /// The live connection, shared by the receiver and the senders.
     stream: Mutex<Option<Arc<TcpStream>>>,
-    poll: Duration,
     max_read: Option<usize>,
 }
 
 #[derive(Debug)]
-pub(super) struct TcpBackend {
+pub(super) struct TcpDriver {
     shared: Arc<Shared>,
 }
 
-impl TcpBackend {
+impl TcpDriver {
     pub(super) fn open(endpoints: SocketEndpoints, port: &Port) -> Result<Self> {
-        let poll = worker::poll_interval(&port.rx);
         let local = endpoints.local.map(|e| e.socket_addr());
         let remote = endpoints.remote.map(|e| e.socket_addr());
         let listener = match endpoints.mode {
@@ -62,7 +74,7 @@ impl TcpBackend {
                         s.set_reuse_address(true)?;
                         s.bind(&addr.into())?;
                         s.listen(16)?;
-                        s.set_read_timeout(Some(poll))?;
+                        s.set_nonblocking(true)?;
                         Ok(s)
                     })
                     .map_err(|e| {
@@ -76,7 +88,6 @@ impl TcpBackend {
             }
             SocketMode::Client => None,
         };
-        let max_read = port.config_max_payload();
         Ok(Self {
             shared: Arc::new(Shared {
                 mode: endpoints.mode,
@@ -84,33 +95,53 @@ impl TcpBackend {
                 local,
                 remote,
                 stream: Mutex::new(None),
-                poll,
-                max_read,
+                max_read: port.config_max_payload(),
             }),
         })
     }
 }
 
-impl Backend for TcpBackend {
-    fn start(self: Box<Self>, engine: &Arc<EngineState>, port: u16) -> Result<Vec<JoinHandle<()>>> {
-        let p = &engine.ports[port as usize];
-        let mut workers = Vec::new();
-        // One worker owns the connection: the RX worker, or the first TX worker without RX.
-        let rx_owns = !p.rx.is_empty();
-        if let Some(first) = p.rx.first() {
-            let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
-            workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || {
-                receive_loop(&engine, port, &shared)
-            })?);
+impl PortDriver for TcpDriver {
+    /// A receiver on the first RX queue, a sender per TX queue. One of them
+    /// owns the connection (accepts or connects): the receiver, or the
+    /// first sender of a TX-only interface.
+    fn tasks(&mut self, _engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
+        let mut tasks = Vec::new();
+        if !p.rx.is_empty() {
+            let receiver =
+                TcpReceiver { port: p.id, connection: Connection::new(&self.shared), assembler: Assembler::default() };
+            tasks.push(Task::receiver(p, Box::new(receiver)));
         }
         for (index, q) in p.tx.iter().enumerate() {
-            let owns = !rx_owns && index == 0;
-            let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
-            workers.push(worker::spawn(format!("tx-{}-{}", p.name, q.id), q.cpu_core, move || {
-                send_loop(&engine, port, index, &shared, owns)
-            })?);
+            let sender = TcpSender {
+                port: p.id,
+                queue: index,
+                connection: Connection::new(&self.shared),
+                owns_connection: p.rx.is_empty() && index == 0,
+                outgoing: None,
+            };
+            tasks.push(Task::sender(p, q, Box::new(sender)));
         }
-        Ok(workers)
+        tasks
+    }
+
+    fn link_stats(&self) -> LinkStats {
+        let stream = self.shared.current();
+        let memory = stream.as_ref().and_then(|s| sys::socket_memory(s.as_fd()).ok());
+        LinkStats {
+            kernel_rx_backlog_bytes: memory.map(|m| u64::from(m.rx_backlog)),
+            kernel_rx_buffer_bytes: memory.map(|m| u64::from(m.rx_buffer)),
+            peer: stream.as_ref().and_then(|s| s.peer_addr().ok()),
+            connected: Some(stream.is_some()),
+        }
+    }
+
+    /// Closes the connection (queued bytes still go out before the FIN).
+    fn stop(&self) {
+        if let Some(stream) = self.shared.current() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        self.shared.set(None);
     }
 }
 
@@ -122,147 +153,239 @@ impl Shared {
     fn set(&self, stream: Option<Arc<TcpStream>>) {
         *self.stream.lock().unwrap_or_else(|e| e.into_inner()) = stream;
     }
+}
 
-    /// Accepts (server) or connects (client) once; `None` when nothing happened this round.
-    fn establish(&self, name: &str) -> Option<Arc<TcpStream>> {
-        let stream = match self.mode {
+/// A task's way to the live connection; the owner also makes one.
+struct Connection {
+    shared: Arc<Shared>,
+    /// A client does not try to connect again before this.
+    retry_at: Instant,
+}
+
+impl Connection {
+    fn new(shared: &Arc<Shared>) -> Self {
+        Self { shared: Arc::clone(shared), retry_at: Instant::now() }
+    }
+
+    /// The live connection, if any.
+    fn current(&self) -> Option<Arc<TcpStream>> {
+        self.shared.current()
+    }
+
+    /// The live connection, or a new one: a pending connection accepted
+    /// (waiting up to `wait` for one) or a connect made.
+    fn current_or_establish(&mut self, name: &str, wait: Option<Duration>) -> Option<Arc<TcpStream>> {
+        self.shared.current().or_else(|| self.establish(name, wait))
+    }
+
+    fn establish(&mut self, name: &str, wait: Option<Duration>) -> Option<Arc<TcpStream>> {
+        let shared = &*self.shared;
+        let stream = match shared.mode {
             SocketMode::Server => {
-                let (socket, peer) = self.listener.as_ref()?.accept().ok()?;
+                let listener = shared.listener.as_ref()?;
+                let (socket, peer) = match listener.accept() {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        if e.kind() == io::ErrorKind::WouldBlock
+                            && let Some(wait) = wait
+                        {
+                            let _ = sys::wait_readable(listener.as_fd(), wait);
+                        }
+                        return None;
+                    }
+                };
                 tracing::info!(interface = name, peer = ?peer.as_socket(), "TCP connection accepted");
+                // Accepted sockets do not inherit the listener's O_NONBLOCK; writes rely on that.
                 TcpStream::from(socket)
             }
-            SocketMode::Client => match self.connect() {
-                Ok(stream) => stream,
-                Err(e) => {
-                    tracing::debug!(interface = name, "connect failed, retrying: {e}");
-                    std::thread::sleep(Duration::from_millis(100));
+            SocketMode::Client => {
+                let now = Instant::now();
+                if now < self.retry_at {
                     return None;
                 }
-            },
+                match self.connect() {
+                    Ok(stream) => stream,
+                    Err(e) => {
+                        tracing::debug!(interface = name, "connect failed, retrying: {e}");
+                        self.retry_at = now + CONNECT_RETRY;
+                        return None;
+                    }
+                }
+            }
         };
-        let socket = Socket::from(stream);
+        let socket = SockRef::from(&stream);
         let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
         let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
-        let stream = TcpStream::from(socket);
-        let _ = stream.set_read_timeout(Some(self.poll));
         let stream = Arc::new(stream);
-        self.set(Some(Arc::clone(&stream)));
+        shared.set(Some(Arc::clone(&stream)));
         Some(stream)
     }
 
     fn connect(&self) -> io::Result<TcpStream> {
-        let remote = self.remote.expect("validated: clients have remote_addr");
+        let remote = self.shared.remote.expect("validated: clients have remote_addr");
         let socket = Socket::new(Domain::for_address(remote), Type::STREAM, Some(Protocol::TCP))?;
-        if let Some(local) = self.local {
+        if let Some(local) = self.shared.local {
             socket.set_reuse_address(true)?;
             socket.bind(&local.into())?;
         }
-        socket.connect_timeout(&remote.into(), Duration::from_secs(1))?;
+        socket.connect_timeout(&remote.into(), CONNECT_TIMEOUT)?;
         Ok(socket.into())
+    }
+
+    /// Drops a connection that failed or closed.
+    fn lose(&self) {
+        self.shared.set(None);
     }
 }
 
-fn receive_loop(engine: &EngineState, port: u16, shared: &Shared) {
-    let p = &engine.ports[port as usize];
-    let regions = &*engine.regions;
-    let queue = &p.rx[0];
-    let landing = regions.get(queue.segment_regions[0]);
-    let read_size = shared.max_read.unwrap_or(usize::MAX).min(landing.buf_size());
-    let mut assembler = Assembler::default();
-    let stop = || engine.stopping();
-    while !engine.stopping() {
-        let Some(stream) = shared.current().or_else(|| shared.establish(&p.name)) else { continue };
-        loop {
-            let token = loop {
-                if let Some(token) = landing.take() {
-                    break Some(token);
+/// Reads the stream into the first RX queue.
+struct TcpReceiver {
+    port: u16,
+    connection: Connection,
+    assembler: Assembler,
+}
+
+impl QueueTask for TcpReceiver {
+    fn poll(&mut self, engine: &EngineState, wait: Option<Duration>) -> usize {
+        let p = &engine.ports[self.port as usize];
+        let queue = &p.rx[0];
+        let Some(stream) = self.connection.current_or_establish(&p.name, wait) else { return 0 };
+        let landing = engine.regions.get(queue.segment_regions[0]);
+        let read_size = self.connection.shared.max_read.unwrap_or(usize::MAX).min(landing.buf_size());
+        let mut reads = 0;
+        while reads < READS_PER_POLL {
+            // Out of metadata or ring space, or of buffers: hand over what is
+            // held so the application can free some, and read no further.
+            let token = if self.assembler.ready_lossless(queue) { landing.take() } else { None };
+            let Some(mut token) = token else {
+                self.assembler.flush_lossless(queue);
+                if wait.is_some() {
+                    std::thread::sleep(BACKPRESSURE_PAUSE);
                 }
-                // Out of buffers: hand over what we hold so the application can free some.
-                assembler.flush_lossless(queue, &stop);
-                if stop() {
-                    break None;
-                }
-                std::thread::sleep(Duration::from_micros(20));
+                break;
             };
-            let Some(mut token) = token else { break };
-            let read = (&*stream).read(&mut landing.bytes_mut(&mut token)[..read_size]);
-            match read {
+            match sys::recv_nowait(stream.as_fd(), &mut landing.bytes_mut(&mut token)[..read_size]) {
                 Ok(0) => {
                     landing.release(token);
-                    assembler.flush_lossless(queue, &stop);
-                    shared.set(None);
+                    self.assembler.flush_lossless(queue);
+                    self.connection.lose();
                     tracing::info!(interface = %p.name, "TCP peer closed the connection");
                     break;
                 }
                 Ok(n) => {
+                    reads += 1;
                     if p.drop_all.load(std::sync::atomic::Ordering::Relaxed) {
                         landing.release(token);
                         p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
                     } else {
-                        assembler.push_lossless(queue, PacketSlot::single(token, n as u32, None), regions, &stop);
+                        self.assembler.push_lossless(queue, PacketSlot::single(token, n as u32, None));
                     }
+                }
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                    landing.release(token);
+                    if reads == 0
+                        && let Some(wait) = wait
+                    {
+                        let _ = sys::wait_readable(stream.as_fd(), wait);
+                    }
+                    break;
                 }
                 Err(e) => {
                     landing.release(token);
-                    if !matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                    ) {
-                        tracing::warn!(interface = %p.name, "TCP receive failed, dropping the connection: {e}");
-                        assembler.flush_lossless(queue, &stop);
-                        shared.set(None);
-                        break;
-                    }
+                    tracing::warn!(interface = %p.name, "TCP receive failed, dropping the connection: {e}");
+                    self.assembler.flush_lossless(queue);
+                    self.connection.lose();
+                    break;
                 }
             }
-            assembler.flush_if_due_lossless(queue, Instant::now(), &stop);
-            if stop() {
-                break;
-            }
         }
+        self.assembler.flush_if_due_lossless(queue, Instant::now());
+        reads
     }
-    if let Some(stream) = shared.current() {
-        let _ = stream.shutdown(Shutdown::Both);
+
+    fn finish(&mut self, engine: &EngineState) {
+        let queue = &engine.ports[self.port as usize].rx[0];
+        self.assembler.flush_lossless(queue);
+        self.assembler.abandon(queue);
     }
 }
 
-fn send_loop(engine: &EngineState, port: u16, queue: usize, shared: &Shared, owns_connection: bool) {
-    let p = &engine.ports[port as usize];
-    let q = &p.tx[queue];
-    let backoff = Backoff::new();
-    while !engine.stopping() {
-        let Some(burst) = q.ring.pop() else {
-            idle(&backoff);
-            continue;
-        };
-        backoff.reset();
-        let stream = loop {
-            let stream =
-                if owns_connection { shared.current().or_else(|| shared.establish(&p.name)) } else { shared.current() };
-            if stream.is_some() || engine.stopping() {
-                break stream;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        };
-        let Some(stream) = stream else { break };
-        let (mut packets, mut bytes) = (0u64, 0u64);
-        for (index, packet) in burst.packets().enumerate() {
-            let written =
-                (0..MAX_SEGMENTS).filter_map(|s| packet.segment(s)).try_for_each(|piece| (&*stream).write_all(piece));
-            if let Err(e) = written {
-                tracing::warn!(interface = %p.name, "TCP send failed, dropping the connection: {e}");
-                q.stats.dropped(DropReason::SendFailed, (burst.num_packets() - index) as u64);
-                shared.set(None);
-                break;
-            }
-            packets += 1;
-            bytes += packet.len() as u64;
+/// Writes one TX queue's bursts to the stream, in order.
+struct TcpSender {
+    port: u16,
+    queue: usize,
+    connection: Connection,
+    owns_connection: bool,
+    /// The burst being written, and how far.
+    outgoing: Option<Outgoing>,
+}
+
+/// Where the write of a burst stands: the next byte to write is `offset`
+/// into segment `segment` of packet `packet`.
+struct Outgoing {
+    burst: Burst,
+    packet: usize,
+    segment: usize,
+    offset: usize,
+    sent_bytes: u64,
+}
+
+impl QueueTask for TcpSender {
+    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
+        let p = &engine.ports[self.port as usize];
+        let q = &p.tx[self.queue];
+        if self.outgoing.is_none() {
+            let burst = q.ring.pop();
+            self.outgoing = burst.map(|burst| Outgoing { burst, packet: 0, segment: 0, offset: 0, sent_bytes: 0 });
         }
-        if packets > 0 {
-            q.stats.delivered(packets, bytes);
+        let Some(out) = &mut self.outgoing else { return 0 };
+        let stream = if self.owns_connection {
+            self.connection.current_or_establish(&p.name, None)
+        } else {
+            self.connection.current()
+        };
+        // No connection yet: the burst waits for one.
+        let Some(stream) = stream else { return 0 };
+        let socket = SockRef::from(&*stream);
+        let total = out.burst.num_packets();
+        let first = out.packet;
+        while out.packet < total {
+            let packet = out.burst.packet(out.packet);
+            let Some(piece) = (out.segment < MAX_SEGMENTS).then(|| packet.segment(out.segment)).flatten() else {
+                out.sent_bytes += packet.len() as u64;
+                (out.packet, out.segment, out.offset) = (out.packet + 1, 0, 0);
+                continue;
+            };
+            if out.offset == piece.len() {
+                (out.segment, out.offset) = (out.segment + 1, 0);
+                continue;
+            }
+            match socket.send_with_flags(&piece[out.offset..], libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
+                Ok(n) => out.offset += n,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                    // The socket buffer is full: go on from here at the next poll.
+                    return (out.packet - first).max(1);
+                }
+                Err(e) => {
+                    tracing::warn!(interface = %p.name, "TCP send failed, dropping the connection: {e}");
+                    q.stats.dropped(DropReason::SendFailed, (total - out.packet) as u64);
+                    self.connection.lose();
+                    break;
+                }
+            }
         }
+        let done = self.outgoing.take().expect("matched above");
+        if done.packet > 0 {
+            q.stats.delivered(done.packet.min(total) as u64, done.sent_bytes);
+        }
+        (done.packet - first).max(1)
     }
-    if owns_connection && let Some(stream) = shared.current() {
-        let _ = stream.shutdown(Shutdown::Write);
+
+    /// A burst cut short by the stop: its unsent packets are counted.
+    fn finish(&mut self, engine: &EngineState) {
+        if let Some(out) = self.outgoing.take() {
+            let q = &engine.ports[self.port as usize].tx[self.queue];
+            q.stats.dropped(DropReason::SendFailed, (out.burst.num_packets() - out.packet) as u64);
+        }
     }
 }

@@ -4,18 +4,16 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::AsFd;
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::Backoff;
 use daqiri_config::SocketEndpoints;
 use daqiri_config::model::{PollMode, SocketMode};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use super::{SOCKET_BUFFER_BYTES, peer};
-use crate::backend::{Backend, DirectPoll};
+use crate::backend::{DirectPoll, PortDriver};
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
 use crate::error::{Error, Result, Status};
 use crate::flow::{FlowTable, Steering};
@@ -23,9 +21,10 @@ use crate::headers::{FlowKey, IPV4_LEN, UDP_LEN};
 use crate::memory::{BufToken, PoolCache, RegionTable};
 use crate::port::Port;
 use crate::queue::Queue;
+use crate::snapshot::LinkStats;
 use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::{self, Assembler, idle};
+use crate::worker::{self, Assembler, QueueTask, Task};
 
 /// The kernel's drop counter is read on every this many receives that got data.
 const DROPS_EVERY: u32 = 16;
@@ -48,14 +47,17 @@ struct Shared {
     gso_max_segment: usize,
     /// The kernel hands over coalesced runs of datagrams (UDP GRO).
     gro: bool,
+    /// Server mode: the socket connected to the first peer, once there is
+    /// one (the receiver reads it; the driver reads its counters).
+    peer_socket: OnceLock<Arc<Socket>>,
 }
 
 #[derive(Debug)]
-pub(super) struct UdpBackend {
+pub(super) struct UdpDriver {
     shared: Arc<Shared>,
 }
 
-impl UdpBackend {
+impl UdpDriver {
     pub(super) fn open(endpoints: SocketEndpoints, port: &Port) -> Result<Self> {
         let context = |what: &str| format!("interface \"{}\": {what}", port.name);
         let target = endpoints.local.or(endpoints.remote).expect("validated: one endpoint exists").socket_addr();
@@ -94,6 +96,7 @@ impl UdpBackend {
                 last_peer: arc_swap::ArcSwapOption::empty(),
                 gso_max_segment,
                 gro,
+                peer_socket: OnceLock::new(),
             }),
         })
     }
@@ -117,26 +120,48 @@ fn unspecified_like(addr: SocketAddr) -> SocketAddr {
     }
 }
 
-impl Backend for UdpBackend {
-    fn start(self: Box<Self>, engine: &Arc<EngineState>, port: u16) -> Result<Vec<JoinHandle<()>>> {
-        let p = &engine.ports[port as usize];
-        let mut workers = Vec::new();
+impl PortDriver for UdpDriver {
+    /// The receiver (one per interface: the socket is the interface's only
+    /// receive queue), on the first RX queue's core or polled from
+    /// `get_rx_burst` in direct mode; a sender per TX queue.
+    fn tasks(&mut self, engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
+        let mut tasks = Vec::new();
         if let Some(first) = p.rx.first() {
-            let mut receiver = UdpReceiver::new(port, Arc::clone(&self.shared), p, &engine.regions);
+            let receiver = UdpReceiver::new(p.id, Arc::clone(&self.shared), p, &engine.regions);
             if first.poll_mode == PollMode::Direct {
                 p.set_direct(Box::new(receiver));
             } else {
-                let engine = Arc::clone(engine);
-                workers.push(worker::spawn(format!("rx-{}", p.name), first.cpu_core, move || receiver.run(&engine))?);
+                tasks.push(Task::receiver(p, Box::new(receiver)));
             }
         }
         for (index, q) in p.tx.iter().enumerate() {
-            let (engine, shared) = (Arc::clone(engine), Arc::clone(&self.shared));
-            workers.push(worker::spawn(format!("tx-{}-{}", p.name, q.id), q.cpu_core, move || {
-                send_loop(&engine, port, index, &shared)
-            })?);
+            let sender = UdpSender {
+                port: p.id,
+                queue: index,
+                shared: Arc::clone(&self.shared),
+                batch: SendBatch::new(SYSCALL_BATCH, MAX_SEGMENTS, Some(self.shared.gso_max_segment)),
+                warned_no_peer: false,
+            };
+            tasks.push(Task::sender(p, q, Box::new(sender)));
         }
-        Ok(workers)
+        tasks
+    }
+
+    /// The receive buffers of the interface socket and, once connected, the
+    /// peer socket; and the peer TX answers.
+    fn link_stats(&self) -> LinkStats {
+        let sockets = std::iter::once(&self.shared.socket).chain(self.shared.peer_socket.get().map(|s| &**s));
+        let memory: Vec<_> = sockets.filter_map(|s| sys::socket_memory(s.as_fd()).ok()).collect();
+        let peer = match self.shared.mode {
+            SocketMode::Server => self.shared.last_peer.load_full().map(|p| *p),
+            SocketMode::Client => self.shared.socket.peer_addr().ok().and_then(|a| a.as_socket()),
+        };
+        LinkStats {
+            kernel_rx_backlog_bytes: Some(memory.iter().map(|m| u64::from(m.rx_backlog)).sum()),
+            kernel_rx_buffer_bytes: Some(memory.iter().map(|m| u64::from(m.rx_buffer)).sum()),
+            peer,
+            connected: None,
+        }
     }
 }
 
@@ -197,7 +222,7 @@ pub(super) struct UdpReceiver {
 /// The server's socket connected to its first peer, with its own drop counter.
 #[derive(Debug)]
 struct PeerSocket {
-    socket: Socket,
+    socket: Arc<Socket>,
     kernel_drops_seen: u32,
     /// The interface socket was read dry after the connect: no datagram of
     /// the peer can be left there.
@@ -269,26 +294,13 @@ impl UdpReceiver {
         }
     }
 
-    /// The RX worker: receive (blocking up to the poll interval), deliver, flush due bursts.
-    fn run(&mut self, engine: &EngineState) {
-        while !engine.stopping() {
-            self.poll_once(engine, true);
-            let p = &engine.ports[self.port as usize];
-            let now = Instant::now();
-            for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
-                a.flush_if_due(q, now);
-            }
-        }
-        self.release_held(engine);
-    }
-
     /// Adds what the kernel dropped on `source`'s socket since the last look.
     fn count_kernel_drops(&mut self, p: &Port, source: Source) {
         let (fd, seen) = match (source, &mut self.peer) {
             (Source::Peer, Some(peer)) => (peer.socket.as_fd(), &mut peer.kernel_drops_seen),
             _ => (self.shared.socket.as_fd(), &mut self.kernel_drops_seen),
         };
-        if let Ok(total) = sys::kernel_drops(fd) {
+        if let Ok(total) = sys::socket_memory(fd).map(|m| m.drops) {
             let fresh = total.wrapping_sub(*seen);
             if fresh > 0 {
                 p.rx_drops.dropped(DropReason::SocketOverflow, u64::from(fresh));
@@ -454,6 +466,8 @@ impl UdpReceiver {
         match socket {
             Ok(socket) => {
                 tracing::debug!(interface = %p.name, %peer, "receiving from {peer} on a connected socket");
+                let socket = Arc::new(socket);
+                let _ = self.shared.peer_socket.set(Arc::clone(&socket));
                 self.peer = Some(PeerSocket {
                     socket,
                     kernel_drops_seen: 0,
@@ -549,6 +563,24 @@ impl UdpReceiver {
     }
 }
 
+impl QueueTask for UdpReceiver {
+    /// Receives (blocking up to `wait` when nothing is ready), delivers, and
+    /// hands over partial bursts whose timeout passed.
+    fn poll(&mut self, engine: &EngineState, wait: Option<Duration>) -> usize {
+        let datagrams = self.poll_once(engine, wait.is_some());
+        let p = &engine.ports[self.port as usize];
+        let now = Instant::now();
+        for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
+            a.flush_if_due(q, now);
+        }
+        datagrams
+    }
+
+    fn finish(&mut self, engine: &EngineState) {
+        self.release_held(engine);
+    }
+}
+
 impl DirectPoll for UdpReceiver {
     fn poll(&mut self, engine: &EngineState) -> usize {
         if engine.stopping() {
@@ -571,33 +603,38 @@ fn ipv4_octets(ip: IpAddr) -> [u8; 4] {
     }
 }
 
-fn send_loop(engine: &EngineState, port: u16, queue: usize, shared: &Shared) {
-    let p = &engine.ports[port as usize];
-    let q = &p.tx[queue];
-    let mut batch = SendBatch::new(SYSCALL_BATCH, MAX_SEGMENTS, Some(shared.gso_max_segment));
-    let backoff = Backoff::new();
-    let mut warned_no_peer = false;
-    while !engine.stopping() {
-        let Some(burst) = q.ring.pop() else {
-            idle(&backoff);
-            continue;
-        };
-        backoff.reset();
-        let dest = match shared.mode {
+/// One TX queue's sender: a burst per poll, so a shared core stays fair.
+struct UdpSender {
+    port: u16,
+    queue: usize,
+    shared: Arc<Shared>,
+    batch: SendBatch,
+    warned_no_peer: bool,
+}
+
+impl QueueTask for UdpSender {
+    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
+        let p = &engine.ports[self.port as usize];
+        let q = &p.tx[self.queue];
+        let Some(burst) = q.ring.pop() else { return 0 };
+        let packets = burst.num_packets().max(1);
+        let dest = match self.shared.mode {
             SocketMode::Client => None,
-            SocketMode::Server => match shared.last_peer.load_full() {
+            // A backstop: send_tx_burst refuses bursts until a peer is heard.
+            SocketMode::Server => match self.shared.last_peer.load_full() {
                 Some(peer) => Some(SockAddr::from(*peer)),
                 None => {
-                    if !warned_no_peer {
+                    if !self.warned_no_peer {
                         tracing::warn!(interface = %p.name, "TX on a UDP server before any peer sent a datagram: nowhere to send, dropping");
-                        warned_no_peer = true;
+                        self.warned_no_peer = true;
                     }
                     q.stats.dropped(DropReason::SendFailed, burst.num_packets() as u64);
-                    continue;
+                    return packets;
                 }
             },
         };
-        send_burst(&mut batch, shared, q, &burst, dest.as_ref());
+        send_burst(&mut self.batch, &self.shared, q, &burst, dest.as_ref());
+        packets
     }
 }
 
