@@ -655,13 +655,28 @@ fn reorder_bit_widths_and_divisibility() {
 }
 
 #[test]
-fn data_types_need_gpu_reorder() {
+fn cpu_reorder_converts_data_types_and_names_aliases() {
+    // DAQIRI converts on the GPU only; our CPU plans convert too, and take DAQIRI's alias keys.
     let yaml = edit(
-        RAW,
-        "reorder_type: gpu",
-        "reorder_type: cpu\n          data_types: { input_type: int4, output_type: fp16 }",
+        &edit(RAW, "memory_regions: [rx_gpu] }", "memory_regions: [rx_cpu] }"),
+        "reorder_type: gpu\n          memory_region: out_gpu",
+        "reorder_type: cpu\n          memory_region: rx_cpu\n          data_types: { input: int4, output: fp16, input_endianness: network }",
     );
-    assert_error(&yaml, &format!("{IF1}.rx.reorder_configs[0].data_types"), "gpu only");
+    let found = diagnostics(&yaml);
+    assert!(found.iter().all(|d| !d.path.to_string().contains("reorder_configs")), "cpu data_types refused: {found:?}");
+}
+
+#[test]
+fn reorder_packets_per_batch_fit_the_queue_batch() {
+    let yaml = edit(RAW, "packets_per_batch: 1024", "packets_per_batch: 2048");
+    assert_error(&yaml, &format!("{IF1}.rx.reorder_configs[0].flow_ids[0]"), "raise batch_size to at least 2048");
+}
+
+#[test]
+fn reorder_needs_flows_tcp_has_none() {
+    let yaml = SOCKET.replace("udp://", "tcp://")
+        + "        reorder_configs:\n        - { name: r, reorder_type: cpu, memory_region: rx, flow_ids: [1], method: { seq_packets_per_batch: { sequence_number: { bit_offset: 0, bit_width: 8 }, packets_per_batch: 4 } } }\n";
+    assert_error(&yaml, "daqiri.cfg.interfaces[0].rx.reorder_configs", "raw interfaces and UDP sockets");
 }
 
 #[test]

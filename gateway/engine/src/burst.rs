@@ -24,6 +24,16 @@ pub mod flags {
     pub const REORDER_TIMEOUT: u32 = 1 << 29;
 }
 
+/// What marks a burst as one reorder plan's aggregate.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Aggregate {
+    pub(crate) flags: u32,
+    pub(crate) source_packets: u32,
+    pub(crate) batch_id: u64,
+    pub(crate) timestamp_ns: u64,
+    pub(crate) plan: u16,
+}
+
 /// Which engine a burst belongs to: a process-wide number, so a burst kept
 /// across a reload cannot be sent through the engine that replaced its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,6 +87,16 @@ impl PacketSlot {
         self.flow_id = flow_id;
     }
 
+    /// The flow the packet matched, if any.
+    pub(crate) fn flow_id(&self) -> Option<u32> {
+        self.flow_id
+    }
+
+    /// The first segment's buffer and length.
+    pub(crate) fn first_segment(&self) -> Option<(&BufToken, u32)> {
+        self.segments[0].as_ref().map(|(token, len)| (token, *len))
+    }
+
     /// Returns the packet's buffers; segment `s` belongs to region `segment_regions[s]`.
     pub(crate) fn release(self, regions: &RegionTable, segment_regions: &[u16]) {
         for (s, seg) in self.segments.into_iter().enumerate() {
@@ -112,6 +132,10 @@ struct BurstMeta {
     flags: u32,
     source_packets: u32,
     batch_id: Option<u64>,
+    /// Aggregates: when the batch's first packet was placed (ns since the Unix epoch).
+    timestamp_ns: Option<u64>,
+    /// Aggregates: the plan's position in the interface's `reorder_configs`.
+    plan: Option<u16>,
     total_bytes: u64,
     capacity: usize,
     segments: Vec<SegmentColumn>,
@@ -147,6 +171,8 @@ impl BurstMeta {
         self.flags = 0;
         self.source_packets = 0;
         self.batch_id = None;
+        self.timestamp_ns = None;
+        self.plan = None;
         self.total_bytes = 0;
     }
 }
@@ -188,6 +214,8 @@ impl MetaPool {
                     flags: 0,
                     source_packets: 0,
                     batch_id: None,
+                    timestamp_ns: None,
+                    plan: None,
                     total_bytes: 0,
                     capacity,
                     segments: shape
@@ -298,6 +326,29 @@ impl Burst {
     /// For reordered bursts: the batch id of the aggregate.
     pub fn batch_id(&self) -> Option<u64> {
         self.meta().batch_id
+    }
+
+    /// For reordered bursts: when the batch's first packet was placed, in
+    /// nanoseconds since the Unix epoch (the host clock; this build reads no
+    /// NIC timestamps).
+    pub fn timestamp_ns(&self) -> Option<u64> {
+        self.meta().timestamp_ns
+    }
+
+    /// For reordered bursts: the plan that built the aggregate, as its
+    /// position in the interface's `rx.reorder_configs`.
+    pub fn reorder_plan(&self) -> Option<u16> {
+        self.meta().plan
+    }
+
+    /// Marks the burst as a reorder plan's aggregate.
+    pub(crate) fn set_aggregate(&mut self, aggregate: Aggregate) {
+        let meta = self.meta_mut();
+        meta.flags = aggregate.flags;
+        meta.source_packets = aggregate.source_packets;
+        meta.batch_id = Some(aggregate.batch_id);
+        meta.timestamp_ns = Some(aggregate.timestamp_ns);
+        meta.plan = Some(aggregate.plan);
     }
 
     /// Bytes over all packets and segments (kept as packets are added,

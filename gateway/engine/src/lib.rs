@@ -58,6 +58,7 @@ mod port;
 pub mod preflight;
 mod queue;
 mod reload;
+pub mod reorder;
 mod snapshot;
 mod state;
 mod stats;
@@ -71,6 +72,7 @@ pub use error::{Error, Result, Status};
 pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region};
 pub use queue::Direction;
 pub use reload::ReloadChange;
+pub use reorder::PlanStats;
 pub use snapshot::{EngineStats, FlowStatsEntry, LinkStats, PortStats, QueueStatsEntry, RegionStats};
 pub use stats::{DropReason, QueueStatsSnapshot};
 

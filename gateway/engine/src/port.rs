@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::flow::FlowTable;
 use crate::memory::RegionTable;
 use crate::queue::{Direction, Queue};
+use crate::reorder::Plan;
 use crate::state::EngineState;
 use crate::stats::QueueStats;
 
@@ -23,6 +24,8 @@ pub(crate) struct Port {
     pub(crate) backend: InterfaceBackend,
     pub(crate) rx: Vec<Queue>,
     pub(crate) tx: Vec<Queue>,
+    /// Reorder plans, in `reorder_configs` order.
+    pub(crate) plans: Vec<Arc<Plan>>,
     /// Swapped whole by a flow reload; workers load it per packet (one atomic read).
     pub(crate) flows: arc_swap::ArcSwap<FlowTable>,
     /// Set by `drop_all_traffic`.
@@ -54,15 +57,29 @@ impl Port {
         let tx_meta = config.config().tx_meta_buffers();
         // Only sockets know who sent a packet; raw frames carry it in their headers.
         let senders = config.backend(index) == InterfaceBackend::Socket;
+        let plans: Vec<Arc<Plan>> = iface
+            .rx
+            .iter()
+            .flat_map(|rx| rx.reorder_configs.iter().enumerate().map(move |(i, plan)| (rx, i, plan)))
+            .map(|(rx, i, plan)| {
+                // Validated: a plan's flows exist and steer to one queue.
+                let flow =
+                    rx.flows.iter().find(|f| plan.flow_ids.contains(&f.id)).expect("validated: plan flows exist");
+                Arc::new(Plan::new(plan, i as u16, (id, flow.queue_ids()[0]), regions, engine))
+            })
+            .collect();
         let rx = iface
             .rx_queues()
             .iter()
-            .map(|q| Queue::new(q, id, rx_meta, regions, engine, senders))
+            .map(|q| {
+                let mine = plans.iter().filter(|p| p.queue_id == q.id).cloned().collect();
+                Queue::new(q, id, rx_meta, regions, engine, senders, mine)
+            })
             .collect::<Result<_>>()?;
         let tx = iface
             .tx_queues()
             .iter()
-            .map(|q| Queue::new(q, id, tx_meta, regions, engine, false))
+            .map(|q| Queue::new(q, id, tx_meta, regions, engine, false, Vec::new()))
             .collect::<Result<_>>()?;
         Ok(Self {
             id,
@@ -71,6 +88,7 @@ impl Port {
             backend: config.backend(index),
             rx,
             tx,
+            plans,
             flows: arc_swap::ArcSwap::from_pointee(iface.rx.as_ref().map(FlowTable::new).unwrap_or_default()),
             drop_all: AtomicBool::new(false),
             rx_drops: QueueStats::default(),

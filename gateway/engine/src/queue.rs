@@ -10,6 +10,7 @@ use daqiri_config::model::{PollMode, Queue as QueueConfig};
 use crate::burst::{Burst, BurstShape, EngineId, MetaPool};
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
+use crate::reorder::Plan;
 use crate::stats::{DropReason, QueueStats};
 
 /// Most packets one direct-mode poll can return (a socket's UDP GRO batch).
@@ -49,6 +50,8 @@ pub(crate) struct Queue {
     pub(crate) ring: ArrayQueue<Burst>,
     pub(crate) meta: Arc<MetaPool>,
     pub(crate) stats: QueueStats,
+    /// RX: the reorder plans whose flows steer here.
+    pub(crate) plans: Vec<Arc<Plan>>,
 }
 
 impl Queue {
@@ -60,6 +63,7 @@ impl Queue {
         regions: &Arc<RegionTable>,
         engine: EngineId,
         senders: bool,
+        plans: Vec<Arc<Plan>>,
     ) -> Result<Self> {
         let segment_regions = config
             .memory_regions
@@ -105,15 +109,23 @@ impl Queue {
             ring: ArrayQueue::new(meta_entries.max(1) as usize),
             meta: MetaPool::new(meta_entries, &shape, Arc::clone(regions)),
             stats: QueueStats::default(),
+            plans,
         })
     }
 
-    /// Hands a finished RX burst to the application; a full ring drops it.
-    pub(crate) fn deliver(&self, burst: Burst) {
-        let (packets, bytes) = (burst.num_packets() as u64, burst.total_bytes());
+    /// Hands a finished RX burst to the application; a full ring drops it
+    /// (counted). An aggregate counts the packets that went into it.
+    pub(crate) fn deliver(&self, burst: Burst) -> bool {
+        let (packets, bytes) = (u64::from(burst.source_packets()), burst.total_bytes());
         match self.ring.push(burst) {
-            Ok(()) => self.stats.delivered(packets, bytes),
-            Err(_dropped) => self.stats.dropped(DropReason::RingFull, packets),
+            Ok(()) => {
+                self.stats.delivered(packets, bytes);
+                true
+            }
+            Err(_dropped) => {
+                self.stats.dropped(DropReason::RingFull, packets);
+                false
+            }
         }
     }
 

@@ -7,6 +7,7 @@ use daqiri_config::InterfaceBackend;
 
 use crate::backend::PortDriver;
 use crate::queue::Queue;
+use crate::reorder::PlanStats;
 use crate::state::EngineState;
 use crate::stats::QueueStatsSnapshot;
 
@@ -38,6 +39,8 @@ pub struct PortStats {
     pub flows: Vec<FlowStatsEntry>,
     /// What the port's driver reads below the queues.
     pub link: LinkStats,
+    /// Reorder plans, in `reorder_configs` order.
+    pub reorder: Vec<PlanStats>,
 }
 
 /// State and counters below a port's queues, as its driver reads them:
@@ -155,6 +158,7 @@ pub(crate) fn take(engine: &EngineState, drivers: &[Box<dyn PortDriver>]) -> Eng
                 })
                 .collect(),
             link: driver.link_stats(),
+            reorder: p.plans.iter().map(|plan| plan.snapshot()).collect(),
         })
         .collect();
     let regions = engine

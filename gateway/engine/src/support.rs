@@ -8,7 +8,7 @@
 //!
 //! [`Engine::new`]: crate::Engine::new
 
-use daqiri_config::model::{ActionType, Interface, MemoryAccess, MemoryKind, PollMode, Queue};
+use daqiri_config::model::{ActionType, Interface, MemoryAccess, MemoryKind, PollMode, Queue, ReorderType};
 use daqiri_config::{Diagnostic, InterfaceBackend, Severity, Transport, ValidConfig, YamlPath};
 
 use crate::error::{Error, Status};
@@ -78,8 +78,13 @@ fn rx_keys(
     refuse: &mut impl FnMut(YamlPath, String),
 ) {
     let Some(rx) = &iface.rx else { return };
-    if !rx.reorder_configs.is_empty() {
-        refuse(rx_path.key("reorder_configs"), "RX reorder is not in this build".into());
+    for (i, plan) in rx.reorder_configs.iter().enumerate() {
+        if plan.reorder_type == ReorderType::Gpu {
+            refuse(
+                rx_path.key("reorder_configs").index(i).key("reorder_type"),
+                "GPU reorder needs a CUDA build, which this is not; reorder_type: cpu runs here".into(),
+            );
+        }
     }
     if !rx.flex_items.is_empty() {
         refuse(

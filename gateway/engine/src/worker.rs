@@ -14,6 +14,7 @@ use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::port::Port;
 use crate::queue::Queue;
+use crate::reorder::Reorderer;
 use crate::state::EngineState;
 use crate::stats::DropReason;
 
@@ -138,18 +139,28 @@ pub(crate) struct Assembler {
     started: Instant,
     /// Byte streams: a full burst the ring had no room for, handed over first.
     stalled: Option<Burst>,
-}
-
-impl Default for Assembler {
-    fn default() -> Self {
-        Self { pending: None, started: Instant::now(), stalled: None }
-    }
+    /// The queue's reorder plans, which take their flows' packets.
+    reorder: Option<Reorderer>,
 }
 
 impl Assembler {
+    /// The assembler of RX queue `queue`.
+    pub(crate) fn new(queue: &Queue) -> Self {
+        let reorder = (!queue.plans.is_empty()).then(|| Reorderer::new(&queue.plans));
+        Self { pending: None, started: Instant::now(), stalled: None, reorder }
+    }
+
     /// Adds a packet for `queue`; a full burst is delivered at once. Without
-    /// a free metadata entry the packet is dropped and counted.
+    /// a free metadata entry the packet is dropped and counted. A packet of
+    /// a reordered flow goes to its plan instead.
     pub(crate) fn push(&mut self, queue: &Queue, slot: PacketSlot, regions: &RegionTable) {
+        let slot = match &mut self.reorder {
+            Some(reorder) => match reorder.accept(queue, slot, regions) {
+                Some(slot) => slot,
+                None => return,
+            },
+            None => slot,
+        };
         if self.pending.is_none() {
             match queue.meta.take() {
                 Some(burst) => {
@@ -170,12 +181,15 @@ impl Assembler {
         }
     }
 
-    /// Delivers a partial burst whose timeout has passed.
-    pub(crate) fn flush_if_due(&mut self, queue: &Queue, now: Instant) {
+    /// Delivers a partial burst, and emits batches, whose timeout has passed.
+    pub(crate) fn flush_if_due(&mut self, queue: &Queue, now: Instant, regions: &RegionTable) {
         if let (Some(timeout), Some(_)) = (queue.timeout, &self.pending)
             && now.duration_since(self.started) >= timeout
         {
             self.flush(queue);
+        }
+        if let Some(reorder) = &mut self.reorder {
+            reorder.flush_due(queue, now, regions);
         }
     }
 
@@ -183,6 +197,15 @@ impl Assembler {
     pub(crate) fn flush(&mut self, queue: &Queue) {
         if let Some(burst) = self.pending.take() {
             queue.deliver(burst);
+        }
+    }
+
+    /// At stop: delivers the partial burst and every open batch, so what
+    /// arrived before the stop stays readable.
+    pub(crate) fn finish(&mut self, queue: &Queue, regions: &RegionTable) {
+        self.flush(queue);
+        if let Some(reorder) = &mut self.reorder {
+            reorder.flush_all(queue, regions);
         }
     }
 

@@ -18,7 +18,7 @@ pub struct ReorderConfig {
     pub payload_byte_offset: u32,
     /// Flows this plan applies to.
     pub flow_ids: Vec<u32>,
-    /// Optional sample conversion (gpu only).
+    /// Optional sample conversion (DAQIRI: gpu only; here cpu too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_types: Option<DataTypes>,
     /// How sequence and batch are read from the packet.
@@ -76,11 +76,13 @@ pub struct BitField {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DataTypes {
     /// On-wire element type.
+    #[serde(alias = "input")]
     pub input_type: InputType,
     /// Output element type.
+    #[serde(alias = "output")]
     pub output_type: OutputType,
     /// Input byte order (default host).
-    #[serde(default)]
+    #[serde(default, alias = "input_endianness")]
     pub endianness: Endianness,
 }
 
@@ -95,6 +97,18 @@ pub enum InputType {
     Int32,
 }
 
+impl InputType {
+    /// Bits per sample on the wire.
+    pub const fn bits(self) -> u32 {
+        match self {
+            InputType::Int4 => 4,
+            InputType::Int8 => 8,
+            InputType::Int16 => 16,
+            InputType::Int32 => 32,
+        }
+    }
+}
+
 /// `data_types.output_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -105,6 +119,17 @@ pub enum OutputType {
     Fp32,
     Fp64,
     Int32,
+}
+
+impl OutputType {
+    /// Bytes per output sample.
+    pub const fn bytes(self) -> u32 {
+        match self {
+            OutputType::Fp16 | OutputType::Bf16 => 2,
+            OutputType::Fp32 | OutputType::Int32 => 4,
+            OutputType::Fp64 => 8,
+        }
+    }
 }
 
 /// `data_types.endianness`.

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use crate::diagnostic::{Report, YamlPath};
+use crate::endpoint::Transport;
 use crate::model::{BitField, MemoryKind, ReorderConfig, ReorderType};
 
 use super::interface::InterfaceCtx;
@@ -12,21 +13,23 @@ pub(super) fn check_reorder_configs(ctx: &InterfaceCtx<'_>, report: &mut Report)
     let Some(rx) = &ctx.iface.rx else { return };
     let list = ctx.path.key("rx").key("reorder_configs");
     duplicates(rx.reorder_configs.iter().map(|r| &r.name), &list, "name", "reorder config name", report);
-    if !rx.reorder_configs.is_empty() && !ctx.is_raw() {
-        report.error(&list, "reorder configs are implemented for raw streams only (stream_type: raw)");
+    // Plans take packets by flow id: raw interfaces and UDP sockets have flows.
+    if !rx.reorder_configs.is_empty() && !ctx.is_raw() && ctx.transport() != Some(Transport::Udp) {
+        report.error(
+            &list,
+            "reorder configs take packets by flow id, which raw interfaces and UDP sockets have; this interface has neither",
+        );
     }
     let mut claimed: HashMap<u32, usize> = HashMap::new();
     for (i, plan) in rx.reorder_configs.iter().enumerate() {
         let path = list.index(i);
         check_output_region(ctx, plan, &path, report);
         check_method(plan, &path.key("method"), report);
-        if plan.data_types.is_some() && plan.reorder_type == ReorderType::Cpu {
-            report.error(&path.key("data_types"), "data type conversion is implemented for reorder_type: gpu only");
-        }
         if plan.flow_ids.is_empty() {
             report.error(&path.key("flow_ids"), "list at least one RX flow id");
         }
         let flow_ids = || rx.flows.iter().map(|f| f.id);
+        let mut plan_queue: Option<u16> = None;
         for (j, id) in plan.flow_ids.iter().enumerate() {
             let id_path = path.key("flow_ids").index(j);
             if let Some(other) = claimed.insert(*id, i)
@@ -55,7 +58,27 @@ pub(super) fn check_reorder_configs(ctx: &InterfaceCtx<'_>, report: &mut Report)
                 );
                 continue;
             }
+            // One plan fills its batches in one place: the queue of its flows.
+            match plan_queue {
+                Some(first) if first != queues[0] => report.error(
+                    &id_path,
+                    format!("flow {id} steers to queue {}, the plan's other flows to queue {first}; a plan's flows must share one queue", queues[0]),
+                ),
+                _ => plan_queue = Some(queues[0]),
+            }
             let Some(queue) = rx.queues.iter().find(|q| q.id == queues[0]) else { continue };
+            if let Some(packets) = packets_per_batch(plan)
+                && packets > u64::from(queue.batch_size())
+            {
+                report.error(
+                    &id_path,
+                    format!(
+                        "flow {id} lands in queue \"{}\" with batch_size {}, fewer than the plan's {packets} packets per batch; raise batch_size to at least {packets}",
+                        queue.name,
+                        queue.batch_size()
+                    ),
+                );
+            }
             if queue.memory_regions.len() != 1 {
                 report.error(
                     &id_path,
@@ -96,7 +119,7 @@ fn check_output_region(ctx: &InterfaceCtx<'_>, plan: &ReorderConfig, path: &Yaml
         );
     }
     // The aggregate of a full batch must fit one output buffer.
-    if let (Some(ppb), None) = (plan.method.seq_packets_per_batch.as_ref(), &plan.data_types) {
+    if let Some(packets) = packets_per_batch(plan) {
         let rx = ctx.iface.rx.as_ref().expect("reorder configs live under rx");
         let source = rx
             .flows
@@ -109,14 +132,37 @@ fn check_output_region(ctx: &InterfaceCtx<'_>, plan: &ReorderConfig, path: &Yaml
             .map(|r| r.buf_size)
             .max();
         if let Some(source) = source {
-            let needed = source.saturating_sub(u64::from(plan.payload_byte_offset)) * u64::from(ppb.packets_per_batch);
+            let payload = source.saturating_sub(u64::from(plan.payload_byte_offset));
+            let (needed, converted) = match &plan.data_types {
+                None => (payload * packets, String::new()),
+                Some(t) => (
+                    payload * 8 / u64::from(t.input_type.bits()) * u64::from(t.output_type.bytes()) * packets,
+                    format!(
+                        " converted from {}-bit input to {}-byte samples",
+                        t.input_type.bits(),
+                        t.output_type.bytes()
+                    ),
+                ),
+            };
             if region.buf_size < needed {
                 report.warn(
                     &ctx.config_region_path(&region.name).key("buf_size"),
-                    format!("{} bytes may not hold one batch: (source buf_size {source} - payload_byte_offset {}) x {} packets = {needed}", region.buf_size, plan.payload_byte_offset, ppb.packets_per_batch),
+                    format!("{} bytes may not hold one batch: (source buf_size {source} - payload_byte_offset {}){converted} x {packets} packets = {needed}", region.buf_size, plan.payload_byte_offset),
                 );
             }
         }
+    }
+}
+
+/// Packets per batch of a plan whose method is well formed.
+fn packets_per_batch(plan: &ReorderConfig) -> Option<u64> {
+    match (&plan.method.seq_batch_number, &plan.method.seq_packets_per_batch) {
+        (Some(m), None) => {
+            let (seq, batch) = (m.sequence_number.bit_width, m.batch_number.bit_width);
+            ((1..=32).contains(&seq) && (1..=seq).contains(&batch)).then(|| 1u64 << (seq - batch))
+        }
+        (None, Some(m)) => (m.packets_per_batch > 0).then_some(u64::from(m.packets_per_batch)),
+        _ => None,
     }
 }
 

@@ -33,11 +33,8 @@ impl PortDriver for LoopbackDriver {
     /// One task carries every TX queue's bursts to the RX side, on the first TX queue's core.
     fn tasks(&mut self, _engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
         let Some(first) = p.tx.first() else { return Vec::new() };
-        let carrier = Carrier {
-            port: p.id,
-            assemblers: p.rx.iter().map(|_| Assembler::default()).collect(),
-            frame: vec![0u8; MAX_FRAME],
-        };
+        let carrier =
+            Carrier { port: p.id, assemblers: p.rx.iter().map(Assembler::new).collect(), frame: vec![0u8; MAX_FRAME] };
         vec![Task { name: format!("loop-{}", p.name), core: first.cpu_core, max_wait: None, work: Box::new(carrier) }]
     }
 }
@@ -61,9 +58,16 @@ impl QueueTask for Carrier {
         }
         let now = Instant::now();
         for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
-            a.flush_if_due(q, now);
+            a.flush_if_due(q, now, &engine.regions);
         }
         moved
+    }
+
+    fn finish(&mut self, engine: &EngineState) {
+        let p = &engine.ports[self.port as usize];
+        for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
+            a.finish(q, &engine.regions);
+        }
     }
 }
 

@@ -108,8 +108,11 @@ impl PortDriver for TcpDriver {
     fn tasks(&mut self, _engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
         let mut tasks = Vec::new();
         if !p.rx.is_empty() {
-            let receiver =
-                TcpReceiver { port: p.id, connection: Connection::new(&self.shared), assembler: Assembler::default() };
+            let receiver = TcpReceiver {
+                port: p.id,
+                connection: Connection::new(&self.shared),
+                assembler: Assembler::new(&p.rx[0]),
+            };
             tasks.push(Task::receiver(p, Box::new(receiver)));
         }
         for (index, q) in p.tx.iter().enumerate() {

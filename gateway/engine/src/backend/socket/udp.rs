@@ -285,7 +285,7 @@ impl UdpReceiver {
             peer: None,
             peer_tried: false,
             receives_with_data: 0,
-            assemblers: p.rx.iter().map(|_| Assembler::default()).collect(),
+            assemblers: p.rx.iter().map(Assembler::new).collect(),
             matched: Vec::new(),
             batch,
             other,
@@ -571,12 +571,16 @@ impl QueueTask for UdpReceiver {
         let p = &engine.ports[self.port as usize];
         let now = Instant::now();
         for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
-            a.flush_if_due(q, now);
+            a.flush_if_due(q, now, &engine.regions);
         }
         datagrams
     }
 
     fn finish(&mut self, engine: &EngineState) {
+        let p = &engine.ports[self.port as usize];
+        for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
+            a.finish(q, &engine.regions);
+        }
         self.release_held(engine);
     }
 }

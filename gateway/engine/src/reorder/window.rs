@@ -1,0 +1,293 @@
+//! The batches of a queue's plans, kept by batch id.
+//!
+//! A packet goes to the open batch of its id. A batch not open is opened
+//! when its id is ahead of the newest seen (by at most half the id space,
+//! so ids wrap around) or at most [`MAX_OPEN_BATCHES`] behind it and not
+//! yet emitted; a packet of a batch already emitted is late; one further
+//! behind is out of window. A batch is emitted once every slot is filled,
+//! once the queue's `timeout_us` has passed since its first packet, or
+//! when a newer batch needs its place in the window (the oldest goes
+//! first). Slots still empty are zero-filled and counted as missing.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Instant, SystemTime};
+
+use super::{BatchRule, MAX_OPEN_BATCHES, Plan, bits, convert};
+use crate::burst::{Aggregate, PacketSlot, flags};
+use crate::memory::{BufToken, RegionTable};
+use crate::queue::Queue;
+use crate::stats::DropReason;
+
+/// Emitted batch ids remembered to tell a late packet from a new batch.
+const REMEMBERED: usize = 2 * MAX_OPEN_BATCHES;
+
+/// The plans of one RX queue and their open batches; owned by the worker
+/// that delivers to the queue.
+#[derive(Debug)]
+pub(crate) struct Reorderer {
+    windows: Vec<Window>,
+}
+
+impl Reorderer {
+    pub(crate) fn new(plans: &[Arc<Plan>]) -> Self {
+        Self {
+            windows: plans
+                .iter()
+                .map(|plan| Window { plan: Arc::clone(plan), open: Vec::new(), newest: None, emitted: VecDeque::new() })
+                .collect(),
+        }
+    }
+
+    /// Takes a packet whose flow belongs to one of the plans: places it and
+    /// gives its buffers back. Any other packet is handed back untouched.
+    pub(crate) fn accept(&mut self, queue: &Queue, slot: PacketSlot, regions: &RegionTable) -> Option<PacketSlot> {
+        let Some(flow) = slot.flow_id() else { return Some(slot) };
+        let Some(window) = self.windows.iter_mut().find(|w| w.plan.flow_ids.contains(&flow)) else {
+            return Some(slot);
+        };
+        if let Some((token, len)) = slot.first_segment() {
+            let source = regions.get(queue.segment_regions[0]);
+            window.accept(&source.bytes(token)[..len as usize], queue, regions);
+        }
+        slot.release(regions, &queue.segment_regions);
+        None
+    }
+
+    /// Emits the batches whose timeout has passed.
+    pub(crate) fn flush_due(&mut self, queue: &Queue, now: Instant, regions: &RegionTable) {
+        let Some(timeout) = queue.timeout else { return };
+        for window in &mut self.windows {
+            while let Some(at) = window.open.iter().position(|b| now.duration_since(b.started) >= timeout) {
+                window.emit(at, Emitted::Timeout, queue, regions);
+            }
+        }
+    }
+
+    /// Emits every open batch (the engine is stopping).
+    pub(crate) fn flush_all(&mut self, queue: &Queue, regions: &RegionTable) {
+        for window in &mut self.windows {
+            while !window.open.is_empty() {
+                window.emit(0, Emitted::Evicted, queue, regions);
+            }
+        }
+    }
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Relaxed);
+}
+
+/// Why a batch was emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Emitted {
+    Complete,
+    Timeout,
+    Evicted,
+}
+
+#[derive(Debug)]
+struct Window {
+    plan: Arc<Plan>,
+    open: Vec<OpenBatch>,
+    /// The newest batch id opened.
+    newest: Option<u64>,
+    /// The last batch ids emitted, newest last.
+    emitted: VecDeque<u64>,
+}
+
+#[derive(Debug)]
+struct OpenBatch {
+    id: u64,
+    /// The output buffer.
+    token: BufToken,
+    /// One bit per slot.
+    filled: Vec<u64>,
+    placed: u32,
+    /// Output bytes per slot, from the batch's first packet.
+    slot_len: usize,
+    /// Slots that fit the output buffer.
+    slots: u32,
+    started: Instant,
+    timestamp_ns: u64,
+}
+
+/// Where a batch id not open stands.
+enum Standing {
+    /// Newer than every batch seen: opens and becomes the newest.
+    Ahead,
+    /// Older than the newest, within the window and not emitted: opens.
+    Behind,
+    Late,
+    OutOfWindow,
+}
+
+impl Window {
+    fn accept(&mut self, data: &[u8], queue: &Queue, regions: &RegionTable) {
+        let plan = Arc::clone(&self.plan);
+        let counters = &plan.counters;
+        let reject = || bump(&counters.packets_rejected);
+        let Some(sequence) = bits::read(data, plan.sequence) else { return reject() };
+        let id = match plan.batch {
+            BatchRule::Field(field) => match bits::read(data, field) {
+                Some(id) => u64::from(id),
+                None => return reject(),
+            },
+            BatchRule::SequenceDivided => u64::from(sequence / plan.packets_per_batch),
+        };
+        let slot = (sequence % plan.packets_per_batch) as usize;
+        let Some(payload) = data.get(plan.payload_offset..) else { return reject() };
+        let slot_len = match &plan.data_types {
+            Some(types) => match convert::output_len(types, payload.len()) {
+                Some(len) => len,
+                None => return reject(),
+            },
+            None => payload.len(),
+        };
+        let at = match self.open.iter().position(|b| b.id == id) {
+            Some(at) => at,
+            None => match self.standing(id) {
+                Standing::Late => return bump(&counters.packets_late),
+                Standing::OutOfWindow => return bump(&counters.packets_out_of_window),
+                standing => match self.open_batch(id, slot_len, standing, queue, regions) {
+                    Some(at) => at,
+                    None => return,
+                },
+            },
+        };
+        let batch = &mut self.open[at];
+        if batch.slot_len != slot_len || slot >= batch.slots as usize {
+            return reject();
+        }
+        let (word, bit) = (slot / 64, 1u64 << (slot % 64));
+        if batch.filled[word] & bit != 0 {
+            return bump(&counters.packets_duplicate);
+        }
+        let out = &mut regions.get(plan.output_region).bytes_mut(&mut batch.token)[slot * slot_len..][..slot_len];
+        match &plan.data_types {
+            Some(types) => convert::convert(types, payload, out),
+            None => out.copy_from_slice(payload),
+        }
+        batch.filled[word] |= bit;
+        batch.placed += 1;
+        bump(&counters.packets_placed);
+        if batch.placed == batch.slots {
+            self.emit(at, Emitted::Complete, queue, regions);
+        }
+    }
+
+    fn standing(&self, id: u64) -> Standing {
+        let ids = self.plan.batch_ids;
+        let Some(newest) = self.newest else { return Standing::Ahead };
+        let ahead = (id + ids - newest) % ids;
+        if ahead != 0 && ahead <= ids / 2 {
+            return Standing::Ahead;
+        }
+        if self.emitted.contains(&id) {
+            Standing::Late
+        } else if (newest + ids - id) % ids <= MAX_OPEN_BATCHES as u64 {
+            Standing::Behind
+        } else {
+            Standing::OutOfWindow
+        }
+    }
+
+    /// How far `id` is behind the newest batch.
+    fn age(&self, id: u64) -> u64 {
+        let ids = self.plan.batch_ids;
+        self.newest.map_or(0, |newest| (newest + ids - id) % ids)
+    }
+
+    /// Opens batch `id`, making room by emitting the oldest if the window is
+    /// full; its position in `open`, or `None` when it cannot open.
+    fn open_batch(
+        &mut self,
+        id: u64,
+        slot_len: usize,
+        standing: Standing,
+        queue: &Queue,
+        regions: &RegionTable,
+    ) -> Option<usize> {
+        let plan = Arc::clone(&self.plan);
+        if let Standing::Ahead = standing {
+            self.newest = Some(id);
+            self.emitted.retain(|&e| e != id);
+        }
+        if self.open.len() == MAX_OPEN_BATCHES {
+            let (oldest, age) =
+                self.open.iter().enumerate().map(|(i, b)| (i, self.age(b.id))).max_by_key(|&(_, age)| age)?;
+            if self.age(id) > age {
+                bump(&plan.counters.packets_out_of_window);
+                return None;
+            }
+            self.emit(oldest, Emitted::Evicted, queue, regions);
+        }
+        let region = regions.get(plan.output_region);
+        let Some(token) = region.take() else {
+            queue.stats.dropped(DropReason::NoFreePacketBuffers, 1);
+            return None;
+        };
+        let slots = if slot_len == 0 {
+            plan.packets_per_batch
+        } else {
+            plan.packets_per_batch.min((region.buf_size() / slot_len) as u32)
+        };
+        let timestamp_ns = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        self.open.push(OpenBatch {
+            id,
+            token,
+            filled: vec![0; (plan.packets_per_batch as usize).div_ceil(64)],
+            placed: 0,
+            slot_len,
+            slots,
+            started: Instant::now(),
+            timestamp_ns,
+        });
+        plan.counters.open_batches.store(self.open.len() as u32, Relaxed);
+        Some(self.open.len() - 1)
+    }
+
+    /// Zero-fills the empty slots of open batch `at` and delivers it as one aggregate burst.
+    fn emit(&mut self, at: usize, why: Emitted, queue: &Queue, regions: &RegionTable) {
+        let mut batch = self.open.swap_remove(at);
+        let plan = &*self.plan;
+        let counters = &plan.counters;
+        counters.open_batches.store(self.open.len() as u32, Relaxed);
+        self.emitted.push_back(batch.id);
+        if self.emitted.len() > REMEMBERED {
+            self.emitted.pop_front();
+        }
+        let region = regions.get(plan.output_region);
+        let len = batch.slot_len;
+        let out = region.bytes_mut(&mut batch.token);
+        for slot in (0..batch.slots as usize).filter(|&s| batch.filled[s / 64] & (1 << (s % 64)) == 0) {
+            out[slot * len..][..len].fill(0);
+        }
+        counters.packets_missing.fetch_add(u64::from(batch.slots - batch.placed), Relaxed);
+        bump(match why {
+            Emitted::Complete => &counters.batches_complete,
+            Emitted::Timeout => &counters.batches_timed_out,
+            Emitted::Evicted => &counters.batches_evicted,
+        });
+        let Some(mut burst) = plan.meta.take() else {
+            region.release(batch.token);
+            bump(&counters.batches_dropped);
+            queue.stats.dropped(DropReason::NoFreeBurstBuffers, u64::from(batch.placed));
+            return;
+        };
+        let bytes = batch.slots as usize * len;
+        burst.push(PacketSlot::single(batch.token, bytes as u32, None));
+        burst.set_aggregate(Aggregate {
+            flags: flags::REORDERED | if why == Emitted::Complete { 0 } else { flags::REORDER_TIMEOUT },
+            source_packets: batch.placed,
+            batch_id: batch.id,
+            timestamp_ns: batch.timestamp_ns,
+            plan: plan.index,
+        });
+        if !queue.deliver(burst) {
+            bump(&counters.batches_dropped);
+        }
+    }
+}
