@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
-use daqiri_config::model::{PollMode, Queue as QueueConfig};
+use daqiri_config::model::{PollMode, Queue as QueueConfig, TxOffload};
 
 use crate::burst::{Burst, BurstShape, EngineId, MetaPool};
 use crate::error::{Error, Result, Status};
@@ -50,6 +50,8 @@ pub(crate) struct Queue {
     pub(crate) ring: ArrayQueue<Burst>,
     pub(crate) meta: Arc<MetaPool>,
     pub(crate) stats: QueueStats,
+    /// TX `offloads: [tx_eth_src]`: the port's MAC goes into each frame's source address.
+    pub(crate) fill_eth_src: bool,
     /// RX: the reorder plans whose flows steer here.
     pub(crate) plans: Vec<Arc<Plan>>,
 }
@@ -109,6 +111,7 @@ impl Queue {
             ring: ArrayQueue::new(meta_entries.max(1) as usize),
             meta: MetaPool::new(meta_entries, &shape, Arc::clone(regions)),
             stats: QueueStats::default(),
+            fill_eth_src: config.offloads.contains(&TxOffload::TxEthSrc),
             plans,
         })
     }

@@ -1,7 +1,9 @@
 //! Software loopback (`loopback: "sw"`): TX bursts of an interface come back
 //! on its own RX queues, steered by the RX flow rules as the NIC would. The
 //! "wire" is a copy from TX buffers into the RX queue's regions, split over
-//! the RX segments in order (header-data split by segment size).
+//! the RX segments in order (header-data split by segment size). A TX queue
+//! with `offloads: [tx_eth_src]` gets the port's MAC ([`port_mac`]) written
+//! into each frame's source address, as a NIC would.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,6 +73,12 @@ impl QueueTask for Carrier {
     }
 }
 
+/// The loop's port MAC: locally administered, unicast, the port id in the last two bytes.
+pub(crate) fn port_mac(port: u16) -> [u8; 6] {
+    let [high, low] = port.to_be_bytes();
+    [0x02, 0, 0, 0, high, low]
+}
+
 /// Moves one TX burst onto the RX side.
 fn carry(p: &Port, regions: &RegionTable, tx: &Queue, burst: &Burst, assemblers: &mut [Assembler], frame: &mut [u8]) {
     let (mut sent, mut bytes) = (0u64, 0u64);
@@ -84,6 +92,9 @@ fn carry(p: &Port, regions: &RegionTable, tx: &Queue, burst: &Burst, assemblers:
         for piece in (0..crate::burst::MAX_SEGMENTS).filter_map(|s| packet.segment(s)) {
             frame[at..at + piece.len()].copy_from_slice(piece);
             at += piece.len();
+        }
+        if tx.fill_eth_src && len >= 12 {
+            frame[6..12].copy_from_slice(&port_mac(p.id));
         }
         sent += 1;
         bytes += len as u64;

@@ -1,0 +1,386 @@
+//! CPU reorder plans end to end on the software loopback: frames leave a TX
+//! queue shuffled, with losses, duplicates and late copies, and come back as
+//! aggregates that must equal what an independent model of the rules in
+//! `../shared/reorder.md` builds, counter for counter.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use daqiri::headers::UdpFrame;
+use daqiri::reorder::MAX_OPEN_BATCHES;
+use daqiri::{Engine, PlanStats, flags};
+use proptest::prelude::*;
+
+/// Bytes after the sequence number in each test frame's UDP payload.
+const DATA: usize = 16;
+/// Ethernet, IPv4 and UDP headers: the sequence number starts here.
+const HEADERS: usize = 42;
+
+fn loopback_plan(packets_per_batch: u16, timeout_us: u32, data_types: &str) -> String {
+    format!(
+        r#"
+daqiri:
+  cfg:
+    version: 1
+    stream_type: raw
+    loopback: sw
+    memory_regions:
+    - {{ name: tx, kind: host, num_bufs: 1024, buf_size: 256 }}
+    - {{ name: rx, kind: host, num_bufs: 1024, buf_size: 256 }}
+    - {{ name: out, kind: host, num_bufs: 64, buf_size: 65536 }}
+    interfaces:
+    - name: lo
+      address: loopback
+      tx: {{ queues: [{{ name: t, id: 0, cpu_core: 0, batch_size: 64, memory_regions: [tx] }}] }}
+      rx:
+        flow_isolation: true
+        queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: 64, timeout_us: {timeout_us}, memory_regions: [rx] }}]
+        flows:
+        - {{ name: samples, id: 7, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: 5000 }} }}
+        - {{ name: other, id: 8, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: 6000 }} }}
+        reorder_configs:
+        - name: plan
+          reorder_type: cpu
+          memory_region: out
+          payload_byte_offset: {offset}
+          flow_ids: [7]
+          {data_types}
+          method: {{ seq_packets_per_batch: {{ sequence_number: {{ bit_offset: {bit}, bit_width: 16 }}, packets_per_batch: {packets_per_batch} }} }}
+"#,
+        offset = HEADERS + 2,
+        bit = HEADERS * 8,
+    )
+}
+
+fn frame(dst_port: u16) -> UdpFrame {
+    UdpFrame {
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        src_ip: [10, 0, 0, 1].into(),
+        dst_ip: [10, 0, 0, 2].into(),
+        src_port: 4000,
+        dst_port,
+    }
+}
+
+/// What a packet with sequence number `seq` carries after it.
+fn data_of(seq: u16) -> Vec<u8> {
+    let [hi, lo] = seq.to_be_bytes();
+    (0..DATA as u8).map(|j| hi.rotate_left(u32::from(j)) ^ lo.wrapping_mul(j | 1) ^ j).collect()
+}
+
+/// Sends UDP payloads to `dst_port`, 64 frames per burst, and waits until the loop carried them all.
+fn send_payloads(engine: &Engine, dst_port: u16, payloads: &[Vec<u8>]) {
+    let before = engine.stats().ports[0].tx_queues[0].stats.packets;
+    for chunk in payloads.chunks(64) {
+        let mut burst = loop {
+            match engine.get_tx_packet_burst(0, 0, chunk.len()) {
+                Ok(b) => break b,
+                Err(_) => std::thread::yield_now(),
+            }
+        };
+        for (i, payload) in chunk.iter().enumerate() {
+            burst.packet_mut(i).write_udp_frame(&frame(dst_port), payload).unwrap();
+        }
+        let mut pending = burst;
+        while let Err(refused) = engine.send_tx_burst(pending) {
+            pending = refused.burst;
+            std::thread::yield_now();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while engine.stats().ports[0].tx_queues[0].stats.packets < before + payloads.len() as u64 {
+        assert!(Instant::now() < deadline, "the loop did not carry every frame");
+        std::thread::yield_now();
+    }
+}
+
+fn sequenced(seq: u16) -> Vec<u8> {
+    let mut payload = seq.to_be_bytes().to_vec();
+    payload.extend(data_of(seq));
+    payload
+}
+
+/// One aggregate as the application saw it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Aggregate {
+    batch_id: u64,
+    timed_out: bool,
+    source_packets: u32,
+    bytes: Vec<u8>,
+}
+
+/// Stops the engine (emitting open batches) and reads every aggregate.
+fn aggregates_after_stop(engine: &Engine) -> Vec<Aggregate> {
+    engine.shutdown();
+    let mut found = Vec::new();
+    while let Ok(Some(burst)) = engine.get_rx_burst(0, 0) {
+        assert_ne!(burst.flags() & flags::REORDERED, 0, "only aggregates were expected");
+        assert_eq!((burst.num_packets(), burst.reorder_plan()), (1, Some(0)));
+        assert!(burst.timestamp_ns().is_some());
+        found.push(Aggregate {
+            batch_id: burst.batch_id().unwrap(),
+            timed_out: burst.flags() & flags::REORDER_TIMEOUT != 0,
+            source_packets: burst.source_packets(),
+            bytes: burst.packet(0).data().to_vec(),
+        });
+    }
+    found.sort();
+    found
+}
+
+/// The rules, written out once more: batches by id, a window of
+/// `MAX_OPEN_BATCHES`, late / duplicate / out-of-window counted, the oldest
+/// batch emitted first when a newer one needs room, every open batch
+/// emitted at stop.
+struct Model {
+    packets_per_batch: u64,
+    ids: u64,
+    open: Vec<(u64, BTreeMap<u64, Vec<u8>>)>,
+    newest: Option<u64>,
+    emitted: Vec<u64>,
+    out: Vec<Aggregate>,
+    stats: PlanStats,
+}
+
+impl Model {
+    fn new(packets_per_batch: u16) -> Self {
+        let packets_per_batch = u64::from(packets_per_batch);
+        Self {
+            packets_per_batch,
+            ids: 65536 / packets_per_batch,
+            open: Vec::new(),
+            newest: None,
+            emitted: Vec::new(),
+            out: Vec::new(),
+            stats: PlanStats { name: "plan".into(), packets_per_batch: packets_per_batch as u32, ..Default::default() },
+        }
+    }
+
+    fn behind(&self, id: u64) -> u64 {
+        self.newest.map_or(0, |n| (n + self.ids - id) % self.ids)
+    }
+
+    fn packet(&mut self, seq: u16) {
+        let (id, slot) = (u64::from(seq) / self.packets_per_batch, u64::from(seq) % self.packets_per_batch);
+        if !self.open.iter().any(|(b, _)| *b == id) && !self.open_batch(id) {
+            return;
+        }
+        let at = self.open.iter().position(|(b, _)| *b == id).unwrap();
+        if self.open[at].1.insert(slot, data_of(seq)).is_some() {
+            self.stats.packets_duplicate += 1;
+            return;
+        }
+        self.stats.packets_placed += 1;
+        if self.open[at].1.len() as u64 == self.packets_per_batch {
+            self.stats.batches_complete += 1;
+            self.emit(at, false);
+        }
+    }
+
+    fn open_batch(&mut self, id: u64) -> bool {
+        let ahead = self.newest.map(|n| (id + self.ids - n) % self.ids);
+        match ahead {
+            Some(a) if a == 0 || a > self.ids / 2 => {
+                if self.emitted.contains(&id) {
+                    self.stats.packets_late += 1;
+                    return false;
+                }
+                if self.behind(id) > MAX_OPEN_BATCHES as u64 {
+                    self.stats.packets_out_of_window += 1;
+                    return false;
+                }
+            }
+            _ => {
+                self.newest = Some(id);
+                self.emitted.retain(|&e| e != id);
+            }
+        }
+        if self.open.len() == MAX_OPEN_BATCHES {
+            let oldest = (0..self.open.len()).max_by_key(|&i| self.behind(self.open[i].0)).unwrap();
+            if self.behind(id) > self.behind(self.open[oldest].0) {
+                self.stats.packets_out_of_window += 1;
+                return false;
+            }
+            self.stats.batches_evicted += 1;
+            self.emit(oldest, true);
+        }
+        self.open.push((id, BTreeMap::new()));
+        true
+    }
+
+    fn emit(&mut self, at: usize, early: bool) {
+        let (id, slots) = self.open.remove(at);
+        self.emitted.push(id);
+        self.stats.packets_missing += self.packets_per_batch - slots.len() as u64;
+        let mut bytes = vec![0u8; self.packets_per_batch as usize * DATA];
+        for (slot, data) in &slots {
+            bytes[*slot as usize * DATA..][..DATA].copy_from_slice(data);
+        }
+        self.out.push(Aggregate { batch_id: id, timed_out: early, source_packets: slots.len() as u32, bytes });
+    }
+
+    fn stop(mut self) -> (Vec<Aggregate>, PlanStats) {
+        while !self.open.is_empty() {
+            self.stats.batches_evicted += 1;
+            self.emit(0, true);
+        }
+        self.out.sort();
+        (self.out, self.stats)
+    }
+}
+
+/// One generated stream: which packets go out, in which order.
+#[derive(Debug, Clone)]
+struct Stream {
+    packets_per_batch: u16,
+    first: u16,
+    batches: usize,
+    lost: Vec<bool>,
+    jitter: Vec<u16>,
+    duplicated: Vec<bool>,
+    late: Vec<usize>,
+}
+
+impl Stream {
+    /// Sequence numbers in sending order.
+    fn order(&self) -> Vec<u16> {
+        let count = self.batches * usize::from(self.packets_per_batch);
+        let base = self.first - self.first % self.packets_per_batch;
+        let mut keyed = Vec::new();
+        for k in 0..count {
+            let seq = base.wrapping_add(k as u16);
+            let key = k + usize::from(self.jitter[k]);
+            if !self.lost[k] {
+                keyed.push((key, seq));
+            }
+            if self.duplicated[k] {
+                keyed.push((key + usize::from(self.jitter[count - 1 - k]), seq));
+            }
+        }
+        keyed.sort_by_key(|&(key, _)| key);
+        let mut order: Vec<u16> = keyed.into_iter().map(|(_, seq)| seq).collect();
+        order.extend(self.late.iter().map(|&k| base.wrapping_add((k % count) as u16)));
+        order
+    }
+}
+
+fn streams() -> impl Strategy<Value = Stream> {
+    const MOST: usize = 12 * 16;
+    (
+        prop::sample::select(vec![4u16, 8, 16]),
+        any::<u16>(),
+        1usize..=12,
+        prop::collection::vec(prop::bool::weighted(0.08), MOST),
+        prop::collection::vec(0u16..48, MOST),
+        prop::collection::vec(prop::bool::weighted(0.05), MOST),
+        prop::collection::vec(0usize..MOST, 0..6),
+    )
+        .prop_map(|(packets_per_batch, first, batches, lost, jitter, duplicated, late)| Stream {
+            packets_per_batch,
+            first,
+            batches,
+            lost,
+            jitter,
+            duplicated,
+            late,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn shuffled_lossy_streams_reorder_as_the_model_says(stream in streams()) {
+        let order = stream.order();
+        let engine = Engine::from_yaml(&loopback_plan(stream.packets_per_batch, 0, "")).unwrap();
+        send_payloads(&engine, 5000, &order.iter().map(|&seq| sequenced(seq)).collect::<Vec<_>>());
+        let got = aggregates_after_stop(&engine);
+        let mut model = Model::new(stream.packets_per_batch);
+        for &seq in &order {
+            model.packet(seq);
+        }
+        let (want, want_stats) = model.stop();
+        prop_assert_eq!(&got, &want);
+        let mut stats = engine.stats().ports[0].reorder[0].clone();
+        stats.open_batches = 0;
+        prop_assert_eq!(stats, want_stats);
+    }
+}
+
+#[test]
+fn a_lost_packet_times_its_batch_out_zero_filled_and_other_flows_pass_through() {
+    let engine = Engine::from_yaml(&loopback_plan(8, 2000, "")).unwrap();
+    // Batch 1 (sequence numbers 8..16) without 11, newest first.
+    let payloads: Vec<Vec<u8>> = (8..16).rev().filter(|&s| s != 11).map(sequenced).collect();
+    send_payloads(&engine, 5000, &payloads);
+    send_payloads(&engine, 6000, &[b"not reordered".to_vec()]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (mut aggregate, mut plain) = (None, None);
+    while (aggregate.is_none() || plain.is_none()) && Instant::now() < deadline {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            if burst.flags() & flags::REORDERED != 0 { aggregate = Some(burst) } else { plain = Some(burst) }
+        }
+    }
+    let aggregate = aggregate.expect("the timeout emits the incomplete batch");
+    assert_eq!(aggregate.flags(), flags::REORDERED | flags::REORDER_TIMEOUT);
+    assert_eq!((aggregate.batch_id(), aggregate.source_packets()), (Some(1), 7));
+    let bytes = aggregate.packet(0).data();
+    for slot in 0..8u16 {
+        let want = if slot == 3 { vec![0; DATA] } else { data_of(8 + slot) };
+        assert_eq!(&bytes[usize::from(slot) * DATA..][..DATA], &want[..], "slot {slot}");
+    }
+    let plain = plain.expect("flow 8 is not in the plan");
+    assert_eq!(plain.packet(0).flow_id(), Some(8));
+    assert!(plain.packet(0).data().ends_with(b"not reordered"));
+    let stats = &engine.stats().ports[0].reorder[0];
+    assert_eq!((stats.batches_timed_out, stats.packets_placed, stats.packets_missing), (1, 7, 1));
+}
+
+#[test]
+fn conversion_applies_to_each_slot_in_place() {
+    // Each packet carries 8 int16 samples in network order; the aggregate holds them as fp32.
+    let engine = Engine::from_yaml(&loopback_plan(
+        4,
+        0,
+        "data_types: { input_type: int16, output_type: fp32, endianness: network }",
+    ))
+    .unwrap();
+    let sample = |seq: u16, j: u16| (i32::from(seq) * 1000 - 30_000 + i32::from(j) * 7) as i16;
+    let payloads: Vec<Vec<u8>> = [2u16, 0, 3, 1]
+        .iter()
+        .map(|&seq| {
+            let mut p = seq.to_be_bytes().to_vec();
+            p.extend((0..8).flat_map(|j| sample(seq, j).to_be_bytes()));
+            p
+        })
+        .collect();
+    send_payloads(&engine, 5000, &payloads);
+    let got = aggregates_after_stop(&engine);
+    assert_eq!(got.len(), 1);
+    assert!(!got[0].timed_out);
+    let floats: Vec<f32> = got[0].bytes.chunks(4).map(|c| f32::from_ne_bytes(c.try_into().unwrap())).collect();
+    let want: Vec<f32> = (0..4).flat_map(|seq| (0..8).map(move |j| f32::from(sample(seq, j)))).collect();
+    assert_eq!(floats, want);
+}
+
+#[test]
+fn a_full_window_emits_its_oldest_batch_and_refuses_older_ones() {
+    let engine = Engine::from_yaml(&loopback_plan(4, 0, "")).unwrap();
+    // One packet each of batches 10..=17 fills the window of 8.
+    let mut order: Vec<u16> = (10..=17).map(|batch| batch * 4).collect();
+    // Batch 9 is within 8 of the newest but older than every open batch: out of window.
+    order.push(9 * 4);
+    // Batch 18 needs room: batch 10, the oldest, is emitted incomplete.
+    order.push(18 * 4);
+    // A packet of batch 10 now is late; one of batch 2 (16 behind) is out of window.
+    order.extend([10 * 4 + 1, 2 * 4]);
+    send_payloads(&engine, 5000, &order.iter().map(|&seq| sequenced(seq)).collect::<Vec<_>>());
+    let stats = engine.stats().ports[0].reorder[0].clone();
+    assert_eq!(MAX_OPEN_BATCHES, 8);
+    assert_eq!(stats.open_batches, 8, "{stats:?}");
+    assert_eq!((stats.batches_evicted, stats.packets_out_of_window, stats.packets_late), (1, 2, 1), "{stats:?}");
+    let first = engine.get_rx_burst(0, 0).unwrap().expect("batch 10 was emitted to make room");
+    assert_eq!((first.batch_id(), first.source_packets()), (Some(10), 1));
+    assert_eq!(first.flags(), flags::REORDERED | flags::REORDER_TIMEOUT);
+}
