@@ -55,14 +55,16 @@ elif ! ip netns add daqiri-probe 2>/dev/null; then
     why_not="cannot create network namespaces"
 else
     ip netns del daqiri-probe
-    # 64 x 2 MiB pages for the hugepage tests, on top of what is reserved.
+    # 256 x 2 MiB pages for the hugepage tests (DAQIRI's reorder example alone
+    # maps 156), on top of what is reserved.
+    pages=256
     free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
     total=$(awk '/HugePages_Total/ {print $2}' /proc/meminfo)
-    if ((free < 64)); then
-        echo $((total + 64 - free)) >/proc/sys/vm/nr_hugepages
+    if ((free < pages)); then
+        echo $((total + pages - free)) >/proc/sys/vm/nr_hugepages
         free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
     fi
-    ((free >= 64)) || why_not="could not reserve 64 hugepages (free: $free)"
+    ((free >= pages)) || why_not="could not reserve $pages hugepages (free: $free)"
 fi
 
 if [[ -z $why_not ]]; then

@@ -229,11 +229,9 @@ impl Window {
             queue.stats.dropped(DropReason::NoFreePacketBuffers, 1);
             return None;
         };
-        let slots = if slot_len == 0 {
-            plan.packets_per_batch
-        } else {
-            plan.packets_per_batch.min((region.buf_size() / slot_len) as u32)
-        };
+        // Slots beyond the output buffer are refused (empty payloads all fit).
+        let fitting = region.buf_size().checked_div(slot_len).map_or(u32::MAX, |n| n.min(u32::MAX as usize) as u32);
+        let slots = plan.packets_per_batch.min(fitting);
         let timestamp_ns = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         self.open.push(OpenBatch {
             id,
