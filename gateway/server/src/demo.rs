@@ -63,6 +63,8 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 src_port: Some(src_port),
                 flows: 1,
                 batch: 32,
+                shuffle_window: 1,
+                fill: false,
                 config: None,
                 summary_json: None,
             };

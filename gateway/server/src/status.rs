@@ -83,6 +83,14 @@ pub(crate) fn summary_json(stats: &EngineStats, report: &ConsumerReport, elapsed
                 "flows": p.flows.iter().map(|f| json!({
                     "id": f.id, "name": f.name, "queue_ids": f.queue_ids, "packets": f.packets, "bytes": f.bytes,
                 })).collect::<Vec<_>>(),
+                "reorder": p.reorder.iter().map(|r| json!({
+                    "name": r.name, "queue_id": r.queue_id, "batches_complete": r.batches_complete,
+                    "batches_timed_out": r.batches_timed_out, "batches_evicted": r.batches_evicted,
+                    "batches_dropped": r.batches_dropped, "packets_placed": r.packets_placed,
+                    "packets_missing": r.packets_missing, "packets_late": r.packets_late,
+                    "packets_duplicate": r.packets_duplicate, "packets_out_of_window": r.packets_out_of_window,
+                    "packets_rejected": r.packets_rejected,
+                })).collect::<Vec<_>>(),
             })
         })
         .collect();
@@ -135,6 +143,24 @@ pub(crate) fn summary_text(stats: &EngineStats, report: &ConsumerReport, elapsed
                 out,
                 "  {} flow {} ({}): {} packets -> queue {:?}",
                 p.name, f.id, f.name, f.packets, f.queue_ids
+            );
+        }
+        for r in &p.reorder {
+            let _ = writeln!(
+                out,
+                "  {} reorder {}: {} batches ({} timed out, {} evicted, {} dropped), {} packets placed, {} missing, {} late, {} duplicate, {} out of window, {} rejected",
+                p.name,
+                r.name,
+                r.batches_complete + r.batches_timed_out + r.batches_evicted,
+                r.batches_timed_out,
+                r.batches_evicted,
+                r.batches_dropped,
+                r.packets_placed,
+                r.packets_missing,
+                r.packets_late,
+                r.packets_duplicate,
+                r.packets_out_of_window,
+                r.packets_rejected
             );
         }
     }

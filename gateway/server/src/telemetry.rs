@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use daqiri::{Direction, EngineStats, PortStats, QueueStatsSnapshot};
+use daqiri::{Direction, EngineStats, PlanStats, PortStats, QueueStatsSnapshot};
 
 use crate::admin::ReloadCounters;
 use crate::capture::{CaptureInfo, CaptureManager};
@@ -90,6 +90,8 @@ impl Telemetry {
         counter("daqiri.dropped.packets", "Packets dropped, by reason", drops);
         counter("daqiri.flow.packets", "Packets matched per RX flow", |s| flows(s, |f| f.packets));
         counter("daqiri.flow.bytes", "Bytes matched per RX flow", |s| flows(s, |f| f.bytes));
+        counter("daqiri.reorder.batches", "Reorder aggregates, by how they were emitted", reorder_batches);
+        counter("daqiri.reorder.packets", "Packets offered to reorder plans, by outcome", reorder_packets);
         let gauge = |name: &'static str, description: &'static str, value: fn(&daqiri::RegionStats) -> u64| {
             let snapshot = Arc::clone(&snapshot);
             meter
@@ -154,6 +156,16 @@ impl Telemetry {
                 .with_callback(move |observer| observe(observer, snapshot.with(kernel_backlog)))
                 .build();
         }
+        {
+            let snapshot = Arc::clone(&snapshot);
+            meter
+                .u64_observable_gauge("daqiri.reorder.open_batches")
+                .with_description("Batches a reorder plan is filling now")
+                .with_callback(move |observer| {
+                    observe(observer, snapshot.with(|s| plan_series(s, |p| vec![("open", u64::from(p.open_batches))])))
+                })
+                .build();
+        }
         gauge("daqiri.memory_region.buffers", "Buffers in each memory region", |r| u64::from(r.num_bufs));
         gauge("daqiri.memory_region.buffers.in_use", "Buffers held by bursts or workers", |r| u64::from(r.in_use));
         Ok(Self { _provider: provider, registry, snapshot })
@@ -200,6 +212,46 @@ fn queues(stats: &EngineStats, direction: Direction, field: fn(&QueueStatsSnapsh
         series.push((list.iter().map(|q| field(&q.stats)).sum(), port_labels(p, "all".into())));
     }
     series
+}
+
+/// One series per plan and outcome, labelled with the interface and plan name.
+fn plan_series(stats: &EngineStats, values: impl Fn(&PlanStats) -> Vec<(&'static str, u64)>) -> Series {
+    let mut series = Vec::new();
+    for p in &stats.ports {
+        for plan in &p.reorder {
+            for (outcome, value) in values(plan) {
+                let mut labels = port_labels(p, plan.queue_id.to_string());
+                labels.push(KeyValue::new("daqiri.reorder.plan", plan.name.clone()));
+                labels.push(KeyValue::new("daqiri.reorder.outcome", outcome));
+                series.push((value, labels));
+            }
+        }
+    }
+    series
+}
+
+fn reorder_batches(stats: &EngineStats) -> Series {
+    plan_series(stats, |p| {
+        vec![
+            ("complete", p.batches_complete),
+            ("timed_out", p.batches_timed_out),
+            ("evicted", p.batches_evicted),
+            ("dropped", p.batches_dropped),
+        ]
+    })
+}
+
+fn reorder_packets(stats: &EngineStats) -> Series {
+    plan_series(stats, |p| {
+        vec![
+            ("placed", p.packets_placed),
+            ("missing", p.packets_missing),
+            ("late", p.packets_late),
+            ("duplicate", p.packets_duplicate),
+            ("out_of_window", p.packets_out_of_window),
+            ("rejected", p.packets_rejected),
+        ]
+    })
 }
 
 fn kernel_backlog(stats: &EngineStats) -> Series {

@@ -63,6 +63,15 @@ pub(crate) struct GenArgs {
     /// Packets per TX burst.
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
+    /// Send each flow's sequence numbers shuffled within windows of this
+    /// many (every number still sent once), as a reorder plan would meet them.
+    #[arg(long, default_value_t = 1)]
+    pub shuffle_window: u32,
+    /// Fill the bytes after the sequence number with a pattern of it
+    /// (byte `j` of the payload = low byte of `seq + j`), so a receiver can
+    /// check values, not only order.
+    #[arg(long)]
+    pub fill: bool,
     /// Take payload_size, sequence_number_offset/start, udp_src_port and
     /// udp_dst_port from this DAQIRI config's `bench_tx` section.
     #[arg(long)]
@@ -132,7 +141,10 @@ pub(crate) fn generate(args: &GenArgs, shutdown: &ShutdownFlag) -> anyhow::Resul
     }
     let engine = Engine::from_yaml(&engine_yaml(args, &plan)).context("cannot start the generator's engine")?;
     let flows = args.flows.max(1) as usize;
-    let mut seqs = vec![plan.seq_start; flows];
+    if args.shuffle_window == 0 {
+        bail!("--shuffle-window must be at least 1 (1 sends in order)");
+    }
+    let mut seqs: Vec<Sequence> = (0..flows).map(|_| Sequence::new(plan.seq_start, args.shuffle_window)).collect();
     let mut stream = StreamPattern::default();
     let started = Instant::now();
     let deadline = args.duration.map(|s| started + Duration::from_secs_f64(s));
@@ -160,7 +172,7 @@ pub(crate) fn generate(args: &GenArgs, shutdown: &ShutdownFlag) -> anyhow::Resul
             continue;
         };
         match args.proto {
-            Proto::Udp => fill_udp(&mut burst, &plan, &mut seqs[flow])?,
+            Proto::Udp => fill_udp(&mut burst, &plan, &mut seqs[flow], args.fill)?,
             Proto::Tcp => stream.fill(&mut burst, plan.payload)?,
         }
         let mut pending = burst;
@@ -216,15 +228,62 @@ fn wait_for_next(started: Instant, sent: u64, rate: f64) {
     }
 }
 
-fn fill_udp(burst: &mut Burst, plan: &Plan, seq: &mut u32) -> anyhow::Result<()> {
+fn fill_udp(burst: &mut Burst, plan: &Plan, sequence: &mut Sequence, fill: bool) -> anyhow::Result<()> {
     for i in 0..burst.num_packets() {
         let mut packet = burst.packet_mut(i);
         let buf = packet.segment_buffer(0).context("TX packet without a buffer")?;
+        let seq = sequence.next();
         buf[plan.seq_offset..plan.seq_offset + 4].copy_from_slice(&seq.to_be_bytes());
+        if fill {
+            for (j, byte) in buf[..plan.payload].iter_mut().enumerate().skip(plan.seq_offset + 4) {
+                *byte = seq.wrapping_add(j as u32) as u8;
+            }
+        }
         packet.set_lengths(&[plan.payload])?;
-        *seq = seq.wrapping_add(1);
     }
     Ok(())
+}
+
+/// One flow's sequence numbers: consecutive, or shuffled within windows.
+#[derive(Debug)]
+struct Sequence {
+    /// First number of the current window.
+    window_start: u32,
+    /// The current window's offsets, in sending order.
+    order: Vec<u32>,
+    at: usize,
+    /// xorshift state: the shuffle is the same on every run.
+    state: u64,
+}
+
+impl Sequence {
+    fn new(start: u32, window: u32) -> Self {
+        let order = (0..window).collect();
+        let mut sequence = Self { window_start: start, order, at: 0, state: 0x9e37_79b9_7f4a_7c15 };
+        sequence.shuffle();
+        sequence
+    }
+
+    fn next(&mut self) -> u32 {
+        if self.at == self.order.len() {
+            self.window_start = self.window_start.wrapping_add(self.order.len() as u32);
+            self.at = 0;
+            self.shuffle();
+        }
+        self.at += 1;
+        self.window_start.wrapping_add(self.order[self.at - 1])
+    }
+
+    /// Fisher-Yates over the window with a small inline generator: one
+    /// permutation per window, no dependency for it.
+    fn shuffle(&mut self) {
+        for i in (1..self.order.len()).rev() {
+            self.state ^= self.state << 13;
+            self.state ^= self.state >> 7;
+            self.state ^= self.state << 17;
+            self.order.swap(i, (self.state % (i as u64 + 1)) as usize);
+        }
+    }
 }
 
 /// The TCP byte stream: a little-endian u64 counter, hashed as it is written.

@@ -81,6 +81,59 @@ pub(crate) struct InterfaceStats {
     flows: Vec<FlowStats>,
     /// What the port's driver reads below the queues.
     link: LinkStats,
+    /// RX reorder plans.
+    reorder: Vec<ReorderStats>,
+}
+
+/// Counters of one reorder plan (see the engine's `PlanStats` for each meaning).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ReorderStats {
+    /// Plan name.
+    name: String,
+    /// The RX queue its aggregates arrive on.
+    queue_id: u16,
+    /// Batches being filled now.
+    open_batches: u32,
+    /// Aggregates emitted full.
+    batches_complete: u64,
+    /// Aggregates emitted by the queue's timeout.
+    batches_timed_out: u64,
+    /// Aggregates emitted early to make room in the window (or at shutdown).
+    batches_evicted: u64,
+    /// Aggregates lost for want of ring space or metadata.
+    batches_dropped: u64,
+    /// Packets placed.
+    packets_placed: u64,
+    /// Slots emitted zero-filled.
+    packets_missing: u64,
+    /// Packets whose batch was already emitted.
+    packets_late: u64,
+    /// Packets for a slot already filled.
+    packets_duplicate: u64,
+    /// Packets of a batch too far behind the newest.
+    packets_out_of_window: u64,
+    /// Packets that could not be placed (too short, wrong length, partial samples).
+    packets_rejected: u64,
+}
+
+impl From<&daqiri::PlanStats> for ReorderStats {
+    fn from(p: &daqiri::PlanStats) -> Self {
+        Self {
+            name: p.name.clone(),
+            queue_id: p.queue_id,
+            open_batches: p.open_batches,
+            batches_complete: p.batches_complete,
+            batches_timed_out: p.batches_timed_out,
+            batches_evicted: p.batches_evicted,
+            batches_dropped: p.batches_dropped,
+            packets_placed: p.packets_placed,
+            packets_missing: p.packets_missing,
+            packets_late: p.packets_late,
+            packets_duplicate: p.packets_duplicate,
+            packets_out_of_window: p.packets_out_of_window,
+            packets_rejected: p.packets_rejected,
+        }
+    }
 }
 
 /// State below a port's queues; a field the backend has no such thing for is absent.
@@ -215,6 +268,7 @@ pub(crate) async fn stats(State(state): State<Arc<AdminState>>) -> Result<Json<S
                 })
                 .collect(),
             link: LinkStats::from(&p.link),
+            reorder: p.reorder.iter().map(ReorderStats::from).collect(),
         })
         .collect();
     let memory_regions = now

@@ -54,6 +54,23 @@ pub(crate) struct InterfaceStatus {
     tx_queues: Vec<QueueStatus>,
     /// RX flows.
     flows: Vec<FlowStatus>,
+    /// RX reorder plans.
+    reorder: Vec<PlanStatus>,
+}
+
+/// One reorder plan.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct PlanStatus {
+    /// Plan name.
+    name: String,
+    /// The RX queue its aggregates arrive on.
+    queue_id: u16,
+    /// Packets per batch.
+    packets_per_batch: u32,
+    /// Batches being filled now.
+    open_batches: u32,
+    /// `active`, or the engine's state when it is not running.
+    state: &'static str,
 }
 
 /// One queue.
@@ -110,6 +127,17 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
                 .flows
                 .iter()
                 .map(|f| FlowStatus { id: f.id, name: f.name.clone(), queue_ids: f.queue_ids.clone(), state: "active" })
+                .collect(),
+            reorder: p
+                .reorder
+                .iter()
+                .map(|plan| PlanStatus {
+                    name: plan.name.clone(),
+                    queue_id: plan.queue_id,
+                    packets_per_batch: plan.packets_per_batch,
+                    open_batches: plan.open_batches,
+                    state: if running == "running" { "active" } else { running },
+                })
                 .collect(),
         })
         .collect();

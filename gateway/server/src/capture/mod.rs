@@ -51,10 +51,27 @@ pub(crate) struct CaptureManager {
     ports: RwLock<Vec<PortInfo>>,
 }
 
-type PortInfo = (String, Option<SocketAddr>);
+/// What a capture request is checked against, per port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PortInfo {
+    name: String,
+    /// A socket port's local address (captured datagrams are framed with it).
+    local: Option<SocketAddr>,
+    /// Reorder plan names, in `reorder_configs` order.
+    plans: Vec<String>,
+}
 
 fn port_infos(engine: &Engine) -> Vec<PortInfo> {
-    engine.stats().ports.iter().map(|p| (p.name.clone(), engine.local_addr(p.id).ok().flatten())).collect()
+    engine
+        .stats()
+        .ports
+        .iter()
+        .map(|p| PortInfo {
+            name: p.name.clone(),
+            local: engine.local_addr(p.id).ok().flatten(),
+            plans: p.reorder.iter().map(|plan| plan.name.clone()).collect(),
+        })
+        .collect()
 }
 
 impl CaptureManager {
@@ -80,14 +97,14 @@ impl CaptureManager {
     /// Starts a capture.
     pub(crate) fn start(self: &Arc<Self>, request: CaptureRequest) -> Result<CaptureInfo, CaptureError> {
         let ports = self.ports.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let port = ports.iter().position(|(name, _)| *name == request.interface).ok_or_else(|| {
-            let names: Vec<&str> = ports.iter().map(|(n, _)| n.as_str()).collect();
+        let port = ports.iter().position(|p| p.name == request.interface).ok_or_else(|| {
+            let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
             CaptureError::Invalid(
                 "interface",
                 format!("no interface \"{}\"; valid: {}", request.interface, names.join(", ")),
             )
         })?;
-        let plan = request.validate()?;
+        let plan = request.validate(&ports[port].plans)?;
         std::fs::create_dir_all(&self.dir).map_err(|e| {
             CaptureError::Failed(format!("cannot create capture directory {}: {e}", self.dir.display()))
         })?;
@@ -100,7 +117,7 @@ impl CaptureManager {
             ));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let local = ports[port].1;
+        let local = ports[port].local;
         let session = Session::start(id, port as u16, local, plan, Arc::clone(self))
             .map_err(|e| CaptureError::Failed(format!("{e:#}")))?;
         self.running.fetch_add(1, Ordering::Relaxed);
@@ -158,7 +175,7 @@ impl CaptureManager {
         for session in sessions.iter().filter(|s| s.state() == CaptureState::Running) {
             let port = usize::from(session.port());
             if before.get(port) != now.get(port) {
-                let name = before.get(port).map_or("?", |(n, _)| n.as_str());
+                let name = before.get(port).map_or("?", |p| p.name.as_str());
                 session.stop_and_wait(&format!("interface \"{name}\" changed in a config reload"));
             }
         }

@@ -31,6 +31,10 @@ pub(crate) struct CaptureRequest {
     /// Only this flow id.
     #[serde(default)]
     pub flow: Option<u32>,
+    /// Only the aggregates of this reorder plan (by name), one raw file per
+    /// batch: `<name>_<batch id>`.
+    #[serde(default)]
+    pub reorder: Option<String>,
     /// Stop after this many packets.
     #[serde(default)]
     pub max_packets: Option<u64>,
@@ -59,6 +63,8 @@ pub(crate) struct Plan {
     pub format: CaptureFormat,
     pub queue: Option<u16>,
     pub flow: Option<u32>,
+    /// Position and name of the reorder plan whose aggregates are captured.
+    pub reorder: Option<(u16, String)>,
     pub max_packets: Option<u64>,
     pub max_bytes: Option<u64>,
     pub duration: Option<std::time::Duration>,
@@ -69,7 +75,8 @@ pub(crate) struct Plan {
 }
 
 impl CaptureRequest {
-    pub(crate) fn validate(&self) -> Result<Plan, CaptureError> {
+    /// Checks the request against the interface's reorder `plans`.
+    pub(crate) fn validate(&self, plans: &[String]) -> Result<Plan, CaptureError> {
         if self.format == CaptureFormat::Gds {
             return Err(CaptureError::NotImplemented(
                 "format gds (GPUDirect Storage) needs the GPU build, which is not available yet; use pcap or raw"
@@ -112,10 +119,36 @@ impl CaptureRequest {
                 "rotate_files needs rotate_bytes (when to start the next file)".into(),
             ));
         }
+        let reorder = match &self.reorder {
+            None => None,
+            Some(_) if self.format != CaptureFormat::Raw => {
+                return Err(CaptureError::Invalid(
+                    "reorder",
+                    "a reorder capture writes each aggregate as one raw file; set format: raw".into(),
+                ));
+            }
+            Some(_) if self.flow.is_some() => {
+                return Err(CaptureError::Invalid(
+                    "flow",
+                    "an aggregate holds a plan's flows together; give reorder or flow, not both".into(),
+                ));
+            }
+            Some(name) => match plans.iter().position(|p| p == name) {
+                Some(index) => Some((index as u16, name.clone())),
+                None => {
+                    let valid = if plans.is_empty() { "this interface has none".to_owned() } else { plans.join(", ") };
+                    return Err(CaptureError::Invalid(
+                        "reorder",
+                        format!("no reorder plan \"{name}\" on interface \"{}\"; valid: {valid}", self.interface),
+                    ));
+                }
+            },
+        };
         Ok(Plan {
             format: self.format,
             queue: self.queue,
             flow: self.flow,
+            reorder,
             max_packets: self.max_packets,
             max_bytes: self.max_bytes,
             duration: self.duration_s.map(std::time::Duration::from_secs_f64),

@@ -12,6 +12,8 @@ pub(crate) struct Record {
     pub time: SystemTime,
     pub orig_len: usize,
     pub bytes: Vec<u8>,
+    /// A reorder aggregate's batch id (names its raw file).
+    pub batch_id: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -24,7 +26,7 @@ impl Ring {
     pub(crate) fn new(slots: usize) -> Self {
         let free = ArrayQueue::new(slots);
         for _ in 0..slots {
-            let _ = free.push(Record { time: SystemTime::UNIX_EPOCH, orig_len: 0, bytes: Vec::new() });
+            let _ = free.push(Record { time: SystemTime::UNIX_EPOCH, orig_len: 0, bytes: Vec::new(), batch_id: None });
         }
         Self { free, filled: ArrayQueue::new(slots) }
     }

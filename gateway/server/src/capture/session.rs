@@ -48,6 +48,8 @@ pub(crate) struct CaptureInfo {
     pub queue: Option<u16>,
     /// Flow filter.
     pub flow: Option<u32>,
+    /// Reorder plan whose aggregates are captured.
+    pub reorder: Option<String>,
     /// State.
     pub state: CaptureState,
     /// Why it ended.
@@ -161,6 +163,7 @@ impl Session {
             port: self.port,
             queue: self.plan.queue,
             flow: self.plan.flow,
+            reorder: self.plan.reorder.as_ref().map(|(_, name)| name.clone()),
             state: end.as_ref().map_or(CaptureState::Running, |(s, _)| *s),
             reason: end.map(|(_, r)| r),
             packets,
@@ -194,6 +197,7 @@ impl Session {
         if self.stop.load(Relaxed)
             || burst.port_id() != self.port
             || self.plan.queue.is_some_and(|q| q != burst.queue_id())
+            || self.plan.reorder.as_ref().is_some_and(|(plan, _)| burst.reorder_plan() != Some(*plan))
         {
             return;
         }
@@ -218,6 +222,7 @@ impl Session {
             }
             record.orig_len = record.bytes.len();
             record.time = SystemTime::now();
+            record.batch_id = burst.batch_id();
             self.ring.submit(record);
         }
     }
@@ -307,7 +312,11 @@ impl Output {
                 Ok(written)
             }
             Output::Raw { dir, next } => {
-                let path = dir.join(format!("{}_{next}", session.plan.name));
+                // Aggregates are named by batch; packets by their order.
+                let path = match record.batch_id {
+                    Some(batch) => dir.join(format!("{}_{batch}", session.plan.name)),
+                    None => dir.join(format!("{}_{next}", session.plan.name)),
+                };
                 std::fs::write(&path, &record.bytes)
                     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
                 *next += 1;
