@@ -64,6 +64,7 @@ daqiri:
     stream_type: socket
     memory_regions:
     - {{ name: mem, kind: host, num_bufs: 8192, buf_size: 2048 }}
+    - {{ name: batches, kind: host, num_bufs: 64, buf_size: 65536 }}
     interfaces:
     - name: udp_rx
       socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{udp}" }}
@@ -75,6 +76,12 @@ daqiri:
         flows:
         - {{ name: a, id: 1, action: {{ type: queue, id: 0 }}, match: {{ udp_src: 20000 }} }}
         - {{ name: b, id: 2, action: {{ type: queue, id: 1 }}, match: {{ udp_src: 20001 }} }}
+        reorder_configs:
+        - name: plan_b
+          reorder_type: cpu
+          memory_region: batches
+          flow_ids: [2]
+          method: {{ seq_packets_per_batch: {{ sequence_number: {{ bit_offset: 0, bit_width: 32 }}, packets_per_batch: 32 }} }}
       tx:
         queues:
         - {{ name: t0, id: 0, cpu_core: 0, batch_size: 32, memory_regions: [mem] }}
