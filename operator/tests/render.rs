@@ -150,17 +150,18 @@ fn a_reorder_plan_lands_on_reorder_configs() {
 }
 
 #[test]
-fn a_reorder_plan_on_a_socket_port_is_refused_by_the_validator() {
+fn a_reorder_plan_the_validator_refuses_is_reported_on_its_flow_and_the_port_runs() {
     let mut ports: Vec<DaqiriPort> = load("port-socket.yaml");
     ports[0]
         .spec
         .memory_regions
         .push(serde_yaml::from_str("{ name: batches, kind: host, numBufs: 8, bufSize: 1048576 }").unwrap());
+    // A GPU plan writing into host memory.
     let socket_reorder = REORDER_FLOW.replace("cx7-vf", "udp-rx");
     let config = render_node(&node("n1", &[]), &ports, &[flow(&socket_reorder)]).unwrap();
     let finding = invalid(config.flows.get("adc-reorder"));
-    assert_eq!(finding.path, "daqiri.cfg.interfaces[0].rx.reorder_configs");
-    assert!(finding.message.contains("raw streams only"), "{finding}");
+    assert_eq!(finding.path, "daqiri.cfg.interfaces[0].rx.reorder_configs[0].memory_region");
+    assert!(finding.message.contains("gpu needs device or host_pinned memory"), "{finding}");
     assert_eq!(config.ports["udp-rx"], Verdict::Included, "the port keeps running");
 }
 

@@ -52,7 +52,7 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
         }
         let transport = config.endpoints(port).map(|e| e.transport);
         rx_keys(iface, &path.key("rx"), backend, transport, &mut refuse);
-        tx_keys(iface, &path.key("tx"), backend, &mut refuse);
+        tx_keys(iface, &path.key("tx"), &mut refuse);
     }
     out
 }
@@ -135,12 +135,7 @@ fn rx_keys(
     }
 }
 
-fn tx_keys(
-    iface: &Interface,
-    tx_path: &YamlPath,
-    backend: InterfaceBackend,
-    refuse: &mut impl FnMut(YamlPath, String),
-) {
+fn tx_keys(iface: &Interface, tx_path: &YamlPath, refuse: &mut impl FnMut(YamlPath, String)) {
     let Some(tx) = &iface.tx else { return };
     if !tx.flows.is_empty() {
         refuse(tx_path.key("flows"), "TX flow actions (vlan_push, tunnel_encap) need a NIC's flow engine".into());
@@ -155,13 +150,6 @@ fn tx_keys(
         }
         if q.pacing_mbps.is_some_and(|mbps| mbps > 0) {
             refuse(path.key("pacing_mbps"), "TX pacing is not in this build; remove it or set 0".into());
-        }
-        // The software loop has a port MAC to fill (`tx_eth_src`); sockets send no Ethernet header.
-        if !q.offloads.is_empty() && backend != InterfaceBackend::SoftwareLoopback {
-            refuse(
-                path.key("offloads"),
-                format!("offloads fill Ethernet headers, which the {} backend does not send", backend.as_str()),
-            );
         }
     }
 }

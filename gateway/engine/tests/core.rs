@@ -56,8 +56,13 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
             "daqiri.cfg.interfaces[0].tx.queues[0].pacing_mbps",
         ),
         (
-            edit(LOOPBACK, "batch_size: 8, memory_regions", "batch_size: 8, offloads: [tx_eth_src], memory_regions"),
-            "daqiri.cfg.interfaces[0].tx.queues[0].offloads",
+            edit(
+                LOOPBACK,
+                "batch_size: 1, memory_regions: [mem] }\n",
+                "batch_size: 1, memory_regions: [out] }\n        flows:\n        - { name: f, id: 1, action: { type: queue, id: 0 } }\n        reorder_configs:\n        - { name: p, reorder_type: gpu, memory_region: out, flow_ids: [1], method: { seq_packets_per_batch: { sequence_number: { bit_offset: 0, bit_width: 8 }, packets_per_batch: 1 } } }\n",
+            )
+            .replace("    interfaces:", "    - { name: out, kind: device, num_bufs: 4, buf_size: 4096 }\n    interfaces:"),
+            "daqiri.cfg.interfaces[0].rx.reorder_configs[0].reorder_type",
         ),
         (
             edit(LOOPBACK, "kind: host,", "kind: host, access: [local, rdma_write],"),
@@ -77,6 +82,25 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
         assert_eq!(err.status, Status::NotSupported, "{path}: {err}");
         assert!(err.message.contains(path), "the refusal must name {path}: {err}");
     }
+}
+
+#[test]
+fn the_software_loop_fills_its_port_mac_for_tx_eth_src() {
+    let yaml = edit(LOOPBACK, "batch_size: 8, memory_regions", "batch_size: 8, offloads: [tx_eth_src], memory_regions");
+    let engine = Engine::from_yaml(&yaml).unwrap();
+    let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
+    burst.packet_mut(0).write(&[0xee; 60]).unwrap();
+    engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let rx = loop {
+        if let Some(b) = engine.get_rx_burst(0, 0).unwrap() {
+            break b;
+        }
+        assert!(std::time::Instant::now() < deadline, "the frame did not come back");
+    };
+    let frame = rx.packet(0).data();
+    assert_eq!(frame[6..12], [0x02, 0, 0, 0, 0, 0], "source MAC = port 0's");
+    assert!(frame[..6].iter().chain(&frame[12..]).all(|&b| b == 0xee), "nothing else changed");
 }
 
 #[test]

@@ -6,11 +6,11 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use common::{GATEWAY, free_tcp_port as free_port, http, wait_for_port};
+use common::{GATEWAY, free_tcp_port as free_port, http, wait_for_capture_end, wait_for_port};
 
 struct Gateway {
     child: Child,
@@ -110,15 +110,7 @@ fn a_rest_capture_of_live_traffic_reads_back_complete_in_tshark() {
     assert_eq!(status, 201, "{info}");
     let id = info["id"].as_u64().unwrap();
     gw.send(3000);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let info = loop {
-        let (_, info) = gw.json("GET", &format!("/api/v1/captures/{id}"), "");
-        if info["state"] != "running" {
-            break info;
-        }
-        assert!(Instant::now() < deadline, "capture did not finish: {info}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let info = wait_for_capture_end(|| gw.json("GET", &format!("/api/v1/captures/{id}"), "").1);
     assert_eq!(info["state"], "finished", "{info}");
     assert_eq!(info["packets"], 3000);
     assert_eq!(info["capture_drops"], 0);

@@ -7,11 +7,10 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{GATEWAY, free_tcp_port, free_udp_port, http, wait_for_port};
+use common::{GATEWAY, free_tcp_port, free_udp_port, http, wait_for_capture_end, wait_for_port};
 
 const PACKETS_PER_BATCH: usize = 64;
 const BATCHES: usize = 40;
@@ -121,15 +120,7 @@ daqiri:
     assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
 
     let id = info["id"].as_u64().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let info = loop {
-        let (_, info) = gw.json("GET", &format!("/api/v1/captures/{id}"), "");
-        if info["state"] != "running" {
-            break info;
-        }
-        assert!(Instant::now() < deadline, "capture did not finish: {info}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let info = wait_for_capture_end(|| gw.json("GET", &format!("/api/v1/captures/{id}"), "").1);
     assert_eq!((info["state"].as_str(), info["packets"].as_u64()), (Some("finished"), Some(BATCHES as u64)), "{info}");
     assert_eq!(info["reorder"], "by_batch");
 

@@ -43,3 +43,17 @@ pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
     let status = String::from_utf8_lossy(&response[9..12]).parse().unwrap();
     (status, response[split + 4..].to_vec())
 }
+
+/// Polls a capture's record (`get` answers `GET /api/v1/captures/{id}`) until
+/// it is no longer running, for at most 20 s; returns the last record.
+pub fn wait_for_capture_end(get: impl Fn() -> serde_json::Value) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info = get();
+        if info["state"] != "running" {
+            return info;
+        }
+        assert!(Instant::now() < deadline, "capture did not finish: {info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
