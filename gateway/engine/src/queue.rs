@@ -117,25 +117,18 @@ impl Queue {
     }
 
     /// Hands a finished RX burst to the application; a full ring drops it
-    /// (counted). An aggregate counts the packets that went into it.
+    /// (counted). Whether it was delivered.
     pub(crate) fn deliver(&self, burst: Burst) -> bool {
-        let (packets, bytes) = (u64::from(burst.source_packets()), burst.total_bytes());
-        match self.ring.push(burst) {
-            Ok(()) => {
-                self.stats.delivered(packets, bytes);
-                true
-            }
-            Err(_dropped) => {
-                self.stats.dropped(DropReason::RingFull, packets);
-                false
-            }
-        }
+        self.try_deliver(burst)
+            .map_err(|dropped| self.stats.dropped(DropReason::RingFull, u64::from(dropped.source_packets())))
+            .is_ok()
     }
 
     /// Hands a finished RX burst over, or hands it back when the ring is full
     /// (byte streams, where a drop would corrupt the stream, retry later).
+    /// An aggregate counts the packets that went into it.
     pub(crate) fn try_deliver(&self, burst: Burst) -> Result<(), Burst> {
-        let (packets, bytes) = (burst.num_packets() as u64, burst.total_bytes());
+        let (packets, bytes) = (u64::from(burst.source_packets()), burst.total_bytes());
         self.ring.push(burst)?;
         self.stats.delivered(packets, bytes);
         Ok(())

@@ -276,6 +276,21 @@ impl Assembler {
     }
 }
 
+/// Hands over what each of a port's RX assemblers has due (partial bursts,
+/// batches) at `now`.
+pub(crate) fn flush_due(assemblers: &mut [Assembler], rx: &[Queue], now: Instant, regions: &RegionTable) {
+    for (assembler, queue) in assemblers.iter_mut().zip(rx) {
+        assembler.flush_if_due(queue, now, regions);
+    }
+}
+
+/// At stop: hands over everything a port's RX assemblers hold.
+pub(crate) fn finish_all(assemblers: &mut [Assembler], rx: &[Queue], regions: &RegionTable) {
+    for (assembler, queue) in assemblers.iter_mut().zip(rx) {
+        assembler.finish(queue, regions);
+    }
+}
+
 /// Spins briefly, then sleeps, while a worker has nothing to do.
 pub(crate) fn idle(backoff: &Backoff) {
     if backoff.is_completed() {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use daqiri::{EngineStats, QueueStatsSnapshot};
 use serde_json::{Value, json};
 
+use crate::admin::ReorderStats;
 use crate::consumer::ConsumerReport;
 
 /// Turns successive snapshots into rates.
@@ -83,14 +84,7 @@ pub(crate) fn summary_json(stats: &EngineStats, report: &ConsumerReport, elapsed
                 "flows": p.flows.iter().map(|f| json!({
                     "id": f.id, "name": f.name, "queue_ids": f.queue_ids, "packets": f.packets, "bytes": f.bytes,
                 })).collect::<Vec<_>>(),
-                "reorder": p.reorder.iter().map(|r| json!({
-                    "name": r.name, "queue_id": r.queue_id, "batches_complete": r.batches_complete,
-                    "batches_timed_out": r.batches_timed_out, "batches_evicted": r.batches_evicted,
-                    "batches_dropped": r.batches_dropped, "packets_placed": r.packets_placed,
-                    "packets_missing": r.packets_missing, "packets_late": r.packets_late,
-                    "packets_duplicate": r.packets_duplicate, "packets_out_of_window": r.packets_out_of_window,
-                    "packets_rejected": r.packets_rejected,
-                })).collect::<Vec<_>>(),
+                "reorder": p.reorder.iter().map(ReorderStats::from).collect::<Vec<_>>(),
             })
         })
         .collect();

@@ -18,7 +18,7 @@ use crate::port::Port;
 use crate::queue::Queue;
 use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::{Assembler, QueueTask, Task};
+use crate::worker::{self, Assembler, QueueTask, Task};
 
 /// Largest frame the loop carries (jumbo).
 const MAX_FRAME: usize = 16 * 1024;
@@ -58,18 +58,12 @@ impl QueueTask for Carrier {
                 carry(p, &engine.regions, q, &burst, &mut self.assemblers, &mut self.frame);
             }
         }
-        let now = Instant::now();
-        for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
-            a.flush_if_due(q, now, &engine.regions);
-        }
+        worker::flush_due(&mut self.assemblers, &p.rx, Instant::now(), &engine.regions);
         moved
     }
 
     fn finish(&mut self, engine: &EngineState) {
-        let p = &engine.ports[self.port as usize];
-        for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
-            a.finish(q, &engine.regions);
-        }
+        worker::finish_all(&mut self.assemblers, &engine.ports[self.port as usize].rx, &engine.regions);
     }
 }
 

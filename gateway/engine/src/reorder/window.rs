@@ -28,7 +28,8 @@ const REMEMBERED: usize = 2 * MAX_OPEN_BATCHES;
 /// that delivers to the queue.
 #[derive(Debug)]
 pub(crate) struct Reorderer {
-    windows: Vec<Window>,
+    /// Each plan with the batches it has open.
+    windows: Vec<(Arc<Plan>, Window)>,
 }
 
 impl Reorderer {
@@ -36,7 +37,7 @@ impl Reorderer {
         Self {
             windows: plans
                 .iter()
-                .map(|plan| Window { plan: Arc::clone(plan), open: Vec::new(), newest: None, emitted: VecDeque::new() })
+                .map(|plan| (Arc::clone(plan), Window { open: Vec::new(), newest: None, emitted: VecDeque::new() }))
                 .collect(),
         }
     }
@@ -45,12 +46,12 @@ impl Reorderer {
     /// gives its buffers back. Any other packet is handed back untouched.
     pub(crate) fn accept(&mut self, queue: &Queue, slot: PacketSlot, regions: &RegionTable) -> Option<PacketSlot> {
         let Some(flow) = slot.flow_id() else { return Some(slot) };
-        let Some(window) = self.windows.iter_mut().find(|w| w.plan.flow_ids.contains(&flow)) else {
+        let Some((plan, window)) = self.windows.iter_mut().find(|(plan, _)| plan.flow_ids.contains(&flow)) else {
             return Some(slot);
         };
         if let Some((token, len)) = slot.first_segment() {
             let source = regions.get(queue.segment_regions[0]);
-            window.accept(&source.bytes(token)[..len as usize], queue, regions);
+            window.accept(plan, &source.bytes(token)[..len as usize], queue, regions);
         }
         slot.release(regions, &queue.segment_regions);
         None
@@ -59,18 +60,18 @@ impl Reorderer {
     /// Emits the batches whose timeout has passed.
     pub(crate) fn flush_due(&mut self, queue: &Queue, now: Instant, regions: &RegionTable) {
         let Some(timeout) = queue.timeout else { return };
-        for window in &mut self.windows {
+        for (plan, window) in &mut self.windows {
             while let Some(at) = window.open.iter().position(|b| now.duration_since(b.started) >= timeout) {
-                window.emit(at, Emitted::Timeout, queue, regions);
+                window.emit(plan, at, Emitted::Timeout, queue, regions);
             }
         }
     }
 
     /// Emits every open batch (the engine is stopping).
     pub(crate) fn flush_all(&mut self, queue: &Queue, regions: &RegionTable) {
-        for window in &mut self.windows {
+        for (plan, window) in &mut self.windows {
             while !window.open.is_empty() {
-                window.emit(0, Emitted::Evicted, queue, regions);
+                window.emit(plan, 0, Emitted::Evicted, queue, regions);
             }
         }
     }
@@ -88,9 +89,9 @@ enum Emitted {
     Evicted,
 }
 
+/// One plan's batches; the plan itself is passed to each call.
 #[derive(Debug)]
 struct Window {
-    plan: Arc<Plan>,
     open: Vec<OpenBatch>,
     /// The newest batch id opened.
     newest: Option<u64>,
@@ -125,8 +126,7 @@ enum Standing {
 }
 
 impl Window {
-    fn accept(&mut self, data: &[u8], queue: &Queue, regions: &RegionTable) {
-        let plan = Arc::clone(&self.plan);
+    fn accept(&mut self, plan: &Plan, data: &[u8], queue: &Queue, regions: &RegionTable) {
         let counters = &plan.counters;
         let reject = || bump(&counters.packets_rejected);
         let Some(sequence) = bits::read(data, plan.sequence) else { return reject() };
@@ -148,10 +148,10 @@ impl Window {
         };
         let at = match self.open.iter().position(|b| b.id == id) {
             Some(at) => at,
-            None => match self.standing(id) {
+            None => match self.standing(plan, id) {
                 Standing::Late => return bump(&counters.packets_late),
                 Standing::OutOfWindow => return bump(&counters.packets_out_of_window),
-                standing => match self.open_batch(id, slot_len, standing, queue, regions) {
+                standing => match self.open_batch(plan, id, slot_len, standing, queue, regions) {
                     Some(at) => at,
                     None => return,
                 },
@@ -174,12 +174,12 @@ impl Window {
         batch.placed += 1;
         bump(&counters.packets_placed);
         if batch.placed == batch.slots {
-            self.emit(at, Emitted::Complete, queue, regions);
+            self.emit(plan, at, Emitted::Complete, queue, regions);
         }
     }
 
-    fn standing(&self, id: u64) -> Standing {
-        let ids = self.plan.batch_ids;
+    fn standing(&self, plan: &Plan, id: u64) -> Standing {
+        let ids = plan.batch_ids;
         let Some(newest) = self.newest else { return Standing::Ahead };
         let ahead = (id + ids - newest) % ids;
         if ahead != 0 && ahead <= ids / 2 {
@@ -195,8 +195,8 @@ impl Window {
     }
 
     /// How far `id` is behind the newest batch.
-    fn age(&self, id: u64) -> u64 {
-        let ids = self.plan.batch_ids;
+    fn age(&self, plan: &Plan, id: u64) -> u64 {
+        let ids = plan.batch_ids;
         self.newest.map_or(0, |newest| (newest + ids - id) % ids)
     }
 
@@ -204,25 +204,25 @@ impl Window {
     /// full; its position in `open`, or `None` when it cannot open.
     fn open_batch(
         &mut self,
+        plan: &Plan,
         id: u64,
         slot_len: usize,
         standing: Standing,
         queue: &Queue,
         regions: &RegionTable,
     ) -> Option<usize> {
-        let plan = Arc::clone(&self.plan);
         if let Standing::Ahead = standing {
             self.newest = Some(id);
             self.emitted.retain(|&e| e != id);
         }
         if self.open.len() == MAX_OPEN_BATCHES {
             let (oldest, age) =
-                self.open.iter().enumerate().map(|(i, b)| (i, self.age(b.id))).max_by_key(|&(_, age)| age)?;
-            if self.age(id) > age {
+                self.open.iter().enumerate().map(|(i, b)| (i, self.age(plan, b.id))).max_by_key(|&(_, age)| age)?;
+            if self.age(plan, id) > age {
                 bump(&plan.counters.packets_out_of_window);
                 return None;
             }
-            self.emit(oldest, Emitted::Evicted, queue, regions);
+            self.emit(plan, oldest, Emitted::Evicted, queue, regions);
         }
         let region = regions.get(plan.output_region);
         let Some(token) = region.take() else {
@@ -248,9 +248,8 @@ impl Window {
     }
 
     /// Zero-fills the empty slots of open batch `at` and delivers it as one aggregate burst.
-    fn emit(&mut self, at: usize, why: Emitted, queue: &Queue, regions: &RegionTable) {
+    fn emit(&mut self, plan: &Plan, at: usize, why: Emitted, queue: &Queue, regions: &RegionTable) {
         let mut batch = self.open.swap_remove(at);
-        let plan = &*self.plan;
         let counters = &plan.counters;
         counters.open_batches.store(self.open.len() as u32, Relaxed);
         self.emitted.push_back(batch.id);

@@ -27,6 +27,7 @@ use utoipa_axum::routes;
 
 pub(crate) use config::{reload_from_file, unload};
 pub(crate) use error::ApiError;
+pub(crate) use stats::ReorderStats;
 
 use crate::live::LiveEngine;
 

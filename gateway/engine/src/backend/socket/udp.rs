@@ -49,7 +49,14 @@ struct Shared {
     gro: bool,
     /// Server mode: the socket connected to the first peer, once there is
     /// one (the receiver reads it; the driver reads its counters).
-    peer_socket: OnceLock<Arc<Socket>>,
+    peer_socket: OnceLock<Socket>,
+}
+
+impl Shared {
+    /// The peer socket; only asked for once the receiver has connected it.
+    fn peer_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.peer_socket.get().expect("the peer socket is connected").as_fd()
+    }
 }
 
 #[derive(Debug)]
@@ -150,7 +157,7 @@ impl PortDriver for UdpDriver {
     /// The receive buffers of the interface socket and, once connected, the
     /// peer socket; and the peer TX answers.
     fn link_stats(&self) -> LinkStats {
-        let sockets = std::iter::once(&self.shared.socket).chain(self.shared.peer_socket.get().map(|s| &**s));
+        let sockets = std::iter::once(&self.shared.socket).chain(self.shared.peer_socket.get());
         let memory: Vec<_> = sockets.filter_map(|s| sys::socket_memory(s.as_fd()).ok()).collect();
         let peer = match self.shared.mode {
             SocketMode::Server => self.shared.last_peer.load_full().map(|p| *p),
@@ -219,10 +226,10 @@ pub(super) struct UdpReceiver {
     matched: Vec<(u64, u64)>,
 }
 
-/// The server's socket connected to its first peer, with its own drop counter.
+/// How the receiver reads the server's socket connected to its first peer
+/// (held in `Shared::peer_socket`), with that socket's own drop counter.
 #[derive(Debug)]
 struct PeerSocket {
-    socket: Arc<Socket>,
     kernel_drops_seen: u32,
     /// The interface socket was read dry after the connect: no datagram of
     /// the peer can be left there.
@@ -297,7 +304,7 @@ impl UdpReceiver {
     /// Adds what the kernel dropped on `source`'s socket since the last look.
     fn count_kernel_drops(&mut self, p: &Port, source: Source) {
         let (fd, seen) = match (source, &mut self.peer) {
-            (Source::Peer, Some(peer)) => (peer.socket.as_fd(), &mut peer.kernel_drops_seen),
+            (Source::Peer, Some(peer)) => (self.shared.peer_fd(), &mut peer.kernel_drops_seen),
             _ => (self.shared.socket.as_fd(), &mut self.kernel_drops_seen),
         };
         if let Ok(total) = sys::socket_memory(fd).map(|m| m.drops) {
@@ -358,7 +365,7 @@ impl UdpReceiver {
             }
         }
         let fd = match (source, &self.peer) {
-            (Source::Peer, Some(peer)) => peer.socket.as_fd(),
+            (Source::Peer, Some(_)) => self.shared.peer_fd(),
             _ => self.shared.socket.as_fd(),
         };
         let segment = self.segment;
@@ -466,10 +473,10 @@ impl UdpReceiver {
         match socket {
             Ok(socket) => {
                 tracing::debug!(interface = %p.name, %peer, "receiving from {peer} on a connected socket");
-                let socket = Arc::new(socket);
-                let _ = self.shared.peer_socket.set(Arc::clone(&socket));
+                if self.shared.peer_socket.set(socket).is_err() {
+                    unreachable!("a peer socket is connected once per engine");
+                }
                 self.peer = Some(PeerSocket {
-                    socket,
                     kernel_drops_seen: 0,
                     interface_drained: false,
                     interface_busy: false,
@@ -568,19 +575,13 @@ impl QueueTask for UdpReceiver {
     /// hands over partial bursts whose timeout passed.
     fn poll(&mut self, engine: &EngineState, wait: Option<Duration>) -> usize {
         let datagrams = self.poll_once(engine, wait.is_some());
-        let p = &engine.ports[self.port as usize];
-        let now = Instant::now();
-        for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
-            a.flush_if_due(q, now, &engine.regions);
-        }
+        let rx = &engine.ports[self.port as usize].rx;
+        worker::flush_due(&mut self.assemblers, rx, Instant::now(), &engine.regions);
         datagrams
     }
 
     fn finish(&mut self, engine: &EngineState) {
-        let p = &engine.ports[self.port as usize];
-        for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
-            a.finish(q, &engine.regions);
-        }
+        worker::finish_all(&mut self.assemblers, &engine.ports[self.port as usize].rx, &engine.regions);
         self.release_held(engine);
     }
 }
