@@ -44,7 +44,8 @@
 
 // Unsafe code is allowed only in the modules that wrap a kernel or C
 // interface: memory/mapping.rs (mmap, mbind), memory/region.rs (buffer
-// slices) and backend/socket/sys.rs (recvmmsg, sendmmsg, socket options).
+// slices), backend/socket/sys.rs (recvmmsg, sendmmsg, socket options) and
+// reorder/fp16_x86.rs (F16C, called once the CPU is known to have it).
 #![deny(unsafe_code)]
 
 mod backend;

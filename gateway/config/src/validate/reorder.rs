@@ -187,7 +187,7 @@ fn check_method(plan: &ReorderConfig, path: &YamlPath, report: &mut Report) {
             if m.packets_per_batch == 0 {
                 report.error(&p.key("packets_per_batch"), "must be at least 1");
             } else if let Some(bits) = seq
-                && (1u64 << bits) % u64::from(m.packets_per_batch) != 0
+                && !(1u64 << bits).is_multiple_of(u64::from(m.packets_per_batch))
             {
                 report.error(
                     &p.key("packets_per_batch"),

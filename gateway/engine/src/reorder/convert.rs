@@ -16,103 +16,131 @@ pub fn output_len(types: &DataTypes, input_len: usize) -> Option<usize> {
         InputType::Int4 => Some(input_len * 2 * out),
         other => {
             let size = other.bits() as usize / 8;
-            (input_len % size == 0).then_some(input_len / size * out)
+            input_len.is_multiple_of(size).then_some(input_len / size * out)
         }
     }
 }
 
 /// Converts `input` into `output`, which must be [`output_len`] bytes.
+///
+/// Compiled also for AVX2 and SSE4.1 and chosen at run time: the loops
+/// below vectorise on the x86-64 baseline (SSE2) too, but packing narrower
+/// lanes and unsigned selects need SSE4.1 to stay in vector registers.
+/// fp16 goes through F16C where the CPU has it ([`super::fp16_x86`]).
+#[multiversion::multiversion(targets("x86_64+avx2+fma", "x86_64+sse4.1"))]
 pub fn convert(types: &DataTypes, input: &[u8], output: &mut [u8]) {
     assert_eq!(Some(output.len()), output_len(types, input.len()), "output length does not fit the input");
     let network = types.endianness == Endianness::Network;
     // One monomorphised loop per pair, so the compiler can vectorise each.
     match types.output_type {
-        OutputType::Fp16 => by_input(types.input_type, network, input, output, |v| f16_bits(v as f32).to_ne_bytes()),
-        OutputType::Bf16 => by_input(types.input_type, network, input, output, |v| bf16_bits(v as f32).to_ne_bytes()),
-        OutputType::Fp32 => by_input(types.input_type, network, input, output, |v| (v as f32).to_ne_bytes()),
-        OutputType::Fp64 => by_input(types.input_type, network, input, output, |v| f64::from(v).to_ne_bytes()),
-        OutputType::Int32 => by_input(types.input_type, network, input, output, |v: i32| v.to_ne_bytes()),
+        #[cfg(target_arch = "x86_64")]
+        OutputType::Fp16 if super::fp16_x86::available() => {
+            by_input(types.input_type, network, input, output, super::fp16_x86::F16c)
+        }
+        OutputType::Fp16 => by_input(types.input_type, network, input, output, Each(|v| f16_from_int(v).to_ne_bytes())),
+        OutputType::Bf16 => {
+            by_input(types.input_type, network, input, output, Each(|v| bf16_from_int(v).to_ne_bytes()))
+        }
+        OutputType::Fp32 => by_input(types.input_type, network, input, output, Each(|v| (v as f32).to_ne_bytes())),
+        OutputType::Fp64 => by_input(types.input_type, network, input, output, Each(|v| f64::from(v).to_ne_bytes())),
+        OutputType::Int32 => by_input(types.input_type, network, input, output, Each(|v: i32| v.to_ne_bytes())),
     }
 }
 
-fn by_input<const OUT: usize>(
-    input_type: InputType,
-    network: bool,
-    input: &[u8],
-    output: &mut [u8],
-    encode: impl Fn(i32) -> [u8; OUT],
-) {
-    match (input_type, network) {
-        (InputType::Int4, _) => {
-            // Two signed nibbles per byte, high nibble first.
-            for (byte, out) in input.iter().zip(output.chunks_exact_mut(2 * OUT)) {
-                let high = i32::from((*byte as i8) >> 4);
-                let low = i32::from(((*byte << 4) as i8) >> 4);
-                out[..OUT].copy_from_slice(&encode(high));
-                out[OUT..].copy_from_slice(&encode(low));
+/// Writes samples of one output type: `decode` reads one sample of `IN`
+/// bytes as an integer, `encode` writes it.
+pub(super) trait Encoder {
+    fn encode<const IN: usize>(&self, input: &[u8], output: &mut [u8], decode: impl Fn([u8; IN]) -> i32);
+
+    /// int4 input: two signed nibbles per byte, high nibble first.
+    fn encode_int4(&self, input: &[u8], output: &mut [u8]) {
+        // Unpacked a block at a time into bytes and encoded as int8 is:
+        // one loop doing both does not vectorise.
+        const BLOCK: usize = 64;
+        let mut nibbles = [0u8; 2 * BLOCK];
+        let per_byte = output.len() / input.len().max(1);
+        for (bytes, out) in input.chunks(BLOCK).zip(output.chunks_mut(BLOCK * per_byte)) {
+            for (byte, pair) in bytes.iter().zip(nibbles.as_chunks_mut::<2>().0) {
+                *pair = [nibble(byte >> 4) as u8, nibble(byte & 0xf) as u8];
             }
+            self.encode::<1>(&nibbles[..2 * bytes.len()], out, |b| i32::from(b[0] as i8));
         }
-        (InputType::Int8, _) => samples::<1, OUT>(input, output, |b| i32::from(b[0] as i8), &encode),
-        (InputType::Int16, false) => samples::<2, OUT>(input, output, |b| i32::from(i16::from_ne_bytes(b)), &encode),
-        (InputType::Int16, true) => samples::<2, OUT>(input, output, |b| i32::from(i16::from_be_bytes(b)), &encode),
-        (InputType::Int32, false) => samples::<4, OUT>(input, output, i32::from_ne_bytes, &encode),
-        (InputType::Int32, true) => samples::<4, OUT>(input, output, i32::from_be_bytes, &encode),
     }
 }
 
-fn samples<const IN: usize, const OUT: usize>(
-    input: &[u8],
-    output: &mut [u8],
-    decode: impl Fn([u8; IN]) -> i32,
-    encode: &impl Fn(i32) -> [u8; OUT],
-) {
-    for (i, o) in input.chunks_exact(IN).zip(output.chunks_exact_mut(OUT)) {
-        o.copy_from_slice(&encode(decode(i.try_into().expect("chunks_exact"))));
-    }
+/// The signed value of the low four bits of `n`.
+pub(super) fn nibble(n: u8) -> i8 {
+    ((n << 4) as i8) >> 4
 }
 
-/// `f32` to IEEE binary16 bits, round to nearest even (`__float2half_rn`);
-/// too large becomes infinity. Written out rather than taken from the
-/// `half` crate so the tests can hold it against `half` independently.
-pub fn f16_bits(value: f32) -> u16 {
-    let x = value.to_bits();
-    let sign = ((x >> 16) & 0x8000) as u16;
-    let exponent = ((x >> 23) & 0xff) as i32;
-    let mantissa = x & 0x7f_ffff;
-    if exponent == 0xff {
-        let nan = if mantissa != 0 { 0x200 | (mantissa >> 13) as u16 } else { 0 };
-        return sign | 0x7c00 | nan;
-    }
-    let e = exponent - 127 + 15;
-    if e >= 0x1f {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        // Subnormal in binary16 (or zero): the implicit bit joins the mantissa.
-        if e < -10 {
-            return sign;
+/// An encoder of one sample at a time into `OUT` bytes.
+struct Each<F>(F);
+
+impl<const OUT: usize, F: Fn(i32) -> [u8; OUT]> Encoder for Each<F> {
+    fn encode<const IN: usize>(&self, input: &[u8], output: &mut [u8], decode: impl Fn([u8; IN]) -> i32) {
+        for (i, o) in input.as_chunks::<IN>().0.iter().zip(output.as_chunks_mut::<OUT>().0) {
+            *o = (self.0)(decode(*i));
         }
-        let m = mantissa | 0x80_0000;
-        let shift = (14 - e) as u32;
-        return sign | round_shift(m, shift) as u16;
     }
-    // A carry out of the mantissa moves into the exponent, as it should (up to infinity).
-    sign | round_shift(((e as u32) << 23) | mantissa, 13) as u16
 }
 
-/// `f32` to bfloat16 bits, round to nearest even (`__float2bfloat16_rn`).
-pub fn bf16_bits(value: f32) -> u16 {
-    let x = value.to_bits();
-    if value.is_nan() {
-        return ((x >> 16) | 0x40) as u16;
+fn by_input(input_type: InputType, network: bool, input: &[u8], output: &mut [u8], encoder: impl Encoder) {
+    match (input_type, network) {
+        (InputType::Int4, _) => encoder.encode_int4(input, output),
+        (InputType::Int8, _) => encoder.encode::<1>(input, output, |b| i32::from(b[0] as i8)),
+        (InputType::Int16, false) => encoder.encode::<2>(input, output, |b| i32::from(i16::from_ne_bytes(b))),
+        (InputType::Int16, true) => encoder.encode::<2>(input, output, |b| i32::from(i16::from_be_bytes(b))),
+        (InputType::Int32, false) => encoder.encode::<4>(input, output, i32::from_ne_bytes),
+        (InputType::Int32, true) => encoder.encode::<4>(input, output, i32::from_be_bytes),
     }
-    round_shift(x, 16) as u16
 }
 
-/// `value >> shift`, rounded to nearest, ties to even.
-fn round_shift(value: u32, shift: u32) -> u32 {
-    let half = 1u32 << (shift - 1);
-    let rest = value & ((1u32 << shift) - 1);
-    let kept = value >> shift;
-    if rest > half || (rest == half && kept & 1 == 1) { kept + 1 } else { kept }
+/// An integer to binary16 bits as `__float2half_rn((float)v)`: to `f32`,
+/// then round to nearest even. Written for integers only and without
+/// branches, so a packet's loop vectorises: an integer is 0 or at least 1
+/// in magnitude, so no binary16 subnormal occurs, and the one special case
+/// is overflow to infinity.
+pub(super) fn f16_from_int(v: i32) -> u16 {
+    let x = (v as f32).to_bits();
+    let sign = (x >> 16) & 0x8000;
+    let magnitude = x & 0x7fff_ffff;
+    // Exponent bias 127 becomes 15; 13 mantissa bits go, rounding to
+    // nearest even. A carry out of the mantissa moves into the exponent.
+    let rebiased = magnitude.wrapping_sub((127 - 15) << 23);
+    let rounded = (rebiased + 0xfff + ((rebiased >> 13) & 1)) >> 13;
+    let bits = if magnitude == 0 { 0 } else { rounded.min(0x7c00) };
+    (sign | bits) as u16
+}
+
+/// An integer to bfloat16 bits as `__float2bfloat16_rn((float)v)`: the high
+/// half of the `f32`, rounded to nearest even (no integer is NaN).
+fn bf16_from_int(v: i32) -> u16 {
+    let x = (v as f32).to_bits();
+    ((x + 0x7fff + ((x >> 16) & 1)) >> 16) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The portable fp16 path, which a CPU with F16C never takes in `convert`.
+    #[test]
+    fn portable_fp16_matches_half_for_every_int16_and_int32_edges() {
+        let edges = [i32::MIN, i32::MAX, 65504, 65519, 65520, -65520, 2049, 2051, (1 << 24) + 1];
+        for v in (i32::from(i16::MIN)..=i32::from(i16::MAX)).chain(edges) {
+            assert_eq!(f16_from_int(v), half::f16::from_f32(v as f32).to_bits(), "{v}");
+            assert_eq!(bf16_from_int(v), half::bf16::from_f32(v as f32).to_bits(), "{v}");
+        }
+    }
+
+    #[test]
+    fn portable_int4_to_fp16_matches_half_for_every_byte() {
+        let input: Vec<u8> = (0..=255).collect();
+        let mut output = vec![0u8; input.len() * 4];
+        Each(|v| f16_from_int(v).to_ne_bytes()).encode_int4(&input, &mut output);
+        for (byte, out) in input.iter().zip(output.chunks(4)) {
+            let expect = |n: u8| half::f16::from_f32(f32::from(nibble(n))).to_bits().to_ne_bytes();
+            assert_eq!(out, [expect(byte >> 4), expect(byte & 0xf)].concat(), "{byte:#x}");
+        }
+    }
 }

@@ -9,6 +9,9 @@
 
 mod bits;
 pub mod convert;
+#[cfg(target_arch = "x86_64")]
+mod fp16_x86;
+mod replay;
 mod window;
 
 use std::sync::Arc;
@@ -19,6 +22,7 @@ use daqiri_config::model::{BitField, DataTypes, ReorderConfig};
 use crate::burst::{BurstShape, EngineId, MetaPool};
 use crate::memory::RegionTable;
 
+pub use replay::Replay;
 pub(crate) use window::Reorderer;
 
 /// Most batches of one plan open at once; opening one more emits the oldest.
@@ -104,6 +108,19 @@ impl Plan {
             output_region,
             meta: MetaPool::new(aggregates, &shape, Arc::clone(regions)),
             counters: PlanCounters::default(),
+        }
+    }
+
+    /// A sequence number as (its quotient, its remainder) by packets per
+    /// batch: the batch id under `seq_packets_per_batch`, and the slot.
+    /// Shifts for a power of two, the usual case: a division per packet
+    /// costs more than the rest of the bookkeeping.
+    fn split(&self, sequence: u32) -> (u32, u32) {
+        let n = self.packets_per_batch;
+        if n.is_power_of_two() {
+            (sequence >> n.trailing_zeros(), sequence & (n - 1))
+        } else {
+            (sequence / n, sequence % n)
         }
     }
 
