@@ -429,3 +429,16 @@ fn upstream_sw_loopback_cpu_reorder_example_delivers_reordered_batches() {
         }
     }
 }
+
+#[test]
+fn a_replay_names_what_it_cannot_run() {
+    let config = daqiri::config::Document::parse(&loopback_plan(4, 0, "")).unwrap().validate().unwrap();
+    let err = daqiri::reorder::Replay::new(&config, "nope").unwrap_err();
+    assert!(err.to_string().contains("no interface named \"nope\""), "{err}");
+    let gpu = loopback_plan(4, 0, "")
+        .replace("reorder_type: cpu", "reorder_type: gpu")
+        .replace("kind: host", "kind: host_pinned");
+    let config = daqiri::config::Document::parse(&gpu).unwrap().validate().unwrap();
+    let err = daqiri::reorder::Replay::new(&config, "lo").unwrap_err();
+    assert!(err.to_string().contains("interfaces[0].rx.reorder_configs[0].reorder_type"), "{err}");
+}
