@@ -53,6 +53,8 @@ mod burst;
 mod engine;
 mod error;
 mod flow;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod headers;
 mod memory;
 mod port;

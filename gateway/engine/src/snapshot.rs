@@ -101,6 +101,9 @@ pub struct RegionStats {
     pub num_bufs: u32,
     /// Buffers held by bursts or workers.
     pub in_use: u32,
+    /// The GPU whose memory holds the region (`device`) or that maps it
+    /// (`host_pinned`); `None` for memory no GPU maps.
+    pub gpu: Option<u32>,
 }
 
 impl PortStats {
@@ -170,6 +173,7 @@ pub(crate) fn take(engine: &EngineState, drivers: &[Box<dyn PortDriver>]) -> Eng
             buf_size: r.buf_size(),
             num_bufs: r.num_bufs(),
             in_use: r.in_use(),
+            gpu: r.backing().gpu(),
         })
         .collect();
     EngineStats { ports, regions }

@@ -21,7 +21,7 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
     };
     let regions = YamlPath::cfg().key("memory_regions");
     for (i, region) in config.config().memory_regions.iter().enumerate() {
-        if matches!(region.kind, MemoryKind::Device | MemoryKind::HostPinned) {
+        if !cfg!(feature = "cuda") && matches!(region.kind, MemoryKind::Device | MemoryKind::HostPinned) {
             refuse(
                 regions.index(i).key("kind"),
                 format!("kind {} needs CUDA, which this build does not include", region.kind.as_str()),

@@ -6,12 +6,13 @@ use std::ptr::NonNull;
 
 use super::device::DevicePtr;
 use super::mapping::Mapping;
+#[cfg(feature = "cuda")]
+use crate::gpu::{DeviceMemory, PinnedMemory};
 
 /// The memory behind a region.
 ///
 /// Pinned host memory and device memory come with the `cuda` feature, and
-/// memory another library owns (a DPDK mempool) with its backend; this build
-/// has the two kinds it can allocate itself.
+/// memory another library owns (a DPDK mempool) with its backend.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Backing {
@@ -19,6 +20,12 @@ pub enum Backing {
     Host(Mapping),
     /// Hugetlb pages, mapped by the engine.
     Hugetlb(Mapping),
+    /// GPU memory (`kind: device`): the CPU cannot read it.
+    #[cfg(feature = "cuda")]
+    Device(DeviceMemory),
+    /// Page-locked host memory mapped for the GPU (`kind: host_pinned`).
+    #[cfg(feature = "cuda")]
+    HostPinned(PinnedMemory),
 }
 
 impl Backing {
@@ -26,6 +33,10 @@ impl Backing {
     pub fn host_base(&self) -> Option<NonNull<u8>> {
         match self {
             Backing::Host(m) | Backing::Hugetlb(m) => Some(m.base()),
+            #[cfg(feature = "cuda")]
+            Backing::Device(_) => None,
+            #[cfg(feature = "cuda")]
+            Backing::HostPinned(p) => Some(p.host()),
         }
     }
 
@@ -33,6 +44,21 @@ impl Backing {
     pub fn device_base(&self) -> Option<DevicePtr> {
         match self {
             Backing::Host(_) | Backing::Hugetlb(_) => None,
+            #[cfg(feature = "cuda")]
+            Backing::Device(d) => Some(d.ptr()),
+            #[cfg(feature = "cuda")]
+            Backing::HostPinned(p) => Some(p.device()),
+        }
+    }
+
+    /// The GPU whose memory this is, or that maps it; `None` for memory no GPU maps.
+    pub fn gpu(&self) -> Option<u32> {
+        match self {
+            Backing::Host(_) | Backing::Hugetlb(_) => None,
+            #[cfg(feature = "cuda")]
+            Backing::Device(d) => Some(d.gpu()),
+            #[cfg(feature = "cuda")]
+            Backing::HostPinned(p) => Some(p.gpu()),
         }
     }
 
@@ -40,6 +66,10 @@ impl Backing {
     pub fn len(&self) -> usize {
         match self {
             Backing::Host(m) | Backing::Hugetlb(m) => m.len(),
+            #[cfg(feature = "cuda")]
+            Backing::Device(d) => d.len(),
+            #[cfg(feature = "cuda")]
+            Backing::HostPinned(p) => p.len(),
         }
     }
 
@@ -52,6 +82,10 @@ impl Backing {
     pub fn registration_range(&self) -> (usize, usize) {
         match self {
             Backing::Host(m) | Backing::Hugetlb(m) => (m.base().as_ptr() as usize, m.len()),
+            #[cfg(feature = "cuda")]
+            Backing::Device(d) => (d.ptr().address() as usize, d.len()),
+            #[cfg(feature = "cuda")]
+            Backing::HostPinned(p) => (p.host().as_ptr() as usize, p.len()),
         }
     }
 }

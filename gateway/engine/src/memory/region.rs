@@ -69,6 +69,19 @@ impl Region {
         let backing = match config.kind {
             MemoryKind::Host => Backing::Host(Mapping::host(len, config.affinity).map_err(|e| map_error(config, e))?),
             MemoryKind::Huge => Backing::Hugetlb(map_hugepages(config, bytes, len)?),
+            #[cfg(feature = "cuda")]
+            MemoryKind::Device => {
+                Backing::Device(crate::gpu::DeviceMemory::new(config.affinity, len).map_err(|e| {
+                    Error::new(e.status, format!("memory region \"{}\" (kind device): {}", config.name, e.message))
+                })?)
+            }
+            #[cfg(feature = "cuda")]
+            MemoryKind::HostPinned => {
+                Backing::HostPinned(crate::gpu::PinnedMemory::new(config.affinity, len).map_err(|e| {
+                    Error::new(e.status, format!("memory region \"{}\" (kind host_pinned): {}", config.name, e.message))
+                })?)
+            }
+            #[cfg(not(feature = "cuda"))]
             MemoryKind::Device | MemoryKind::HostPinned => {
                 return Err(Error::new(
                     Status::NotSupported,

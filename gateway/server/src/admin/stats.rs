@@ -217,6 +217,8 @@ pub(crate) struct RegionStats {
     in_use: u32,
     /// Bytes per buffer.
     buf_size: usize,
+    /// The GPU holding (`device`) or mapping (`host_pinned`) the region; null otherwise.
+    gpu: Option<u32>,
 }
 
 fn drops(s: &QueueStatsSnapshot) -> BTreeMap<String, u64> {
@@ -280,6 +282,7 @@ pub(crate) async fn stats(State(state): State<Arc<AdminState>>) -> Result<Json<S
             num_bufs: r.num_bufs,
             in_use: r.in_use,
             buf_size: r.buf_size,
+            gpu: r.gpu,
         })
         .collect();
     Ok(Json(Stats { interfaces, memory_regions }))

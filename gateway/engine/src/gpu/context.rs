@@ -1,0 +1,52 @@
+//! One CUDA context per GPU for the whole process (the device's primary
+//! context, shared with any CUDA library the application uses).
+
+#![allow(unsafe_code)]
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::CudaContext;
+
+use super::cuda_error;
+use crate::error::{Error, Status};
+
+/// GPUs this machine shows to CUDA; an error says why none can be used.
+pub fn gpu_count() -> Result<usize, Error> {
+    require_driver()?;
+    let count = CudaContext::device_count().map_err(|e| cuda_error("counting GPUs", e))?;
+    Ok(usize::try_from(count).unwrap_or(0))
+}
+
+/// The context of GPU `ordinal`, created on first use.
+pub(crate) fn context(ordinal: u32) -> Result<Arc<CudaContext>, Error> {
+    static CONTEXTS: Mutex<Vec<(u32, Arc<CudaContext>)>> = Mutex::new(Vec::new());
+    let mut contexts = CONTEXTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, ctx)) = contexts.iter().find(|(o, _)| *o == ordinal) {
+        return Ok(Arc::clone(ctx));
+    }
+    let count = gpu_count()?;
+    if ordinal as usize >= count {
+        return Err(Error::new(
+            Status::InvalidParameter,
+            format!("GPU {ordinal} does not exist: this machine has {count} (affinity counts from 0)"),
+        ));
+    }
+    let ctx = CudaContext::new(ordinal as usize).map_err(|e| cuda_error(format!("opening GPU {ordinal}"), e))?;
+    contexts.push((ordinal, Arc::clone(&ctx)));
+    Ok(ctx)
+}
+
+/// `NOT_SUPPORTED` unless the NVIDIA driver library can be loaded.
+fn require_driver() -> Result<(), Error> {
+    // SAFETY: looks the library up by name and keeps it loaded for the
+    // process; it has no precondition. cudarc panics on a missing library
+    // where it is first used, so this check comes before any other call.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(Error::new(
+            Status::NotSupported,
+            "GPU memory and GPU reorder need the NVIDIA driver (libcuda.so), which this machine does not have",
+        ))
+    }
+}

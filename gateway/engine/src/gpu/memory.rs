@@ -1,0 +1,210 @@
+//! GPU memory for regions and for callers: device memory (`kind: device`)
+//! and page-locked host memory mapped for the GPU (`kind: host_pinned`).
+//! Allocated through the driver API directly, so the engine owns plain
+//! addresses that bursts can carry; freed on drop.
+
+#![allow(unsafe_code)]
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, result, sys};
+
+use super::{context, cuda_error};
+use crate::error::Error;
+use crate::memory::{DevicePtr, DeviceSlice};
+
+/// Device memory on one GPU, owned.
+#[derive(Debug)]
+pub struct DeviceMemory {
+    ctx: Arc<CudaContext>,
+    ptr: sys::CUdeviceptr,
+    len: usize,
+}
+
+impl DeviceMemory {
+    /// `len` zeroed bytes on GPU `gpu`.
+    pub(crate) fn new(gpu: u32, len: usize) -> Result<Self, Error> {
+        let ctx = context::context(gpu)?;
+        let doing = || format!("allocating {len} bytes on GPU {gpu}");
+        ctx.bind_to_thread().map_err(|e| cuda_error(doing(), e))?;
+        // SAFETY: the context is current on this thread (bound above); the
+        // allocation is zeroed before anyone sees it and freed once, on drop.
+        let ptr = unsafe { result::malloc_sync(len.max(1)) }.map_err(|e| cuda_error(doing(), e))?;
+        // SAFETY: `ptr` is `len` bytes just allocated in this context.
+        unsafe { result::memset_d8_sync(ptr, 0, len) }.map_err(|e| cuda_error(doing(), e))?;
+        Ok(Self { ctx, ptr, len })
+    }
+
+    /// Where the memory starts in the GPU's address space.
+    pub fn ptr(&self) -> DevicePtr {
+        DevicePtr::new(self.ptr)
+    }
+
+    /// Bytes allocated.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no bytes are allocated.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The GPU the memory is on.
+    pub fn gpu(&self) -> u32 {
+        self.ctx.ordinal() as u32
+    }
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `malloc_sync` in this context and is freed
+        // only here; nothing holds it once its owner drops.
+        let freed = self.ctx.bind_to_thread().and_then(|()| unsafe { result::free_sync(self.ptr) });
+        if let Err(e) = freed {
+            tracing::warn!(gpu = self.gpu(), bytes = self.len, error = ?e, "freeing GPU memory failed");
+        }
+    }
+}
+
+// SAFETY: a device address is a number; the context is thread-safe and is
+// bound to whichever thread frees the memory.
+unsafe impl Send for DeviceMemory {}
+// SAFETY: shared references only read the address and length.
+unsafe impl Sync for DeviceMemory {}
+
+/// Page-locked host memory, mapped into every GPU's address space.
+#[derive(Debug)]
+pub struct PinnedMemory {
+    ctx: Arc<CudaContext>,
+    host: NonNull<u8>,
+    device: sys::CUdeviceptr,
+    len: usize,
+}
+
+impl PinnedMemory {
+    /// `len` zeroed bytes, allocated through GPU `gpu`'s context.
+    pub(crate) fn new(gpu: u32, len: usize) -> Result<Self, Error> {
+        let ctx = context::context(gpu)?;
+        let doing = || format!("allocating {len} bytes of pinned host memory for GPU {gpu}");
+        ctx.bind_to_thread().map_err(|e| cuda_error(doing(), e))?;
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: the context is current; the memory is zeroed below before
+        // anyone reads it and freed once, on drop.
+        let raw = unsafe { result::malloc_host(len.max(1), flags) }.map_err(|e| cuda_error(doing(), e))?;
+        let host = NonNull::new(raw.cast::<u8>()).ok_or_else(|| cuda_error(doing(), "null pointer"))?;
+        // SAFETY: `host` is `len` writable bytes just allocated.
+        unsafe { std::ptr::write_bytes(host.as_ptr(), 0, len) };
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `raw` is a mapped pinned allocation of this context.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, raw, 0) }
+            .result()
+            .map_err(|e| cuda_error(doing(), e))?;
+        Ok(Self { ctx, host, device, len })
+    }
+
+    /// Where the CPU reads the first byte.
+    pub fn host(&self) -> NonNull<u8> {
+        self.host
+    }
+
+    /// The GPU whose context allocated (and maps) the memory.
+    pub fn gpu(&self) -> u32 {
+        self.ctx.ordinal() as u32
+    }
+
+    /// Where a GPU reads the first byte.
+    pub fn device(&self) -> DevicePtr {
+        DevicePtr::new(self.device)
+    }
+
+    /// Bytes allocated.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no bytes are allocated.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes, for the CPU: the caller must know no GPU work is using them.
+    pub(crate) fn host_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `len` bytes at `host` are this allocation's, and `&mut self`
+        // makes this the only reference to them on the host.
+        unsafe { std::slice::from_raw_parts_mut(self.host.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for PinnedMemory {
+    fn drop(&mut self) {
+        // SAFETY: `host` came from `malloc_host` and is freed only here.
+        let freed = self.ctx.bind_to_thread().and_then(|()| unsafe { result::free_host(self.host.as_ptr().cast()) });
+        if let Err(e) = freed {
+            tracing::warn!(bytes = self.len, error = ?e, "freeing pinned memory failed");
+        }
+    }
+}
+
+// SAFETY: the allocation is plain memory; who may touch which bytes is
+// decided by the region's buffer tokens, as for host mappings.
+unsafe impl Send for PinnedMemory {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedMemory {}
+
+/// Device memory for callers outside the engine (tests, benchmarks, the
+/// application's own staging): filled from and read back to the host.
+#[derive(Debug)]
+pub struct DeviceBuffer {
+    memory: DeviceMemory,
+}
+
+impl DeviceBuffer {
+    /// `len` zeroed bytes on GPU `gpu`.
+    pub fn zeroed(gpu: u32, len: usize) -> Result<Self, Error> {
+        Ok(Self { memory: DeviceMemory::new(gpu, len)? })
+    }
+
+    /// A copy of `bytes` on GPU `gpu`.
+    pub fn from_host(gpu: u32, bytes: &[u8]) -> Result<Self, Error> {
+        let buffer = Self::zeroed(gpu, bytes.len())?;
+        buffer.memory.ctx.bind_to_thread().map_err(|e| cuda_error("copying to the GPU", e))?;
+        // SAFETY: the allocation holds `bytes.len()` bytes; the copy is synchronous.
+        unsafe { result::memcpy_htod_sync(buffer.memory.ptr, bytes) }
+            .map_err(|e| cuda_error("copying to the GPU", e))?;
+        Ok(buffer)
+    }
+
+    /// The bytes, copied back to the host (after all work on the GPU is done).
+    pub fn to_host(&self) -> Result<Vec<u8>, Error> {
+        let mut out = vec![0u8; self.memory.len];
+        let ctx = &self.memory.ctx;
+        ctx.bind_to_thread().and_then(|()| ctx.synchronize()).map_err(|e| cuda_error("copying from the GPU", e))?;
+        // SAFETY: the allocation holds `out.len()` bytes; the copy is synchronous.
+        unsafe { result::memcpy_dtoh_sync(&mut out, self.memory.ptr) }
+            .map_err(|e| cuda_error("copying from the GPU", e))?;
+        Ok(out)
+    }
+
+    /// Where the buffer starts in the GPU's address space.
+    pub fn ptr(&self) -> DevicePtr {
+        self.memory.ptr()
+    }
+
+    /// `len` bytes from `offset`, for device code; panics past the end.
+    pub fn slice(&self, offset: usize, len: usize) -> DeviceSlice<'_> {
+        assert!(offset + len <= self.len(), "{len} bytes at {offset} are past the buffer's {}", self.len());
+        DeviceSlice::new(self.ptr().offset(offset), len)
+    }
+
+    /// Bytes in the buffer.
+    pub fn len(&self) -> usize {
+        self.memory.len
+    }
+
+    /// Whether the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.memory.len == 0
+    }
+}

@@ -1,0 +1,21 @@
+//! CUDA, behind the `cuda` feature: a context per GPU, device and pinned
+//! memory for regions, and the reorder kernels.
+//!
+//! cudarc loads `libcuda` and `libnvrtc` when first asked, so a build with
+//! the feature starts on a machine without a GPU; only a config that needs
+//! one fails, at init, saying what is missing.
+
+mod context;
+mod memory;
+mod reorder;
+
+pub use context::gpu_count;
+pub use memory::{DeviceBuffer, DeviceMemory, PinnedMemory};
+pub use reorder::{GpuReorder, Slots};
+
+use crate::error::{Error, Status};
+
+/// A CUDA failure as an engine error: what was being done, and CUDA's word.
+fn cuda_error(doing: impl std::fmt::Display, error: impl std::fmt::Debug) -> Error {
+    Error::new(Status::InternalError, format!("{doing}: CUDA error {error:?}"))
+}

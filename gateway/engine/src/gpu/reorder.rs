@@ -1,0 +1,213 @@
+//! The reorder kernels (`reorder.cu`): compiled by NVRTC once per process
+//! and GPU, launched one batch at a time on a stream.
+
+#![allow(unsafe_code)]
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+use daqiri_config::model::{DataTypes, Endianness, InputType, OutputType};
+
+use super::memory::PinnedMemory;
+use super::{context, cuda_error};
+use crate::error::{Error, Status};
+use crate::memory::DeviceSlice;
+use crate::reorder::convert::output_len;
+
+const SOURCE: &str = include_str!("reorder.cu");
+const THREADS: u32 = 256;
+/// Slot tables in flight per stream before the oldest must have finished.
+const TABLES: usize = 4;
+
+/// One batch to place: each slot's payload in device-readable memory
+/// (`None`: the packet never came, the slot is zeroed), all `in_len` bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Slots<'a> {
+    /// Per slot, where its payload is.
+    pub sources: &'a [Option<DeviceSlice<'a>>],
+    /// Payload bytes per slot.
+    pub in_len: usize,
+}
+
+/// The reorder kernels on one GPU, and the stream they run on.
+#[derive(Debug)]
+pub struct GpuReorder {
+    ctx: Arc<CudaContext>,
+    module: Arc<CudaModule>,
+    stream: Arc<CudaStream>,
+    /// Slot tables in pinned memory the kernels read, each with the event
+    /// of the last launch that used it.
+    tables: Vec<(PinnedMemory, Option<CudaEvent>)>,
+    next_table: usize,
+}
+
+impl GpuReorder {
+    /// The kernels of GPU `gpu`, on a new stream of its own.
+    pub fn new(gpu: u32) -> Result<Self, Error> {
+        let ctx = context::context(gpu)?;
+        let module = module(gpu, &ctx)?;
+        let stream = ctx.new_stream().map_err(|e| cuda_error("creating a stream", e))?;
+        Ok(Self { ctx, module, stream, tables: Vec::new(), next_table: 0 })
+    }
+
+    /// Runs later batches on `stream` (DAQIRI's `set_reorder_cuda_stream`),
+    /// so the application can order its own work after them. The stream
+    /// must belong to this GPU.
+    pub fn set_stream(&mut self, stream: Arc<CudaStream>) -> Result<(), Error> {
+        if stream.context().ordinal() != self.ctx.ordinal() {
+            return Err(Error::new(
+                Status::InvalidParameter,
+                format!("the stream is on GPU {}, the plan on GPU {}", stream.context().ordinal(), self.ctx.ordinal()),
+            ));
+        }
+        self.stream = stream;
+        Ok(())
+    }
+
+    /// The stream batches run on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Places `slots` into `out` (slot `s` at byte `s * out_len`),
+    /// converting by `types`, asynchronously; the returned event completes
+    /// with it.
+    pub fn launch(
+        &mut self,
+        types: Option<&DataTypes>,
+        slots: Slots<'_>,
+        out: DeviceSlice<'_>,
+        out_len: usize,
+    ) -> Result<CudaEvent, Error> {
+        let needed = match types {
+            Some(types) => output_len(types, slots.in_len).ok_or_else(|| {
+                Error::invalid(format!(
+                    "{} payload bytes are not a whole number of {:?} samples",
+                    slots.in_len, types.input_type
+                ))
+            })?,
+            None => slots.in_len,
+        };
+        let count = slots.sources.len();
+        if out_len < needed || out.len() < count * out_len {
+            return Err(Error::invalid(format!(
+                "{count} slots of {needed} output bytes (every {out_len}) do not fit an output of {} bytes",
+                out.len()
+            )));
+        }
+        if let Some(short) = slots.sources.iter().flatten().find(|s| s.len() < slots.in_len) {
+            return Err(Error::invalid(format!("a slot's payload has {} bytes, not {}", short.len(), slots.in_len)));
+        }
+        let name = kernel_name(types);
+        let function = self.module.load_function(&name).map_err(|e| cuda_error(format!("loading {name}"), e))?;
+        let (at, table) = self.table(slots.sources)?;
+        // The kernels take 16 input bytes per thread where every address allows.
+        let aligned = |address: u64| address.is_multiple_of(16);
+        let words = slots.in_len.is_multiple_of(16)
+            && out_len.is_multiple_of(16)
+            && aligned(out.ptr().address())
+            && slots.sources.iter().flatten().all(|s| aligned(s.ptr().address()));
+        let units = if words {
+            slots.in_len / 16
+        } else {
+            types.map_or(slots.in_len, |t| slots.in_len * 8 / t.input_type.bits() as usize)
+        };
+        let config = LaunchConfig {
+            grid_dim: ((units as u32).div_ceil(THREADS).max(1), (count as u32).clamp(1, 65_535), 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let args = (table, count as u32, slots.in_len as u32, out.ptr().address(), out_len as u32);
+        launch(&self.stream, &function, config, args)?;
+        let record = || self.stream.record_event(None).map_err(|e| cuda_error("recording a reorder event", e));
+        self.tables[at].1 = Some(record()?);
+        record()
+    }
+
+    /// Waits until every batch launched so far is placed.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        self.stream.synchronize().map_err(|e| cuda_error("waiting for reorder kernels", e))
+    }
+
+    /// Writes the slot table of the next launch into the next pinned table
+    /// whose last launch has finished: its position and device address.
+    fn table(&mut self, sources: &[Option<DeviceSlice<'_>>]) -> Result<(usize, u64), Error> {
+        let bytes = (sources.len() * 8).max(8);
+        let at = self.next_table;
+        self.next_table = (at + 1) % TABLES;
+        let gpu = self.ctx.ordinal() as u32;
+        if self.tables.len() <= at {
+            self.tables.push((PinnedMemory::new(gpu, bytes.next_power_of_two())?, None));
+        }
+        let (memory, last) = &mut self.tables[at];
+        if let Some(event) = last.take() {
+            event.synchronize().map_err(|e| cuda_error("waiting for an earlier reorder kernel", e))?;
+        }
+        if memory.len() < bytes {
+            *memory = PinnedMemory::new(gpu, bytes.next_power_of_two())?;
+        }
+        for (entry, source) in memory.host_bytes_mut().as_chunks_mut::<8>().0.iter_mut().zip(sources) {
+            *entry = source.map_or(0, |s| s.ptr().address()).to_ne_bytes();
+        }
+        Ok((at, memory.device().address()))
+    }
+}
+
+fn launch(
+    stream: &CudaStream,
+    function: &CudaFunction,
+    config: LaunchConfig,
+    (table, count, in_len, out, out_len): (u64, u32, u32, u64, u32),
+) -> Result<(), Error> {
+    let mut args = stream.launch_builder(function);
+    args.arg(&table).arg(&count).arg(&in_len).arg(&out).arg(&out_len);
+    // SAFETY: the kernel takes (const u64*, u32, u32, u8*, u32) as passed;
+    // the table holds `count` entries, each 0 or the address of a payload
+    // of at least `in_len` bytes, and `out` has room for `count` slots of
+    // `out_len` bytes (both checked by `GpuReorder::launch`).
+    unsafe { args.launch(config) }.map(drop).map_err(|e| cuda_error("launching a reorder kernel", e))
+}
+
+/// The kernel for `types`, as `reorder.cu` names them.
+fn kernel_name(types: Option<&DataTypes>) -> String {
+    let Some(types) = types else { return "reorder_copy".into() };
+    let input = match types.input_type {
+        InputType::Int4 => "int4",
+        InputType::Int8 => "int8",
+        InputType::Int16 => "int16",
+        InputType::Int32 => "int32",
+    };
+    let output = match types.output_type {
+        OutputType::Fp16 => "fp16",
+        OutputType::Bf16 => "bf16",
+        OutputType::Fp32 => "fp32",
+        OutputType::Fp64 => "fp64",
+        OutputType::Int32 => "int32",
+    };
+    let order = match types.endianness {
+        Endianness::Host => "host",
+        Endianness::Network => "network",
+    };
+    format!("reorder_{input}_{output}_{order}")
+}
+
+/// The kernels loaded on GPU `gpu`, compiled on first use.
+fn module(gpu: u32, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>, Error> {
+    static MODULES: Mutex<Vec<(u32, Arc<CudaModule>)>> = Mutex::new(Vec::new());
+    let mut modules = MODULES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, module)) = modules.iter().find(|(g, _)| *g == gpu) {
+        return Ok(Arc::clone(module));
+    }
+    let (major, minor) = ctx.compute_capability().map_err(|e| cuda_error("reading the compute capability", e))?;
+    let options = CompileOptions {
+        options: vec![format!("--gpu-architecture=compute_{major}{minor}"), "--std=c++17".into()],
+        name: Some("reorder.cu".into()),
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(SOURCE, options)
+        .map_err(|e| Error::new(Status::InternalError, format!("compiling the reorder kernels with NVRTC: {e}")))?;
+    let module = ctx.load_module(ptx).map_err(|e| cuda_error("loading the reorder kernels", e))?;
+    modules.push((gpu, Arc::clone(&module)));
+    Ok(module)
+}

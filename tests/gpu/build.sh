@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the GPU test binaries and benchmarks (engine with the cuda feature)
+# into one folder, with run.sh beside them, for the GPU machine:
+#   tests/gpu/build.sh [folder]        (default target/gpu-tests)
+#   cd target/gpu-tests && ./run.sh    (on the GPU machine)
+# cudarc loads libcuda and libnvrtc at run time, so this builds anywhere.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-target/gpu-tests}
+mkdir -p "$out"
+rm -f "$out"/gpu_*
+cargo build --release -p daqiri --features cuda --tests --benches --message-format=json-render-diagnostics \
+    | python3 -c '
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+        continue
+    target = msg["target"]
+    if target["name"].startswith("gpu_") and ("test" in target["kind"] or "bench" in target["kind"]):
+        print(target["name"], msg["executable"])
+' | while read -r name path; do
+    cp "$path" "$out/$name"
+done
+cp tests/gpu/run.sh "$out/run.sh"
+ls "$out"
