@@ -16,7 +16,7 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-// Input types: samples per 16-byte word and how one is read.
+// Input types: bits per sample and how one is read from bytes.
 struct Int4 {
     enum { BITS = 4 };
     static __device__ int sample(const u8* p, u32 i, bool) {
@@ -43,45 +43,92 @@ struct Int32 {
     }
 };
 
-// Output types: bytes per sample and how one is written.
+// Output types: bytes per sample and their bits (low bytes first).
 struct Fp16 {
     enum { BYTES = 2 };
-    static __device__ void put(u8* o, int v) {
+    static __device__ u64 bits(int v) {
         u16 h;
         asm("{ .reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"((float)v));
-        *(u16*)o = h;
+        return h;
     }
 };
 struct Bf16 {
     enum { BYTES = 2 };
-    static __device__ void put(u8* o, int v) {
+    static __device__ u64 bits(int v) {
         u16 h;
         asm("{ .reg .b16 t; cvt.rn.bf16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"((float)v));
-        *(u16*)o = h;
+        return h;
     }
 };
 struct Fp32 {
     enum { BYTES = 4 };
-    static __device__ void put(u8* o, int v) { *(float*)o = (float)v; }
+    static __device__ u64 bits(int v) { return __float_as_uint((float)v); }
 };
 struct Fp64 {
     enum { BYTES = 8 };
-    static __device__ void put(u8* o, int v) { *(double*)o = (double)v; }
+    static __device__ u64 bits(int v) { return (u64)__double_as_longlong((double)v); }
 };
 struct I32 {
     enum { BYTES = 4 };
-    static __device__ void put(u8* o, int v) { *(int*)o = v; }
+    static __device__ u64 bits(int v) { return (u32)v; }
 };
 
-// Stores `bytes` (a multiple of 4) from registers with the widest aligned stores.
-template <int BYTES>
-__device__ void store(u8* dst, const u8* src) {
-    if (BYTES % 16 == 0) {
-        for (int k = 0; k < BYTES; k += 16) *(uint4*)(dst + k) = *(const uint4*)(src + k);
-    } else if (BYTES % 8 == 0) {
-        for (int k = 0; k < BYTES; k += 8) *(uint2*)(dst + k) = *(const uint2*)(src + k);
+// The word path keeps everything in registers: samples are cut from the
+// 16-byte word with shifts and outputs assembled into 32-bit words, since a
+// byte array read through other pointer types would live in local memory.
+__device__ __forceinline__ u32 lane(const uint4& v, int k) {
+    return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+__device__ __forceinline__ u32 byte_of(const uint4& v, int i) { return (lane(v, i / 4) >> (8 * (i % 4))) & 0xff; }
+
+template <typename In> struct Word;
+template <> struct Word<Int4> {
+    static __device__ int sample(const uint4& v, int i, bool) {
+        signed char b = (signed char)byte_of(v, i / 2);
+        return (i & 1) ? ((signed char)(b << 4)) >> 4 : b >> 4;
+    }
+};
+template <> struct Word<Int8> {
+    static __device__ int sample(const uint4& v, int i, bool) { return (signed char)byte_of(v, i); }
+};
+template <> struct Word<Int16> {
+    static __device__ int sample(const uint4& v, int i, bool network) {
+        u32 h = (lane(v, i / 2) >> (16 * (i % 2))) & 0xffff;
+        return (short)(network ? ((h & 0xff) << 8) | (h >> 8) : h);
+    }
+};
+template <> struct Word<Int32> {
+    static __device__ int sample(const uint4& v, int i, bool network) {
+        u32 w = lane(v, i);
+        return (int)(network ? __byte_perm(w, 0, 0x0123) : w);
+    }
+};
+
+// Output sample i into 32-bit words o[] (zeroed for two-byte outputs).
+template <typename Out> __device__ __forceinline__ void put_word(u32* o, int i, int v) {
+    const u64 bits = Out::bits(v);
+    if (Out::BYTES == 2) {
+        o[i / 2] |= (u32)bits << (16 * (i % 2));
+    } else if (Out::BYTES == 4) {
+        o[i] = (u32)bits;
     } else {
-        for (int k = 0; k < BYTES; k += 4) *(u32*)(dst + k) = *(const u32*)(src + k);
+        o[2 * i] = (u32)bits;
+        o[2 * i + 1] = (u32)(bits >> 32);
+    }
+}
+
+// Stores N 32-bit words with the widest aligned stores.
+template <int N>
+__device__ __forceinline__ void store(u8* dst, const u32* o) {
+    if (N % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < N; k += 4) *(uint4*)(dst + 4 * k) = make_uint4(o[k], o[k + 1], o[k + 2], o[k + 3]);
+    } else if (N % 2 == 0) {
+#pragma unroll
+        for (int k = 0; k < N; k += 2) *(uint2*)(dst + 4 * k) = make_uint2(o[k], o[k + 1]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < N; ++k) *(u32*)(dst + 4 * k) = o[k];
     }
 }
 
@@ -100,18 +147,19 @@ __device__ void place(const u8* src, u32 in_len, u8* dst, bool network, u32 firs
     const bool words = ((u64)src % 16 == 0) && (in_len % 16 == 0) && ((u64)dst % 16 == 0);
     if (words) {
         for (u32 w = first; w < in_len / 16; w += step) {
-            __align__(16) u8 word[16];
-            *(uint4*)word = *(const uint4*)(src + (u64)w * 16);
-            __align__(16) u8 out[per_word * Out::BYTES];
+            const uint4 word = *(const uint4*)(src + (u64)w * 16);
+            const int words = per_word * Out::BYTES / 4;
+            u32 out[words];
 #pragma unroll
-            for (u32 i = 0; i < per_word; ++i) Out::put(out + i * Out::BYTES, In::sample(word, i, network));
-            store<per_word * Out::BYTES>(dst + (u64)w * per_word * Out::BYTES, out);
+            for (int k = 0; k < words; ++k) out[k] = 0;
+#pragma unroll
+            for (int i = 0; i < (int)per_word; ++i) put_word<Out>(out, i, Word<In>::sample(word, i, network));
+            store<words>(dst + (u64)w * per_word * Out::BYTES, out);
         }
     } else {
         for (u32 i = first; i < samples; i += step) {
-            __align__(8) u8 out[Out::BYTES];
-            Out::put(out, In::sample(src, i, network));
-            for (int k = 0; k < Out::BYTES; ++k) dst[(u64)i * Out::BYTES + k] = out[k];
+            const u64 bits = Out::bits(In::sample(src, i, network));
+            for (int k = 0; k < Out::BYTES; ++k) dst[(u64)i * Out::BYTES + k] = (u8)(bits >> (8 * k));
         }
     }
 }
