@@ -5,3 +5,7 @@ cd "$(dirname "$0")/.."
 ignored=$(tests/setup.sh)
 cargo nextest run --workspace --no-fail-fast "$ignored"
 cargo test --workspace --doc
+# GPU tests: built with the cuda feature, run where a GPU is, else each
+# reported as skipped (tests/gpu/run.sh on the GPU machine runs them).
+tests/gpu/build.sh >/dev/null
+target/gpu-tests/run.sh
