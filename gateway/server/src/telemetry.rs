@@ -100,10 +100,14 @@ impl Telemetry {
                 .with_callback(move |observer| {
                     snapshot.with(|stats| {
                         for r in &stats.regions {
-                            let labels = [
+                            let mut labels = vec![
                                 KeyValue::new("daqiri.memory_region.name", r.name.clone()),
                                 KeyValue::new("daqiri.memory_region.kind", r.kind),
                             ];
+                            // Only memory a GPU holds or maps has the label.
+                            if let Some(gpu) = r.gpu {
+                                labels.push(KeyValue::new("daqiri.memory_region.gpu", i64::from(gpu)));
+                            }
                             observer.observe(value(r), &labels);
                         }
                     })
@@ -168,6 +172,9 @@ impl Telemetry {
         }
         gauge("daqiri.memory_region.buffers", "Buffers in each memory region", |r| u64::from(r.num_bufs));
         gauge("daqiri.memory_region.buffers.in_use", "Buffers held by bursts or workers", |r| u64::from(r.in_use));
+        gauge("daqiri.memory_region.bytes", "Bytes of buffers in each memory region", |r| {
+            u64::from(r.num_bufs) * r.buf_size as u64
+        });
         Ok(Self { _provider: provider, registry, snapshot })
     }
 

@@ -316,6 +316,7 @@ mod tests {
             "daqiri_rx_bytes_total{",
             "daqiri_memory_region_buffers{daqiri_memory_region_kind=\"host\",daqiri_memory_region_name=\"m\"",
             "daqiri_memory_region_buffers_in_use{",
+            "daqiri_memory_region_bytes{daqiri_memory_region_kind=\"host\",daqiri_memory_region_name=\"m\"",
         ] {
             assert!(text.contains(series), "missing {series} in:\n{text}");
         }
