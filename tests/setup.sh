@@ -13,6 +13,7 @@ command -v tshark >/dev/null || need_apt+=(tshark)
 command -v capinfos >/dev/null || need_apt+=(tshark)
 command -v prometheus >/dev/null || need_apt+=(prometheus)
 command -v npm >/dev/null || need_apt+=(npm)
+command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
 if ((${#need_apt[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
         log "installing ${need_apt[*]}"
