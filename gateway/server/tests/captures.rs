@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::{GATEWAY, free_tcp_port as free_port, http, wait_for_capture_end, wait_for_port};
+use common::{GATEWAY, free_tcp_port as free_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
 
 struct Gateway {
     child: Child,
@@ -21,9 +21,7 @@ struct Gateway {
 
 impl Gateway {
     fn start(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("daqiri-captures-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch_dir(&format!("captures-{tag}"));
         let (admin, udp) = (free_port(), free_port());
         let config = dir.join("gateway.yaml");
         std::fs::write(

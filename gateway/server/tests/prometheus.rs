@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{GATEWAY, free_tcp_port as free_port, http, wait_for_port};
+use common::{GATEWAY, free_tcp_port as free_port, http, scratch_dir, wait_for_port};
 
 struct Killed(Child);
 
@@ -49,9 +49,7 @@ fn dashboard_queries(path: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn every_dashboard_query_returns_data_from_a_real_prometheus() {
-    let dir = std::env::temp_dir().join(format!("daqiri-prometheus-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("prometheus");
     let (udp, admin, prom) = (free_port(), free_port(), free_port());
     let config = dir.join("gateway.yaml");
     std::fs::write(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{GATEWAY, free_tcp_port, free_udp_port, http, wait_for_port};
+use common::{GATEWAY, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_port};
 
 fn config(udp: u16, flow_queue: u16) -> String {
     format!(
@@ -48,9 +48,7 @@ fn wait_for_traffic(admin: u16) {
 
 #[test]
 fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_nothing() {
-    let dir = std::env::temp_dir().join(format!("daqiri-reload-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("reload");
     let (udp, admin) = (free_udp_port(), free_tcp_port());
     let file = dir.join("gateway.yaml");
     std::fs::write(&file, config(udp, 0)).unwrap();
@@ -109,8 +107,7 @@ fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_noth
 
 #[test]
 fn a_configmap_style_symlink_swap_is_picked_up_without_a_signal() {
-    let dir = std::env::temp_dir().join(format!("daqiri-reload-watch-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = scratch_dir("reload-watch");
     std::fs::create_dir_all(dir.join("v1")).unwrap();
     std::fs::create_dir_all(dir.join("v2")).unwrap();
     let (udp, admin) = (free_udp_port(), free_tcp_port());
@@ -146,9 +143,7 @@ fn a_configmap_style_symlink_swap_is_picked_up_without_a_signal() {
 #[test]
 fn a_queue_change_restarts_the_engine_during_traffic_and_loses_only_its_window() {
     let (udp, admin) = (free_udp_port(), free_tcp_port());
-    let dir = std::env::temp_dir().join(format!("daqiri-reload-restart-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("reload-restart");
     let (file, summary) = (dir.join("gateway.yaml"), dir.join("summary.json"));
     std::fs::write(&file, config(udp, 0)).unwrap();
     let mut gateway = start_checking_sequences(admin, &file, &summary);

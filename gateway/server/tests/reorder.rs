@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-use common::{GATEWAY, free_tcp_port, free_udp_port, http, wait_for_capture_end, wait_for_port};
+use common::{GATEWAY, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
 
 const PACKETS_PER_BATCH: usize = 64;
 const BATCHES: usize = 40;
@@ -39,9 +39,7 @@ impl Gateway {
 
 #[test]
 fn shuffled_batches_reach_disk_reordered_one_file_per_batch() {
-    let dir = std::env::temp_dir().join(format!("daqiri-reorder-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("reorder");
     let (admin, udp, source) = (free_tcp_port(), free_udp_port(), free_udp_port());
     let config = dir.join("gateway.yaml");
     std::fs::write(

@@ -39,6 +39,9 @@ pub struct GpuReorder {
     ctx: Arc<CudaContext>,
     module: Arc<CudaModule>,
     stream: Arc<CudaStream>,
+    /// Kernels looked up so far, by what they convert: a plan launches one
+    /// kernel for its whole life, so each batch need not ask the driver again.
+    functions: Vec<(Option<DataTypes>, CudaFunction)>,
     /// Slot tables, in flight one per launch.
     tables: Vec<Table>,
     next_table: usize,
@@ -50,7 +53,7 @@ impl GpuReorder {
         let ctx = context::context(gpu)?;
         let module = module(gpu, &ctx)?;
         let stream = ctx.new_stream().map_err(|e| cuda_error("creating a stream", e))?;
-        Ok(Self { ctx, module, stream, tables: Vec::new(), next_table: 0 })
+        Ok(Self { ctx, module, stream, functions: Vec::new(), tables: Vec::new(), next_table: 0 })
     }
 
     /// Runs later batches on `stream` (DAQIRI's `set_reorder_cuda_stream`),
@@ -101,8 +104,7 @@ impl GpuReorder {
         if let Some(short) = slots.sources.iter().flatten().find(|s| s.len() < slots.in_len) {
             return Err(Error::invalid(format!("a slot's payload has {} bytes, not {}", short.len(), slots.in_len)));
         }
-        let name = kernel_name(types);
-        let function = self.module.load_function(&name).map_err(|e| cuda_error(format!("loading {name}"), e))?;
+        let function = self.function(types)?;
         let (at, table) = self.table(slots.sources)?;
         // The kernels take 16 input bytes per thread where every address allows.
         let aligned = |address: u64| address.is_multiple_of(16);
@@ -130,6 +132,17 @@ impl GpuReorder {
     /// Waits until every batch launched so far is placed.
     pub fn synchronize(&self) -> Result<(), Error> {
         self.stream.synchronize().map_err(|e| cuda_error("waiting for reorder kernels", e))
+    }
+
+    /// The kernel for `types`, looked up in the module once.
+    fn function(&mut self, types: Option<&DataTypes>) -> Result<CudaFunction, Error> {
+        if let Some((_, function)) = self.functions.iter().find(|(t, _)| t.as_ref() == types) {
+            return Ok(function.clone());
+        }
+        let name = kernel_name(types);
+        let function = self.module.load_function(&name).map_err(|e| cuda_error(format!("loading {name}"), e))?;
+        self.functions.push((types.cloned(), function.clone()));
+        Ok(function)
     }
 
     /// Writes the slot table of the next launch into the next table whose

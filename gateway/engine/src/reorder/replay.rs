@@ -74,8 +74,9 @@ impl Replay {
     /// count from there). Whether a plan took the flow; a packet a plan takes
     /// but cannot place is counted in the plan's stats, as in the engine.
     pub fn push(&mut self, flow_id: u32, packet: &[u8]) -> bool {
-        let Some(at) = self.reorderers.iter().position(|r| r.takes(flow_id)) else { return false };
-        self.reorderers[at].place(&self.port.rx[at], flow_id, packet, &self.regions);
+        let found = self.reorderers.iter().enumerate().find_map(|(q, r)| r.plan_of(flow_id).map(|plan| (q, plan)));
+        let Some((queue, plan)) = found else { return false };
+        self.reorderers[queue].place(plan, &self.port.rx[queue], packet, &self.regions);
         true
     }
 

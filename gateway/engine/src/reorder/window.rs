@@ -45,25 +45,24 @@ impl Reorderer {
     /// Takes a packet whose flow belongs to one of the plans: places it and
     /// gives its buffers back. Any other packet is handed back untouched.
     pub(crate) fn accept(&mut self, queue: &Queue, slot: PacketSlot, regions: &RegionTable) -> Option<PacketSlot> {
-        let Some(flow) = slot.flow_id().filter(|&flow| self.takes(flow)) else { return Some(slot) };
+        let Some(plan) = slot.flow_id().and_then(|flow| self.plan_of(flow)) else { return Some(slot) };
         if let Some((token, len)) = slot.first_segment() {
             let source = regions.get(queue.segment_regions[0]);
-            self.place(queue, flow, &source.bytes(token)[..len as usize], regions);
+            self.place(plan, queue, &source.bytes(token)[..len as usize], regions);
         }
         slot.release(regions, &queue.segment_regions);
         None
     }
 
-    /// Whether a plan of this queue takes packets of `flow`.
-    pub(crate) fn takes(&self, flow: u32) -> bool {
-        self.windows.iter().any(|(plan, _)| plan.flow_ids.contains(&flow))
+    /// The position of the plan of this queue that takes packets of `flow`.
+    pub(crate) fn plan_of(&self, flow: u32) -> Option<usize> {
+        self.windows.iter().position(|(plan, _)| plan.flow_ids.contains(&flow))
     }
 
-    /// Places the bytes of one packet of `flow` (a flow [`Self::takes`]) into its plan's batch.
-    pub(crate) fn place(&mut self, queue: &Queue, flow: u32, data: &[u8], regions: &RegionTable) {
-        if let Some((plan, window)) = self.windows.iter_mut().find(|(plan, _)| plan.flow_ids.contains(&flow)) {
-            window.accept(plan, data, queue, regions);
-        }
+    /// Places the bytes of one packet into the batch of plan `at` (from [`Self::plan_of`]).
+    pub(crate) fn place(&mut self, at: usize, queue: &Queue, data: &[u8], regions: &RegionTable) {
+        let (plan, window) = &mut self.windows[at];
+        window.accept(plan, data, queue, regions);
     }
 
     /// Emits the batches whose timeout has passed.
@@ -146,14 +145,15 @@ impl Window {
         let counters = &plan.counters;
         let reject = || bump(&counters.packets_rejected);
         let Some(sequence) = bits::read(data, plan.sequence) else { return reject() };
+        let (quotient, slot) = plan.split(sequence);
         let id = match plan.batch {
             BatchRule::Field(field) => match bits::read(data, field) {
                 Some(id) => u64::from(id),
                 None => return reject(),
             },
-            BatchRule::SequenceDivided => u64::from(plan.split(sequence).0),
+            BatchRule::SequenceDivided => u64::from(quotient),
         };
-        let slot = plan.split(sequence).1 as usize;
+        let slot = slot as usize;
         let Some(payload) = data.get(plan.payload_offset..) else { return reject() };
         let slot_len = match &plan.data_types {
             Some(types) => match convert::output_len(types, payload.len()) {

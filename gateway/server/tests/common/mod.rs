@@ -1,4 +1,4 @@
-//! Helpers the gateway's system tests share: free ports, waiting for the
+//! Helpers the gateway's system tests share: scratch directories, free ports, waiting for the
 //! admin API, and a minimal HTTP/1.0 client (enough for a local admin API,
 //! and it keeps an HTTP client crate out of the test build).
 #![allow(dead_code)] // each test binary uses its own subset
@@ -9,6 +9,14 @@ use std::time::{Duration, Instant};
 
 /// The gateway binary under test.
 pub const GATEWAY: &str = env!("CARGO_BIN_EXE_daqiri-gateway");
+
+/// An empty directory for one test's files, unique to this test process.
+pub fn scratch_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("daqiri-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
 
 /// A TCP port nobody listens on right now.
 pub fn free_tcp_port() -> u16 {
