@@ -46,11 +46,19 @@ impl EngineId {
     }
 }
 
-/// Work that still reads a burst's buffers (a GPU copy, a DMA): the burst
-/// waits for it before its buffers go back to their pools.
+/// Device work still running on a burst's buffers (a GPU copy or kernel
+/// that writes them, a DMA that reads them): the burst waits for it before
+/// its buffers go back to their pools.
 pub trait Completion: Send + Sync + std::fmt::Debug {
     /// Blocks until the work is done.
     fn wait(&self);
+
+    /// The CUDA event that completes with the work, for GPU code that orders
+    /// itself after it without blocking (`cuStreamWaitEvent`).
+    #[cfg(feature = "cuda")]
+    fn cuda_event(&self) -> Option<&cudarc::driver::CudaEvent> {
+        None
+    }
 }
 
 /// One packet on its way into a burst: a buffer and length per segment.
@@ -95,6 +103,12 @@ impl PacketSlot {
     /// The first segment's buffer and length.
     pub(crate) fn first_segment(&self) -> Option<(&BufToken, u32)> {
         self.segments[0].as_ref().map(|(token, len)| (token, *len))
+    }
+
+    /// Takes the first segment's buffer and length out of the packet.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn take_first_segment(&mut self) -> Option<(BufToken, u32)> {
+        self.segments[0].take()
     }
 
     /// Returns the packet's buffers; segment `s` belongs to region `segment_regions[s]`.
@@ -402,6 +416,23 @@ impl Burst {
         for index in 0..self.num_packets() {
             self.free_packet_segment(segment, index);
         }
+    }
+
+    /// Blocks until device work on the burst's buffers is done (a GPU
+    /// aggregate's kernel, a burst's copy into GPU memory); returns at once
+    /// when there is none.
+    pub fn wait_ready(&self) {
+        if let Some(done) = &self.meta().completion {
+            done.wait();
+        }
+    }
+
+    /// The CUDA event that completes once the burst's GPU segments are
+    /// written, for GPU work that must follow (`CudaStream::wait`); `None`
+    /// when nothing is pending.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_event(&self) -> Option<&cudarc::driver::CudaEvent> {
+        self.meta().completion.as_deref()?.cuda_event()
     }
 
     /// Makes dropping the burst wait for `completion` before its buffers are reused.

@@ -280,6 +280,29 @@ impl Engine {
         crate::snapshot::take(&self.inner, &self.drivers)
     }
 
+    /// Runs the kernels of GPU reorder plan `plan` (its `name`) of `port`
+    /// on `stream` from the next batch on (DAQIRI's
+    /// `set_reorder_cuda_stream`), so the application's own work on that
+    /// stream follows each aggregate without a host wait. The stream must
+    /// be on the plan's GPU.
+    #[cfg(feature = "cuda")]
+    pub fn set_reorder_cuda_stream(
+        &self,
+        port: u16,
+        plan: &str,
+        stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    ) -> Result<()> {
+        let p = self.port(port)?;
+        let found = p.plans.iter().find(|candidate| candidate.name == plan).ok_or_else(|| {
+            let names: Vec<_> = p.plans.iter().map(|c| format!("\"{}\"", c.name)).collect();
+            Error::invalid(format!("port {port} has no reorder plan \"{plan}\"; its plans: [{}]", names.join(", ")))
+        })?;
+        let gpu = found.gpu.as_ref().ok_or_else(|| {
+            Error::invalid(format!("reorder plan \"{plan}\" is reorder_type cpu: it runs no kernels"))
+        })?;
+        gpu.set_stream(stream)
+    }
+
     /// The local address a socket port is bound to (`None` for other backends).
     pub fn local_addr(&self, port: u16) -> Result<Option<std::net::SocketAddr>> {
         Ok(self.port(port)?.local_addr.get().copied())

@@ -65,9 +65,12 @@ impl Port {
                 // Validated: a plan's flows exist and steer to one queue.
                 let flow =
                     rx.flows.iter().find(|f| plan.flow_ids.contains(&f.id)).expect("validated: plan flows exist");
-                Arc::new(Plan::new(plan, i as u16, (id, flow.queue_ids()[0]), regions, engine))
+                let queue_id = flow.queue_ids()[0];
+                let queue = rx.queues.iter().find(|q| q.id == queue_id).expect("validated: flows steer to queues");
+                let source = regions.index_of(&queue.memory_regions[0]).expect("validated: queue regions exist");
+                Plan::new(plan, i as u16, (id, queue_id, source), regions, engine).map(Arc::new)
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let rx = iface
             .rx_queues()
             .iter()

@@ -28,11 +28,13 @@ pub enum DropReason {
     Flushed,
     /// The kernel refused to send it.
     SendFailed,
+    /// A GPU kernel or copy meant for it failed.
+    DeviceError,
 }
 
 impl DropReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::NoFreePacketBuffers,
         DropReason::NoFreeBurstBuffers,
         DropReason::RingFull,
@@ -42,6 +44,7 @@ impl DropReason {
         DropReason::DropAllTraffic,
         DropReason::Flushed,
         DropReason::SendFailed,
+        DropReason::DeviceError,
     ];
 
     /// The label value (`daqiri.drop.reason`).
@@ -56,6 +59,7 @@ impl DropReason {
             DropReason::DropAllTraffic => "drop_all_traffic",
             DropReason::Flushed => "flushed",
             DropReason::SendFailed => "send_failed",
+            DropReason::DeviceError => "device_error",
         }
     }
 
@@ -68,7 +72,7 @@ impl DropReason {
             DropReason::RingFull | DropReason::SocketOverflow => Some(Status::NoSpaceAvailable),
             DropReason::Truncated => Some(Status::InvalidParameter),
             DropReason::UnmatchedFlow | DropReason::DropAllTraffic | DropReason::Flushed => None,
-            DropReason::SendFailed => Some(Status::GenericFailure),
+            DropReason::SendFailed | DropReason::DeviceError => Some(Status::GenericFailure),
         }
     }
 

@@ -79,7 +79,7 @@ fn rx_keys(
 ) {
     let Some(rx) = &iface.rx else { return };
     for (i, plan) in rx.reorder_configs.iter().enumerate() {
-        if plan.reorder_type == ReorderType::Gpu {
+        if plan.reorder_type == ReorderType::Gpu && !cfg!(feature = "cuda") {
             refuse(
                 rx_path.key("reorder_configs").index(i).key("reorder_type"),
                 "GPU reorder needs a CUDA build, which this is not; reorder_type: cpu runs here".into(),

@@ -11,6 +11,9 @@ use daqiri::reorder::MAX_OPEN_BATCHES;
 use daqiri::{Engine, PlanStats, flags};
 use proptest::prelude::*;
 
+mod common;
+use common::{frame, send_payloads};
+
 /// Bytes after the sequence number in each test frame's UDP payload.
 const DATA: usize = 16;
 /// Ethernet, IPv4 and UDP headers: the sequence number starts here.
@@ -52,47 +55,10 @@ daqiri:
     )
 }
 
-fn frame(dst_port: u16) -> UdpFrame {
-    UdpFrame {
-        src_mac: [2, 0, 0, 0, 0, 1],
-        dst_mac: [2, 0, 0, 0, 0, 2],
-        src_ip: [10, 0, 0, 1].into(),
-        dst_ip: [10, 0, 0, 2].into(),
-        src_port: 4000,
-        dst_port,
-    }
-}
-
 /// What a packet with sequence number `seq` carries after it.
 fn data_of(seq: u16) -> Vec<u8> {
     let [hi, lo] = seq.to_be_bytes();
     (0..DATA as u8).map(|j| hi.rotate_left(u32::from(j)) ^ lo.wrapping_mul(j | 1) ^ j).collect()
-}
-
-/// Sends UDP payloads to `dst_port`, 64 frames per burst, and waits until the loop carried them all.
-fn send_payloads(engine: &Engine, dst_port: u16, payloads: &[Vec<u8>]) {
-    let before = engine.stats().ports[0].tx_queues[0].stats.packets;
-    for chunk in payloads.chunks(64) {
-        let mut burst = loop {
-            match engine.get_tx_packet_burst(0, 0, chunk.len()) {
-                Ok(b) => break b,
-                Err(_) => std::thread::yield_now(),
-            }
-        };
-        for (i, payload) in chunk.iter().enumerate() {
-            burst.packet_mut(i).write_udp_frame(&frame(dst_port), payload).unwrap();
-        }
-        let mut pending = burst;
-        while let Err(refused) = engine.send_tx_burst(pending) {
-            pending = refused.burst;
-            std::thread::yield_now();
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while engine.stats().ports[0].tx_queues[0].stats.packets < before + payloads.len() as u64 {
-        assert!(Instant::now() < deadline, "the loop did not carry every frame");
-        std::thread::yield_now();
-    }
 }
 
 fn sequenced(seq: u16) -> Vec<u8> {

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::CudaContext;
+use cudarc::driver::{CudaContext, CudaStream};
 
 use super::cuda_error;
 use crate::error::{Error, Status};
@@ -15,6 +15,12 @@ pub fn gpu_count() -> Result<usize, Error> {
     require_driver()?;
     let count = CudaContext::device_count().map_err(|e| cuda_error("counting GPUs", e))?;
     Ok(usize::try_from(count).unwrap_or(0))
+}
+
+/// A new stream on GPU `ordinal`, for the application's own work (see
+/// [`Engine::set_reorder_cuda_stream`](crate::Engine::set_reorder_cuda_stream)).
+pub fn new_stream(ordinal: u32) -> Result<Arc<CudaStream>, Error> {
+    context(ordinal)?.new_stream().map_err(|e| cuda_error(format!("creating a stream on GPU {ordinal}"), e))
 }
 
 /// The context of GPU `ordinal`, created on first use.

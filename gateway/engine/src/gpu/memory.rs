@@ -178,13 +178,7 @@ impl DeviceBuffer {
 
     /// The bytes, copied back to the host (after all work on the GPU is done).
     pub fn to_host(&self) -> Result<Vec<u8>, Error> {
-        let mut out = vec![0u8; self.memory.len];
-        let ctx = &self.memory.ctx;
-        ctx.bind_to_thread().and_then(|()| ctx.synchronize()).map_err(|e| cuda_error("copying from the GPU", e))?;
-        // SAFETY: the allocation holds `out.len()` bytes; the copy is synchronous.
-        unsafe { result::memcpy_dtoh_sync(&mut out, self.memory.ptr) }
-            .map_err(|e| cuda_error("copying from the GPU", e))?;
-        Ok(out)
+        copy_to_host(self.memory.gpu(), self.slice(0, self.len()))
     }
 
     /// Where the buffer starts in the GPU's address space.
@@ -207,4 +201,18 @@ impl DeviceBuffer {
     pub fn is_empty(&self) -> bool {
         self.memory.len == 0
     }
+}
+
+/// The bytes of `slice` (device memory, or pinned memory at its device
+/// address), copied to the host once all work on GPU `gpu` is done: for
+/// tests and tools that check what kernels wrote, not for the data path.
+pub fn copy_to_host(gpu: u32, slice: DeviceSlice<'_>) -> Result<Vec<u8>, Error> {
+    let mut out = vec![0u8; slice.len()];
+    let ctx = context::context(gpu)?;
+    ctx.bind_to_thread().and_then(|()| ctx.synchronize()).map_err(|e| cuda_error("copying from the GPU", e))?;
+    // SAFETY: the slice's lifetime keeps its `len` bytes allocated (a
+    // burst or buffer lends it); the copy is synchronous.
+    unsafe { result::memcpy_dtoh_sync(&mut out, slice.ptr().address()) }
+        .map_err(|e| cuda_error("copying from the GPU", e))?;
+    Ok(out)
 }

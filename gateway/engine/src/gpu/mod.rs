@@ -9,8 +9,11 @@ mod context;
 mod memory;
 mod reorder;
 
-pub use context::gpu_count;
-pub use memory::{DeviceBuffer, DeviceMemory, PinnedMemory};
+pub use context::{gpu_count, new_stream};
+/// The CUDA bindings the GPU types come from, for applications that pass
+/// their own streams and events.
+pub use cudarc;
+pub use memory::{DeviceBuffer, DeviceMemory, PinnedMemory, copy_to_host};
 pub use reorder::{GpuReorder, Slots};
 
 use crate::error::{Error, Status};

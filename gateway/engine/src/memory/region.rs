@@ -208,11 +208,21 @@ impl Region {
         assert!(offset + len <= self.buf_size, "segment beyond its buffer");
         match self.backing.host_base() {
             Some(_) => SegmentMemory::Host(&self.bytes(token)[offset..offset + len]),
-            None => {
-                let base = self.backing.device_base().expect("memory is host or device");
-                SegmentMemory::Device(DeviceSlice::new(base.offset(self.buffer_offset(token) + offset), len))
-            }
+            None => SegmentMemory::Device(self.device_segment(token, offset, len).expect("memory is host or device")),
         }
+    }
+
+    /// `len` bytes at `offset` of a buffer the caller owns, at the address a
+    /// GPU reads them; `None` for memory no GPU maps.
+    pub(crate) fn device_segment<'a>(
+        &'a self,
+        token: &'a BufToken,
+        offset: usize,
+        len: usize,
+    ) -> Option<DeviceSlice<'a>> {
+        assert!(offset + len <= self.buf_size, "segment beyond its buffer");
+        let base = self.backing.device_base()?;
+        Some(DeviceSlice::new(base.offset(self.buffer_offset(token) + offset), len))
     }
 
     fn buffer_offset(&self, token: &BufToken) -> usize {

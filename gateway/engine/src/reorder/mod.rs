@@ -11,15 +11,18 @@ mod bits;
 pub mod convert;
 #[cfg(target_arch = "x86_64")]
 mod fp16_x86;
+#[cfg(feature = "cuda")]
+mod on_gpu;
 mod replay;
 mod window;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use daqiri_config::model::{BitField, DataTypes, ReorderConfig};
+use daqiri_config::model::{BitField, DataTypes, ReorderConfig, ReorderType};
 
 use crate::burst::{BurstShape, EngineId, MetaPool};
+use crate::error::Result;
 use crate::memory::RegionTable;
 
 pub use replay::Replay;
@@ -59,17 +62,21 @@ pub(crate) struct Plan {
     pub(crate) output_region: u16,
     pub(crate) meta: Arc<MetaPool>,
     pub(crate) counters: PlanCounters,
+    /// `reorder_type: gpu`: the kernels and the stream the plan's batches run on.
+    #[cfg(feature = "cuda")]
+    pub(crate) gpu: Option<on_gpu::GpuPlan>,
 }
 
 impl Plan {
-    /// The plan of `config`, the `index`-th of port `port`, delivering into queue `queue_id`.
+    /// The plan of `config`, the `index`-th of port `port`, taking packets
+    /// that land in region `source_region` and delivering into queue `queue_id`.
     pub(crate) fn new(
         config: &ReorderConfig,
         index: u16,
-        (port, queue_id): (u16, u16),
+        (port, queue_id, source_region): (u16, u16, u16),
         regions: &Arc<RegionTable>,
         engine: EngineId,
-    ) -> Self {
+    ) -> Result<Self> {
         let output_region = regions.index_of(&config.memory_region).expect("validated: the output region exists");
         let (sequence, batch, packets_per_batch, batch_ids) =
             match (&config.method.seq_batch_number, &config.method.seq_packets_per_batch) {
@@ -94,7 +101,13 @@ impl Plan {
             senders: false,
         };
         let aggregates = regions.get(output_region).num_bufs().min(MAX_AGGREGATES);
-        Self {
+        let gpu = match config.reorder_type {
+            ReorderType::Cpu => None,
+            ReorderType::Gpu => Some(gpu_plan(config, (source_region, output_region), regions)?),
+        };
+        #[cfg(not(feature = "cuda"))]
+        let _: Option<std::convert::Infallible> = gpu;
+        Ok(Self {
             index,
             name: config.name.clone(),
             flow_ids: config.flow_ids.clone(),
@@ -108,7 +121,17 @@ impl Plan {
             output_region,
             meta: MetaPool::new(aggregates, &shape, Arc::clone(regions)),
             counters: PlanCounters::default(),
-        }
+            #[cfg(feature = "cuda")]
+            gpu,
+        })
+    }
+
+    /// The GPU the plan's kernels run on; `None` for a CPU plan.
+    pub(crate) fn gpu_ordinal(&self) -> Option<u32> {
+        #[cfg(feature = "cuda")]
+        return self.gpu.as_ref().map(on_gpu::GpuPlan::ordinal);
+        #[cfg(not(feature = "cuda"))]
+        None
     }
 
     /// A sequence number as (its quotient, its remainder) by packets per
@@ -130,8 +153,10 @@ impl Plan {
         PlanStats {
             name: self.name.clone(),
             queue_id: self.queue_id,
+            gpu: self.gpu_ordinal(),
             packets_per_batch: self.packets_per_batch,
             open_batches: c.open_batches.load(Relaxed),
+            batches_in_flight: c.batches_in_flight.load(Relaxed),
             batches_complete: c.batches_complete.load(Relaxed),
             batches_timed_out: c.batches_timed_out.load(Relaxed),
             batches_evicted: c.batches_evicted.load(Relaxed),
@@ -150,6 +175,7 @@ impl Plan {
 #[derive(Debug, Default)]
 pub(crate) struct PlanCounters {
     pub(crate) open_batches: AtomicU32,
+    pub(crate) batches_in_flight: AtomicU32,
     pub(crate) batches_complete: AtomicU64,
     pub(crate) batches_timed_out: AtomicU64,
     pub(crate) batches_evicted: AtomicU64,
@@ -169,10 +195,15 @@ pub struct PlanStats {
     pub name: String,
     /// The RX queue its aggregates are delivered to.
     pub queue_id: u16,
+    /// `reorder_type: gpu`: the GPU its kernels run on; `None` for a CPU plan.
+    pub gpu: Option<u32>,
     /// Packets (slots) per batch.
     pub packets_per_batch: u32,
     /// Batches being filled now.
     pub open_batches: u32,
+    /// GPU plans: batches whose kernel was launched and has not finished
+    /// (their packets' buffers are still held).
+    pub batches_in_flight: u32,
     /// Aggregates emitted with every slot filled.
     pub batches_complete: u64,
     /// Aggregates emitted by the queue's `timeout_us` before they were full.
@@ -197,4 +228,23 @@ pub struct PlanStats {
     /// payload offset, not a whole number of samples, a payload length other
     /// than their batch's, or a slot beyond the output buffer.
     pub packets_rejected: u64,
+}
+
+/// The GPU side of a `reorder_type: gpu` plan.
+#[cfg(feature = "cuda")]
+fn gpu_plan(
+    config: &ReorderConfig,
+    (source, output): (u16, u16),
+    regions: &Arc<RegionTable>,
+) -> Result<on_gpu::GpuPlan> {
+    on_gpu::GpuPlan::new(&config.name, (regions.get(source), regions.get(output)), regions)
+}
+
+/// Unreachable: `support` refuses GPU plans in a build without CUDA.
+#[cfg(not(feature = "cuda"))]
+fn gpu_plan(config: &ReorderConfig, _: (u16, u16), _: &Arc<RegionTable>) -> Result<std::convert::Infallible> {
+    Err(crate::error::Error::new(
+        crate::error::Status::NotSupported,
+        format!("reorder plan \"{}\" is reorder_type gpu, which needs a CUDA build", config.name),
+    ))
 }

@@ -15,6 +15,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime};
 
+#[cfg(feature = "cuda")]
+use super::on_gpu;
 use super::{BatchRule, MAX_OPEN_BATCHES, Plan, bits, convert};
 use crate::burst::{Aggregate, PacketSlot, flags};
 use crate::memory::{BufToken, RegionTable};
@@ -34,18 +36,23 @@ pub(crate) struct Reorderer {
 
 impl Reorderer {
     pub(crate) fn new(plans: &[Arc<Plan>]) -> Self {
-        Self {
-            windows: plans
-                .iter()
-                .map(|plan| (Arc::clone(plan), Window { open: Vec::new(), newest: None, emitted: VecDeque::new() }))
-                .collect(),
-        }
+        Self { windows: plans.iter().map(|plan| (Arc::clone(plan), Window::default())).collect() }
     }
 
     /// Takes a packet whose flow belongs to one of the plans: places it and
     /// gives its buffers back. Any other packet is handed back untouched.
     pub(crate) fn accept(&mut self, queue: &Queue, slot: PacketSlot, regions: &RegionTable) -> Option<PacketSlot> {
         let Some(plan) = slot.flow_id().and_then(|flow| self.plan_of(flow)) else { return Some(slot) };
+        #[cfg(feature = "cuda")]
+        if self.windows[plan].0.gpu.is_some() {
+            let mut slot = slot;
+            if let Some((token, len)) = slot.take_first_segment() {
+                let (plan, window) = &mut self.windows[plan];
+                window.hold(plan, token, len as usize, queue, regions);
+            }
+            slot.release(regions, &queue.segment_regions);
+            return None;
+        }
         if let Some((token, len)) = slot.first_segment() {
             let source = regions.get(queue.segment_regions[0]);
             self.place(plan, queue, &source.bytes(token)[..len as usize], regions);
@@ -65,27 +72,32 @@ impl Reorderer {
         window.accept(plan, data, queue, regions);
     }
 
-    /// Emits the batches whose timeout has passed.
+    /// Emits the batches whose timeout has passed; GPU plans hand back the
+    /// buffers of kernels that finished.
     pub(crate) fn flush_due(&mut self, queue: &Queue, now: Instant, regions: &RegionTable) {
-        let Some(timeout) = queue.timeout else { return };
         for (plan, window) in &mut self.windows {
+            #[cfg(feature = "cuda")]
+            window.in_flight.reap(plan, queue, false);
+            let Some(timeout) = queue.timeout else { continue };
             while let Some(at) = window.open.iter().position(|b| now.duration_since(b.started) >= timeout) {
                 window.emit(plan, at, Emitted::Timeout, queue, regions);
             }
         }
     }
 
-    /// Emits every open batch (the engine is stopping).
+    /// Emits every open batch (the engine is stopping) and waits for GPU plans' kernels.
     pub(crate) fn flush_all(&mut self, queue: &Queue, regions: &RegionTable) {
         for (plan, window) in &mut self.windows {
             while !window.open.is_empty() {
                 window.emit(plan, 0, Emitted::Evicted, queue, regions);
             }
+            #[cfg(feature = "cuda")]
+            window.in_flight.reap(plan, queue, true);
         }
     }
 }
 
-fn bump(counter: &AtomicU64) {
+pub(super) fn bump(counter: &AtomicU64) {
     add(counter, 1);
 }
 
@@ -105,13 +117,16 @@ enum Emitted {
 }
 
 /// One plan's batches; the plan itself is passed to each call.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Window {
     open: Vec<OpenBatch>,
     /// The newest batch id opened.
     newest: Option<u64>,
     /// The last batch ids emitted, newest last.
     emitted: VecDeque<u64>,
+    /// GPU plans: launched batches whose kernels may still run.
+    #[cfg(feature = "cuda")]
+    in_flight: on_gpu::InFlight,
 }
 
 #[derive(Debug)]
@@ -128,6 +143,18 @@ struct OpenBatch {
     slots: u32,
     started: Instant,
     timestamp_ns: u64,
+    /// GPU plans: per slot, the buffer of the packet placed there, and
+    /// payload bytes per packet.
+    #[cfg(feature = "cuda")]
+    held: Vec<Option<BufToken>>,
+    #[cfg(feature = "cuda")]
+    payload_len: usize,
+}
+
+/// Where a packet goes: its open batch and its slot there.
+struct Target {
+    at: usize,
+    slot: usize,
 }
 
 /// Where a batch id not open stands.
@@ -141,9 +168,43 @@ enum Standing {
 }
 
 impl Window {
+    /// CPU plans: copies (converting) the payload into its slot.
     fn accept(&mut self, plan: &Plan, data: &[u8], queue: &Queue, regions: &RegionTable) {
+        let Some(Target { at, slot }) = self.locate(plan, data, queue, regions) else { return };
+        let batch = &mut self.open[at];
+        let len = batch.slot_len;
+        let payload = &data[plan.payload_offset..];
+        let out = &mut regions.get(plan.output_region).bytes_mut(&mut batch.token)[slot * len..][..len];
+        match &plan.data_types {
+            Some(types) => convert::convert(types, payload, out),
+            None => out.copy_from_slice(payload),
+        }
+        self.filled(plan, Target { at, slot }, queue, regions);
+    }
+
+    /// GPU plans: keeps the packet's buffer (`len` bytes landed) in its
+    /// slot until the batch's kernel has read it; gives it back otherwise.
+    #[cfg(feature = "cuda")]
+    fn hold(&mut self, plan: &Plan, token: BufToken, len: usize, queue: &Queue, regions: &RegionTable) {
+        let source = regions.get(queue.segment_regions[0]);
+        let data = &source.bytes(&token)[..len];
+        let Some(Target { at, slot }) = self.locate(plan, data, queue, regions) else {
+            return source.release(token);
+        };
+        let batch = &mut self.open[at];
+        batch.payload_len = len - plan.payload_offset;
+        batch.held[slot] = Some(token);
+        self.filled(plan, Target { at, slot }, queue, regions);
+    }
+
+    /// Finds the open batch (opening it if needed) and the slot of a
+    /// packet; `None`, counted, when it has no place.
+    fn locate(&mut self, plan: &Plan, data: &[u8], queue: &Queue, regions: &RegionTable) -> Option<Target> {
         let counters = &plan.counters;
-        let reject = || bump(&counters.packets_rejected);
+        let reject = || {
+            bump(&counters.packets_rejected);
+            None
+        };
         let Some(sequence) = bits::read(data, plan.sequence) else { return reject() };
         let (quotient, slot) = plan.split(sequence);
         let id = match plan.batch {
@@ -165,30 +226,34 @@ impl Window {
         let at = match self.open.iter().position(|b| b.id == id) {
             Some(at) => at,
             None => match self.standing(plan, id) {
-                Standing::Late => return bump(&counters.packets_late),
-                Standing::OutOfWindow => return bump(&counters.packets_out_of_window),
-                standing => match self.open_batch(plan, id, slot_len, standing, queue, regions) {
-                    Some(at) => at,
-                    None => return,
-                },
+                Standing::Late => {
+                    bump(&counters.packets_late);
+                    return None;
+                }
+                Standing::OutOfWindow => {
+                    bump(&counters.packets_out_of_window);
+                    return None;
+                }
+                standing => self.open_batch(plan, id, slot_len, standing, queue, regions)?,
             },
         };
-        let batch = &mut self.open[at];
+        let batch = &self.open[at];
         if batch.slot_len != slot_len || slot >= batch.slots as usize {
             return reject();
         }
-        let (word, bit) = (slot / 64, 1u64 << (slot % 64));
-        if batch.filled[word] & bit != 0 {
-            return bump(&counters.packets_duplicate);
+        if batch.filled[slot / 64] & (1u64 << (slot % 64)) != 0 {
+            bump(&counters.packets_duplicate);
+            return None;
         }
-        let out = &mut regions.get(plan.output_region).bytes_mut(&mut batch.token)[slot * slot_len..][..slot_len];
-        match &plan.data_types {
-            Some(types) => convert::convert(types, payload, out),
-            None => out.copy_from_slice(payload),
-        }
-        batch.filled[word] |= bit;
+        Some(Target { at, slot })
+    }
+
+    /// Marks a slot filled; a batch with every slot filled is emitted.
+    fn filled(&mut self, plan: &Plan, Target { at, slot }: Target, queue: &Queue, regions: &RegionTable) {
+        let batch = &mut self.open[at];
+        batch.filled[slot / 64] |= 1u64 << (slot % 64);
         batch.placed += 1;
-        bump(&counters.packets_placed);
+        bump(&plan.counters.packets_placed);
         if batch.placed == batch.slots {
             self.emit(plan, at, Emitted::Complete, queue, regions);
         }
@@ -258,12 +323,17 @@ impl Window {
             slots,
             started: Instant::now(),
             timestamp_ns,
+            #[cfg(feature = "cuda")]
+            held: if plan.gpu.is_some() { (0..slots).map(|_| None).collect() } else { Vec::new() },
+            #[cfg(feature = "cuda")]
+            payload_len: 0,
         });
         plan.counters.open_batches.store(self.open.len() as u32, Relaxed);
         Some(self.open.len() - 1)
     }
 
-    /// Zero-fills the empty slots of open batch `at` and delivers it as one aggregate burst.
+    /// Delivers open batch `at` as one aggregate burst: a CPU plan
+    /// zero-fills its empty slots, a GPU plan launches its kernel.
     fn emit(&mut self, plan: &Plan, at: usize, why: Emitted, queue: &Queue, regions: &RegionTable) {
         let mut batch = self.open.swap_remove(at);
         let counters = &plan.counters;
@@ -272,26 +342,21 @@ impl Window {
         if self.emitted.len() > REMEMBERED {
             self.emitted.pop_front();
         }
-        let region = regions.get(plan.output_region);
-        let len = batch.slot_len;
-        let out = region.bytes_mut(&mut batch.token);
-        for slot in (0..batch.slots as usize).filter(|&s| batch.filled[s / 64] & (1 << (s % 64)) == 0) {
-            out[slot * len..][..len].fill(0);
-        }
         add(&counters.packets_missing, u64::from(batch.slots - batch.placed));
         bump(match why {
             Emitted::Complete => &counters.batches_complete,
             Emitted::Timeout => &counters.batches_timed_out,
             Emitted::Evicted => &counters.batches_evicted,
         });
-        let Some(mut burst) = plan.meta.take() else {
-            region.release(batch.token);
+        let region = regions.get(plan.output_region);
+        let dropped = |batch: OpenBatch| {
             bump(&counters.batches_dropped);
             queue.stats.dropped(DropReason::NoFreeBurstBuffers, u64::from(batch.placed));
-            return;
+            #[cfg(feature = "cuda")]
+            regions.get(queue.segment_regions[0]).release_all(batch.held.into_iter().flatten());
+            region.release(batch.token);
         };
-        let bytes = batch.slots as usize * len;
-        burst.push(PacketSlot::single(batch.token, bytes as u32, None));
+        let Some(mut burst) = plan.meta.take() else { return dropped(batch) };
         burst.set_aggregate(Aggregate {
             flags: flags::REORDERED | if why == Emitted::Complete { 0 } else { flags::REORDER_TIMEOUT },
             source_packets: batch.placed,
@@ -299,6 +364,27 @@ impl Window {
             timestamp_ns: batch.timestamp_ns,
             plan: plan.index,
         });
+        #[cfg(feature = "cuda")]
+        if let Some(gpu) = &plan.gpu {
+            let held = on_gpu::HeldBatch {
+                output: batch.token,
+                held: batch.held,
+                payload_len: batch.payload_len,
+                slot_len: batch.slot_len,
+            };
+            if !self.in_flight.launch(plan, gpu, held, burst, queue) {
+                bump(&counters.batches_dropped);
+                queue.stats.dropped(DropReason::DeviceError, u64::from(batch.placed));
+            }
+            return;
+        }
+        let len = batch.slot_len;
+        let out = region.bytes_mut(&mut batch.token);
+        for slot in (0..batch.slots as usize).filter(|&s| batch.filled[s / 64] & (1 << (s % 64)) == 0) {
+            out[slot * len..][..len].fill(0);
+        }
+        let bytes = batch.slots as usize * len;
+        burst.push(PacketSlot::single(batch.token, bytes as u32, None));
         if !queue.deliver(burst) {
             bump(&counters.batches_dropped);
         }

@@ -33,3 +33,42 @@ daqiri:
 "#
     )
 }
+
+/// Ethernet/IPv4/UDP headers from 10.0.0.1:4000 to 10.0.0.2:`dst_port`.
+pub fn frame(dst_port: u16) -> daqiri::headers::UdpFrame {
+    daqiri::headers::UdpFrame {
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        src_ip: [10, 0, 0, 1].into(),
+        dst_ip: [10, 0, 0, 2].into(),
+        src_port: 4000,
+        dst_port,
+    }
+}
+
+/// Sends UDP payloads to `dst_port` through port 0's software loopback,
+/// 64 frames per burst, and waits until the loop carried them all.
+pub fn send_payloads(engine: &daqiri::Engine, dst_port: u16, payloads: &[Vec<u8>]) {
+    let before = engine.stats().ports[0].tx_queues[0].stats.packets;
+    for chunk in payloads.chunks(64) {
+        let mut burst = loop {
+            match engine.get_tx_packet_burst(0, 0, chunk.len()) {
+                Ok(b) => break b,
+                Err(_) => std::thread::yield_now(),
+            }
+        };
+        for (i, payload) in chunk.iter().enumerate() {
+            burst.packet_mut(i).write_udp_frame(&frame(dst_port), payload).unwrap();
+        }
+        let mut pending = burst;
+        while let Err(refused) = engine.send_tx_burst(pending) {
+            pending = refused.burst;
+            std::thread::yield_now();
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while engine.stats().ports[0].tx_queues[0].stats.packets < before + payloads.len() as u64 {
+        assert!(std::time::Instant::now() < deadline, "the loop did not carry every frame");
+        std::thread::yield_now();
+    }
+}
