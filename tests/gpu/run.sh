@@ -10,6 +10,17 @@ gpu=yes
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
     gpu=""
 fi
+# cuFile reads a file's filesystem type from udev's database, which a
+# container without udevd lacks: it then refuses to register any file, even
+# in compatibility mode. Describe the temp directory's disk the way udev would.
+if [ -n "$gpu" ] && [ "$(id -u)" = 0 ]; then
+    disk=$(stat -c '%Hd:%Ld' "${TMPDIR:-/tmp}")
+    fstype=$(stat -f -c '%T' "${TMPDIR:-/tmp}")
+    if [ "$disk" != "0:0" ] && [ ! -e "/run/udev/data/b$disk" ]; then
+        mkdir -p /run/udev/data
+        printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=%s\n' "${fstype/ext2\/ext3/ext4}" >"/run/udev/data/b$disk"
+    fi
+fi
 for bin in gpu_*; do
     [ -x "$bin" ] || continue
     tests=$("./$bin" --list --format terse 2>/dev/null | sed -n 's/: test$//p')

@@ -435,6 +435,26 @@ impl Burst {
         self.meta().completion.as_deref()?.cuda_event()
     }
 
+    /// Whether device work on the burst's buffers was attached.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn has_completion(&self) -> bool {
+        self.meta().completion.is_some()
+    }
+
+    /// The copies that bring the burst's segments from a `device` region's
+    /// staging twin into their device buffers: (source, destination, bytes).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn staged_copies(&self, out: &mut Vec<(crate::memory::DevicePtr, crate::memory::DevicePtr, usize)>) {
+        let meta = self.meta();
+        for column in &meta.segments {
+            let region = self.home.regions.get(column.region);
+            for (token, &len) in column.buffers.iter().zip(&column.lengths).filter(|(t, _)| !t.is_released()) {
+                let Some((src, dst)) = region.staged_copy(token, len as usize) else { break };
+                out.push((src, dst, len as usize));
+            }
+        }
+    }
+
     /// Makes dropping the burst wait for `completion` before its buffers are reused.
     pub fn set_completion(&mut self, completion: Box<dyn Completion>) {
         if let Some(previous) = self.meta_mut().completion.replace(completion) {

@@ -54,6 +54,10 @@ pub(crate) struct Queue {
     pub(crate) fill_eth_src: bool,
     /// RX: the reorder plans whose flows steer here.
     pub(crate) plans: Vec<Arc<Plan>>,
+    /// RX into a `device` region through a CPU backend: copies each burst's
+    /// staged segments to the GPU as it is delivered.
+    #[cfg(feature = "cuda")]
+    pub(crate) stager: std::sync::OnceLock<std::sync::Mutex<crate::gpu::Stager>>,
 }
 
 impl Queue {
@@ -113,6 +117,8 @@ impl Queue {
             stats: QueueStats::default(),
             fill_eth_src: config.offloads.contains(&TxOffload::TxEthSrc),
             plans,
+            #[cfg(feature = "cuda")]
+            stager: std::sync::OnceLock::new(),
         })
     }
 
@@ -126,9 +132,18 @@ impl Queue {
 
     /// Hands a finished RX burst over, or hands it back when the ring is full
     /// (byte streams, where a drop would corrupt the stream, retry later).
-    /// An aggregate counts the packets that went into it.
-    pub(crate) fn try_deliver(&self, burst: Burst) -> Result<(), Burst> {
+    /// An aggregate counts the packets that went into it. A burst whose copy
+    /// to the GPU cannot start is dropped (counted as `device_error`).
+    pub(crate) fn try_deliver(&self, #[allow(unused_mut)] mut burst: Burst) -> Result<(), Burst> {
         let (packets, bytes) = (u64::from(burst.source_packets()), burst.total_bytes());
+        #[cfg(feature = "cuda")]
+        if let Some(stager) = self.stager.get()
+            && let Err(e) = stager.lock().unwrap_or_else(|e| e.into_inner()).copy(&mut burst)
+        {
+            tracing::error!(queue = %self.name, error = %e, "cannot copy a burst into GPU memory; it is dropped");
+            self.stats.dropped(DropReason::DeviceError, packets);
+            return Ok(());
+        }
         self.ring.push(burst)?;
         self.stats.delivered(packets, bytes);
         Ok(())

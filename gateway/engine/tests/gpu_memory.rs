@@ -1,10 +1,12 @@
 //! GPU memory regions on the GPU machine: `host_pinned` buffers carry
 //! packets through an engine, `device` regions are allocated on the GPU
-//! their affinity names and reported so, and a backend that reads with the
-//! CPU refuses a device region by name. Run by `tests/gpu/run.sh`.
+//! their affinity names and reported so, a backend that writes with the CPU
+//! lands packets (or, under header-data split, their payloads) in a device
+//! region through pinned staging, and refuses to send from one. Run by
+//! `tests/gpu/run.sh`.
 #![cfg(feature = "cuda")]
 
-use daqiri::{Engine, Status};
+use daqiri::{Engine, SegmentMemory, Status};
 
 fn config(rx_region: &str) -> String {
     format!(
@@ -18,6 +20,7 @@ daqiri:
     - {{ name: tx, kind: host, num_bufs: 64, buf_size: 2048 }}
     - {{ name: pinned, kind: host_pinned, affinity: 0, num_bufs: 64, buf_size: 2048 }}
     - {{ name: gpu, kind: device, affinity: 0, num_bufs: 64, buf_size: 65536 }}
+    - {{ name: headers, kind: host, num_bufs: 64, buf_size: 42 }}
     interfaces:
     - name: lo
       address: loopback
@@ -47,11 +50,57 @@ fn gpu_pinned_buffers_carry_packets_and_regions_name_their_gpu() {
     assert_eq!(gpu_of("gpu"), Some(("device", Some(0))));
 }
 
+/// The first packet of the next RX burst: each segment where it lives,
+/// device segments copied back once the burst's copy is done.
+fn next_packet_segments(engine: &Engine) -> Vec<(bool, Vec<u8>)> {
+    let rx = loop {
+        if let Some(b) = engine.get_rx_burst(0, 0).unwrap() {
+            break b;
+        }
+    };
+    assert!(rx.cuda_event().is_some(), "a burst with device segments carries its copy's event");
+    let packet = rx.packet(0);
+    (0..packet.num_segments())
+        .map(|s| match packet.segment_memory(s).unwrap() {
+            SegmentMemory::Host(bytes) => (false, bytes.to_vec()),
+            SegmentMemory::Device(slice) => {
+                rx.wait_ready();
+                (true, daqiri::gpu::copy_to_host(0, slice).unwrap())
+            }
+        })
+        .collect()
+}
+
 #[test]
-fn gpu_a_cpu_backend_refuses_a_device_region_by_name() {
-    let err = Engine::from_yaml(&config("gpu")).unwrap_err();
+fn gpu_a_cpu_backend_lands_device_regions_through_pinned_staging() {
+    let engine = Engine::from_yaml(&config("gpu")).expect("engine landing in device memory");
+    let frames: Vec<Vec<u8>> = (0..40u8).map(|i| (0..(100 + i as usize * 37)).map(|b| b as u8 ^ i).collect()).collect();
+    for frame in &frames {
+        let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
+        burst.packet_mut(0).write(frame).unwrap();
+        engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+        assert_eq!(next_packet_segments(&engine), vec![(true, frame.clone())]);
+    }
+    let gpu = engine.stats().regions.into_iter().find(|r| r.name == "gpu").unwrap();
+    assert_eq!(gpu.in_use, 0, "each burst gave its device buffer back once its copy was done");
+}
+
+#[test]
+fn gpu_header_data_split_puts_only_the_payload_in_device_memory() {
+    let engine = Engine::from_yaml(&config("headers, gpu")).expect("engine splitting headers from payload");
+    let frame: Vec<u8> = (0..1400u32).map(|b| (b * 7) as u8).collect();
+    let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
+    burst.packet_mut(0).write(&frame).unwrap();
+    engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+    assert_eq!(next_packet_segments(&engine), vec![(false, frame[..42].to_vec()), (true, frame[42..].to_vec())]);
+}
+
+#[test]
+fn gpu_a_cpu_backend_refuses_to_send_from_device_memory_by_name() {
+    let err =
+        Engine::from_yaml(&config("pinned").replace("memory_regions: [tx]", "memory_regions: [gpu]")).unwrap_err();
     assert_eq!(err.status, Status::NotSupported, "{err}");
-    assert!(err.to_string().contains("region \"gpu\" of kind device"), "{err}");
+    assert!(err.to_string().contains("tx queue \"t\" of \"lo\" uses region \"gpu\" of kind device"), "{err}");
 }
 
 #[test]

@@ -231,3 +231,12 @@ fn gpu_set_reorder_cuda_stream_names_what_is_wrong() {
     let err = cpu.set_reorder_cuda_stream(0, "p0", daqiri::gpu::new_stream(0).unwrap()).unwrap_err();
     assert!(err.to_string().contains("reorder_type cpu"), "{err}");
 }
+
+#[test]
+fn gpu_a_plan_refuses_packets_landing_in_device_memory_through_a_cpu_backend() {
+    let plans = [PlanSpec { output_region: "out_device", data_types: None, batch_field: false }];
+    let yaml = config(&plans, "gpu", 0).replace("name: rx, kind: host_pinned", "name: rx, kind: device");
+    let err = Engine::from_yaml(&yaml).unwrap_err();
+    assert!(err.to_string().contains("reorder plan \"p0\" reads packets where they land"), "{err}");
+    assert!(err.to_string().contains("give queue \"r\" a host_pinned region"), "{err}");
+}

@@ -170,6 +170,22 @@ impl Telemetry {
                 })
                 .build();
         }
+        {
+            let snapshot = Arc::clone(&snapshot);
+            meter
+                .u64_observable_gauge("daqiri.reorder.batches_in_flight")
+                .with_description("Batches of a GPU reorder plan whose kernel is launched and not yet finished")
+                .with_callback(move |observer| {
+                    let in_flight = |s: &EngineStats| {
+                        plan_series(s, |p| match p.gpu {
+                            Some(_) => vec![("in_flight", u64::from(p.batches_in_flight))],
+                            None => Vec::new(),
+                        })
+                    };
+                    observe(observer, snapshot.with(in_flight))
+                })
+                .build();
+        }
         gauge("daqiri.memory_region.buffers", "Buffers in each memory region", |r| u64::from(r.num_bufs));
         gauge("daqiri.memory_region.buffers.in_use", "Buffers held by bursts or workers", |r| u64::from(r.in_use));
         gauge("daqiri.memory_region.bytes", "Bytes of buffers in each memory region", |r| {
@@ -230,6 +246,9 @@ fn plan_series(stats: &EngineStats, values: impl Fn(&PlanStats) -> Vec<(&'static
                 let mut labels = port_labels(p, plan.queue_id.to_string());
                 labels.push(KeyValue::new("daqiri.reorder.plan", plan.name.clone()));
                 labels.push(KeyValue::new("daqiri.reorder.outcome", outcome));
+                if let Some(gpu) = plan.gpu {
+                    labels.push(KeyValue::new("daqiri.reorder.gpu", i64::from(gpu)));
+                }
                 series.push((value, labels));
             }
         }

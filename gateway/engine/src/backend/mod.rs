@@ -74,26 +74,58 @@ pub(crate) fn compiled_in(backend: InterfaceBackend) -> bool {
     matches!(backend, InterfaceBackend::Socket | InterfaceBackend::SoftwareLoopback)
 }
 
-/// Checks that every queue's memory regions can be touched by the CPU, which
-/// both CPU-side backends need.
+/// Checks that the CPU can write every queue's memory, which both CPU-side
+/// backends need. In a CUDA build an RX queue may land in a `device` region
+/// all the same: the region gets a pinned staging twin and the queue a
+/// copier that moves each burst to the GPU as it is delivered.
 pub(crate) fn require_cpu_memory(port: &Port, regions: &RegionTable) -> Result<()> {
-    for q in port.rx.iter().chain(&port.tx) {
+    for (direction, q) in port.rx.iter().map(|q| ("rx", q)).chain(port.tx.iter().map(|q| ("tx", q))) {
         for &r in &q.segment_regions {
             let region = regions.get(r);
-            if !region.kind().cpu_addressable() {
-                return Err(Error::new(
-                    Status::NotSupported,
-                    format!(
-                        "queue \"{}\" of \"{}\" uses region \"{}\" of kind {}, which the {} backend cannot read",
-                        q.name,
-                        port.name,
-                        region.name(),
-                        region.kind().as_str(),
-                        port.backend.as_str()
-                    ),
-                ));
+            if region.kind().cpu_addressable() {
+                continue;
             }
+            #[cfg(feature = "cuda")]
+            if direction == "rx" {
+                stage_on_host(port, q, region)?;
+                continue;
+            }
+            let refused = format!(
+                "{direction} queue \"{}\" of \"{}\" uses region \"{}\" of kind {}, which the {} backend cannot {}",
+                q.name,
+                port.name,
+                region.name(),
+                region.kind().as_str(),
+                port.backend.as_str(),
+                if direction == "rx" { "read" } else { "send from" }
+            );
+            return Err(Error::new(Status::NotSupported, refused));
         }
+    }
+    Ok(())
+}
+
+/// Lets `queue` land packets for `device` region `region` through its
+/// pinned twin. A GPU reorder plan reads packets where they land, before
+/// any burst exists, so its queue must land in `host_pinned` instead.
+#[cfg(feature = "cuda")]
+fn stage_on_host(port: &Port, queue: &crate::queue::Queue, region: &crate::memory::Region) -> Result<()> {
+    if let Some(plan) = queue.plans.first() {
+        return Err(Error::new(
+            Status::NotSupported,
+            format!(
+                "reorder plan \"{}\" reads packets where they land, and the {} backend lands them with the CPU: give queue \"{}\" a host_pinned region instead of \"{}\" (kind device needs a GPUDirect backend)",
+                plan.name,
+                port.backend.as_str(),
+                queue.name,
+                region.name()
+            ),
+        ));
+    }
+    region.stage_on_host()?;
+    if queue.stager.get().is_none() {
+        let gpu = region.backing().gpu().expect("device memory is on a GPU");
+        let _ = queue.stager.set(std::sync::Mutex::new(crate::gpu::Stager::new(gpu)?));
     }
     Ok(())
 }

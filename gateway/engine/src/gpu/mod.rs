@@ -8,6 +8,7 @@
 mod context;
 mod memory;
 mod reorder;
+mod staging;
 
 pub use context::{gpu_count, new_stream};
 /// The CUDA bindings the GPU types come from, for applications that pass
@@ -15,6 +16,7 @@ pub use context::{gpu_count, new_stream};
 pub use cudarc;
 pub use memory::{DeviceBuffer, DeviceMemory, PinnedMemory, copy_to_host};
 pub use reorder::{GpuReorder, Slots};
+pub(crate) use staging::Stager;
 
 use crate::error::{Error, Status};
 

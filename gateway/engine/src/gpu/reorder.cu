@@ -202,3 +202,18 @@ extern "C" __global__ void reorder_copy(const u64* sources, u32 slots, u32 in_le
         }
     }
 }
+
+// A burst's segments from where the CPU landed them (pinned memory the GPU
+// maps) into their device buffers: per packet (source, destination, bytes),
+// three u64s. One launch per burst, a block row per packet.
+extern "C" __global__ void gather_copy(const u64* copies, u32 count) {
+    for (u32 p = blockIdx.y; p < count; p += gridDim.y) {
+        const u8* src = (const u8*)copies[3 * p];
+        u8* dst = (u8*)copies[3 * p + 1];
+        const u32 len = (u32)copies[3 * p + 2];
+        const u32 first = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
+        const u32 words = ((u64)src % 16 == 0 && (u64)dst % 16 == 0) ? len / 16 : 0;
+        for (u32 w = first; w < words; w += step) ((uint4*)dst)[w] = ((const uint4*)src)[w];
+        for (u32 i = words * 16 + first; i < len; i += step) dst[i] = src[i];
+    }
+}

@@ -12,7 +12,7 @@ use daqiri_config::model::{DataTypes, Endianness, InputType, OutputType};
 use super::memory::PinnedMemory;
 use super::{context, cuda_error};
 use crate::error::{Error, Status};
-use crate::memory::DeviceSlice;
+use crate::memory::{DevicePtr, DeviceSlice};
 use crate::reorder::convert::output_len;
 
 const SOURCE: &str = include_str!("reorder.cu");
@@ -39,9 +39,9 @@ pub struct GpuReorder {
     ctx: Arc<CudaContext>,
     module: Arc<CudaModule>,
     stream: Arc<CudaStream>,
-    /// Kernels looked up so far, by what they convert: a plan launches one
-    /// kernel for its whole life, so each batch need not ask the driver again.
-    functions: Vec<(Option<DataTypes>, CudaFunction)>,
+    /// Kernels looked up so far, by name: a plan launches one kernel for
+    /// its whole life, so each batch need not ask the driver again.
+    functions: Vec<(String, CudaFunction)>,
     /// Slot tables, in flight one per launch.
     tables: Vec<Table>,
     next_table: usize,
@@ -105,7 +105,8 @@ impl GpuReorder {
             return Err(Error::invalid(format!("a slot's payload has {} bytes, not {}", short.len(), slots.in_len)));
         }
         let function = self.function(types)?;
-        let (at, table) = self.table(slots.sources)?;
+        let entries: Vec<u64> = slots.sources.iter().map(|s| s.map_or(0, |s| s.ptr().address())).collect();
+        let (at, table) = self.table(&entries)?;
         // The kernels take 16 input bytes per thread where every address allows.
         let aligned = |address: u64| address.is_multiple_of(16);
         let words = slots.in_len.is_multiple_of(16)
@@ -129,6 +130,34 @@ impl GpuReorder {
         record()
     }
 
+    /// Copies each `(source, destination, bytes)` on the GPU, all in one
+    /// launch, asynchronously; the returned event completes with it. For a
+    /// burst whose packets the CPU landed in pinned memory: its buffers are
+    /// scattered, so one kernel gathers them where a DMA would need a copy
+    /// per packet.
+    pub fn gather(&mut self, copies: &[(DevicePtr, DevicePtr, usize)]) -> Result<CudaEvent, Error> {
+        let function = self.function_named("gather_copy")?;
+        let table: Vec<u64> =
+            copies.iter().flat_map(|&(src, dst, len)| [src.address(), dst.address(), len as u64]).collect();
+        let (at, table) = self.table(&table)?;
+        let longest = copies.iter().map(|c| c.2).max().unwrap_or(0);
+        let config = LaunchConfig {
+            grid_dim: ((longest as u32 / 16).div_ceil(THREADS).max(1), (copies.len() as u32).clamp(1, 65_535), 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut args = self.stream.launch_builder(&function);
+        let count = copies.len() as u32;
+        args.arg(&table).arg(&count);
+        // SAFETY: the kernel takes (const u64*, u32): `count` triples of
+        // source, destination and length, each range inside memory the
+        // caller holds until the returned event completes.
+        unsafe { args.launch(config) }.map_err(|e| cuda_error("launching a burst copy", e))?;
+        let record = || self.stream.record_event(None).map_err(|e| cuda_error("recording a copy event", e));
+        self.tables[at].last = Some(record()?);
+        record()
+    }
+
     /// Waits until every batch launched so far is placed.
     pub fn synchronize(&self) -> Result<(), Error> {
         self.stream.synchronize().map_err(|e| cuda_error("waiting for reorder kernels", e))
@@ -136,12 +165,15 @@ impl GpuReorder {
 
     /// The kernel for `types`, looked up in the module once.
     fn function(&mut self, types: Option<&DataTypes>) -> Result<CudaFunction, Error> {
-        if let Some((_, function)) = self.functions.iter().find(|(t, _)| t.as_ref() == types) {
+        self.function_named(&kernel_name(types))
+    }
+
+    fn function_named(&mut self, name: &str) -> Result<CudaFunction, Error> {
+        if let Some((_, function)) = self.functions.iter().find(|(n, _)| n == name) {
             return Ok(function.clone());
         }
-        let name = kernel_name(types);
-        let function = self.module.load_function(&name).map_err(|e| cuda_error(format!("loading {name}"), e))?;
-        self.functions.push((types.cloned(), function.clone()));
+        let function = self.module.load_function(name).map_err(|e| cuda_error(format!("loading {name}"), e))?;
+        self.functions.push((name.to_owned(), function.clone()));
         Ok(function)
     }
 
@@ -150,8 +182,8 @@ impl GpuReorder {
     /// kernel reads the table from pinned memory across PCIe: a few bytes
     /// per slot, where a copy to device memory first costs a transfer's
     /// latency on every launch (measured: half the rate of 8 MB batches).
-    fn table(&mut self, sources: &[Option<DeviceSlice<'_>>]) -> Result<(usize, u64), Error> {
-        let bytes = (sources.len() * 8).max(8);
+    fn table(&mut self, entries: &[u64]) -> Result<(usize, u64), Error> {
+        let bytes = (entries.len() * 8).max(8);
         let at = self.next_table;
         self.next_table = (at + 1) % TABLES;
         let gpu = self.ctx.ordinal() as u32;
@@ -165,8 +197,8 @@ impl GpuReorder {
         if table.memory.len() < bytes {
             *table = Table::new(gpu, bytes)?;
         }
-        for (entry, source) in table.memory.host_bytes_mut().as_chunks_mut::<8>().0.iter_mut().zip(sources) {
-            *entry = source.map_or(0, |s| s.ptr().address()).to_ne_bytes();
+        for (slot, entry) in table.memory.host_bytes_mut().as_chunks_mut::<8>().0.iter_mut().zip(entries) {
+            *slot = entry.to_ne_bytes();
         }
         Ok((at, table.memory.device().address()))
     }

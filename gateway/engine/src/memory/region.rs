@@ -55,6 +55,11 @@ pub struct Region {
     num_bufs: u32,
     backing: Backing,
     pool: Box<dyn BufferPool>,
+    /// A `device` region a CPU backend receives into: pinned host memory of
+    /// the same layout where the CPU lands each buffer's bytes, copied to
+    /// the device buffer of the same index when its burst is delivered.
+    #[cfg(feature = "cuda")]
+    staging: std::sync::OnceLock<crate::gpu::PinnedMemory>,
 }
 
 impl Region {
@@ -101,6 +106,8 @@ impl Region {
             num_bufs: config.num_bufs,
             backing,
             pool: Box::new(SharedStack::full(config.num_bufs)),
+            #[cfg(feature = "cuda")]
+            staging: std::sync::OnceLock::new(),
         })
     }
 
@@ -225,6 +232,30 @@ impl Region {
         Some(DeviceSlice::new(base.offset(self.buffer_offset(token) + offset), len))
     }
 
+    /// Gives a `device` region its pinned staging twin (once), so a backend
+    /// that writes with the CPU can land packets for it.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn stage_on_host(&self) -> Result<(), Error> {
+        let Some(gpu) = self.backing.gpu() else { return Ok(()) };
+        if self.staging.get().is_some() || self.backing.host_base().is_some() {
+            return Ok(());
+        }
+        let twin = crate::gpu::PinnedMemory::new(gpu, self.backing.len())
+            .map_err(|e| Error::new(e.status, format!("staging memory for region \"{}\": {}", self.name, e.message)))?;
+        let _ = self.staging.set(twin);
+        Ok(())
+    }
+
+    /// For a staged `device` region: where the GPU reads `len` landed bytes
+    /// of a buffer, and the device buffer they belong in.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn staged_copy(&self, token: &BufToken, len: usize) -> Option<(super::DevicePtr, super::DevicePtr)> {
+        let twin = self.staging.get()?;
+        assert!(len <= self.buf_size, "segment beyond its buffer");
+        let offset = self.buffer_offset(token);
+        Some((twin.device().offset(offset), self.backing.device_base()?.offset(offset)))
+    }
+
     fn buffer_offset(&self, token: &BufToken) -> usize {
         assert!(token.0 < self.num_bufs, "buffer {} is not in region {}", token.0, self.name);
         token.0 as usize * self.buf_size
@@ -232,6 +263,9 @@ impl Region {
 
     fn host_buffer(&self, token: &BufToken) -> Option<NonNull<u8>> {
         let offset = self.buffer_offset(token);
+        #[cfg(feature = "cuda")]
+        let base = self.backing.host_base().or_else(|| self.staging.get().map(|twin| twin.host()))?;
+        #[cfg(not(feature = "cuda"))]
         let base = self.backing.host_base()?;
         assert!(offset + self.buf_size <= self.backing.len(), "buffer index out of range");
         // SAFETY: offset + buf_size is within the mapping, checked above.

@@ -11,13 +11,20 @@
 //!   not; a torn last record (a writer killed mid-write) is cut off first, so
 //!   the file always reads to its last whole record.
 //!
-//! Both have a synchronous call and an asynchronous one that takes the burst
+//! - [`GdsWriter`] (CUDA builds) writes bursts whose segments live in GPU
+//!   memory to one raw or pcap file through GPUDirect Storage (cuFile).
+//!
+//! All have a synchronous call and an asynchronous one that takes the burst
 //! and returns a [`FileWriteHandle`] to wait on, which hands the burst back.
 
+#[cfg(feature = "cuda")]
+mod gds;
 mod handle;
 mod pcap;
 mod raw;
 
+#[cfg(feature = "cuda")]
+pub use gds::{GdsFormat, GdsMode, GdsWriteHandle, GdsWriter};
 pub use handle::FileWriteHandle;
 pub use pcap::{DEFAULT_SNAPLEN, PcapResolution, PcapWriter};
 pub use raw::RawWriter;

@@ -98,16 +98,7 @@ impl PcapWriter {
     ) -> Result<u64> {
         let orig_len: usize = pieces.clone().map(<[u8]>::len).sum();
         let incl_len = orig_len.min(self.snaplen as usize);
-        let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let fraction = match self.resolution {
-            PcapResolution::Micros => since.subsec_micros(),
-            PcapResolution::Nanos => since.subsec_nanos(),
-        };
-        let mut header = [0u8; RECORD_HEADER as usize];
-        header[0..4].copy_from_slice(&(since.as_secs() as u32).to_le_bytes());
-        header[4..8].copy_from_slice(&fraction.to_le_bytes());
-        header[8..12].copy_from_slice(&(incl_len as u32).to_le_bytes());
-        header[12..16].copy_from_slice(&(orig_len as u32).to_le_bytes());
+        let header = record_header(self.resolution, time, incl_len as u32, orig_len as u32);
         let fail = |e| Error::io(Status::GenericFailure, format!("cannot write {}", self.path.display()), e);
         self.out.write_all(&header).map_err(fail)?;
         let mut left = incl_len;
@@ -177,7 +168,22 @@ impl Drop for PcapWriter {
     }
 }
 
-fn global_header(resolution: PcapResolution, snaplen: u32) -> [u8; GLOBAL_HEADER as usize] {
+/// A record's header: when, bytes stored, bytes the packet had.
+pub(super) fn record_header(resolution: PcapResolution, time: SystemTime, incl_len: u32, orig_len: u32) -> [u8; 16] {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let fraction = match resolution {
+        PcapResolution::Micros => since.subsec_micros(),
+        PcapResolution::Nanos => since.subsec_nanos(),
+    };
+    let mut header = [0u8; RECORD_HEADER as usize];
+    header[0..4].copy_from_slice(&(since.as_secs() as u32).to_le_bytes());
+    header[4..8].copy_from_slice(&fraction.to_le_bytes());
+    header[8..12].copy_from_slice(&incl_len.to_le_bytes());
+    header[12..16].copy_from_slice(&orig_len.to_le_bytes());
+    header
+}
+
+pub(super) fn global_header(resolution: PcapResolution, snaplen: u32) -> [u8; GLOBAL_HEADER as usize] {
     let mut h = [0u8; GLOBAL_HEADER as usize];
     h[0..4].copy_from_slice(&resolution.magic().to_le_bytes());
     h[4..6].copy_from_slice(&2u16.to_le_bytes());

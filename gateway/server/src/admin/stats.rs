@@ -92,8 +92,13 @@ pub(crate) struct ReorderStats {
     name: String,
     /// The RX queue its aggregates arrive on.
     queue_id: u16,
+    /// GPU plans: the GPU their kernels run on; absent for CPU plans.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu: Option<u32>,
     /// Batches being filled now.
     open_batches: u32,
+    /// GPU plans: batches whose kernel is launched and not yet finished.
+    batches_in_flight: u32,
     /// Aggregates emitted full.
     batches_complete: u64,
     /// Aggregates emitted by the queue's timeout.
@@ -121,7 +126,9 @@ impl From<&daqiri::PlanStats> for ReorderStats {
         Self {
             name: p.name.clone(),
             queue_id: p.queue_id,
+            gpu: p.gpu,
             open_batches: p.open_batches,
+            batches_in_flight: p.batches_in_flight,
             batches_complete: p.batches_complete,
             batches_timed_out: p.batches_timed_out,
             batches_evicted: p.batches_evicted,

@@ -67,8 +67,15 @@ pub(crate) struct PlanStatus {
     queue_id: u16,
     /// Packets per batch.
     packets_per_batch: u32,
+    /// `gpu` or `cpu`: where batches are placed and converted.
+    reorder_type: &'static str,
+    /// GPU plans: the GPU their kernels run on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpu: Option<u32>,
     /// Batches being filled now.
     open_batches: u32,
+    /// GPU plans: batches whose kernel is launched and not yet finished.
+    batches_in_flight: u32,
     /// `active`, or the engine's state when it is not running.
     state: &'static str,
 }
@@ -135,7 +142,10 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
                     name: plan.name.clone(),
                     queue_id: plan.queue_id,
                     packets_per_batch: plan.packets_per_batch,
+                    reorder_type: if plan.gpu.is_some() { "gpu" } else { "cpu" },
+                    gpu: plan.gpu,
                     open_batches: plan.open_batches,
+                    batches_in_flight: plan.batches_in_flight,
                     state: if running == "running" { "active" } else { running },
                 })
                 .collect(),
