@@ -59,17 +59,52 @@ struct PortInfo {
     local: Option<SocketAddr>,
     /// Reorder plan names, in `reorder_configs` order.
     plans: Vec<String>,
+    /// RX queues with a segment in GPU memory, and plans whose output is there.
+    gpu_queues: Vec<u16>,
+    gpu_plans: Vec<u16>,
+}
+
+impl PortInfo {
+    /// What of a capture `plan` lives in GPU memory, which captures copy
+    /// with the CPU cannot read; `None` when everything is host memory.
+    fn device_resident(&self, plan: &request::Plan) -> Option<String> {
+        if let Some((index, name)) = &plan.reorder {
+            return self.gpu_plans.contains(index).then(|| format!("reorder plan \"{name}\"'s output"));
+        }
+        let queue = match plan.queue {
+            Some(queue) => self.gpu_queues.iter().find(|&&q| q == queue),
+            None => self.gpu_queues.first(),
+        };
+        queue.map(|q| format!("RX queue {q}'s packets"))
+    }
 }
 
 fn port_infos(engine: &Engine) -> Vec<PortInfo> {
+    let config = engine.config();
+    let in_gpu_memory = |region: &str| {
+        config.config().memory_region(region).is_some_and(|r| r.kind == daqiri::config::model::MemoryKind::Device)
+    };
     engine
         .stats()
         .ports
         .iter()
-        .map(|p| PortInfo {
-            name: p.name.clone(),
-            local: engine.local_addr(p.id).ok().flatten(),
-            plans: p.reorder.iter().map(|plan| plan.name.clone()).collect(),
+        .map(|p| {
+            let rx = config.config().interfaces.get(usize::from(p.id)).and_then(|i| i.rx.as_ref());
+            let queues = rx.map(|rx| rx.queues.as_slice()).unwrap_or_default();
+            let plans = rx.map(|rx| rx.reorder_configs.as_slice()).unwrap_or_default();
+            PortInfo {
+                name: p.name.clone(),
+                local: engine.local_addr(p.id).ok().flatten(),
+                plans: p.reorder.iter().map(|plan| plan.name.clone()).collect(),
+                gpu_queues: queues
+                    .iter()
+                    .filter(|q| q.memory_regions.iter().any(|r| in_gpu_memory(r)))
+                    .map(|q| q.id)
+                    .collect(),
+                gpu_plans: (0..plans.len() as u16)
+                    .filter(|&i| in_gpu_memory(&plans[usize::from(i)].memory_region))
+                    .collect(),
+            }
         })
         .collect()
 }
@@ -105,6 +140,12 @@ impl CaptureManager {
             )
         })?;
         let plan = request.validate(&ports[port].plans)?;
+        if let Some(what) = ports[port].device_resident(&plan) {
+            return Err(CaptureError::NotImplemented(format!(
+                "{what} live in GPU memory, which {} captures (host copies) cannot read; format gds is not in the admin API yet (the engine API has daqiri::writer::GdsWriter)",
+                plan.format.as_str()
+            )));
+        }
         std::fs::create_dir_all(&self.dir).map_err(|e| {
             CaptureError::Failed(format!("cannot create capture directory {}: {e}", self.dir.display()))
         })?;
@@ -218,5 +259,42 @@ impl CaptureManager {
 
     pub(crate) fn free_space_floor(&self) -> u64 {
         self.free_space_floor
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(json: &str) -> request::Plan {
+        let plans = ["cpu_plan".to_string(), "gpu_plan".to_string()];
+        serde_json::from_str::<CaptureRequest>(json).unwrap().validate(&plans).unwrap()
+    }
+
+    #[test]
+    fn captures_that_would_read_gpu_memory_say_what_lives_there() {
+        let port = PortInfo {
+            name: "p".into(),
+            local: None,
+            plans: vec!["cpu_plan".into(), "gpu_plan".into()],
+            gpu_queues: vec![2],
+            gpu_plans: vec![1],
+        };
+        let resident = |json| port.device_resident(&request(json));
+        assert_eq!(resident(r#"{"format":"pcap","interface":"p","name":"a","queue":0}"#), None);
+        assert_eq!(
+            resident(r#"{"format":"pcap","interface":"p","name":"a","queue":2}"#).as_deref(),
+            Some("RX queue 2's packets")
+        );
+        assert_eq!(
+            resident(r#"{"format":"raw","interface":"p","name":"a"}"#).as_deref(),
+            Some("RX queue 2's packets"),
+            "a capture of every queue includes the GPU one"
+        );
+        assert_eq!(resident(r#"{"format":"raw","interface":"p","name":"a","reorder":"cpu_plan"}"#), None);
+        assert_eq!(
+            resident(r#"{"format":"raw","interface":"p","name":"a","reorder":"gpu_plan"}"#).as_deref(),
+            Some("reorder plan \"gpu_plan\"'s output")
+        );
     }
 }

@@ -13,8 +13,19 @@ pub(crate) enum CaptureFormat {
     Pcap,
     /// One file per packet, `<name>_<index>`.
     Raw,
-    /// GPUDirect Storage (needs the GPU build).
+    /// GPUDirect Storage (not in the admin API yet).
     Gds,
+}
+
+impl CaptureFormat {
+    /// The name the API takes.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            CaptureFormat::Pcap => "pcap",
+            CaptureFormat::Raw => "raw",
+            CaptureFormat::Gds => "gds",
+        }
+    }
 }
 
 /// `POST /api/v1/captures` body.
@@ -79,7 +90,7 @@ impl CaptureRequest {
     pub(crate) fn validate(&self, plans: &[String]) -> Result<Plan, CaptureError> {
         if self.format == CaptureFormat::Gds {
             return Err(CaptureError::NotImplemented(
-                "format gds (GPUDirect Storage) needs the GPU build, which is not available yet; use pcap or raw"
+                "format gds (GPUDirect Storage) is not in the admin API yet (the engine API has daqiri::writer::GdsWriter); use pcap or raw"
                     .into(),
             ));
         }
