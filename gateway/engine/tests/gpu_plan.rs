@@ -11,7 +11,7 @@ use std::sync::Arc;
 use daqiri::{Engine, PlanStats, SegmentMemory, flags};
 
 mod common;
-use common::send_payloads;
+use common::{Random, send_payloads};
 
 /// Ethernet, IPv4 and UDP headers: the sequence number starts here.
 const HEADERS: usize = 42;
@@ -83,18 +83,6 @@ daqiri:
 {flows}        reorder_configs:
 {reorder}"#
     )
-}
-
-/// xorshift64, fixed seed: the same traffic on every run.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// `BATCHES` batches of packets with `sample_bytes` of samples each,

@@ -8,22 +8,13 @@ use daqiri::config::model::{DataTypes, Endianness, InputType, OutputType};
 use daqiri::gpu::{DeviceBuffer, GpuReorder, Slots};
 use daqiri::reorder::convert::{convert, output_len};
 
+mod common;
+use common::Random;
+
 const INPUTS: [InputType; 4] = [InputType::Int4, InputType::Int8, InputType::Int16, InputType::Int32];
 const OUTPUTS: [OutputType; 5] =
     [OutputType::Fp16, OutputType::Bf16, OutputType::Fp32, OutputType::Fp64, OutputType::Int32];
 const ORDERS: [Endianness; 2] = [Endianness::Host, Endianness::Network];
-
-/// xorshift64, fixed seed: the same packets on every run.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// One batch on the GPU: `slots` packets of `in_len` payload bytes at
 /// `stride` apart (after `lead` bytes), placed in shuffled order with

@@ -72,3 +72,15 @@ pub fn send_payloads(engine: &daqiri::Engine, dst_port: u16, payloads: &[Vec<u8>
         std::thread::yield_now();
     }
 }
+
+/// xorshift64, fixed seed: the same data on every run.
+pub struct Random(pub u64);
+
+impl Random {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
