@@ -27,7 +27,7 @@ const MAX_FRAME: usize = 16 * 1024;
 pub(super) struct LoopbackDriver;
 
 pub(super) fn open(port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
-    super::require_cpu_memory(port, regions)?;
+    super::prepare_cpu_landing(port, regions)?;
     Ok(Box::new(LoopbackDriver))
 }
 

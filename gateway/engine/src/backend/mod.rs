@@ -14,6 +14,7 @@ use crate::error::{Error, Result, Status};
 use crate::flow::FlowTable;
 use crate::memory::RegionTable;
 use crate::port::Port;
+use crate::queue::{Direction, Queue};
 use crate::snapshot::LinkStats;
 use crate::state::EngineState;
 use crate::worker::Task;
@@ -78,29 +79,38 @@ pub(crate) fn compiled_in(backend: InterfaceBackend) -> bool {
 /// backends need. In a CUDA build an RX queue may land in a `device` region
 /// all the same: the region gets a pinned staging twin and the queue a
 /// copier that moves each burst to the GPU as it is delivered.
-pub(crate) fn require_cpu_memory(port: &Port, regions: &RegionTable) -> Result<()> {
-    for (direction, q) in port.rx.iter().map(|q| ("rx", q)).chain(port.tx.iter().map(|q| ("tx", q))) {
-        for &r in &q.segment_regions {
-            let region = regions.get(r);
-            if region.kind().cpu_addressable() {
-                continue;
-            }
-            #[cfg(feature = "cuda")]
-            if direction == "rx" {
-                stage_on_host(port, q, region)?;
-                continue;
-            }
-            let refused = format!(
-                "{direction} queue \"{}\" of \"{}\" uses region \"{}\" of kind {}, which the {} backend cannot {}",
-                q.name,
-                port.name,
-                region.name(),
-                region.kind().as_str(),
-                port.backend.as_str(),
-                if direction == "rx" { "read" } else { "send from" }
-            );
-            return Err(Error::new(Status::NotSupported, refused));
+pub(crate) fn prepare_cpu_landing(port: &Port, regions: &RegionTable) -> Result<()> {
+    for direction in [Direction::Rx, Direction::Tx] {
+        for q in port.queues(direction) {
+            check_queue_memory(port, direction, q, regions)?;
         }
+    }
+    Ok(())
+}
+
+/// One queue's part of [`prepare_cpu_landing`].
+fn check_queue_memory(port: &Port, direction: Direction, q: &Queue, regions: &RegionTable) -> Result<()> {
+    for &r in &q.segment_regions {
+        let region = regions.get(r);
+        if region.kind().cpu_addressable() {
+            continue;
+        }
+        #[cfg(feature = "cuda")]
+        if direction == Direction::Rx {
+            stage_on_host(port, q, region)?;
+            continue;
+        }
+        let refused = format!(
+            "{} queue \"{}\" of \"{}\" uses region \"{}\" of kind {}, which the {} backend cannot {}",
+            direction.as_str(),
+            q.name,
+            port.name,
+            region.name(),
+            region.kind().as_str(),
+            port.backend.as_str(),
+            if direction == Direction::Rx { "read" } else { "send from" }
+        );
+        return Err(Error::new(Status::NotSupported, refused));
     }
     Ok(())
 }
@@ -109,7 +119,7 @@ pub(crate) fn require_cpu_memory(port: &Port, regions: &RegionTable) -> Result<(
 /// pinned twin. A GPU reorder plan reads packets where they land, before
 /// any burst exists, so its queue must land in `host_pinned` instead.
 #[cfg(feature = "cuda")]
-fn stage_on_host(port: &Port, queue: &crate::queue::Queue, region: &crate::memory::Region) -> Result<()> {
+fn stage_on_host(port: &Port, queue: &Queue, region: &crate::memory::Region) -> Result<()> {
     if let Some(plan) = queue.plans.first() {
         return Err(Error::new(
             Status::NotSupported,

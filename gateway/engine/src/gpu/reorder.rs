@@ -125,9 +125,7 @@ impl GpuReorder {
         };
         let args = (table, count as u32, slots.in_len as u32, out.ptr().address(), out_len as u32);
         launch(&self.stream, &function, config, args)?;
-        let record = || self.stream.record_event(None).map_err(|e| cuda_error("recording a reorder event", e));
-        self.tables[at].last = Some(record()?);
-        record()
+        self.launched(at)
     }
 
     /// Copies each `(source, destination, bytes)` on the GPU, all in one
@@ -153,7 +151,13 @@ impl GpuReorder {
         // source, destination and length, each range inside memory the
         // caller holds until the returned event completes.
         unsafe { args.launch(config) }.map_err(|e| cuda_error("launching a burst copy", e))?;
-        let record = || self.stream.record_event(None).map_err(|e| cuda_error("recording a copy event", e));
+        self.launched(at)
+    }
+
+    /// After a launch that read slot table `at`: marks the table busy until
+    /// the launch is done, and returns an event that completes with it.
+    fn launched(&mut self, at: usize) -> Result<CudaEvent, Error> {
+        let record = || self.stream.record_event(None).map_err(|e| cuda_error("recording a kernel's event", e));
         self.tables[at].last = Some(record()?);
         record()
     }

@@ -25,7 +25,7 @@ use crate::port::Port;
 const SOCKET_BUFFER_BYTES: usize = 64 << 20;
 
 pub(super) fn open(endpoints: SocketEndpoints, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
-    super::require_cpu_memory(port, regions)?;
+    super::prepare_cpu_landing(port, regions)?;
     match endpoints.transport {
         Transport::Udp => Ok(Box::new(udp::UdpDriver::open(endpoints, port)?)),
         Transport::Tcp => Ok(Box::new(tcp::TcpDriver::open(endpoints, port)?)),
