@@ -250,7 +250,8 @@ impl Batch {
         let handle = cufile::batch_io_setup(pieces.len() as u32)?;
         let params: Vec<sys::CUfileIOParams_t> = pieces
             .iter()
-            .map(|&(offset, slice)| sys::CUfileIOParams_t {
+            .enumerate()
+            .map(|(entry, &(offset, slice))| sys::CUfileIOParams_t {
                 mode: sys::CUfileBatchMode_t::CUFILE_BATCH,
                 u: sys::CUfileIOParams__bindgen_ty_1 {
                     batch: sys::CUfileIOParams__bindgen_ty_1__bindgen_ty_1 {
@@ -262,7 +263,8 @@ impl Batch {
                 },
                 fh: file.cu(),
                 opcode: sys::CUfileOpcode_t::CUFILE_WRITE,
-                cookie: std::ptr::null_mut(),
+                // The entry's position, so a completion names what it wrote.
+                cookie: std::ptr::without_provenance_mut(entry),
             })
             .collect();
         // SAFETY: `handle` was just set up for this many entries; each entry
@@ -276,7 +278,8 @@ impl Batch {
         Ok(Self { handle, sizes: pieces.iter().map(|p| p.1.len()).collect() })
     }
 
-    /// Waits until every entry completed; an error names the first that failed.
+    /// Waits until every entry completed; an error names the first that
+    /// failed or wrote fewer bytes than it was given.
     fn wait(self) -> std::result::Result<(), String> {
         let mut done = 0usize;
         let mut failure = None;
@@ -297,14 +300,14 @@ impl Batch {
                 break;
             }
             for event in &events[..nr as usize] {
+                let size = self.sizes.get(event.cookie.addr()).copied();
                 if event.status != sys::CUfileStatus_t::CUFILE_COMPLETE {
                     failure.get_or_insert(format!("an entry ended {:?}", event.status));
+                } else if size != Some(event.ret) {
+                    failure.get_or_insert(format!("an entry wrote {} of {size:?} bytes", event.ret));
                 }
             }
             done += nr as usize;
-        }
-        if let Some(size) = self.sizes.iter().find(|&&s| s == 0) {
-            failure.get_or_insert(format!("an entry of {size} bytes"));
         }
         // SAFETY: set up in `submit`, destroyed once, after every entry finished.
         let _ = unsafe { cufile::batch_io_destroy(self.handle) };
