@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the GPU test binaries and benchmarks (engine with the cuda feature)
-# into one folder, with run.sh beside them, for the GPU machine:
+# Builds the GPU test binaries and benchmarks (engine and gateway with the
+# cuda feature) and the gateway binary into one folder, with run.sh beside
+# them, for the GPU machine:
 #   tests/gpu/build.sh [folder]        (default target/gpu-tests)
 #   cd target/gpu-tests && ./run.sh    (on the GPU machine)
 # cudarc loads libcuda and libnvrtc at run time, so this builds anywhere.
@@ -8,8 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-target/gpu-tests}
 mkdir -p "$out"
-rm -f "$out"/gpu_*
-cargo build --release -p daqiri --features cuda --tests --benches --message-format=json-render-diagnostics \
+rm -f "$out"/gpu_* "$out"/daqiri-gateway
+cargo build --release -p daqiri -p daqiri-gateway --features daqiri/cuda,daqiri-gateway/cuda \
+    --tests --benches --bins --message-format=json-render-diagnostics \
     | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -19,8 +21,12 @@ for line in sys.stdin:
     target = msg["target"]
     if target["name"].startswith("gpu_") and ("test" in target["kind"] or "bench" in target["kind"]):
         print(target["name"], msg["executable"])
+    elif target["name"] == "daqiri-gateway" and "bin" in target["kind"]:
+        print(target["name"], msg["executable"])
 ' | while read -r name path; do
     cp "$path" "$out/$name"
+    # Debug info would take the folder past what travels to the GPU machine.
+    strip --strip-debug "$out/$name"
 done
 cp tests/gpu/run.sh "$out/run.sh"
 ls "$out"

@@ -5,6 +5,8 @@
 # not test binaries run with --bench when BENCH=1.
 set -uo pipefail
 cd "$(dirname "$0")"
+# The gateway tests run the binary built beside them.
+export DAQIRI_GATEWAY=$PWD/daqiri-gateway
 passed=0 failed=0 skipped=0
 gpu=yes
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then

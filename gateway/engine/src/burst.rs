@@ -581,6 +581,21 @@ pub enum SegmentMemory<'a> {
     Device(crate::memory::DeviceSlice<'a>),
 }
 
+impl SegmentMemory<'_> {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            SegmentMemory::Host(bytes) => bytes.len(),
+            SegmentMemory::Device(slice) => slice.len(),
+        }
+    }
+
+    /// Whether the segment holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A writable view of one packet, for filling TX bursts.
 #[derive(Debug)]
 pub struct PacketMut<'a> {

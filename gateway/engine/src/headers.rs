@@ -105,8 +105,34 @@ pub fn synthesize_udp_frame<'a>(
     for piece in payload {
         out.extend_from_slice(piece);
     }
-    let udp_len =
-        u16::try_from(out.len() - UDP_FRAME_HEADERS).map_err(|_| Error::invalid("datagram over 65535 bytes"))?;
+    let payload_len = out.len() - UDP_FRAME_HEADERS;
+    write_synthetic_headers(out, source, destination, payload_len)
+}
+
+/// The headers [`synthesize_udp_frame`] puts before a `payload_len`-byte
+/// payload, alone in `out`: for a payload written from elsewhere (GPU memory).
+pub fn synthesize_udp_headers(
+    out: &mut Vec<u8>,
+    source: std::net::SocketAddrV4,
+    destination: std::net::SocketAddrV4,
+    payload_len: usize,
+) -> Result<()> {
+    out.clear();
+    out.resize(UDP_FRAME_HEADERS, 0);
+    write_synthetic_headers(out, source, destination, payload_len)
+}
+
+fn write_synthetic_headers(
+    out: &mut [u8],
+    source: std::net::SocketAddrV4,
+    destination: std::net::SocketAddrV4,
+    payload_len: usize,
+) -> Result<()> {
+    // The IPv4 total length (headers included) must fit its 16 bits.
+    if payload_len + UDP_LEN + IPV4_LEN > usize::from(u16::MAX) {
+        return Err(Error::invalid("datagram too long for IPv4 (over 65,507 payload bytes)"));
+    }
+    let udp_len = payload_len as u16;
     write_eth(out, SYNTHETIC_SOURCE_MAC, SYNTHETIC_DESTINATION_MAC)?;
     write_ipv4(out, udp_len + UDP_LEN as u16, IpNumber::UDP.0, *source.ip(), *destination.ip())?;
     write_udp(out, udp_len, source.port(), destination.port())

@@ -76,7 +76,9 @@ fn gpu_gds_raw_and_pcap_files_read_back_byte_for_byte() {
     let bursts = loop_back(&engine, &frames);
 
     let mut raw = GdsWriter::create(dir.join("capture.bin"), GdsFormat::Raw).expect("cuFile opens the file");
-    let mut pcap = GdsWriter::create(dir.join("capture.pcap"), GdsFormat::Pcap).expect("cuFile opens the file");
+    let mut pcap =
+        GdsWriter::create(dir.join("capture.pcap"), GdsFormat::Pcap { snaplen: daqiri::writer::DEFAULT_SNAPLEN })
+            .expect("cuFile opens the file");
     println!("cuFile mode: {}", raw.mode().as_str());
     let mut written = 0;
     for burst in bursts {

@@ -23,6 +23,12 @@ pub fn new_stream(ordinal: u32) -> Result<Arc<CudaStream>, Error> {
     context(ordinal)?.new_stream().map_err(|e| cuda_error(format!("creating a stream on GPU {ordinal}"), e))
 }
 
+/// Makes GPU `ordinal`'s context current on the calling thread, for threads
+/// that hand device memory to a library which expects one (cuFile).
+pub fn bind_thread(ordinal: u32) -> Result<(), Error> {
+    context(ordinal)?.bind_to_thread().map_err(|e| cuda_error(format!("binding GPU {ordinal} to a thread"), e))
+}
+
 /// The context of GPU `ordinal`, created on first use.
 pub(crate) fn context(ordinal: u32) -> Result<Arc<CudaContext>, Error> {
     static CONTEXTS: Mutex<Vec<(u32, Arc<CudaContext>)>> = Mutex::new(Vec::new());

@@ -53,9 +53,12 @@ impl GdsMode {
 pub enum GdsFormat {
     /// Each packet's bytes (all segments in order), back to back.
     Raw,
-    /// A classic pcap file (Ethernet, microsecond records, the default
-    /// snap length), as [`PcapWriter`](super::PcapWriter) writes.
-    Pcap,
+    /// A classic pcap file (Ethernet, microsecond records) keeping at most
+    /// `snaplen` bytes of each packet, as [`PcapWriter`](super::PcapWriter) writes.
+    Pcap {
+        /// Bytes kept of each packet ([`DEFAULT_SNAPLEN`](super::DEFAULT_SNAPLEN) is pcap's usual).
+        snaplen: u32,
+    },
 }
 
 /// One file written through cuFile.
@@ -97,8 +100,8 @@ impl GdsWriter {
             GdsMode::Compatibility
         };
         let mut writer = Self { path, format, mode, device_side, host_side, end: 0 };
-        if format == GdsFormat::Pcap {
-            writer.write_host(&super::pcap::global_header(PcapResolution::Micros, super::DEFAULT_SNAPLEN))?;
+        if let GdsFormat::Pcap { snaplen } = format {
+            writer.write_host(&super::pcap::global_header(PcapResolution::Micros, snaplen))?;
         }
         Ok(writer)
     }
@@ -142,6 +145,25 @@ impl GdsWriter {
         Ok(GdsWriteHandle { burst, batches, summary, path: self.path.clone() })
     }
 
+    /// Writes one packet given as its segments in order (host bytes and
+    /// device memory the caller holds for the call), synchronously: for
+    /// packets that are not in a burst, such as a capture's copies. Returns
+    /// the bytes it added to the file.
+    pub fn write_packet(&mut self, segments: &[SegmentMemory<'_>], time: SystemTime) -> Result<u64> {
+        let start = self.end;
+        let mut pieces = Vec::new();
+        self.lay_out_packet(segments.iter().copied(), time, &mut pieces)?;
+        for (offset, slice) in pieces {
+            // SAFETY: the caller lends `slice` for the call; cuFile reads
+            // `len` bytes from it, synchronously.
+            let written = unsafe {
+                cufile::write(self.device_side.cu(), slice.ptr().address() as _, slice.len(), offset as i64, 0)
+            };
+            self.check_written(written, slice.len())?;
+        }
+        Ok(self.end - start)
+    }
+
     /// Writes the host bytes of each packet at their place and returns
     /// where each device segment goes.
     fn lay_out<'b>(&mut self, burst: &'b Burst) -> Result<(Vec<(u64, DeviceSlice<'b>)>, WriteSummary)> {
@@ -149,40 +171,53 @@ impl GdsWriter {
         let mut summary = WriteSummary::default();
         let now = SystemTime::now();
         for packet in burst.packets() {
-            let len = packet.len();
-            if len == 0 {
-                continue;
+            let segments = (0..crate::MAX_SEGMENTS).filter_map(|s| packet.segment_memory(s));
+            let written = self.lay_out_packet(segments, now, &mut pieces)?;
+            if written > 0 {
+                summary.packets += 1;
+                summary.bytes += written;
             }
-            let start = self.end;
-            // A pcap record keeps at most the snap length, as PcapWriter does.
-            let mut left = len;
-            if self.format == GdsFormat::Pcap {
-                left = len.min(super::DEFAULT_SNAPLEN as usize);
-                let header = super::pcap::record_header(PcapResolution::Micros, now, left as u32, len as u32);
-                self.write_host(&header)?;
-            }
-            for segment in 0..crate::MAX_SEGMENTS {
-                match packet.segment_memory(segment) {
-                    Some(SegmentMemory::Host(bytes)) => {
-                        let take = bytes.len().min(left);
-                        self.write_host(&bytes[..take])?;
-                        left -= take;
-                    }
-                    Some(SegmentMemory::Device(slice)) => {
-                        let take = slice.len().min(left);
-                        if take > 0 {
-                            pieces.push((self.end, DeviceSlice::new(slice.ptr(), take)));
-                        }
-                        self.end += take as u64;
-                        left -= take;
-                    }
-                    None => {}
-                }
-            }
-            summary.packets += 1;
-            summary.bytes += self.end - start;
         }
         Ok((pieces, summary))
+    }
+
+    /// One packet: its host bytes written now, its device segments added to
+    /// `pieces` at their file offsets. Returns the bytes it takes in the file.
+    fn lay_out_packet<'b>(
+        &mut self,
+        segments: impl Iterator<Item = SegmentMemory<'b>> + Clone,
+        time: SystemTime,
+        pieces: &mut Vec<(u64, DeviceSlice<'b>)>,
+    ) -> Result<u64> {
+        let len: usize = segments.clone().map(|s| s.len()).sum();
+        if len == 0 {
+            return Ok(0);
+        }
+        let start = self.end;
+        // A pcap record keeps at most the snap length, as PcapWriter does.
+        let mut left = len;
+        if let GdsFormat::Pcap { snaplen } = self.format {
+            left = len.min(snaplen as usize);
+            self.write_host(&super::pcap::record_header(PcapResolution::Micros, time, left as u32, len as u32))?;
+        }
+        for segment in segments {
+            match segment {
+                SegmentMemory::Host(bytes) => {
+                    let take = bytes.len().min(left);
+                    self.write_host(&bytes[..take])?;
+                    left -= take;
+                }
+                SegmentMemory::Device(slice) => {
+                    let take = slice.len().min(left);
+                    if take > 0 {
+                        pieces.push((self.end, DeviceSlice::new(slice.ptr(), take)));
+                    }
+                    self.end += take as u64;
+                    left -= take;
+                }
+            }
+        }
+        Ok(self.end - start)
     }
 
     fn write_host(&mut self, bytes: &[u8]) -> Result<()> {

@@ -1,5 +1,6 @@
 //! REST-triggered captures: copies of the packets of one interface (and
-//! optionally one queue or flow) written to pcap or raw files.
+//! optionally one queue or flow) written to pcap or raw files, or through
+//! GPUDirect Storage (`gds`) where they live in GPU memory.
 //!
 //! The application loop hands each burst to [`CaptureManager::tap`]. A
 //! running capture copies matching packets into recycled slots of a bounded
@@ -7,6 +8,8 @@
 //! copy is dropped and counted as a capture drop: a slow disk never stalls
 //! receive and never shows up as an RX drop.
 
+#[cfg(feature = "cuda")]
+mod gds;
 mod request;
 mod ring;
 mod session;
@@ -60,29 +63,44 @@ struct PortInfo {
     /// Reorder plan names, in `reorder_configs` order.
     plans: Vec<String>,
     /// RX queues with a segment in GPU memory, and plans whose output is there.
-    gpu_queues: Vec<u16>,
-    gpu_plans: Vec<u16>,
+    gpu_queues: Vec<(u16, DeviceSide)>,
+    gpu_plans: Vec<(u16, DeviceSide)>,
+}
+
+/// Where a queue's packets (or a plan's aggregates) keep bytes in GPU memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DeviceSide {
+    gpu: u32,
+    /// Most device bytes one packet (or aggregate) holds.
+    bytes: usize,
 }
 
 impl PortInfo {
     /// What of a capture `plan` lives in GPU memory, which captures copy
-    /// with the CPU cannot read; `None` when everything is host memory.
-    fn device_resident(&self, plan: &request::Plan) -> Option<String> {
+    /// with the CPU cannot read, and where; `None` when all is host memory.
+    fn device_resident(&self, plan: &request::Plan) -> Option<(String, DeviceSide)> {
         if let Some((index, name)) = &plan.reorder {
-            return self.gpu_plans.contains(index).then(|| format!("reorder plan \"{name}\"'s output"));
+            let side = self.gpu_plans.iter().find(|(p, _)| p == index)?.1;
+            return Some((format!("reorder plan \"{name}\"'s output"), side));
         }
-        let queue = match plan.queue {
-            Some(queue) => self.gpu_queues.iter().find(|&&q| q == queue),
-            None => self.gpu_queues.first(),
-        };
-        queue.map(|q| format!("RX queue {q}'s packets"))
+        let mut queues = self.gpu_queues.iter().filter(|(q, _)| plan.queue.is_none_or(|wanted| wanted == *q));
+        let &(first, mut side) = queues.next()?;
+        // A capture of every queue takes slots as large as the largest.
+        for (_, other) in queues {
+            side.bytes = side.bytes.max(other.bytes);
+        }
+        Some((format!("RX queue {first}'s packets"), side))
     }
 }
 
 fn port_infos(engine: &Engine) -> Vec<PortInfo> {
     let config = engine.config();
     let in_gpu_memory = |region: &str| {
-        config.config().memory_region(region).is_some_and(|r| r.kind == daqiri::config::model::MemoryKind::Device)
+        config
+            .config()
+            .memory_region(region)
+            .filter(|r| r.kind == daqiri::config::model::MemoryKind::Device)
+            .map(|r| DeviceSide { gpu: r.affinity, bytes: r.buf_size as usize })
     };
     engine
         .stats()
@@ -98,11 +116,17 @@ fn port_infos(engine: &Engine) -> Vec<PortInfo> {
                 plans: p.reorder.iter().map(|plan| plan.name.clone()).collect(),
                 gpu_queues: queues
                     .iter()
-                    .filter(|q| q.memory_regions.iter().any(|r| in_gpu_memory(r)))
-                    .map(|q| q.id)
+                    .filter_map(|q| {
+                        // A packet has a segment per region; its device bytes are their sum.
+                        let sides: Vec<DeviceSide> = q.memory_regions.iter().filter_map(|r| in_gpu_memory(r)).collect();
+                        let bytes = sides.iter().map(|s| s.bytes).sum();
+                        sides.first().map(|s| (q.id, DeviceSide { gpu: s.gpu, bytes }))
+                    })
                     .collect(),
-                gpu_plans: (0..plans.len() as u16)
-                    .filter(|&i| in_gpu_memory(&plans[usize::from(i)].memory_region))
+                gpu_plans: plans
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, plan)| Some((i as u16, in_gpu_memory(&plan.memory_region)?)))
                     .collect(),
             }
         })
@@ -140,11 +164,16 @@ impl CaptureManager {
             )
         })?;
         let plan = request.validate(&ports[port].plans)?;
-        if let Some(what) = ports[port].device_resident(&plan) {
-            return Err(CaptureError::NotImplemented(format!(
-                "{what} live in GPU memory, which {} captures (host copies) cannot read; format gds is not in the admin API yet (the engine API has daqiri::writer::GdsWriter)",
-                plan.format.as_str()
-            )));
+        let device = ports[port].device_resident(&plan);
+        match (&device, plan.format) {
+            (_, request::CaptureFormat::Gds) => gds_available()?,
+            (Some((what, _)), format) => {
+                return Err(CaptureError::NotImplemented(format!(
+                    "{what} live in GPU memory, which {} captures (host copies) cannot read; use format gds",
+                    format.as_str()
+                )));
+            }
+            (None, _) => {}
         }
         std::fs::create_dir_all(&self.dir).map_err(|e| {
             CaptureError::Failed(format!("cannot create capture directory {}: {e}", self.dir.display()))
@@ -159,7 +188,7 @@ impl CaptureManager {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let local = ports[port].local;
-        let session = Session::start(id, port as u16, local, plan, Arc::clone(self))
+        let session = Session::start(id, port as u16, local, plan, device.map(|d| d.1), Arc::clone(self))
             .map_err(|e| CaptureError::Failed(format!("{e:#}")))?;
         self.running.fetch_add(1, Ordering::Relaxed);
         let info = session.info();
@@ -262,6 +291,20 @@ impl CaptureManager {
     }
 }
 
+/// Whether this gateway can write `gds` captures: built with `cuda`, on a
+/// machine with the NVIDIA driver.
+fn gds_available() -> Result<(), CaptureError> {
+    #[cfg(feature = "cuda")]
+    return daqiri::gpu::gpu_count().map(|_| ()).map_err(|e| {
+        CaptureError::NotImplemented(format!("format gds (GPUDirect Storage) cannot run here: {}", e.detail()))
+    });
+    #[cfg(not(feature = "cuda"))]
+    Err(CaptureError::NotImplemented(
+        "format gds (GPUDirect Storage) needs a gateway built with the cuda feature; this one has no GPU support"
+            .into(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,28 +316,47 @@ mod tests {
 
     #[test]
     fn captures_that_would_read_gpu_memory_say_what_lives_there() {
+        let (small, large) = (DeviceSide { gpu: 0, bytes: 2048 }, DeviceSide { gpu: 0, bytes: 9000 });
         let port = PortInfo {
             name: "p".into(),
             local: None,
             plans: vec!["cpu_plan".into(), "gpu_plan".into()],
-            gpu_queues: vec![2],
-            gpu_plans: vec![1],
+            gpu_queues: vec![(2, small), (3, large)],
+            gpu_plans: vec![(1, DeviceSide { gpu: 0, bytes: 1 << 20 })],
         };
         let resident = |json| port.device_resident(&request(json));
         assert_eq!(resident(r#"{"format":"pcap","interface":"p","name":"a","queue":0}"#), None);
         assert_eq!(
-            resident(r#"{"format":"pcap","interface":"p","name":"a","queue":2}"#).as_deref(),
-            Some("RX queue 2's packets")
+            resident(r#"{"format":"pcap","interface":"p","name":"a","queue":2}"#),
+            Some(("RX queue 2's packets".into(), small))
         );
         assert_eq!(
-            resident(r#"{"format":"raw","interface":"p","name":"a"}"#).as_deref(),
-            Some("RX queue 2's packets"),
-            "a capture of every queue includes the GPU one"
+            resident(r#"{"format":"raw","interface":"p","name":"a"}"#),
+            Some(("RX queue 2's packets".into(), large)),
+            "a capture of every queue includes the GPU ones, with slots for the largest"
         );
         assert_eq!(resident(r#"{"format":"raw","interface":"p","name":"a","reorder":"cpu_plan"}"#), None);
         assert_eq!(
-            resident(r#"{"format":"raw","interface":"p","name":"a","reorder":"gpu_plan"}"#).as_deref(),
-            Some("reorder plan \"gpu_plan\"'s output")
+            resident(r#"{"format":"gds","interface":"p","name":"a","reorder":"gpu_plan"}"#),
+            Some(("reorder plan \"gpu_plan\"'s output".into(), DeviceSide { gpu: 0, bytes: 1 << 20 }))
         );
+    }
+
+    #[test]
+    fn pcap_file_options_are_refused_where_no_pcap_file_is_written() {
+        let plans = ["agg".to_string()];
+        let refused = |json: &str| match serde_json::from_str::<CaptureRequest>(json).unwrap().validate(&plans) {
+            Err(CaptureError::Invalid(field, message)) => Some((field, message)),
+            _ => None,
+        };
+        let (field, message) = refused(r#"{"format":"raw","interface":"p","name":"a","snaplen":64}"#).unwrap();
+        assert_eq!(field, "snaplen");
+        assert!(message.contains("one raw file per packet"), "{message}");
+        let (field, message) =
+            refused(r#"{"format":"gds","interface":"p","name":"a","reorder":"agg","rotate_bytes":9}"#).unwrap();
+        assert_eq!(field, "rotate_bytes");
+        assert!(message.contains("per aggregate"), "{message}");
+        assert!(refused(r#"{"format":"gds","interface":"p","name":"a","snaplen":64,"rotate_bytes":9}"#).is_none());
+        assert!(refused(r#"{"format":"pcap","interface":"p","name":"a","reorder":"agg"}"#).is_some());
     }
 }

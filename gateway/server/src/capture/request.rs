@@ -13,7 +13,9 @@ pub(crate) enum CaptureFormat {
     Pcap,
     /// One file per packet, `<name>_<index>`.
     Raw,
-    /// GPUDirect Storage (not in the admin API yet).
+    /// Written through GPUDirect Storage (cuFile), for queues and plans in
+    /// GPU memory: a pcap file of packets, or one raw file per aggregate
+    /// with `reorder`. Needs a gateway built with the `cuda` feature.
     Gds,
 }
 
@@ -43,7 +45,7 @@ pub(crate) struct CaptureRequest {
     #[serde(default)]
     pub flow: Option<u32>,
     /// Only the aggregates of this reorder plan (by name), one raw file per
-    /// batch: `<name>_<batch id>`.
+    /// batch: `<name>_<batch id>` (format raw or gds).
     #[serde(default)]
     pub reorder: Option<String>,
     /// Stop after this many packets.
@@ -88,12 +90,6 @@ pub(crate) struct Plan {
 impl CaptureRequest {
     /// Checks the request against the interface's reorder `plans`.
     pub(crate) fn validate(&self, plans: &[String]) -> Result<Plan, CaptureError> {
-        if self.format == CaptureFormat::Gds {
-            return Err(CaptureError::NotImplemented(
-                "format gds (GPUDirect Storage) is not in the admin API yet (the engine API has daqiri::writer::GdsWriter); use pcap or raw"
-                    .into(),
-            ));
-        }
         let name = self.name.as_str();
         let plain = !name.is_empty()
             && name.len() <= 128
@@ -118,10 +114,25 @@ impl CaptureRequest {
         if self.duration_s.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
             return Err(CaptureError::Invalid("duration_s", "duration_s must be a positive number of seconds".into()));
         }
-        if self.format == CaptureFormat::Raw && (self.rotate_bytes.is_some() || self.rotate_files.is_some()) {
+        // Rotation and snap length shape pcap files, which raw captures and
+        // aggregate captures do not write.
+        let pcap_file = match self.format {
+            CaptureFormat::Pcap => true,
+            CaptureFormat::Gds => self.reorder.is_none(),
+            CaptureFormat::Raw => false,
+        };
+        let pcap_only = [
+            ("rotate_bytes", self.rotate_bytes.is_some()),
+            ("rotate_files", self.rotate_files.is_some()),
+            ("snaplen", self.snaplen.is_some()),
+        ];
+        if let Some((field, _)) = pcap_only.iter().find(|(_, given)| *given && !pcap_file) {
             return Err(CaptureError::Invalid(
-                "rotate_bytes",
-                "rotation applies to pcap; raw captures write one file per packet".into(),
+                field,
+                format!(
+                    "{field} applies to pcap files (format pcap, or gds without reorder); this capture writes one raw file per {}",
+                    if self.reorder.is_some() { "aggregate" } else { "packet" }
+                ),
             ));
         }
         if self.rotate_files.is_some() && self.rotate_bytes.is_none() {
@@ -132,10 +143,10 @@ impl CaptureRequest {
         }
         let reorder = match &self.reorder {
             None => None,
-            Some(_) if self.format != CaptureFormat::Raw => {
+            Some(_) if self.format == CaptureFormat::Pcap => {
                 return Err(CaptureError::Invalid(
                     "reorder",
-                    "a reorder capture writes each aggregate as one raw file; set format: raw".into(),
+                    "a reorder capture writes each aggregate as one raw file; set format: raw (or gds)".into(),
                 ));
             }
             Some(_) if self.flow.is_some() => {

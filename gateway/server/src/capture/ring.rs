@@ -14,6 +14,23 @@ pub(crate) struct Record {
     pub bytes: Vec<u8>,
     /// A reorder aggregate's batch id (names its raw file).
     pub batch_id: Option<u64>,
+    #[cfg(feature = "cuda")]
+    /// For a copy with bytes in GPU memory (format gds): the packet in
+    /// order, as runs of `bytes` and of this record's device slot.
+    pub pieces: Vec<Piece>,
+    /// This record's device slot, fixed for its life in the ring.
+    #[cfg(feature = "cuda")]
+    pub slot: usize,
+}
+
+/// A run of a record's bytes, by length.
+#[cfg(feature = "cuda")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Piece {
+    /// The next bytes of `Record::bytes`.
+    Host(usize),
+    /// The next bytes of the record's device slot.
+    Device(usize),
 }
 
 #[derive(Debug)]
@@ -25,8 +42,17 @@ pub(crate) struct Ring {
 impl Ring {
     pub(crate) fn new(slots: usize) -> Self {
         let free = ArrayQueue::new(slots);
-        for _ in 0..slots {
-            let _ = free.push(Record { time: SystemTime::UNIX_EPOCH, orig_len: 0, bytes: Vec::new(), batch_id: None });
+        for _slot in 0..slots {
+            let _ = free.push(Record {
+                time: SystemTime::UNIX_EPOCH,
+                orig_len: 0,
+                bytes: Vec::new(),
+                batch_id: None,
+                #[cfg(feature = "cuda")]
+                pieces: Vec::new(),
+                #[cfg(feature = "cuda")]
+                slot: _slot,
+            });
         }
         Self { free, filled: ArrayQueue::new(slots) }
     }

@@ -1,7 +1,7 @@
 //! One capture: the tap side (copy into the ring) and its writer thread.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -13,6 +13,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::CaptureManager;
+#[cfg(feature = "cuda")]
+use super::gds;
 use super::request::{CaptureFormat, Plan};
 use super::ring::{Record, Ring};
 
@@ -67,6 +69,10 @@ pub(crate) struct CaptureInfo {
     pub elapsed_s: f64,
     /// Fraction of the nearest limit reached (packets, bytes or duration), if any.
     pub progress: Option<f64>,
+    /// How cuFile wrote a `gds` capture: `direct` (nvidia-fs) or
+    /// `compatibility` (through host bounce buffers); absent for other formats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gds_mode: Option<&'static str>,
 }
 
 #[derive(Debug)]
@@ -84,6 +90,10 @@ pub(crate) struct Session {
     end: Mutex<Option<(CaptureState, String)>>,
     files: Mutex<Vec<PathBuf>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// A `gds` capture's device half of the ring, where it copies GPU bytes.
+    #[cfg(feature = "cuda")]
+    device: Option<gds::DeviceSlots>,
+    gds_mode: Mutex<Option<&'static str>>,
 }
 
 impl Session {
@@ -92,15 +102,27 @@ impl Session {
         port: u16,
         local: Option<SocketAddr>,
         plan: Plan,
+        device: Option<super::DeviceSide>,
         manager: Arc<CaptureManager>,
     ) -> anyhow::Result<Arc<Self>> {
+        let mut slots = RING_SLOTS;
+        #[cfg(feature = "cuda")]
+        let device = match device {
+            Some(side) if plan.format == CaptureFormat::Gds => {
+                slots = gds::DeviceSlots::ring_slots(side, RING_SLOTS);
+                Some(gds::DeviceSlots::new(side, slots)?)
+            }
+            _ => None,
+        };
+        #[cfg(not(feature = "cuda"))]
+        let _ = (device, &mut slots);
         let session = Arc::new(Self {
             id,
             port,
             local,
             plan,
             started: Instant::now(),
-            ring: Ring::new(RING_SLOTS),
+            ring: Ring::new(slots),
             stop: AtomicBool::new(false),
             packets: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -108,6 +130,9 @@ impl Session {
             end: Mutex::new(None),
             files: Mutex::new(Vec::new()),
             writer: Mutex::new(None),
+            #[cfg(feature = "cuda")]
+            device,
+            gds_mode: Mutex::new(None),
         });
         let mut output = Output::open(&session, &manager)?;
         let writer = {
@@ -172,6 +197,7 @@ impl Session {
             files: self.files(),
             elapsed_s: elapsed.as_secs_f64(),
             progress,
+            gds_mode: *self.gds_mode.lock().unwrap_or_else(|e| e.into_inner()),
         }
     }
 
@@ -201,6 +227,10 @@ impl Session {
         {
             return;
         }
+        #[cfg(feature = "cuda")]
+        if let Some(device) = &self.device {
+            return self.tap_to_device(device, burst);
+        }
         for packet in burst.packets() {
             if self.plan.flow.is_some() && packet.flow_id() != self.plan.flow {
                 continue;
@@ -210,11 +240,11 @@ impl Session {
                 continue;
             };
             let pieces = (0..MAX_SEGMENTS).filter_map(|s| packet.segment(s));
-            let framed = match (self.local, packet.source()) {
-                (Some(SocketAddr::V4(local)), Some(SocketAddr::V4(source))) => {
+            let framed = match self.frame(&packet) {
+                Some((source, local)) => {
                     daqiri::headers::synthesize_udp_frame(&mut record.bytes, source, local, pieces.clone()).is_ok()
                 }
-                _ => false,
+                None => false,
             };
             if !framed {
                 record.bytes.clear();
@@ -227,8 +257,51 @@ impl Session {
         }
     }
 
+    /// A `gds` capture's tap: GPU bytes are copied on the GPU, one launch
+    /// per burst, and the records go to the writer once that copy is done.
+    #[cfg(feature = "cuda")]
+    fn tap_to_device(&self, device: &gds::DeviceSlots, burst: &Burst) {
+        let now = SystemTime::now();
+        for packet in burst.packets() {
+            if self.plan.flow.is_some() && packet.flow_id() != self.plan.flow {
+                continue;
+            }
+            let Some(mut record) = self.ring.slot() else {
+                self.drops.fetch_add(1, Relaxed);
+                continue;
+            };
+            record.time = now;
+            record.batch_id = burst.batch_id();
+            if let Err(record) = device.stage(record, &packet, self.frame(&packet)) {
+                self.drops.fetch_add(1, Relaxed);
+                self.ring.recycle(record);
+            }
+        }
+        device.finish(burst, |record, copied| {
+            if copied {
+                self.ring.submit(record);
+            } else {
+                self.drops.fetch_add(1, Relaxed);
+                self.ring.recycle(record);
+            }
+        });
+    }
+
+    /// The addresses a socket datagram is framed with in a capture file.
+    fn frame(&self, packet: &daqiri::Packet<'_>) -> Option<(std::net::SocketAddrV4, std::net::SocketAddrV4)> {
+        match (self.local, packet.source()) {
+            (Some(SocketAddr::V4(local)), Some(SocketAddr::V4(source))) => Some((source, local)),
+            _ => None,
+        }
+    }
+
     /// Writes until a limit, a stop request, the free-space floor or an error.
     fn write_loop(&self, output: &mut Output, manager: &CaptureManager) -> anyhow::Result<String> {
+        // cuFile takes device pointers from a thread with the GPU's context.
+        #[cfg(feature = "cuda")]
+        if let Some(device) = &self.device {
+            daqiri::gpu::bind_thread(device.gpu())?;
+        }
         let mut since_space_check = 0;
         loop {
             let Some(record) = self.ring.next() else {
@@ -271,33 +344,86 @@ impl Session {
 /// The files a capture writes to.
 #[derive(Debug)]
 enum Output {
-    Pcap { writer: PcapWriter, file_bytes: u64, index: u32 },
-    Raw { dir: PathBuf, next: u64 },
+    Pcap {
+        file: PcapFile,
+        dir: PathBuf,
+        file_bytes: u64,
+        index: u32,
+    },
+    Raw {
+        dir: PathBuf,
+        next: u64,
+    },
+    /// A `gds` capture of reorder aggregates: one raw file per aggregate.
+    #[cfg(feature = "cuda")]
+    GdsAggregates {
+        dir: PathBuf,
+    },
+}
+
+/// One pcap file, written by the CPU or through cuFile (`gds`).
+#[derive(Debug)]
+enum PcapFile {
+    Host(PcapWriter),
+    #[cfg(feature = "cuda")]
+    Gds(daqiri::writer::GdsWriter),
+}
+
+impl PcapFile {
+    fn open(session: &Session, path: &Path) -> anyhow::Result<Self> {
+        #[cfg(feature = "cuda")]
+        if session.plan.format == CaptureFormat::Gds {
+            let writer = gds::open_pcap(path, session.plan.snaplen)?;
+            *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer.mode().as_str());
+            return Ok(PcapFile::Gds(writer));
+        }
+        Ok(PcapFile::Host(PcapWriter::open(path, PcapResolution::Micros, Some(session.plan.snaplen))?))
+    }
+
+    fn write(&mut self, session: &Session, record: &Record) -> anyhow::Result<u64> {
+        let _ = session;
+        match self {
+            PcapFile::Host(writer) => Ok(writer.write_packet(std::iter::once(&record.bytes[..]), record.time)?),
+            #[cfg(feature = "cuda")]
+            PcapFile::Gds(writer) => gds::write_record(writer, session.device.as_ref(), record),
+        }
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        match self {
+            PcapFile::Host(writer) => Ok(writer.flush()?),
+            // cuFile and positioned writes leave nothing buffered.
+            #[cfg(feature = "cuda")]
+            PcapFile::Gds(_) => Ok(()),
+        }
+    }
 }
 
 impl Output {
     fn open(session: &Session, manager: &CaptureManager) -> anyhow::Result<Self> {
-        Ok(match session.plan.format {
-            CaptureFormat::Pcap => {
-                let path = pcap_path(session, manager, 1);
-                let writer = PcapWriter::open(&path, PcapResolution::Micros, Some(session.plan.snaplen))?;
+        let dir = manager.dir().to_path_buf();
+        Ok(match (session.plan.format, &session.plan.reorder) {
+            (CaptureFormat::Raw, _) => Output::Raw { dir, next: 0 },
+            #[cfg(feature = "cuda")]
+            (CaptureFormat::Gds, Some(_)) => Output::GdsAggregates { dir },
+            _ => {
+                let path = pcap_path(&session.plan, &dir, 1);
+                let file = PcapFile::open(session, &path)?;
                 session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
-                Output::Pcap { writer, file_bytes: 0, index: 1 }
+                Output::Pcap { file, dir, file_bytes: 0, index: 1 }
             }
-            _ => Output::Raw { dir: manager.dir().to_path_buf(), next: 0 },
         })
     }
 
     /// Writes one record; returns the bytes it added to storage.
     fn write(&mut self, session: &Session, record: &Record) -> anyhow::Result<u64> {
         match self {
-            Output::Pcap { writer, file_bytes, index } => {
+            Output::Pcap { file, dir, file_bytes, index } => {
                 if session.plan.rotate_bytes.is_some_and(|limit| *file_bytes >= limit) {
-                    writer.flush()?;
+                    file.flush()?;
                     *index += 1;
-                    let manager_dir = writer.path().parent().map(PathBuf::from).unwrap_or_default();
-                    let path = manager_dir.join(format!("{}_{:04}.pcap", session.plan.name, index));
-                    *writer = PcapWriter::open(&path, PcapResolution::Micros, Some(session.plan.snaplen))?;
+                    let path = pcap_path(&session.plan, dir, *index);
+                    *file = PcapFile::open(session, &path)?;
                     *file_bytes = 0;
                     let mut files = session.files.lock().unwrap_or_else(|e| e.into_inner());
                     files.push(path);
@@ -307,7 +433,7 @@ impl Output {
                         }
                     }
                 }
-                let written = writer.write_packet(std::iter::once(&record.bytes[..]), record.time)?;
+                let written = file.write(session, record)?;
                 *file_bytes += written;
                 Ok(written)
             }
@@ -323,22 +449,31 @@ impl Output {
                 session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
                 Ok(record.bytes.len() as u64)
             }
+            #[cfg(feature = "cuda")]
+            Output::GdsAggregates { dir } => {
+                let path = dir.join(format!("{}_{}", session.plan.name, record.batch_id.unwrap_or_default()));
+                let (written, mode) = gds::write_aggregate(&path, session.device.as_ref(), record)?;
+                *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode.as_str());
+                session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+                Ok(written)
+            }
         }
     }
 
     /// Pushes buffered records to disk (when the ring runs dry, and at the end).
     fn flush(&mut self) -> anyhow::Result<()> {
-        if let Output::Pcap { writer, .. } = self {
-            writer.flush()?;
+        if let Output::Pcap { file, .. } = self {
+            file.flush()?;
         }
         Ok(())
     }
 }
 
-fn pcap_path(session: &Session, manager: &CaptureManager, index: u32) -> PathBuf {
-    if session.plan.rotate_bytes.is_some() {
-        manager.dir().join(format!("{}_{index:04}.pcap", session.plan.name))
+/// `<name>.pcap`, or `<name>_<index>.pcap` when rotating.
+fn pcap_path(plan: &Plan, dir: &Path, index: u32) -> PathBuf {
+    if plan.rotate_bytes.is_some() {
+        dir.join(format!("{}_{index:04}.pcap", plan.name))
     } else {
-        manager.dir().join(format!("{}.pcap", session.plan.name))
+        dir.join(format!("{}.pcap", plan.name))
     }
 }

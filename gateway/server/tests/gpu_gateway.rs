@@ -1,0 +1,298 @@
+//! The gateway built with `cuda`, on the GPU machine: `gen` sends UDP over
+//! loopback into GPU reorder plans and into a queue that lands in GPU
+//! memory; `format: gds` captures write the aggregates and the packets
+//! through cuFile; the files must equal the CPU oracle (the same plans run
+//! by `daqiri::reorder::Replay` on the packets gen sent) and what was sent.
+//! Run by `tests/gpu/run.sh`, which names the binary in `DAQIRI_GATEWAY`.
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+use common::{GATEWAY, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
+
+const PACKETS_PER_BATCH: usize = 32;
+const BATCHES: usize = 12;
+/// Packets sent to the queue that lands in GPU memory.
+const LANDED: usize = 300;
+const LANDED_PAYLOAD: usize = 1400;
+
+/// A GPU plan on its own flow: gen's packets from `source`, `payload`
+/// bytes, samples from `offset` converted as `types`.
+struct PlanSpec {
+    name: &'static str,
+    flow: u32,
+    payload: usize,
+    offset: usize,
+    types: (&'static str, &'static str, &'static str),
+    /// Output bytes per input byte.
+    growth: usize,
+}
+
+const PLANS: [PlanSpec; 2] = [
+    // Aligned 16-byte words: the kernels' word path.
+    PlanSpec { name: "int4_fp16", flow: 1, payload: 16 + 512, offset: 16, types: ("int4", "fp16", "host"), growth: 4 },
+    // A 4-byte offset: the per-sample path.
+    PlanSpec {
+        name: "int16_fp32",
+        flow: 2,
+        payload: 4 + 256,
+        offset: 4,
+        types: ("int16", "fp32", "network"),
+        growth: 2,
+    },
+];
+
+impl PlanSpec {
+    fn aggregate_bytes(&self) -> usize {
+        PACKETS_PER_BATCH * (self.payload - self.offset) * self.growth
+    }
+}
+
+/// The `len`-byte payload gen sends for `seq` with `--fill`.
+fn gen_payload(seq: u32, len: usize) -> Vec<u8> {
+    let mut bytes: Vec<u8> = (0..len).map(|j| seq.wrapping_add(j as u32) as u8).collect();
+    bytes[..4].copy_from_slice(&seq.to_be_bytes());
+    bytes
+}
+
+/// The config: interface `plans` (pinned landing, the GPU plans) and
+/// interface `landed` (one queue in GPU memory). `oracle` turns it into
+/// the same plans on the CPU with host memory, for `Replay`.
+fn config(udp: u16, landed_udp: u16, sources: [u16; 3], oracle: bool) -> String {
+    let (pinned, device, reorder_type) =
+        if oracle { ("host", "host", "cpu") } else { ("host_pinned", "device", "gpu") };
+    let mut regions = format!(
+        "    - {{ name: landing, kind: {pinned}, affinity: 0, num_bufs: 4096, buf_size: 2048 }}\n\
+         \x20   - {{ name: on_gpu, kind: {device}, affinity: 0, num_bufs: 2048, buf_size: 2048 }}\n"
+    );
+    let (mut flows, mut plans) = (String::new(), String::new());
+    for (plan, source) in PLANS.iter().zip(sources) {
+        regions += &format!(
+            "    - {{ name: out_{}, kind: {device}, affinity: 0, num_bufs: 8, buf_size: {} }}\n",
+            plan.name,
+            plan.aggregate_bytes()
+        );
+        flows += &format!(
+            "        - {{ name: f{0}, id: {0}, action: {{ type: queue, id: 0 }}, match: {{ udp_src: {source} }} }}\n",
+            plan.flow
+        );
+        let (input, output, order) = plan.types;
+        plans += &format!(
+            "        - {{ name: {}, reorder_type: {reorder_type}, memory_region: out_{0}, payload_byte_offset: {}, \
+             flow_ids: [{}], data_types: {{ input_type: {input}, output_type: {output}, endianness: {order} }}, \
+             method: {{ seq_packets_per_batch: {{ sequence_number: {{ bit_offset: 0, bit_width: 32 }}, packets_per_batch: {PACKETS_PER_BATCH} }} }} }}\n",
+            plan.name, plan.offset, plan.flow
+        );
+    }
+    format!(
+        r#"
+daqiri:
+  cfg:
+    version: 1
+    stream_type: socket
+    memory_regions:
+{regions}    interfaces:
+    - name: plans
+      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{udp}" }}
+      rx:
+        queues:
+        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 64, timeout_us: 20000, memory_regions: [landing] }}
+        flows:
+{flows}        reorder_configs:
+{plans}    - name: landed
+      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{landed_udp}" }}
+      rx:
+        queues:
+        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 64, timeout_us: 20000, memory_regions: [on_gpu] }}
+        flows:
+        - {{ name: all, id: 9, action: {{ type: queue, id: 0 }}, match: {{ udp_src: {landed_source} }} }}
+"#,
+        landed_source = sources[2],
+    )
+}
+
+struct Gateway {
+    child: Child,
+    admin: u16,
+    dir: PathBuf,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Gateway {
+    fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
+        let (status, body) = http(self.admin, method, path, &[("Content-Type", "application/json")], body);
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+
+    fn capture(&self, body: &str) -> u64 {
+        let (status, info) = self.json("POST", "/api/v1/captures", body);
+        assert_eq!(status, 201, "{body}: {info}");
+        info["id"].as_u64().unwrap()
+    }
+
+    fn finished(&self, id: u64, packets: usize) -> Value {
+        let info = wait_for_capture_end(|| self.json("GET", &format!("/api/v1/captures/{id}"), "").1);
+        assert_eq!(
+            (info["state"].as_str(), info["packets"].as_u64()),
+            (Some("finished"), Some(packets as u64)),
+            "{info}"
+        );
+        assert_eq!(info["capture_drops"], 0, "{info}");
+        let mode = info["gds_mode"].as_str();
+        assert!(matches!(mode, Some("direct" | "compatibility")), "the record says how cuFile wrote: {info}");
+        info
+    }
+}
+
+/// The binary under test: `DAQIRI_GATEWAY` on the GPU machine, else this build's.
+fn gateway_binary() -> String {
+    std::env::var("DAQIRI_GATEWAY").unwrap_or_else(|_| GATEWAY.to_owned())
+}
+
+fn send(gateway: &str, dest: u16, source: u16, count: usize, payload: usize, shuffle: usize) {
+    let sent = Command::new(gateway)
+        .args(["gen", "--dest", &format!("127.0.0.1:{dest}"), "--rate", "20000", "--fill"])
+        .args(["--count", &count.to_string(), "--payload-size", &payload.to_string()])
+        .args(["--src-port", &source.to_string(), "--shuffle-window", &shuffle.to_string()])
+        .output()
+        .unwrap();
+    assert!(sent.status.success(), "gen: {}", String::from_utf8_lossy(&sent.stderr));
+}
+
+/// The records of a classic microsecond pcap file, checked as a reader would.
+fn pcap_records(file: &[u8]) -> Vec<Vec<u8>> {
+    assert_eq!(file[..4], 0xa1b2_c3d4u32.to_le_bytes(), "pcap magic");
+    let mut records = Vec::new();
+    let mut at = 24;
+    while at + 16 <= file.len() {
+        let field = |k: usize| u32::from_le_bytes(file[at + k..at + k + 4].try_into().unwrap()) as usize;
+        let (kept, original) = (field(8), field(12));
+        assert_eq!(kept, original, "nothing was cut");
+        records.push(file[at + 16..at + 16 + kept].to_vec());
+        at += 16 + kept;
+    }
+    assert_eq!(at, file.len(), "the file ends on a whole record");
+    records
+}
+
+#[test]
+fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
+    let gateway = gateway_binary();
+    let dir = scratch_dir("gpu-gateway");
+    let (admin, udp, landed_udp) = (free_tcp_port(), free_udp_port(), free_udp_port());
+    let sources = [free_udp_port(), free_udp_port(), free_udp_port()];
+    let path = dir.join("gateway.yaml");
+    std::fs::write(&path, config(udp, landed_udp, sources, false)).unwrap();
+    let gw = Gateway {
+        child: Command::new(&gateway)
+            .args(["run", "--admin-addr", &format!("127.0.0.1:{admin}"), "--capture-free-space-floor-mb", "1"])
+            .arg("--config")
+            .arg(&path)
+            .arg("--capture-dir")
+            .arg(dir.join("out"))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+        admin,
+        dir: dir.clone(),
+    };
+    wait_for_port(admin);
+
+    // What lives in GPU memory cannot be captured by host copies.
+    let (status, error) =
+        gw.json("POST", "/api/v1/captures", r#"{"format": "pcap", "interface": "landed", "name": "no"}"#);
+    assert_eq!(status, 501, "{error}");
+    assert!(error.to_string().contains("use format gds"), "{error}");
+
+    let aggregates: Vec<u64> = PLANS
+        .iter()
+        .map(|plan| {
+            gw.capture(&format!(
+                r#"{{"format": "gds", "interface": "plans", "name": "{0}", "reorder": "{0}", "max_packets": {BATCHES}}}"#,
+                plan.name
+            ))
+        })
+        .collect();
+    let packets = gw
+        .capture(&format!(r#"{{"format": "gds", "interface": "landed", "name": "landed", "max_packets": {LANDED}}}"#));
+    for (plan, source) in PLANS.iter().zip(sources) {
+        send(&gateway, udp, source, BATCHES * PACKETS_PER_BATCH, plan.payload, PACKETS_PER_BATCH);
+    }
+    send(&gateway, landed_udp, sources[2], LANDED, LANDED_PAYLOAD, 1);
+
+    // Aggregates: equal, byte for byte, to the CPU plans on the same packets.
+    let oracle_config = daqiri::config::Document::parse(&config(udp, landed_udp, sources, true))
+        .and_then(|d| d.validate())
+        .expect("the oracle's config");
+    let mut oracle = daqiri::reorder::Replay::new(&oracle_config, "plans").expect("the CPU plans");
+    for plan in &PLANS {
+        for seq in 0..(BATCHES * PACKETS_PER_BATCH) as u32 {
+            assert!(oracle.push(plan.flow, &gen_payload(seq, plan.payload)));
+        }
+    }
+    oracle.finish();
+    let mut expected = std::collections::BTreeMap::new();
+    while let Some(batch) = oracle.next_batch() {
+        let plan = &PLANS[usize::from(batch.reorder_plan().unwrap())];
+        expected.insert((plan.name, batch.batch_id().unwrap()), batch.packet(0).data().to_vec());
+    }
+    assert_eq!(expected.len(), PLANS.len() * BATCHES, "the oracle emitted every batch");
+    for (plan, id) in PLANS.iter().zip(aggregates) {
+        gw.finished(id, BATCHES);
+        for batch in 0..BATCHES as u64 {
+            let file = dir.join("out").join(format!("{}_{batch}", plan.name));
+            let written = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            assert!(written == expected[&(plan.name, batch)], "{} differs from the CPU oracle", file.display());
+        }
+    }
+
+    // Packets landed in GPU memory: the pcap holds what gen sent.
+    let info = gw.finished(packets, LANDED);
+    let pcap = PathBuf::from(info["files"][0].as_str().unwrap());
+    let records = pcap_records(&std::fs::read(&pcap).unwrap());
+    assert_eq!(records.len(), LANDED);
+    for (seq, record) in records.iter().enumerate() {
+        assert_eq!(record.len(), 42 + LANDED_PAYLOAD, "record {seq}");
+        assert_eq!(record[36..38], landed_udp.to_be_bytes(), "record {seq}: UDP destination port");
+        assert!(
+            record[42..] == gen_payload(seq as u32, LANDED_PAYLOAD),
+            "record {seq}: payload differs from what gen sent"
+        );
+    }
+
+    // The GPU plans' counters, and the GPU in status, stats and metrics.
+    let (_, stats) = gw.json("GET", "/api/v1/stats", "");
+    for (k, plan) in PLANS.iter().enumerate() {
+        let counters = &stats["interfaces"][0]["reorder"][k];
+        assert_eq!((counters["name"].as_str(), counters["gpu"].as_u64()), (Some(plan.name), Some(0)), "{counters}");
+        assert_eq!(counters["batches_complete"], BATCHES, "{counters}");
+        assert_eq!(counters["packets_placed"], BATCHES * PACKETS_PER_BATCH, "{counters}");
+    }
+    let on_gpu: Vec<&str> = stats["memory_regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["gpu"] == 0)
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(on_gpu, ["landing", "on_gpu", "out_int4_fp16", "out_int16_fp32"], "{stats}");
+    let (_, status) = gw.json("GET", "/api/v1/status", "");
+    assert_eq!(status["interfaces"][0]["reorder"][0]["reorder_type"], "gpu", "{status}");
+    let (_, metrics) = http(admin, "GET", "/metrics", &[], "");
+    let metrics = String::from_utf8_lossy(&metrics);
+    for label in ["daqiri_memory_region_gpu=\"0\"", "daqiri_reorder_gpu=\"0\""] {
+        assert!(metrics.contains(label), "/metrics lacks {label}");
+    }
+}
