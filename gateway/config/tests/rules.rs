@@ -690,6 +690,20 @@ fn reorder_output_too_small_is_a_warning() {
 }
 
 #[test]
+fn gpu_plan_queue_pool_too_small_to_hold_batches_is_a_warning() {
+    // Software loopback: DAQIRI's raise of small raw pools does not apply.
+    let yaml = edit(
+        &edit(RAW, "version: 1", "version: 1\n    loopback: sw"),
+        "{ name: rx_gpu, kind: device, num_bufs: 51200, buf_size: 1000 }",
+        "{ name: rx_gpu, kind: device, num_bufs: 3000, buf_size: 1000 }",
+    );
+    assert_warning(&yaml, "daqiri.cfg.memory_regions[1].num_bufs", "= 3072; receive would run out");
+    // Without it, the raised pool (24576) holds the batches.
+    let yaml = edit(RAW, "num_bufs: 51200, buf_size: 1000 }", "num_bufs: 3000, buf_size: 1000 }");
+    assert!(diagnostics(&yaml).iter().all(|d| !d.message.contains("GPU plans")));
+}
+
+#[test]
 fn socket_server_needs_local_addr() {
     assert_error(
         &edit(

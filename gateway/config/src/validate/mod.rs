@@ -14,7 +14,7 @@ use std::fmt::Display;
 use std::hash::Hash;
 
 use crate::diagnostic::{Report, YamlPath};
-use crate::model::{EngineConfig, Loopback, StreamType};
+use crate::model::{EngineConfig, Loopback, MemoryRegion, StreamType};
 use crate::valid::ValidConfig;
 
 /// NIC RX ring size DAQIRI uses for raw streams; pools below 1.5x of it are raised to 3x.
@@ -69,7 +69,6 @@ impl EngineConfig {
 fn check_memory_regions(config: &EngineConfig, report: &mut Report) {
     let regions = YamlPath::cfg().key("memory_regions");
     duplicates(config.memory_regions.iter().map(|r| &r.name), &regions, "name", "memory region name", report);
-    let raw = config.stream_type == Some(StreamType::Raw);
     for (i, region) in config.memory_regions.iter().enumerate() {
         let path = regions.index(i);
         if region.num_bufs == 0 {
@@ -94,17 +93,28 @@ fn check_memory_regions(config: &EngineConfig, report: &mut Report) {
                 format!("memory region \"{}\" is not used by any queue or reorder config", region.name),
             );
         }
-        let floor = RAW_RING_SIZE + RAW_RING_SIZE / 2;
-        if raw && used_by_rx_queue && region.num_bufs < floor && config.loopback == Loopback::Off {
+        let raised = rx_num_bufs(config, region);
+        if used_by_rx_queue && raised != region.num_bufs {
             report.warn(
                 &path.key("num_bufs"),
                 format!(
-                    "{} is below 1.5x the NIC ring ({floor}); DAQIRI raises it to {} buffers",
+                    "{} is below 1.5x the NIC ring ({}); DAQIRI raises it to {raised} buffers",
                     region.num_bufs,
-                    RAW_RING_SIZE * 3
+                    RAW_RING_SIZE + RAW_RING_SIZE / 2,
                 ),
             );
         }
+    }
+}
+
+/// Buffers an RX queue's region gets: raw streams without software
+/// loopback raise a pool below 1.5x the NIC ring to 3x, as DAQIRI does.
+pub(super) fn rx_num_bufs(config: &EngineConfig, region: &MemoryRegion) -> u32 {
+    let raw = config.stream_type == Some(StreamType::Raw);
+    if raw && config.loopback == Loopback::Off && region.num_bufs < RAW_RING_SIZE + RAW_RING_SIZE / 2 {
+        RAW_RING_SIZE * 3
+    } else {
+        region.num_bufs
     }
 }
 

@@ -20,6 +20,7 @@ pub(super) fn check_reorder_configs(ctx: &InterfaceCtx<'_>, report: &mut Report)
             "reorder configs take packets by flow id, which raw interfaces and UDP sockets have; this interface has neither",
         );
     }
+    check_gpu_holding(ctx, report);
     let mut claimed: HashMap<u32, usize> = HashMap::new();
     for (i, plan) in rx.reorder_configs.iter().enumerate() {
         let path = list.index(i);
@@ -150,6 +151,46 @@ fn check_output_region(ctx: &InterfaceCtx<'_>, plan: &ReorderConfig, path: &Yaml
                     format!("{} bytes may not hold one batch: (source buf_size {source} - payload_byte_offset {}){converted} x {packets} packets = {needed}", region.buf_size, plan.payload_byte_offset),
                 );
             }
+        }
+    }
+}
+
+/// A GPU plan holds each packet's buffer until its batch's kernel is done,
+/// so its queue's pool must hold an open batch and one in flight per plan,
+/// besides the burst being received; with fewer, receive runs dry.
+fn check_gpu_holding(ctx: &InterfaceCtx<'_>, report: &mut Report) {
+    let Some(rx) = &ctx.iface.rx else { return };
+    for queue in &rx.queues {
+        let fed_by_queue = |plan: &&ReorderConfig| {
+            plan.reorder_type == ReorderType::Gpu
+                && rx.flows.iter().any(|f| plan.flow_ids.contains(&f.id) && f.queue_ids().contains(&queue.id))
+        };
+        let plans: Vec<(&str, u64)> = rx
+            .reorder_configs
+            .iter()
+            .filter(fed_by_queue)
+            .filter_map(|plan| Some((plan.name.as_str(), packets_per_batch(plan)?)))
+            .collect();
+        let Some(region) = queue.memory_regions.first().and_then(|name| ctx.config.memory_region(name)) else {
+            continue;
+        };
+        if plans.is_empty() {
+            continue;
+        }
+        let held: u64 = plans.iter().map(|(_, packets)| 2 * packets).sum();
+        let needed = held + u64::from(queue.batch_size());
+        if u64::from(super::rx_num_bufs(ctx.config, region)) < needed {
+            let names: Vec<String> = plans.iter().map(|(name, packets)| format!("\"{name}\" ({packets})")).collect();
+            report.warn(
+                &ctx.config_region_path(&region.name).key("num_bufs"),
+                format!(
+                    "{} buffers cannot hold what GPU plans {} keep until their kernels finish: 2 x packets_per_batch each (an open batch and one in flight) + batch_size {} of queue {} = {needed}; receive would run out of buffers. 4 x packets_per_batch per plan leaves room for late packets",
+                    region.num_bufs,
+                    names.join(", "),
+                    queue.batch_size(),
+                    queue.id,
+                ),
+            );
         }
     }
 }

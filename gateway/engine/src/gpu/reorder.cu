@@ -132,10 +132,11 @@ __device__ __forceinline__ void store(u8* dst, const u32* o) {
     }
 }
 
-// One 16-byte input word into its outputs, a sample at a time.
+// One input unit (16 bytes) into its outputs, a sample at a time.
 template <typename In, typename Out> struct WordConvert {
-    enum { OUT_WORDS = (128 / In::BITS) * Out::BYTES / 4 };
-    static __device__ __forceinline__ void run(const uint4& word, u32* out, bool network) {
+    enum { IN_BYTES = 16, OUT_WORDS = (128 / In::BITS) * Out::BYTES / 4 };
+    static __device__ __forceinline__ void run(const u8* src, u32* out, bool network) {
+        const uint4 word = *(const uint4*)src;
 #pragma unroll
         for (int k = 0; k < OUT_WORDS; ++k) out[k] = 0;
 #pragma unroll
@@ -143,33 +144,30 @@ template <typename In, typename Out> struct WordConvert {
     }
 };
 
-// int4 -> fp16 without conversion instructions, which bound the per-sample
-// path at half of copy bandwidth: a nibble with its sign bit flipped is
-// u = v + 8 in 0..15, the fp16 bits 0x6400 | u are exactly 1024 + u, and one
-// f16x2 subtraction of 1032 leaves v, exact (and +0 for 0, as the oracle).
+// int4 -> fp16, four input bytes per thread so that a warp's 16-byte stores
+// are contiguous (64 output bytes per thread halved the bandwidth), and no
+// conversion instructions: a nibble with its sign bit flipped is u = v + 8
+// in 0..15, the fp16 bits 0x6400 | u are exactly 1024 + u, and one f16x2
+// subtraction of 1032 leaves v, exact (and +0 for 0, as the oracle).
 template <> struct WordConvert<Int4, Fp16> {
-    enum { OUT_WORDS = 16 };
-    static __device__ __forceinline__ void run(const uint4& word, u32* out, bool) {
+    enum { IN_BYTES = 4, OUT_WORDS = 4 };
+    static __device__ __forceinline__ void run(const u8* src, u32* out, bool) {
+        const u32 flipped = *(const u32*)src ^ 0x88888888u;
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const u32 flipped = lane(word, k) ^ 0x88888888u;
-#pragma unroll
-            for (int b = 0; b < 4; ++b) {
-                // Byte b twice, in both halves; sample 2b is its high nibble.
-                const u32 twice = __byte_perm(flipped, 0, 0x4040 | (b << 8) | b);
-                const u32 biased = ((twice >> 4) & 0x0000000fu) | (twice & 0x000f0000u) | 0x64006400u;
-                asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(out[4 * k + b]) : "r"(biased), "r"(0x64086408u));
-            }
+        for (int b = 0; b < 4; ++b) {
+            // Byte b twice, in both halves; sample 2b is its high nibble.
+            const u32 twice = __byte_perm(flipped, 0, 0x4040 | (b << 8) | b);
+            const u32 biased = ((twice >> 4) & 0x0000000fu) | (twice & 0x000f0000u) | 0x64006400u;
+            asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(out[b]) : "r"(biased), "r"(0x64086408u));
         }
     }
 };
 
-// One slot: a thread per 16 input bytes where the payload allows (aligned,
-// whole words), else a thread per sample.
+// One slot: a thread per input unit (16 bytes; 4 for int4 -> fp16) where
+// the payload allows (aligned, whole 16-byte words), else per sample.
 template <typename In, typename Out>
 __device__ void place(const u8* src, u32 in_len, u8* dst, bool network, u32 first, u32 step) {
     const u32 samples = in_len * 8 / In::BITS;
-    const u32 per_word = 128 / In::BITS;
     if (src == 0) {
         for (u32 i = first; i < samples; i += step) {
             for (int k = 0; k < Out::BYTES; ++k) dst[(u64)i * Out::BYTES + k] = 0;
@@ -178,11 +176,11 @@ __device__ void place(const u8* src, u32 in_len, u8* dst, bool network, u32 firs
     }
     const bool words = ((u64)src % 16 == 0) && (in_len % 16 == 0) && ((u64)dst % 16 == 0);
     if (words) {
-        for (u32 w = first; w < in_len / 16; w += step) {
-            const uint4 word = *(const uint4*)(src + (u64)w * 16);
-            u32 out[WordConvert<In, Out>::OUT_WORDS];
-            WordConvert<In, Out>::run(word, out, network);
-            store<WordConvert<In, Out>::OUT_WORDS>(dst + (u64)w * per_word * Out::BYTES, out);
+        typedef WordConvert<In, Out> Unit;
+        for (u32 w = first; w < in_len / Unit::IN_BYTES; w += step) {
+            u32 out[Unit::OUT_WORDS];
+            Unit::run(src + (u64)w * Unit::IN_BYTES, out, network);
+            store<Unit::OUT_WORDS>(dst + (u64)w * Unit::OUT_WORDS * 4, out);
         }
     } else {
         for (u32 i = first; i < samples; i += step) {

@@ -20,6 +20,15 @@ const THREADS: u32 = 256;
 /// Work units (16-byte words or samples) per thread: a block first waits
 /// for its slot's address across PCIe, so each block does enough to hide it.
 const UNITS_PER_THREAD: u32 = 4;
+/// Input bytes a kernel thread converts at once on the aligned path
+/// (`WordConvert::IN_BYTES` in reorder.cu).
+fn unit_bytes(types: Option<&DataTypes>) -> usize {
+    match types {
+        Some(t) if t.input_type == InputType::Int4 && t.output_type == OutputType::Fp16 => 4,
+        _ => 16,
+    }
+}
+
 /// Slot tables in flight per stream before the oldest must have finished.
 const TABLES: usize = 4;
 
@@ -107,14 +116,14 @@ impl GpuReorder {
         let function = self.function(types)?;
         let entries: Vec<u64> = slots.sources.iter().map(|s| s.map_or(0, |s| s.ptr().address())).collect();
         let (at, table) = self.table(&entries)?;
-        // The kernels take 16 input bytes per thread where every address allows.
+        // The kernels take an input unit per thread where every address allows.
         let aligned = |address: u64| address.is_multiple_of(16);
         let words = slots.in_len.is_multiple_of(16)
             && out_len.is_multiple_of(16)
             && aligned(out.ptr().address())
             && slots.sources.iter().flatten().all(|s| aligned(s.ptr().address()));
         let units = if words {
-            slots.in_len / 16
+            slots.in_len / unit_bytes(types)
         } else {
             types.map_or(slots.in_len, |t| slots.in_len * 8 / t.input_type.bits() as usize)
         };

@@ -30,7 +30,7 @@ impl From<CaptureError> for ApiError {
     (status = 201, body = CaptureInfo),
     (status = 400, body = super::error::ApiErrorBody, description = "a field is invalid"),
     (status = 401, body = super::error::ApiErrorBody, description = "missing or wrong bearer token"),
-    (status = 501, body = super::error::ApiErrorBody, description = "format gds in a build without GPU support"),
+    (status = 501, body = super::error::ApiErrorBody, description = "format gds where this gateway cannot run cuFile (no cuda feature, no GPU driver), or a pcap or raw capture of bytes in GPU memory"),
     (status = 507, body = super::error::ApiErrorBody, description = "the capture filesystem is below its free-space floor")
 ))]
 pub(crate) async fn start_capture(
