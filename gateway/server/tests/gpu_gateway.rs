@@ -9,11 +9,11 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
-use common::{GATEWAY, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
+use common::{GATEWAY, Gateway, free_udp_port, http, scratch_dir, wait_for_capture_end};
 
 const PACKETS_PER_BATCH: usize = 32;
 const BATCHES: usize = 12;
@@ -116,44 +116,21 @@ daqiri:
     )
 }
 
-struct Gateway {
-    child: Child,
-    admin: u16,
-    dir: PathBuf,
+/// A `format: gds` capture started; its id.
+fn start_capture(gw: &Gateway, body: &str) -> u64 {
+    let (status, info) = gw.json("POST", "/api/v1/captures", body);
+    assert_eq!(status, 201, "{body}: {info}");
+    info["id"].as_u64().unwrap()
 }
 
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Gateway {
-    fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        let (status, body) = http(self.admin, method, path, &[("Content-Type", "application/json")], body);
-        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
-    }
-
-    fn capture(&self, body: &str) -> u64 {
-        let (status, info) = self.json("POST", "/api/v1/captures", body);
-        assert_eq!(status, 201, "{body}: {info}");
-        info["id"].as_u64().unwrap()
-    }
-
-    fn finished(&self, id: u64, packets: usize) -> Value {
-        let info = wait_for_capture_end(|| self.json("GET", &format!("/api/v1/captures/{id}"), "").1);
-        assert_eq!(
-            (info["state"].as_str(), info["packets"].as_u64()),
-            (Some("finished"), Some(packets as u64)),
-            "{info}"
-        );
-        assert_eq!(info["capture_drops"], 0, "{info}");
-        let mode = info["gds_mode"].as_str();
-        assert!(matches!(mode, Some("direct" | "compatibility")), "the record says how cuFile wrote: {info}");
-        info
-    }
+/// A gds capture's record once it finished with `packets`, nothing dropped.
+fn finished(gw: &Gateway, id: u64, packets: usize) -> Value {
+    let info = wait_for_capture_end(|| gw.json("GET", &format!("/api/v1/captures/{id}"), "").1);
+    assert_eq!((info["state"].as_str(), info["packets"].as_u64()), (Some("finished"), Some(packets as u64)), "{info}");
+    assert_eq!(info["capture_drops"], 0, "{info}");
+    let mode = info["gds_mode"].as_str();
+    assert!(matches!(mode, Some("direct" | "compatibility")), "the record says how cuFile wrote: {info}");
+    info
 }
 
 /// The binary under test: `DAQIRI_GATEWAY` on the GPU machine, else this build's.
@@ -191,24 +168,9 @@ fn pcap_records(file: &[u8]) -> Vec<Vec<u8>> {
 fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     let gateway = gateway_binary();
     let dir = scratch_dir("gpu-gateway");
-    let (admin, udp, landed_udp) = (free_tcp_port(), free_udp_port(), free_udp_port());
+    let (udp, landed_udp) = (free_udp_port(), free_udp_port());
     let sources = [free_udp_port(), free_udp_port(), free_udp_port()];
-    let path = dir.join("gateway.yaml");
-    std::fs::write(&path, config(udp, landed_udp, sources, false)).unwrap();
-    let gw = Gateway {
-        child: Command::new(&gateway)
-            .args(["run", "--admin-addr", &format!("127.0.0.1:{admin}"), "--capture-free-space-floor-mb", "1"])
-            .arg("--config")
-            .arg(&path)
-            .arg("--capture-dir")
-            .arg(dir.join("out"))
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-        admin,
-        dir: dir.clone(),
-    };
-    wait_for_port(admin);
+    let gw = Gateway::run(&gateway, dir.clone(), &config(udp, landed_udp, sources, false));
 
     // What lives in GPU memory cannot be captured by host copies.
     let (status, error) =
@@ -219,14 +181,16 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     let aggregates: Vec<u64> = PLANS
         .iter()
         .map(|plan| {
-            gw.capture(&format!(
+            start_capture(&gw, &format!(
                 r#"{{"format": "gds", "interface": "plans", "name": "{0}", "reorder": "{0}", "max_packets": {BATCHES}}}"#,
                 plan.name
             ))
         })
         .collect();
-    let packets = gw
-        .capture(&format!(r#"{{"format": "gds", "interface": "landed", "name": "landed", "max_packets": {LANDED}}}"#));
+    let packets = start_capture(
+        &gw,
+        &format!(r#"{{"format": "gds", "interface": "landed", "name": "landed", "max_packets": {LANDED}}}"#),
+    );
     for (plan, source) in PLANS.iter().zip(sources) {
         send(&gateway, udp, source, BATCHES * PACKETS_PER_BATCH, plan.payload, PACKETS_PER_BATCH);
     }
@@ -255,7 +219,7 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     take(&mut oracle);
     assert_eq!(expected.len(), PLANS.len() * BATCHES, "the oracle emitted every batch");
     for (plan, id) in PLANS.iter().zip(aggregates) {
-        gw.finished(id, BATCHES);
+        finished(&gw, id, BATCHES);
         for batch in 0..BATCHES as u64 {
             let file = dir.join("out").join(format!("{}_{batch}", plan.name));
             let written = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
@@ -264,7 +228,7 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     }
 
     // Packets landed in GPU memory: the pcap holds what gen sent.
-    let info = gw.finished(packets, LANDED);
+    let info = finished(&gw, packets, LANDED);
     let pcap = PathBuf::from(info["files"][0].as_str().unwrap());
     let records = pcap_records(&std::fs::read(&pcap).unwrap());
     assert_eq!(records.len(), LANDED);
@@ -295,7 +259,7 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     assert_eq!(on_gpu, ["landing", "on_gpu", "out_int4_fp16", "out_int16_fp32"], "{stats}");
     let (_, status) = gw.json("GET", "/api/v1/status", "");
     assert_eq!(status["interfaces"][0]["reorder"][0]["reorder_type"], "gpu", "{status}");
-    let (_, metrics) = http(admin, "GET", "/metrics", &[], "");
+    let (_, metrics) = http(gw.admin, "GET", "/metrics", &[], "");
     let metrics = String::from_utf8_lossy(&metrics);
     for label in ["daqiri_memory_region_gpu=\"0\"", "daqiri_reorder_gpu=\"0\""] {
         assert!(metrics.contains(label), "/metrics lacks {label}");

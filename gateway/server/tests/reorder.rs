@@ -5,47 +5,20 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use serde_json::Value;
-
-use common::{GATEWAY, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
+use common::{GATEWAY, Gateway, free_udp_port, scratch_dir, wait_for_capture_end};
 
 const PACKETS_PER_BATCH: usize = 64;
 const BATCHES: usize = 40;
 const PAYLOAD: usize = 200;
 
-struct Gateway {
-    child: Child,
-    admin: u16,
-    dir: PathBuf,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Gateway {
-    fn json(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        let (status, body) = http(self.admin, method, path, &[("Content-Type", "application/json")], body);
-        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
-    }
-}
-
 #[test]
 fn shuffled_batches_reach_disk_reordered_one_file_per_batch() {
     let dir = scratch_dir("reorder");
-    let (admin, udp, source) = (free_tcp_port(), free_udp_port(), free_udp_port());
-    let config = dir.join("gateway.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
+    let (udp, source) = (free_udp_port(), free_udp_port());
+    let config = format!(
+        r#"
 daqiri:
   cfg:
     version: 1
@@ -69,24 +42,9 @@ daqiri:
           flow_ids: [1]
           method: {{ seq_packets_per_batch: {{ sequence_number: {{ bit_offset: 0, bit_width: 32 }}, packets_per_batch: {PACKETS_PER_BATCH} }} }}
 "#,
-            out = PACKETS_PER_BATCH * PAYLOAD,
-        ),
-    )
-    .unwrap();
-    let gw = Gateway {
-        child: Command::new(GATEWAY)
-            .args(["run", "--admin-addr", &format!("127.0.0.1:{admin}"), "--capture-free-space-floor-mb", "1"])
-            .arg("--config")
-            .arg(&config)
-            .arg("--capture-dir")
-            .arg(dir.join("out"))
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-        admin,
-        dir: dir.clone(),
-    };
-    wait_for_port(admin);
+        out = PACKETS_PER_BATCH * PAYLOAD,
+    );
+    let gw = Gateway::run(GATEWAY, dir.clone(), &config);
 
     // Requests the plan cannot serve name the field.
     let (status, error) = gw.json(

@@ -231,14 +231,8 @@ impl Session {
         if let Some(device) = &self.device {
             return self.tap_to_device(device, burst);
         }
-        for packet in burst.packets() {
-            if self.plan.flow.is_some() && packet.flow_id() != self.plan.flow {
-                continue;
-            }
-            let Some(mut record) = self.ring.slot() else {
-                self.drops.fetch_add(1, Relaxed);
-                continue;
-            };
+        let now = SystemTime::now();
+        for (packet, mut record) in self.records_for(burst, now) {
             let pieces = (0..MAX_SEGMENTS).filter_map(|s| packet.segment(s));
             let framed = match self.frame(&packet) {
                 Some((source, local)) => {
@@ -251,8 +245,6 @@ impl Session {
                 pieces.for_each(|p| record.bytes.extend_from_slice(p));
             }
             record.orig_len = record.bytes.len();
-            record.time = SystemTime::now();
-            record.batch_id = burst.batch_id();
             self.ring.submit(record);
         }
     }
@@ -261,17 +253,7 @@ impl Session {
     /// per burst, and the records go to the writer once that copy is done.
     #[cfg(feature = "cuda")]
     fn tap_to_device(&self, device: &gds::DeviceSlots, burst: &Burst) {
-        let now = SystemTime::now();
-        for packet in burst.packets() {
-            if self.plan.flow.is_some() && packet.flow_id() != self.plan.flow {
-                continue;
-            }
-            let Some(mut record) = self.ring.slot() else {
-                self.drops.fetch_add(1, Relaxed);
-                continue;
-            };
-            record.time = now;
-            record.batch_id = burst.batch_id();
+        for (packet, record) in self.records_for(burst, SystemTime::now()) {
             if let Err(record) = device.stage(record, &packet, self.frame(&packet)) {
                 self.drops.fetch_add(1, Relaxed);
                 self.ring.recycle(record);
@@ -285,6 +267,27 @@ impl Session {
                 self.ring.recycle(record);
             }
         });
+    }
+
+    /// The burst's packets that pass the flow filter, each with a ring slot
+    /// stamped with `time` and the burst's batch id; a packet that finds the
+    /// ring full is counted as a capture drop and skipped.
+    fn records_for<'b>(
+        &'b self,
+        burst: &'b Burst,
+        time: SystemTime,
+    ) -> impl Iterator<Item = (daqiri::Packet<'b>, Record)> + 'b {
+        burst.packets().filter(|p| self.plan.flow.is_none() || p.flow_id() == self.plan.flow).filter_map(
+            move |packet| {
+                let Some(mut record) = self.ring.slot() else {
+                    self.drops.fetch_add(1, Relaxed);
+                    return None;
+                };
+                record.time = time;
+                record.batch_id = burst.batch_id();
+                Some((packet, record))
+            },
+        )
     }
 
     /// The addresses a socket datagram is framed with in a capture file.

@@ -65,3 +65,46 @@ pub fn wait_for_capture_end(get: impl Fn() -> serde_json::Value) -> serde_json::
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A gateway run on `<dir>/gateway.yaml` with captures under `<dir>/out`
+/// and a free admin port; killed, and its directory removed, on drop.
+pub struct Gateway {
+    pub child: std::process::Child,
+    pub admin: u16,
+    pub dir: std::path::PathBuf,
+}
+
+impl Gateway {
+    /// Writes `config` into `dir` and starts `binary` on it; returns once the admin API answers.
+    pub fn run(binary: &str, dir: std::path::PathBuf, config: &str) -> Self {
+        let admin = free_tcp_port();
+        let path = dir.join("gateway.yaml");
+        std::fs::write(&path, config).unwrap();
+        let child = std::process::Command::new(binary)
+            .args(["run", "--admin-addr", &format!("127.0.0.1:{admin}"), "--capture-free-space-floor-mb", "1"])
+            .arg("--config")
+            .arg(&path)
+            .arg("--capture-dir")
+            .arg(dir.join("out"))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let gateway = Gateway { child, admin, dir };
+        wait_for_port(admin);
+        gateway
+    }
+
+    /// One admin API call with a JSON body; the answer's status and JSON (null if none).
+    pub fn json(&self, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+        let (status, body) = http(self.admin, method, path, &[("Content-Type", "application/json")], body);
+        (status, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
