@@ -14,6 +14,11 @@ command -v capinfos >/dev/null || need_apt+=(tshark)
 command -v prometheus >/dev/null || need_apt+=(prometheus)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+# DPDK: headers and libraries for gateway/dpdk-sys (bindgen needs libclang),
+# dpdk-testpmd for the benchmarks beside our engine.
+pkg-config --exists libdpdk 2>/dev/null || need_apt+=(pkg-config libdpdk-dev)
+command -v dpdk-testpmd >/dev/null || need_apt+=(dpdk-dev)
+ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need_apt+=(libclang-dev)
 if ((${#need_apt[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
         log "installing ${need_apt[*]}"

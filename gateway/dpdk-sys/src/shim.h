@@ -1,0 +1,14 @@
+/* DPDK's fast-path functions are static inline in its headers, so they have
+ * no symbol to link against; the shim gives each one a real function. */
+#include <stdint.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+uint16_t daqiri_eth_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
+uint16_t daqiri_eth_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
+int daqiri_pktmbuf_alloc_bulk(struct rte_mempool *pool, struct rte_mbuf **mbufs, unsigned n);
+void daqiri_pktmbuf_free(struct rte_mbuf *m);
+void daqiri_mempool_put_bulk(struct rte_mempool *pool, void *const *objs, unsigned n);
+unsigned daqiri_mempool_avail_count(const struct rte_mempool *pool);
+int daqiri_errno(void);
+unsigned daqiri_lcore_id(void);
