@@ -5,6 +5,8 @@ cd "$(dirname "$0")/.."
 ignored=$(tests/setup.sh)
 cargo nextest run --workspace --no-fail-fast "$ignored"
 cargo test --workspace --doc
+# The DPDK backend on DPDK's virtual devices (setup.sh installed DPDK).
+cargo nextest run -p daqiri --features dpdk --test dpdk --no-fail-fast "$ignored"
 # GPU tests: built with the cuda feature, run where a GPU is, else each
 # reported as skipped (tests/gpu/run.sh on the GPU machine runs them).
 tests/gpu/build.sh >/dev/null

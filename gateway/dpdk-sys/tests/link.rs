@@ -6,7 +6,19 @@ use std::ffi::CString;
 
 #[test]
 fn eal_starts_and_finds_a_virtual_device() {
-    let args = ["dpdk-sys-test", "--no-huge", "-m", "64", "--no-pci", "--vdev", "net_null0", "-l", "0", "--log-level", "error"];
+    let args = [
+        "dpdk-sys-test",
+        "--no-huge",
+        "-m",
+        "64",
+        "--no-pci",
+        "--vdev",
+        "net_null0",
+        "-l",
+        "0",
+        "--log-level",
+        "error",
+    ];
     let args: Vec<CString> = args.iter().map(|a| CString::new(*a).unwrap()).collect();
     let mut argv: Vec<*mut std::os::raw::c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
     // SAFETY: argv holds argc valid C strings that outlive the call; EAL is initialised once in this process.

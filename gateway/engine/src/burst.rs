@@ -66,6 +66,8 @@ pub trait Completion: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Default)]
 pub(crate) struct PacketSlot {
     segments: [Option<(BufToken, u32)>; MAX_SEGMENTS],
+    /// Where each segment's bytes start in its buffer (after a NIC's headroom).
+    offsets: [u16; MAX_SEGMENTS],
     flow_id: Option<u32>,
     source: Option<SocketAddr>,
 }
@@ -88,6 +90,12 @@ impl PacketSlot {
     pub(crate) fn set_segment(&mut self, index: usize, token: BufToken, len: u32) {
         debug_assert!(self.segments[index].is_none(), "segment {index} set twice");
         self.segments[index] = Some((token, len));
+    }
+
+    /// Says that segment `index`'s bytes start `offset` bytes into its buffer.
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    pub(crate) fn set_segment_offset(&mut self, index: usize, offset: u16) {
+        self.offsets[index] = offset;
     }
 
     /// Sets the flow id.
@@ -467,15 +475,16 @@ impl Burst {
         debug_assert!(!self.is_full(), "burst pushed past batch_size");
         let meta = self.meta_mut();
         let mut bytes = 0u64;
-        let mut segments = slot.segments.into_iter();
+        let mut segments = slot.segments.into_iter().zip(slot.offsets);
         for column in &mut meta.segments {
-            let (token, len) = segments.next().flatten().unwrap_or((BufToken::RELEASED, 0));
+            let (segment, offset) = segments.next().unwrap_or((None, 0));
+            let (token, len) = segment.unwrap_or((BufToken::RELEASED, 0));
             bytes += u64::from(len);
             column.buffers.push(token);
-            column.offsets.push(0);
+            column.offsets.push(offset);
             column.lengths.push(len);
         }
-        debug_assert!(segments.all(|s| s.is_none()), "packet has more segments than its queue");
+        debug_assert!(segments.all(|(s, _)| s.is_none()), "packet has more segments than its queue");
         meta.total_bytes += bytes;
         meta.flow_ids.push(slot.flow_id.unwrap_or(NO_FLOW));
         if let Some(index) = &mut meta.sender_index {

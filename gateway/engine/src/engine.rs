@@ -70,7 +70,8 @@ impl Engine {
     /// YAML path (see [`crate::support`]), before anything is allocated.
     pub fn new(config: ValidConfig) -> Result<Self> {
         crate::support::require_supported(&config)?;
-        let regions = config.config().memory_regions.iter().map(Region::new).collect::<Result<Vec<_>>>()?;
+        let mut regions = config.config().memory_regions.iter().map(Region::new).collect::<Result<Vec<_>>>()?;
+        backend::adopt_regions(&config, &mut regions)?;
         let id = EngineId::next();
         let regions = Arc::new(RegionTable::new(regions));
         let ports = (0..config.config().interfaces.len())

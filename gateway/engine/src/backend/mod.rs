@@ -3,8 +3,13 @@
 //! resources at init, so a bad address or a busy port fails `Engine::new`,
 //! and then hands its queues' poll and send tasks to the generic workers.
 
+#[cfg(feature = "dpdk")]
+mod dpdk;
 mod loopback;
 mod socket;
+
+#[cfg(feature = "dpdk")]
+pub(crate) use dpdk::Mempool;
 
 use std::sync::Arc;
 
@@ -59,6 +64,8 @@ pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> 
     match config.link(port.id as usize) {
         Link::Socket(endpoints) => socket::open(*endpoints, port, regions),
         Link::SoftwareLoopback => loopback::open(port, regions),
+        #[cfg(feature = "dpdk")]
+        Link::Dpdk { address } => dpdk::open(address, port, regions),
         other => Err(Error::new(
             Status::NotSupported,
             format!(
@@ -73,6 +80,16 @@ pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> 
 /// Whether this build can drive `backend`.
 pub(crate) fn compiled_in(backend: InterfaceBackend) -> bool {
     matches!(backend, InterfaceBackend::Socket | InterfaceBackend::SoftwareLoopback)
+        || (backend == InterfaceBackend::Dpdk && cfg!(feature = "dpdk"))
+}
+
+/// Prepares regions that a backend's own pools manage (DPDK mempools over
+/// our buffers), before the engine shares them.
+pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [crate::memory::Region]) -> Result<()> {
+    #[cfg(feature = "dpdk")]
+    dpdk::adopt_regions(config, regions)?;
+    let _ = (config, regions);
+    Ok(())
 }
 
 /// Checks that the CPU can write every queue's memory, which both CPU-side

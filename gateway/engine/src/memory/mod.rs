@@ -22,6 +22,8 @@ pub use device::{DevicePtr, DeviceSlice};
 pub use hugepages::HugepageInfo;
 pub use mapping::Mapping;
 pub(crate) use mapping::numa_nodes;
+#[cfg(feature = "dpdk")]
+pub(crate) use pool::BufferPool;
 pub(crate) use pool::PoolCache;
 pub use region::Region;
 pub(crate) use region::{BufToken, RegionTable};

@@ -22,6 +22,22 @@ pub(crate) trait BufferPool: Send + Sync + std::fmt::Debug {
     fn available(&self) -> u32;
 }
 
+/// A shared pool (a DPDK mempool that the backend also sets queues up on).
+impl<T: BufferPool> BufferPool for std::sync::Arc<T> {
+    fn take_bulk(&self, out: &mut Vec<u32>, n: usize) -> usize {
+        (**self).take_bulk(out, n)
+    }
+    fn take_one(&self) -> Option<u32> {
+        (**self).take_one()
+    }
+    fn release_bulk(&self, indices: &[u32]) {
+        (**self).release_bulk(indices)
+    }
+    fn available(&self) -> u32 {
+        (**self).available()
+    }
+}
+
 /// A LIFO of free indices behind one lock. LIFO so the buffer freed last is
 /// reused next while still in cache; one lock per bulk call costs less than
 /// a compare-and-swap per buffer (the lock-free stack this replaced spent a

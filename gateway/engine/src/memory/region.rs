@@ -53,8 +53,13 @@ pub struct Region {
     access: Vec<MemoryAccess>,
     buf_size: usize,
     num_bufs: u32,
-    backing: Backing,
+    /// Before `backing`: a pool over the memory (a DPDK mempool) is dropped
+    /// before the memory is unmapped.
     pool: Box<dyn BufferPool>,
+    /// The same pool, typed, when it is a DPDK mempool (RX queues set up on it).
+    #[cfg(feature = "dpdk")]
+    mempool: Option<std::sync::Arc<crate::backend::Mempool>>,
+    backing: Backing,
     /// A `device` region a CPU backend receives into: pinned host memory of
     /// the same layout where the CPU lands each buffer's bytes, copied to
     /// the device buffer of the same index when its burst is delivered.
@@ -106,6 +111,8 @@ impl Region {
             num_bufs: config.num_bufs,
             backing,
             pool: Box::new(SharedStack::full(config.num_bufs)),
+            #[cfg(feature = "dpdk")]
+            mempool: None,
             #[cfg(feature = "cuda")]
             staging: std::sync::OnceLock::new(),
         })
@@ -149,6 +156,36 @@ impl Region {
     /// Buffers currently owned by bursts or workers.
     pub fn in_use(&self) -> u32 {
         self.num_bufs - self.available()
+    }
+
+    /// Hands the region's free list to a DPDK mempool over its buffers,
+    /// which then owns which buffers are free. Refused while any buffer is taken.
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn set_mempool(&mut self, pool: std::sync::Arc<crate::backend::Mempool>) -> Result<(), Error> {
+        if self.pool.available() != self.num_bufs {
+            return Err(Error::new(
+                Status::InternalError,
+                format!("memory region \"{}\" has buffers in use; its pool cannot change", self.name),
+            ));
+        }
+        self.pool = Box::new(std::sync::Arc::clone(&pool));
+        self.mempool = Some(pool);
+        Ok(())
+    }
+
+    /// The DPDK mempool that holds this region's free buffers, if any.
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn mempool(&self) -> Option<&std::sync::Arc<crate::backend::Mempool>> {
+        self.mempool.as_ref()
+    }
+
+    /// The token of buffer `index`, which a device took from this region's
+    /// pool itself (a DPDK driver refilling its RX ring from the mempool)
+    /// and hands back filled: the caller now owns it.
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn adopt(&self, index: u32) -> BufToken {
+        debug_assert!(index < self.num_bufs, "buffer {index} of a {}-buffer region", self.num_bufs);
+        BufToken(index)
     }
 
     /// Takes a free buffer; `None` when the pool is exhausted.

@@ -1,0 +1,208 @@
+//! The DPDK backend (`stream_type: raw` on the `dpdk` engine): a DPDK port
+//! per interface, NIC or virtual device, whose RX queues land packets in
+//! mbufs that are our own region buffers (see [`rte::Mempool`]), so a burst
+//! holds them zero-copy like every other backend's.
+//!
+//! EAL is started once per process, by the first engine that needs it.
+
+mod rte;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use daqiri_config::model::MemoryKind;
+use daqiri_config::{Link, ValidConfig};
+
+use super::PortDriver;
+use crate::burst::PacketSlot;
+use crate::error::{Error, Result, Status};
+use crate::flow::Steering;
+use crate::headers::FlowKey;
+use crate::memory::{Region, RegionTable};
+use crate::port::Port;
+use crate::state::EngineState;
+use crate::worker::{self, Assembler, QueueTask, Task};
+
+pub(crate) use rte::Mempool;
+use rte::{Eal, EalArgs, EthPort, RxMbufs};
+
+/// RX descriptors per queue.
+const RX_DESCRIPTORS: u16 = 1024;
+/// Most mbufs one `rte_eth_rx_burst` returns (DPDK's usual burst).
+const RX_BURST: usize = 64;
+
+/// Starts EAL if the config has DPDK interfaces, creates their devices,
+/// and hands every region a DPDK RX queue lands in to a mempool over its
+/// buffers. Runs before the regions are shared with the engine.
+pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Result<()> {
+    let addresses: Vec<&str> = (0..config.config().interfaces.len())
+        .filter_map(|i| match config.link(i) {
+            Link::Dpdk { address } => Some(address.as_str()),
+            _ => None,
+        })
+        .collect();
+    if addresses.is_empty() {
+        return Ok(());
+    }
+    let cfg = config.config();
+    let (vdevs, pci): (Vec<String>, Vec<String>) =
+        addresses.iter().map(|a| a.to_string()).partition(|a| a.starts_with("net_"));
+    let wanted = EalArgs {
+        main_core: cfg.master_core.map_or(0, |c| c.0),
+        pci,
+        vdevs,
+        hugepages: cfg.memory_regions.iter().any(|r| r.kind == MemoryKind::Huge),
+    };
+    let eal = Eal::get(wanted.clone())?;
+    let running = eal.args();
+    if (running.main_core, running.hugepages) != (wanted.main_core, wanted.hugepages) {
+        tracing::warn!(
+            "DPDK's EAL runs as the first config started it (master_core {}, hugepages {}); it cannot restart in this process, so master_core {} and hugepages {} take effect after a gateway restart",
+            running.main_core,
+            running.hugepages,
+            wanted.main_core,
+            wanted.hugepages
+        );
+    }
+    for address in &addresses {
+        eal.probe(address)?;
+    }
+    for (i, interface) in cfg.interfaces.iter().enumerate() {
+        if !matches!(config.link(i), Link::Dpdk { .. }) {
+            continue;
+        }
+        for queue in interface.rx_queues() {
+            let Some(name) = queue.memory_regions.first() else { continue };
+            if queue.memory_regions.len() > 1 {
+                return Err(Error::new(
+                    Status::NotSupported,
+                    format!(
+                        "RX queue \"{}\" of \"{}\" lists {} memory regions: header-data split through DPDK buffer split is not in this build yet",
+                        queue.name,
+                        interface.name,
+                        queue.memory_regions.len()
+                    ),
+                ));
+            }
+            let region = regions.iter_mut().find(|r| r.name() == name).expect("validated region name");
+            if region.mempool().is_some() {
+                continue;
+            }
+            let base = region.backing().host_base().ok_or_else(|| {
+                Error::new(
+                    Status::NotSupported,
+                    format!("region \"{name}\" is not host memory, which DPDK mbufs need here"),
+                )
+            })?;
+            let pool = Mempool::over(name, base, region.buf_size(), region.num_bufs())?;
+            region.set_mempool(Arc::new(pool))?;
+        }
+    }
+    Ok(())
+}
+
+/// A started DPDK port.
+#[derive(Debug)]
+pub(super) struct DpdkDriver {
+    port: Arc<EthPort>,
+    pools: Vec<Arc<Mempool>>,
+}
+
+pub(super) fn open(address: &str, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
+    if !port.tx.is_empty() {
+        return Err(Error::new(
+            Status::NotSupported,
+            format!("interface \"{}\": TX on the DPDK backend is not in this build yet (RX only)", port.name),
+        ));
+    }
+    let pools: Vec<Arc<Mempool>> = port
+        .rx
+        .iter()
+        .map(|q| {
+            let region = regions.get(q.segment_regions[0]);
+            region.mempool().cloned().ok_or_else(|| {
+                Error::new(Status::InternalError, format!("region \"{}\" has no DPDK mempool", region.name()))
+            })
+        })
+        .collect::<Result<_>>()?;
+    let raw: Vec<&Mempool> = pools.iter().map(|p| p.as_ref()).collect();
+    let eth = EthPort::start(address, &raw, 0, RX_DESCRIPTORS)?;
+    tracing::info!(interface = %port.name, address, dpdk_port = eth.id(), "DPDK port started");
+    Ok(Box::new(DpdkDriver { port: Arc::new(eth), pools }))
+}
+
+impl PortDriver for DpdkDriver {
+    fn tasks(&mut self, _engine: &Arc<EngineState>, port: &Port) -> Vec<Task> {
+        let receiver = Receiver {
+            port: port.id,
+            eth: Arc::clone(&self.port),
+            pools: self.pools.clone(),
+            assemblers: port.rx.iter().map(Assembler::new).collect(),
+            mbufs: RxMbufs::with_capacity(RX_BURST),
+            registered: false,
+        };
+        if port.rx.is_empty() {
+            return Vec::new();
+        }
+        let mut task = Task::receiver(port, Box::new(receiver));
+        // A poll-mode driver has nothing to block on.
+        task.max_wait = None;
+        vec![task]
+    }
+
+    fn stop(&self) {
+        self.port.close();
+    }
+}
+
+/// Polls every RX queue of a port, steers by the flow table (software
+/// steering: rte_flow comes with the flow work) and assembles bursts.
+struct Receiver {
+    port: u16,
+    eth: Arc<EthPort>,
+    pools: Vec<Arc<Mempool>>,
+    assemblers: Vec<Assembler>,
+    mbufs: RxMbufs,
+    registered: bool,
+}
+
+impl QueueTask for Receiver {
+    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
+        if !self.registered {
+            rte::register_thread();
+            self.registered = true;
+        }
+        let p = &engine.ports[usize::from(self.port)];
+        let mut received = 0;
+        for (queue, pool) in self.pools.iter().enumerate() {
+            if self.eth.rx_burst(queue as u16, &mut self.mbufs) == 0 {
+                continue;
+            }
+            let rx = &p.rx[queue];
+            let region = engine.regions.get(rx.segment_regions[0]);
+            let flows = p.flows.load();
+            for (index, offset, len) in self.mbufs.received(pool) {
+                received += 1;
+                let token = region.adopt(index);
+                let frame = &region.bytes(&token)[usize::from(offset)..][..len as usize];
+                let flow_id = match FlowKey::from_frame(frame).map(|key| flows.steer(&key)) {
+                    Some(Steering::Flow { rule, .. }) => {
+                        let rule = &flows.rules[rule];
+                        rule.stats.matched(1, u64::from(len));
+                        Some(rule.flow_id)
+                    }
+                    _ => None,
+                };
+                let mut slot = PacketSlot::single(token, len, flow_id);
+                slot.set_segment_offset(0, offset);
+                self.assemblers[queue].push(rx, slot, &engine.regions);
+            }
+        }
+        worker::flush_due(&mut self.assemblers, &p.rx, Instant::now(), &engine.regions);
+        received
+    }
+
+    fn finish(&mut self, engine: &EngineState) {
+        worker::finish_all(&mut self.assemblers, &engine.ports[usize::from(self.port)].rx, &engine.regions);
+    }
+}

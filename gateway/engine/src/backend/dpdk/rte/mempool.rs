@@ -1,0 +1,192 @@
+//! Mbuf pools whose data buffers are a region's own buffers (DPDK's pinned
+//! external buffers): buffer `i` of the region is the data room of exactly
+//! one mbuf, so a received mbuf names our buffer, and the mempool is the
+//! region's free list (a [`BufferPool`]) while the engine runs.
+
+use std::ffi::CString;
+use std::ptr::NonNull;
+
+use dpdk_sys::{rte_mbuf, rte_mempool};
+
+use crate::error::{Error, Result, Status};
+use crate::memory::BufferPool;
+
+/// Mbufs each lcore keeps at hand before touching the shared ring.
+const CACHE: u32 = 256;
+
+/// A mempool over `num_bufs` buffers of `buf_size` bytes at `base`.
+#[derive(Debug)]
+pub(crate) struct Mempool {
+    pool: NonNull<rte_mempool>,
+    /// The mbuf of each buffer index.
+    mbufs: Vec<NonNull<rte_mbuf>>,
+    base: usize,
+    buf_size: usize,
+    len: usize,
+}
+
+// SAFETY: a DPDK mempool is multi-producer, multi-consumer; the mbuf table
+// is read-only after creation.
+unsafe impl Send for Mempool {}
+// SAFETY: as above.
+unsafe impl Sync for Mempool {}
+
+impl Mempool {
+    /// Creates the pool; `base` must stay mapped (and `len` bytes long)
+    /// until the pool is dropped, which the region guarantees by dropping
+    /// its pool before its memory.
+    pub(crate) fn over(name: &str, base: NonNull<u8>, buf_size: usize, num_bufs: u32) -> Result<Self> {
+        let len = buf_size * num_bufs as usize;
+        let page = page_size();
+        let failed = |doing: &str| {
+            Error::new(
+                Status::GenericFailure,
+                format!("memory region \"{name}\": DPDK cannot {doing}: {}", super::last_error()),
+            )
+        };
+        // SAFETY: [base, base + len) is mapped memory the region owns; DPDK
+        // records it (no IOVA table: virtual devices and IOVA-as-VA need
+        // none) until Drop unregisters it.
+        if unsafe { dpdk_sys::rte_extmem_register(base.as_ptr().cast(), len, std::ptr::null_mut(), 0, page) } != 0 {
+            return Err(failed("register its memory"));
+        }
+        let ext = dpdk_sys::rte_pktmbuf_extmem {
+            buf_ptr: base.as_ptr().cast(),
+            buf_iova: u64::MAX, // RTE_BAD_IOVA: filled from the registration where DMA needs it
+            buf_len: len,
+            elt_size: buf_size as u16,
+        };
+        let pool_name =
+            CString::new(format!("daqiri_{}", unique_id())).map_err(|_| Error::invalid("mempool name has a NUL"))?;
+        let data_room = u16::try_from(buf_size).map_err(|_| {
+            Error::new(
+                Status::NotSupported,
+                format!("memory region \"{name}\": DPDK mbufs hold at most 65535 bytes, buf_size is {buf_size}"),
+            )
+        })?;
+        // SAFETY: EAL is initialised; `ext` describes the memory registered
+        // above; the name is a valid C string.
+        let pool = unsafe {
+            dpdk_sys::rte_pktmbuf_pool_create_extbuf(
+                pool_name.as_ptr(),
+                num_bufs,
+                CACHE.min(num_bufs / 2),
+                0,
+                data_room,
+                dpdk_sys::rte_socket_id() as i32,
+                &ext,
+                1,
+            )
+        };
+        let Some(pool) = NonNull::new(pool) else {
+            let error = failed("create its mbuf pool");
+            // SAFETY: registered above, unused by any pool.
+            unsafe { dpdk_sys::rte_extmem_unregister(base.as_ptr().cast(), len) };
+            return Err(error);
+        };
+        let mut mempool = Self { pool, mbufs: Vec::new(), base: base.as_ptr() as usize, buf_size, len };
+        mempool.index_mbufs(num_bufs as usize)?;
+        Ok(mempool)
+    }
+
+    /// Builds the buffer-index-to-mbuf table from every mbuf of the pool.
+    fn index_mbufs(&mut self, count: usize) -> Result<()> {
+        let mut found: Vec<Option<NonNull<rte_mbuf>>> = vec![None; count];
+        unsafe extern "C" fn visit(
+            _pool: *mut rte_mempool,
+            table: *mut std::os::raw::c_void,
+            mbuf: *mut std::os::raw::c_void,
+            _index: u32,
+        ) {
+            // SAFETY: `table` is the (found, base, buf_size) tuple below, alive for the iteration.
+            let (found, base, buf_size) =
+                unsafe { &mut *table.cast::<(&mut Vec<Option<NonNull<rte_mbuf>>>, usize, usize)>() };
+            let mbuf = mbuf.cast::<rte_mbuf>();
+            // SAFETY: the iterator hands out initialised mbufs of this pool.
+            let address = unsafe { (*mbuf).buf_addr } as usize;
+            if let Some(slot) =
+                address.checked_sub(*base).map(|offset| offset / *buf_size).and_then(|i| found.get_mut(i))
+            {
+                *slot = NonNull::new(mbuf);
+            }
+        }
+        let mut context = (&mut found, self.base, self.buf_size);
+        // SAFETY: the pool is live; `visit` only reads each mbuf and writes `context`.
+        unsafe { dpdk_sys::rte_mempool_obj_iter(self.pool.as_ptr(), Some(visit), (&raw mut context).cast()) };
+        self.mbufs = found.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| {
+            Error::new(Status::InternalError, "a DPDK mbuf's buffer lies outside its region".to_owned())
+        })?;
+        Ok(())
+    }
+
+    /// The raw pool, for RX queue setup.
+    pub(super) fn raw(&self) -> *mut rte_mempool {
+        self.pool.as_ptr()
+    }
+
+    /// The buffer index of an mbuf of this pool.
+    pub(super) fn index_of(&self, mbuf: NonNull<rte_mbuf>) -> Option<u32> {
+        // SAFETY: the mbuf came from this pool's RX queue and is live.
+        let address = unsafe { mbuf.as_ref().buf_addr } as usize;
+        let offset = address.checked_sub(self.base).filter(|&o| o < self.len)?;
+        Some((offset / self.buf_size) as u32)
+    }
+}
+
+impl BufferPool for Mempool {
+    fn take_bulk(&self, out: &mut Vec<u32>, n: usize) -> usize {
+        let mut mbufs: Vec<*mut rte_mbuf> = vec![std::ptr::null_mut(); n];
+        let mut want = n;
+        // rte_pktmbuf_alloc_bulk takes all or nothing: ask for less until it gives.
+        while want > 0 {
+            // SAFETY: `mbufs` has room for `want` pointers.
+            if unsafe { dpdk_sys::daqiri_pktmbuf_alloc_bulk(self.pool.as_ptr(), mbufs.as_mut_ptr(), want as u32) } == 0
+            {
+                break;
+            }
+            want /= 2;
+        }
+        for &mbuf in &mbufs[..want] {
+            out.push(NonNull::new(mbuf).and_then(|m| self.index_of(m)).expect("an mbuf of this pool"));
+        }
+        want
+    }
+
+    fn take_one(&self) -> Option<u32> {
+        let mut out = Vec::with_capacity(1);
+        (self.take_bulk(&mut out, 1) == 1).then(|| out[0])
+    }
+
+    fn release_bulk(&self, indices: &[u32]) {
+        let mut mbufs: Vec<*mut rte_mbuf> = indices.iter().map(|&i| self.mbufs[i as usize].as_ptr()).collect();
+        // SAFETY: each index was taken (by us or by the PMD) and not yet
+        // released, so its mbuf is out of the pool and ours to free.
+        unsafe { dpdk_sys::rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), mbufs.len() as u32) };
+    }
+
+    fn available(&self) -> u32 {
+        // SAFETY: the pool is live.
+        unsafe { dpdk_sys::daqiri_mempool_avail_count(self.pool.as_ptr()) }
+    }
+}
+
+impl Drop for Mempool {
+    fn drop(&mut self) {
+        // SAFETY: the ports using the pool are stopped and every mbuf is back
+        // (the engine stops its ports and drops its bursts first).
+        unsafe { dpdk_sys::rte_mempool_free(self.pool.as_ptr()) };
+        // SAFETY: registered in `over`; no pool uses it any more.
+        unsafe { dpdk_sys::rte_extmem_unregister(self.base as *mut std::os::raw::c_void, self.len) };
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+}
+
+/// Mempool names must be unique in the process, across engines.
+fn unique_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
