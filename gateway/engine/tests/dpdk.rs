@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use daqiri::Engine;
+use daqiri::{DropReason, Engine};
 
 /// One RX queue on `net_null0`, which hands out a 64-byte frame on every
 /// poll slot: the engine's overhead alone.
@@ -57,4 +57,28 @@ fn null_device_packets_arrive_in_region_buffers_and_go_back_on_drop() {
     // A second engine in the same process: EAL is reused, the device comes back.
     let engine = Engine::from_yaml(NULL_DEVICE).expect("a restarted engine gets net_null0 again");
     receive(&engine, 10_000);
+}
+
+#[test]
+fn flow_isolation_drops_what_no_flow_matches_and_counts_it() {
+    // net_null's frames are zeros: not IPv4, so no flow matches them.
+    let yaml = NULL_DEVICE.replace("      rx:\n", "      rx:\n        flow_isolation: true\n");
+    assert_ne!(yaml, NULL_DEVICE);
+    let engine = Engine::from_yaml(&yaml).expect("the engine starts on net_null0");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let dropped = || engine.stats().ports[0].rx_port_drops.drops(DropReason::UnmatchedFlow);
+    while dropped() < 10_000 {
+        assert!(Instant::now() < deadline, "unmatched frames were not counted: {}", dropped());
+        assert!(engine.get_rx_burst(0, 0).unwrap().is_none(), "an unmatched frame was delivered");
+    }
+}
+
+#[test]
+fn what_the_backend_cannot_do_yet_is_refused_by_name() {
+    let two_queues = NULL_DEVICE.replace(
+        "memory_regions: [rx_mem] }\n",
+        "memory_regions: [rx_mem] }\n        - { name: q1, id: 1, cpu_core: 1, batch_size: 256, memory_regions: [rx_mem] }\n",
+    );
+    let error = Engine::from_yaml(&two_queues).expect_err("two RX queues need rte_flow");
+    assert!(error.message.contains("2 RX queues") && error.message.contains("rte_flow"), "{error}");
 }

@@ -21,6 +21,7 @@ use crate::headers::FlowKey;
 use crate::memory::{Region, RegionTable};
 use crate::port::Port;
 use crate::state::EngineState;
+use crate::stats::DropReason;
 use crate::worker::{self, Assembler, QueueTask, Task};
 
 pub(crate) use rte::Mempool;
@@ -109,6 +110,16 @@ pub(super) struct DpdkDriver {
 }
 
 pub(super) fn open(address: &str, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
+    if port.rx.len() > 1 {
+        return Err(Error::new(
+            Status::NotSupported,
+            format!(
+                "interface \"{}\" has {} RX queues: steering flows to DPDK queues needs rte_flow, which this build does not program yet; use one RX queue",
+                port.name,
+                port.rx.len()
+            ),
+        ));
+    }
     if !port.tx.is_empty() {
         return Err(Error::new(
             Status::NotSupported,
@@ -185,13 +196,23 @@ impl QueueTask for Receiver {
                 received += 1;
                 let token = region.adopt(index);
                 let frame = &region.bytes(&token)[usize::from(offset)..][..len as usize];
-                let flow_id = match FlowKey::from_frame(frame).map(|key| flows.steer(&key)) {
-                    Some(Steering::Flow { rule, .. }) => {
+                let steering = match FlowKey::from_frame(frame) {
+                    Some(key) => flows.steer(&key),
+                    None => flows.steer_unparsed(),
+                };
+                // One RX queue (see `open`): every flow's queue is this one.
+                let flow_id = match steering {
+                    Steering::Flow { rule, .. } => {
                         let rule = &flows.rules[rule];
                         rule.stats.matched(1, u64::from(len));
                         Some(rule.flow_id)
                     }
-                    _ => None,
+                    Steering::Default { .. } => None,
+                    Steering::Unmatched => {
+                        region.release(token);
+                        p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+                        continue;
+                    }
                 };
                 let mut slot = PacketSlot::single(token, len, flow_id);
                 slot.set_segment_offset(0, offset);
