@@ -50,6 +50,9 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
             );
             continue;
         }
+        if backend == InterfaceBackend::Dpdk {
+            dpdk_keys(iface, &path, &mut refuse);
+        }
         let transport = config.endpoints(port).map(|e| e.transport);
         rx_keys(iface, &path.key("rx"), backend, transport, &mut refuse);
         tx_keys(iface, &path.key("tx"), &mut refuse);
@@ -68,6 +71,35 @@ pub(crate) fn require_supported(config: &ValidConfig) -> Result<(), Error> {
         Status::NotSupported,
         format!("this build cannot honour {} config key(s):\n{}", refused.len(), lines.join("\n")),
     ))
+}
+
+/// What the DPDK backend does not do yet: steering to several RX queues
+/// (rte_flow), buffer split, TX.
+fn dpdk_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPath, String)) {
+    if let Some(rx) = &iface.rx {
+        let queues = path.key("rx").key("queues");
+        if rx.queues.len() > 1 {
+            refuse(
+                queues.clone(),
+                format!(
+                    "{} RX queues: steering flows to DPDK queues needs rte_flow, which this build does not program yet; use one",
+                    rx.queues.len()
+                ),
+            );
+        }
+        for (i, queue) in rx.queues.iter().enumerate().filter(|(_, q)| q.memory_regions.len() > 1) {
+            refuse(
+                queues.index(i).key("memory_regions"),
+                format!(
+                    "{} regions: header-data split through DPDK buffer split is not in this build yet; give one",
+                    queue.memory_regions.len()
+                ),
+            );
+        }
+    }
+    if iface.tx.is_some() {
+        refuse(path.key("tx"), "TX on the DPDK backend is not in this build yet (RX only)".into());
+    }
 }
 
 fn rx_keys(

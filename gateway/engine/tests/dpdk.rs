@@ -80,5 +80,9 @@ fn what_the_backend_cannot_do_yet_is_refused_by_name() {
         "memory_regions: [rx_mem] }\n        - { name: q1, id: 1, cpu_core: 1, batch_size: 256, memory_regions: [rx_mem] }\n",
     );
     let error = Engine::from_yaml(&two_queues).expect_err("two RX queues need rte_flow");
-    assert!(error.message.contains("2 RX queues") && error.message.contains("rte_flow"), "{error}");
+    assert_eq!(error.status, daqiri::Status::NotSupported);
+    assert!(
+        error.message.contains("interfaces[0].rx.queues: 2 RX queues") && error.message.contains("rte_flow"),
+        "{error}"
+    );
 }

@@ -74,17 +74,6 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
         }
         for queue in interface.rx_queues() {
             let Some(name) = queue.memory_regions.first() else { continue };
-            if queue.memory_regions.len() > 1 {
-                return Err(Error::new(
-                    Status::NotSupported,
-                    format!(
-                        "RX queue \"{}\" of \"{}\" lists {} memory regions: header-data split through DPDK buffer split is not in this build yet",
-                        queue.name,
-                        interface.name,
-                        queue.memory_regions.len()
-                    ),
-                ));
-            }
             let region = regions.iter_mut().find(|r| r.name() == name).expect("validated region name");
             if region.mempool().is_some() {
                 continue;
@@ -110,22 +99,7 @@ pub(super) struct DpdkDriver {
 }
 
 pub(super) fn open(address: &str, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
-    if port.rx.len() > 1 {
-        return Err(Error::new(
-            Status::NotSupported,
-            format!(
-                "interface \"{}\" has {} RX queues: steering flows to DPDK queues needs rte_flow, which this build does not program yet; use one RX queue",
-                port.name,
-                port.rx.len()
-            ),
-        ));
-    }
-    if !port.tx.is_empty() {
-        return Err(Error::new(
-            Status::NotSupported,
-            format!("interface \"{}\": TX on the DPDK backend is not in this build yet (RX only)", port.name),
-        ));
-    }
+    // One RX queue of one region, no TX: `support` refused the rest by path.
     let pools: Vec<Arc<Mempool>> = port
         .rx
         .iter()
