@@ -92,6 +92,14 @@ impl Telemetry {
         counter("daqiri.flow.bytes", "Bytes matched per RX flow", |s| flows(s, |f| f.bytes));
         counter("daqiri.reorder.batches", "Reorder aggregates, by how they were emitted", reorder_batches);
         counter("daqiri.reorder.packets", "Packets offered to reorder plans, by outcome", reorder_packets);
+        let series_gauge = |name: &'static str, description: &'static str, series: fn(&EngineStats) -> Series| {
+            let snapshot = Arc::clone(&snapshot);
+            meter
+                .u64_observable_gauge(name)
+                .with_description(description)
+                .with_callback(move |observer| observe(observer, snapshot.with(series)))
+                .build();
+        };
         let gauge = |name: &'static str, description: &'static str, value: fn(&daqiri::RegionStats) -> u64| {
             let snapshot = Arc::clone(&snapshot);
             meter
@@ -152,40 +160,24 @@ impl Telemetry {
             "Capture copies dropped because the writer was behind",
             |c| c.capture_drops,
         );
-        {
-            let snapshot = Arc::clone(&snapshot);
-            meter
-                .u64_observable_gauge("daqiri.port.kernel_rx_backlog_bytes")
-                .with_description("Bytes waiting in the kernel's receive buffers of a socket port, not yet read")
-                .with_callback(move |observer| observe(observer, snapshot.with(kernel_backlog)))
-                .build();
-        }
-        {
-            let snapshot = Arc::clone(&snapshot);
-            meter
-                .u64_observable_gauge("daqiri.reorder.open_batches")
-                .with_description("Batches a reorder plan is filling now")
-                .with_callback(move |observer| {
-                    observe(observer, snapshot.with(|s| plan_series(s, |p| vec![("open", u64::from(p.open_batches))])))
+        series_gauge(
+            "daqiri.port.kernel_rx_backlog_bytes",
+            "Bytes waiting in the kernel's receive buffers of a socket port, not yet read",
+            kernel_backlog,
+        );
+        series_gauge("daqiri.reorder.open_batches", "Batches a reorder plan is filling now", |s| {
+            plan_series(s, |p| vec![("open", u64::from(p.open_batches))])
+        });
+        series_gauge(
+            "daqiri.reorder.batches_in_flight",
+            "Batches of a GPU reorder plan whose kernel is launched and not yet finished",
+            |s| {
+                plan_series(s, |p| match p.gpu {
+                    Some(_) => vec![("in_flight", u64::from(p.batches_in_flight))],
+                    None => Vec::new(),
                 })
-                .build();
-        }
-        {
-            let snapshot = Arc::clone(&snapshot);
-            meter
-                .u64_observable_gauge("daqiri.reorder.batches_in_flight")
-                .with_description("Batches of a GPU reorder plan whose kernel is launched and not yet finished")
-                .with_callback(move |observer| {
-                    let in_flight = |s: &EngineStats| {
-                        plan_series(s, |p| match p.gpu {
-                            Some(_) => vec![("in_flight", u64::from(p.batches_in_flight))],
-                            None => Vec::new(),
-                        })
-                    };
-                    observe(observer, snapshot.with(in_flight))
-                })
-                .build();
-        }
+            },
+        );
         gauge("daqiri.memory_region.buffers", "Buffers in each memory region", |r| u64::from(r.num_bufs));
         gauge("daqiri.memory_region.buffers.in_use", "Buffers held by bursts or workers", |r| u64::from(r.in_use));
         gauge("daqiri.memory_region.bytes", "Bytes of buffers in each memory region", |r| {
