@@ -78,8 +78,11 @@ impl DeviceSlots {
             record.pieces.push(Piece::Host(record.bytes.len()));
         }
         let slot = self.buffer.ptr().offset(record.slot * self.slot_bytes);
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        // This packet's copies go straight into the burst's list; a packet
+        // that does not fit takes its own back out.
+        let queued = pending.copies.len();
         let mut used = 0;
-        let mut copies = Vec::new();
         for segment in (0..MAX_SEGMENTS).filter_map(|s| packet.segment_memory(s)) {
             match segment {
                 SegmentMemory::Host(bytes) => {
@@ -88,23 +91,16 @@ impl DeviceSlots {
                 }
                 SegmentMemory::Device(slice) => {
                     if used + slice.len() > self.slot_bytes {
+                        pending.copies.truncate(queued);
                         return Err(record);
                     }
-                    copies.push((slice.ptr(), slot.offset(used), slice.len()));
+                    pending.copies.push((slice.ptr(), slot.offset(used), slice.len()));
                     record.pieces.push(Piece::Device(slice.len()));
                     used += slice.len();
                 }
             }
         }
-        record.orig_len = record
-            .pieces
-            .iter()
-            .map(|p| match p {
-                Piece::Host(n) | Piece::Device(n) => n,
-            })
-            .sum();
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        pending.copies.extend(copies);
+        record.orig_len = record.bytes.len() + used;
         pending.records.push(record);
         Ok(())
     }
@@ -126,7 +122,7 @@ impl DeviceSlots {
     /// The record's packet as segments for [`GdsWriter::write_packet`].
     fn segments<'a>(&'a self, record: &'a Record) -> Vec<SegmentMemory<'a>> {
         let (mut host, mut device) = (0, record.slot * self.slot_bytes);
-        let segments: Vec<SegmentMemory<'a>> = record
+        record
             .pieces
             .iter()
             .map(|&piece| match piece {
@@ -139,8 +135,7 @@ impl DeviceSlots {
                     SegmentMemory::Device(self.buffer.slice(device - n, n))
                 }
             })
-            .collect();
-        segments
+            .collect()
     }
 }
 
