@@ -46,12 +46,10 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
         return Ok(());
     }
     let cfg = config.config();
-    let (vdevs, pci): (Vec<String>, Vec<String>) =
-        addresses.iter().map(|a| a.to_string()).partition(|a| a.starts_with("net_"));
+    let pci = addresses.iter().filter(|a| !a.starts_with("net_")).map(|a| a.to_string()).collect();
     let wanted = EalArgs {
         main_core: cfg.master_core.map_or(0, |c| c.0),
         pci,
-        vdevs,
         hugepages: cfg.memory_regions.iter().any(|r| r.kind == MemoryKind::Huge),
     };
     let eal = Eal::get(wanted.clone())?;

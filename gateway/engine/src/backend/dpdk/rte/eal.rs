@@ -1,7 +1,7 @@
 //! DPDK's Environment Abstraction Layer: initialised once per process (it
 //! cannot be initialised again), outside any engine, so an engine restarted
-//! by a reload reuses it. Virtual devices a later config names are added
-//! with `rte_dev_probe`.
+//! by a reload reuses it. Devices are added with `rte_dev_probe`, at the
+//! first engine and at every later one alike.
 
 use std::ffi::CString;
 use std::sync::{Mutex, OnceLock};
@@ -15,8 +15,6 @@ pub(crate) struct EalArgs {
     pub main_core: u32,
     /// PCIe addresses to allow; none means no PCI scan at all.
     pub pci: Vec<String>,
-    /// Virtual devices (`net_null0`, `net_af_packet0,iface=veth1` ...).
-    pub vdevs: Vec<String>,
     /// Use hugepages (else `--no-huge`, for virtual devices without them).
     pub hugepages: bool,
 }
@@ -92,9 +90,6 @@ fn start(args: &EalArgs) -> std::result::Result<(), String> {
     }
     for pci in &args.pci {
         argv.extend(["-a".into(), pci.clone()]);
-    }
-    for vdev in &args.vdevs {
-        argv.extend(["--vdev".into(), vdev.clone()]);
     }
     let line = argv.join(" ");
     let result = std::thread::Builder::new()

@@ -13,6 +13,8 @@ use crate::memory::BufferPool;
 
 /// Mbufs each lcore keeps at hand before touching the shared ring.
 const CACHE: u32 = 256;
+/// Mbufs taken or freed per DPDK call.
+const BULK: usize = 64;
 
 /// A mempool over `num_bufs` buffers of `buf_size` bytes at `base`.
 #[derive(Debug)]
@@ -135,21 +137,27 @@ impl Mempool {
 
 impl BufferPool for Mempool {
     fn take_bulk(&self, out: &mut Vec<u32>, n: usize) -> usize {
-        let mut mbufs: Vec<*mut rte_mbuf> = vec![std::ptr::null_mut(); n];
-        let mut want = n;
-        // rte_pktmbuf_alloc_bulk takes all or nothing: ask for less until it gives.
-        while want > 0 {
-            // SAFETY: `mbufs` has room for `want` pointers.
-            if unsafe { dpdk_sys::daqiri_pktmbuf_alloc_bulk(self.pool.as_ptr(), mbufs.as_mut_ptr(), want as u32) } == 0
-            {
+        let mut mbufs = [std::ptr::null_mut::<rte_mbuf>(); BULK];
+        let mut taken = 0;
+        while taken < n {
+            // rte_pktmbuf_alloc_bulk takes all or nothing: ask for less until it gives.
+            let mut want = (n - taken).min(BULK);
+            let mut alloc = |want: usize| {
+                // SAFETY: `mbufs` has room for `want` (at most BULK) pointers.
+                unsafe { dpdk_sys::daqiri_pktmbuf_alloc_bulk(self.pool.as_ptr(), mbufs.as_mut_ptr(), want as u32) == 0 }
+            };
+            while want > 0 && !alloc(want) {
+                want /= 2;
+            }
+            if want == 0 {
                 break;
             }
-            want /= 2;
+            for &mbuf in &mbufs[..want] {
+                out.push(NonNull::new(mbuf).and_then(|m| self.index_of(m)).expect("an mbuf of this pool"));
+            }
+            taken += want;
         }
-        for &mbuf in &mbufs[..want] {
-            out.push(NonNull::new(mbuf).and_then(|m| self.index_of(m)).expect("an mbuf of this pool"));
-        }
-        want
+        taken
     }
 
     fn take_one(&self) -> Option<u32> {
@@ -158,10 +166,16 @@ impl BufferPool for Mempool {
     }
 
     fn release_bulk(&self, indices: &[u32]) {
-        let mut mbufs: Vec<*mut rte_mbuf> = indices.iter().map(|&i| self.mbufs[i as usize].as_ptr()).collect();
-        // SAFETY: each index was taken (by us or by the PMD) and not yet
-        // released, so its mbuf is out of the pool and ours to free.
-        unsafe { dpdk_sys::rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), mbufs.len() as u32) };
+        // A burst drop lands here: a stack array, no allocation.
+        let mut mbufs = [std::ptr::null_mut::<rte_mbuf>(); BULK];
+        for chunk in indices.chunks(BULK) {
+            for (slot, &i) in mbufs.iter_mut().zip(chunk) {
+                *slot = self.mbufs[i as usize].as_ptr();
+            }
+            // SAFETY: each index was taken (by us or by the PMD) and not yet
+            // released, so its mbuf is out of the pool and ours to free.
+            unsafe { dpdk_sys::rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), chunk.len() as u32) };
+        }
     }
 
     fn available(&self) -> u32 {
