@@ -26,3 +26,12 @@ unsigned daqiri_mempool_avail_count(const struct rte_mempool *pool) { return rte
 int daqiri_errno(void) { return rte_errno; }
 
 unsigned daqiri_lcore_id(void) { return rte_lcore_id(); }
+
+int daqiri_mbuf_mark(const struct rte_mbuf *m, uint32_t *mark) {
+    if (!(m->ol_flags & RTE_MBUF_F_RX_FDIR_ID))
+        return 0;
+    *mark = m->hash.fdir.hi;
+    return 1;
+}
+
+uint64_t daqiri_rss_types_ipv4_udp(void) { return RTE_ETH_RSS_NONFRAG_IPV4_UDP; }

@@ -12,3 +12,7 @@ void daqiri_mempool_put_bulk(struct rte_mempool *pool, void *const *objs, unsign
 unsigned daqiri_mempool_avail_count(const struct rte_mempool *pool);
 int daqiri_errno(void);
 unsigned daqiri_lcore_id(void);
+/* The flow id a MARK action gave the packet: 1 and *mark set, or 0 if unmarked. */
+int daqiri_mbuf_mark(const struct rte_mbuf *m, uint32_t *mark);
+/* RTE_ETH_RSS_NONFRAG_IPV4_UDP, a function-like macro bindgen cannot read. */
+uint64_t daqiri_rss_types_ipv4_udp(void);

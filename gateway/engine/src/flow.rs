@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use daqiri_config::model::{Flow, PortMatch, RxConfig};
+use daqiri_config::model::{ActionType, Flow, FlowAction, PortMatch, RxConfig};
 
 use crate::headers::FlowKey;
 use crate::stats::FlowStats;
@@ -31,6 +31,9 @@ pub(crate) struct FlowRule {
     udp_dst: Option<PortMatch>,
     ipv4_len: Option<u16>,
     queues: Vec<usize>,
+    /// Header transforms before the queue (`vlan_pop`, `tunnel_decap`),
+    /// which only a NIC's flow engine performs.
+    transforms: Vec<FlowAction>,
     pub(crate) stats: Arc<FlowStats>,
 }
 
@@ -42,13 +45,43 @@ impl FlowRule {
     }
 
     fn same_rule(&self, other: &FlowRule) -> bool {
-        (self.flow_id, &self.name, self.udp_src, self.udp_dst, self.ipv4_len, &self.queues)
-            == (other.flow_id, &other.name, other.udp_src, other.udp_dst, other.ipv4_len, &other.queues)
+        (self.flow_id, &self.name, self.udp_src, self.udp_dst, self.ipv4_len, &self.queues, &self.transforms)
+            == (
+                other.flow_id,
+                &other.name,
+                other.udp_src,
+                other.udp_dst,
+                other.ipv4_len,
+                &other.queues,
+                &other.transforms,
+            )
     }
 
     /// Queue indices the rule steers to.
     pub(crate) fn queues(&self) -> &[usize] {
         &self.queues
+    }
+
+    /// The UDP source ports, UDP destination ports and IPv4 total length
+    /// the rule matches (`None`: any).
+    pub(crate) fn match_fields(&self) -> (Option<PortMatch>, Option<PortMatch>, Option<u16>) {
+        (self.udp_src, self.udp_dst, self.ipv4_len)
+    }
+
+    /// The transforms applied before the queue, in config order.
+    pub(crate) fn transforms(&self) -> &[FlowAction] {
+        &self.transforms
+    }
+
+    /// Whether a packet could match both rules (their matches intersect).
+    pub(crate) fn overlaps(&self, other: &FlowRule) -> bool {
+        let ports = |a: Option<PortMatch>, b: Option<PortMatch>| match (a, b) {
+            (Some(a), Some(b)) => a.first <= b.last && b.first <= a.last,
+            _ => true,
+        };
+        ports(self.udp_src, other.udp_src)
+            && ports(self.udp_dst, other.udp_dst)
+            && (self.ipv4_len.is_none() || other.ipv4_len.is_none() || self.ipv4_len == other.ipv4_len)
     }
 }
 
@@ -56,6 +89,8 @@ impl FlowRule {
 #[derive(Debug, Default)]
 pub(crate) struct FlowTable {
     pub(crate) rules: Vec<FlowRule>,
+    /// (flow id, rule index), sorted, for packets a NIC marked.
+    by_flow_id: Vec<(u32, usize)>,
     isolation: bool,
 }
 
@@ -82,6 +117,7 @@ impl FlowTable {
                     udp_dst: m.udp_dst,
                     ipv4_len: m.ipv4_len,
                     queues: flow.queue_ids().into_iter().map(position).collect(),
+                    transforms: flow.action_list().iter().filter(|a| a.kind != ActionType::Queue).cloned().collect(),
                     stats: Arc::default(),
                 };
                 if let Some(same) = old.and_then(|t| t.rules.iter().find(|r| r.same_rule(&rule))) {
@@ -89,8 +125,21 @@ impl FlowTable {
                 }
                 rule
             })
-            .collect();
-        Self { rules, isolation: rx.flow_isolation }
+            .collect::<Vec<FlowRule>>();
+        let mut by_flow_id: Vec<(u32, usize)> = rules.iter().enumerate().map(|(i, r)| (r.flow_id, i)).collect();
+        by_flow_id.sort_unstable();
+        Self { rules, by_flow_id, isolation: rx.flow_isolation }
+    }
+
+    /// Whether unmatched packets are dropped (`flow_isolation`).
+    pub(crate) fn isolation(&self) -> bool {
+        self.isolation
+    }
+
+    /// The index of the rule with flow id `flow_id` (a NIC's MARK).
+    pub(crate) fn rule_of(&self, flow_id: u32) -> Option<usize> {
+        let at = self.by_flow_id.binary_search_by_key(&flow_id, |&(id, _)| id).ok()?;
+        Some(self.by_flow_id[at].1)
     }
 
     /// Where a packet goes that is not Ethernet/IPv4/UDP: no rule can match it.
@@ -113,8 +162,9 @@ impl FlowTable {
     }
 }
 
-/// The RSS key most NICs ship as default (Microsoft's RSS verification key).
-const RSS_KEY: [u8; 40] = [
+/// The RSS key most NICs ship as default (Microsoft's RSS verification key);
+/// a NIC's RSS is given the same key, so both spread flows alike.
+pub(crate) const RSS_KEY: [u8; 40] = [
     0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b,
     0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac,
     0x01, 0xfa,

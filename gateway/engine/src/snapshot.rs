@@ -56,6 +56,9 @@ pub struct LinkStats {
     pub peer: Option<SocketAddr>,
     /// Whether a connection is up (connection-oriented backends).
     pub connected: Option<bool>,
+    /// The NIC's own counters by the driver's names (DPDK xstats: packets,
+    /// bytes, `rx_missed_errors`, `rx_mbuf_allocation_errors`, per queue ...).
+    pub nic_counters: Vec<(String, u64)>,
 }
 
 /// Counters of one queue.

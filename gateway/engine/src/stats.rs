@@ -30,11 +30,15 @@ pub enum DropReason {
     SendFailed,
     /// A GPU kernel or copy meant for it failed.
     DeviceError,
+    /// The NIC had no free RX descriptor: the poller fell behind (DPDK `imissed`).
+    NicMissed,
+    /// The NIC received it damaged (DPDK `ierrors`: bad CRC, runt, ...).
+    NicRxError,
 }
 
 impl DropReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 12] = [
         DropReason::NoFreePacketBuffers,
         DropReason::NoFreeBurstBuffers,
         DropReason::RingFull,
@@ -45,6 +49,8 @@ impl DropReason {
         DropReason::Flushed,
         DropReason::SendFailed,
         DropReason::DeviceError,
+        DropReason::NicMissed,
+        DropReason::NicRxError,
     ];
 
     /// The label value (`daqiri.drop.reason`).
@@ -60,6 +66,8 @@ impl DropReason {
             DropReason::Flushed => "flushed",
             DropReason::SendFailed => "send_failed",
             DropReason::DeviceError => "device_error",
+            DropReason::NicMissed => "nic_missed",
+            DropReason::NicRxError => "nic_rx_error",
         }
     }
 
@@ -69,10 +77,10 @@ impl DropReason {
         match self {
             DropReason::NoFreePacketBuffers => Some(Status::NoFreePacketBuffers),
             DropReason::NoFreeBurstBuffers => Some(Status::NoFreeBurstBuffers),
-            DropReason::RingFull | DropReason::SocketOverflow => Some(Status::NoSpaceAvailable),
+            DropReason::RingFull | DropReason::SocketOverflow | DropReason::NicMissed => Some(Status::NoSpaceAvailable),
             DropReason::Truncated => Some(Status::InvalidParameter),
             DropReason::UnmatchedFlow | DropReason::DropAllTraffic | DropReason::Flushed => None,
-            DropReason::SendFailed | DropReason::DeviceError => Some(Status::GenericFailure),
+            DropReason::SendFailed | DropReason::DeviceError | DropReason::NicRxError => Some(Status::GenericFailure),
         }
     }
 

@@ -74,15 +74,16 @@ fn flow_isolation_drops_what_no_flow_matches_and_counts_it() {
 }
 
 #[test]
-fn what_the_backend_cannot_do_yet_is_refused_by_name() {
+fn several_queues_on_a_pmd_without_rte_flow_fail_with_its_reason() {
     let two_queues = NULL_DEVICE.replace(
         "memory_regions: [rx_mem] }\n",
         "memory_regions: [rx_mem] }\n        - { name: q1, id: 1, cpu_core: 1, batch_size: 256, memory_regions: [rx_mem] }\n",
     );
-    let error = Engine::from_yaml(&two_queues).expect_err("two RX queues need rte_flow");
+    let error = Engine::from_yaml(&two_queues).expect_err("two RX queues need rte_flow, which net_null lacks");
     assert_eq!(error.status, daqiri::Status::NotSupported);
-    assert!(
-        error.message.contains("interfaces[0].rx.queues: 2 RX queues") && error.message.contains("rte_flow"),
-        "{error}"
-    );
+    assert!(error.message.contains("the net_null PMD cannot program its flows"), "{error}");
+
+    // The device was given back: the one-queue config starts again.
+    let engine = Engine::from_yaml(NULL_DEVICE).expect("net_null0 after a failed start");
+    receive(&engine, 1_000);
 }

@@ -5,7 +5,9 @@
 //!
 //! EAL is started once per process, by the first engine that needs it.
 
+mod flow_rules;
 mod rte;
+mod steering;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,21 +18,25 @@ use daqiri_config::{Link, ValidConfig};
 use super::PortDriver;
 use crate::burst::PacketSlot;
 use crate::error::{Error, Result, Status};
-use crate::flow::Steering;
+use crate::flow::{FlowTable, Steering};
 use crate::headers::FlowKey;
 use crate::memory::{Region, RegionTable};
 use crate::port::Port;
+use crate::snapshot::LinkStats;
 use crate::state::EngineState;
 use crate::stats::DropReason;
 use crate::worker::{self, Assembler, QueueTask, Task};
 
 pub(crate) use rte::Mempool;
-use rte::{Eal, EalArgs, EthPort, RxMbufs};
+use rte::{Eal, EalArgs, EthPort, PortCounters, RxMbufs};
+use steering::PortSteering;
 
 /// RX descriptors per queue.
 const RX_DESCRIPTORS: u16 = 1024;
 /// Most mbufs one `rte_eth_rx_burst` returns (DPDK's usual burst).
 const RX_BURST: usize = 64;
+/// How often the receiver turns the NIC's drop counters into drops.
+const COUNTER_PERIOD: Duration = Duration::from_millis(100);
 
 /// Starts EAL if the config has DPDK interfaces, creates their devices,
 /// and hands every region a DPDK RX queue lands in to a mempool over its
@@ -94,10 +100,11 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
 pub(super) struct DpdkDriver {
     port: Arc<EthPort>,
     pools: Vec<Arc<Mempool>>,
+    steering: PortSteering,
 }
 
 pub(super) fn open(address: &str, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
-    // One RX queue of one region, no TX: `support` refused the rest by path.
+    // One region per RX queue, no TX: `support` refused the rest by path.
     let pools: Vec<Arc<Mempool>> = port
         .rx
         .iter()
@@ -109,9 +116,13 @@ pub(super) fn open(address: &str, port: &Port, regions: &RegionTable) -> Result<
         })
         .collect::<Result<_>>()?;
     let raw: Vec<&Mempool> = pools.iter().map(|p| p.as_ref()).collect();
-    let eth = EthPort::start(address, &raw, 0, RX_DESCRIPTORS)?;
-    tracing::info!(interface = %port.name, address, dpdk_port = eth.id(), "DPDK port started");
-    Ok(Box::new(DpdkDriver { port: Arc::new(eth), pools }))
+    let eth = EthPort::find(address)?;
+    let table: Arc<FlowTable> = port.flows.load_full();
+    let steering = PortSteering::prepare(&eth, &table, pools.len());
+    eth.start(&raw, 0, RX_DESCRIPTORS)?;
+    steering.apply(&eth, port, table)?;
+    tracing::info!(interface = %port.name, address, dpdk_port = eth.id(), pmd = %eth.driver_name(), "DPDK port started");
+    Ok(Box::new(DpdkDriver { port: Arc::new(eth), pools, steering }))
 }
 
 impl PortDriver for DpdkDriver {
@@ -123,6 +134,8 @@ impl PortDriver for DpdkDriver {
             assemblers: port.rx.iter().map(Assembler::new).collect(),
             mbufs: RxMbufs::with_capacity(RX_BURST),
             registered: false,
+            counted: PortCounters::default(),
+            next_count: Instant::now(),
         };
         if port.rx.is_empty() {
             return Vec::new();
@@ -133,13 +146,22 @@ impl PortDriver for DpdkDriver {
         vec![task]
     }
 
+    fn apply_flows(&self, port: &Port, table: Arc<FlowTable>) -> Result<()> {
+        self.steering.apply(&self.port, port, table)
+    }
+
+    fn link_stats(&self) -> LinkStats {
+        LinkStats { nic_counters: self.port.extended_counters(), ..LinkStats::default() }
+    }
+
     fn stop(&self) {
         self.port.close();
     }
 }
 
-/// Polls every RX queue of a port, steers by the flow table (software
-/// steering: rte_flow comes with the flow work) and assembles bursts.
+/// Polls every RX queue of a port and assembles bursts. The NIC chose the
+/// queue; the flow id is the packet's MARK or, without one, the first flow
+/// that matches it, as in software steering.
 struct Receiver {
     port: u16,
     eth: Arc<EthPort>,
@@ -147,6 +169,21 @@ struct Receiver {
     assemblers: Vec<Assembler>,
     mbufs: RxMbufs,
     registered: bool,
+    /// The NIC's counters as last turned into drops.
+    counted: PortCounters,
+    next_count: Instant,
+}
+
+impl Receiver {
+    /// Adds what the NIC dropped since the last look to the port's drops.
+    fn count_nic_drops(&mut self, engine: &EngineState) {
+        let now = self.eth.counters();
+        let drops = &engine.ports[usize::from(self.port)].rx_drops;
+        let before = std::mem::replace(&mut self.counted, now);
+        drops.dropped(DropReason::NicMissed, now.rx_missed.saturating_sub(before.rx_missed));
+        drops.dropped(DropReason::NicRxError, now.rx_errors.saturating_sub(before.rx_errors));
+        drops.dropped(DropReason::NoFreePacketBuffers, now.rx_no_mbuf.saturating_sub(before.rx_no_mbuf));
+    }
 }
 
 impl QueueTask for Receiver {
@@ -164,38 +201,45 @@ impl QueueTask for Receiver {
             let rx = &p.rx[queue];
             let region = engine.regions.get(rx.segment_regions[0]);
             let flows = p.flows.load();
-            for (index, offset, len) in self.mbufs.received(pool) {
+            for packet in self.mbufs.received(pool) {
                 received += 1;
-                let token = region.adopt(index);
-                let frame = &region.bytes(&token)[usize::from(offset)..][..len as usize];
-                let steering = match FlowKey::from_frame(frame) {
-                    Some(key) => flows.steer(&key),
-                    None => flows.steer_unparsed(),
-                };
-                // One RX queue (see `open`): every flow's queue is this one.
-                let flow_id = match steering {
-                    Steering::Flow { rule, .. } => {
-                        let rule = &flows.rules[rule];
-                        rule.stats.matched(1, u64::from(len));
-                        Some(rule.flow_id)
-                    }
-                    Steering::Default { .. } => None,
-                    Steering::Unmatched => {
-                        region.release(token);
-                        p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
-                        continue;
+                let token = region.adopt(packet.index);
+                let frame = &region.bytes(&token)[usize::from(packet.offset)..][..packet.len as usize];
+                let rule = match packet.mark.and_then(|id| flows.rule_of(id)) {
+                    Some(rule) => Some(rule),
+                    None => {
+                        match FlowKey::from_frame(frame).map_or_else(|| flows.steer_unparsed(), |k| flows.steer(&k)) {
+                            Steering::Flow { rule, .. } => Some(rule),
+                            Steering::Default { .. } => None,
+                            Steering::Unmatched => {
+                                region.release(token);
+                                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+                                continue;
+                            }
+                        }
                     }
                 };
-                let mut slot = PacketSlot::single(token, len, flow_id);
-                slot.set_segment_offset(0, offset);
+                let flow_id = rule.map(|rule| {
+                    let rule = &flows.rules[rule];
+                    rule.stats.matched(1, u64::from(packet.len));
+                    rule.flow_id
+                });
+                let mut slot = PacketSlot::single(token, packet.len, flow_id);
+                slot.set_segment_offset(0, packet.offset);
                 self.assemblers[queue].push(rx, slot, &engine.regions);
             }
         }
-        worker::flush_due(&mut self.assemblers, &p.rx, Instant::now(), &engine.regions);
+        let now = Instant::now();
+        worker::flush_due(&mut self.assemblers, &p.rx, now, &engine.regions);
+        if now >= self.next_count {
+            self.count_nic_drops(engine);
+            self.next_count = now + COUNTER_PERIOD;
+        }
         received
     }
 
     fn finish(&mut self, engine: &EngineState) {
+        self.count_nic_drops(engine);
         worker::finish_all(&mut self.assemblers, &engine.ports[usize::from(self.port)].rx, &engine.regions);
     }
 }

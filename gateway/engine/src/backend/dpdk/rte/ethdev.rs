@@ -17,11 +17,37 @@ pub(crate) struct EthPort {
     closed: std::sync::atomic::AtomicBool,
 }
 
+/// A port's counters as the PMD keeps them (`rte_eth_stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PortCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Dropped by the NIC: no RX descriptor was free (`imissed`).
+    pub rx_missed: u64,
+    /// Erroneous frames (`ierrors`).
+    pub rx_errors: u64,
+    /// Descriptors that found no mbuf to refill with (`rx_nombuf`).
+    pub rx_no_mbuf: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+}
+
 /// Mbufs one RX poll returned, as (buffer index, data offset, length).
 #[derive(Debug)]
 pub(crate) struct RxMbufs {
     raw: Vec<*mut rte_mbuf>,
     count: usize,
+}
+
+/// One received frame: its buffer, where it starts, its length, and the
+/// flow id a MARK rule gave it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Received {
+    pub index: u32,
+    pub offset: u16,
+    pub len: u32,
+    pub mark: Option<u32>,
 }
 
 // SAFETY: the pointers are mbufs this queue's poller owns until it turns
@@ -33,25 +59,32 @@ impl RxMbufs {
         Self { raw: vec![std::ptr::null_mut(); n], count: 0 }
     }
 
-    /// What the last poll received: buffer index, where the frame starts, its length.
-    pub(crate) fn received<'a>(&'a self, pool: &'a Mempool) -> impl Iterator<Item = (u32, u16, u32)> + 'a {
+    /// What the last poll received.
+    pub(crate) fn received<'a>(&'a self, pool: &'a Mempool) -> impl Iterator<Item = Received> + 'a {
         self.raw[..self.count].iter().map(move |&m| {
             let mbuf = NonNull::new(m).expect("rx_burst fills what it counts");
             // SAFETY: a single-segment mbuf the PMD just handed over.
-            let (offset, len) = unsafe { (mbuf.as_ref().data_off, mbuf.as_ref().data_len) };
-            (pool.index_of(mbuf).expect("an mbuf of the queue's pool"), offset, u32::from(len))
+            let (offset, len, flags) =
+                unsafe { (mbuf.as_ref().data_off, mbuf.as_ref().data_len, mbuf.as_ref().ol_flags) };
+            let mut mark = 0u32;
+            // Tested here first: most packets carry no mark, and the shim is a call.
+            let marked = flags & u64::from(dpdk_sys::RTE_MBUF_F_RX_FDIR_ID) != 0
+                // SAFETY: as above; `mark` is written when the flag is set.
+                && unsafe { dpdk_sys::daqiri_mbuf_mark(mbuf.as_ptr(), &mut mark) } != 0;
+            Received {
+                index: pool.index_of(mbuf).expect("an mbuf of the queue's pool"),
+                offset,
+                len: u32::from(len),
+                mark: marked.then_some(mark),
+            }
         })
     }
 }
 
 impl EthPort {
-    /// Finds `address` (a PCIe address or a virtual device's name), gives it
-    /// one RX queue per pool (with `descriptors` each) and `tx_queues` TX
-    /// queues, and starts it.
-    pub(crate) fn start(address: &str, rx_pools: &[&Mempool], tx_queues: u16, descriptors: u16) -> Result<Self> {
-        let failed = |doing: String, rc: i32| {
-            Error::new(Status::GenericFailure, format!("DPDK port \"{address}\": {doing}: {}", super::errno_text(rc)))
-        };
+    /// Finds the port of `address` (a PCIe address or a virtual device's
+    /// devargs), not yet configured.
+    pub(crate) fn find(address: &str) -> Result<Self> {
         // A vdev's name is its devargs up to the first comma.
         let name = address.split(',').next().unwrap_or(address);
         let c_name = CString::new(name).map_err(|_| Error::invalid(format!("address \"{address}\" has a NUL")))?;
@@ -67,7 +100,32 @@ impl EthPort {
                 ),
             ));
         }
-        let port = EthPort { id, address: address.to_owned(), closed: false.into() };
+        Ok(EthPort { id, address: address.to_owned(), closed: false.into() })
+    }
+
+    /// The devargs or PCIe address the port was found by.
+    pub(crate) fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The name of the port's driver (its PMD), for messages.
+    pub(crate) fn driver_name(&self) -> String {
+        let mut info = dpdk_sys::rte_eth_dev_info::default();
+        // SAFETY: the port exists; `info` is written on success.
+        if unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) } != 0 || info.driver_name.is_null() {
+            return "unknown PMD".into();
+        }
+        // SAFETY: a static NUL-terminated name owned by the driver.
+        unsafe { std::ffi::CStr::from_ptr(info.driver_name) }.to_string_lossy().into_owned()
+    }
+
+    /// Gives the port one RX queue per pool (with `descriptors` each) and
+    /// `tx_queues` TX queues, and starts it.
+    pub(crate) fn start(&self, rx_pools: &[&Mempool], tx_queues: u16, descriptors: u16) -> Result<()> {
+        let (id, address) = (self.id, &self.address);
+        let failed = |doing: String, rc: i32| {
+            Error::new(Status::GenericFailure, format!("DPDK port \"{address}\": {doing}: {}", super::errno_text(rc)))
+        };
         let conf = dpdk_sys::rte_eth_conf::default();
         let rx_queues = rx_pools.len() as u16;
         // SAFETY: the port exists and is stopped; `conf` is a valid default configuration.
@@ -102,7 +160,62 @@ impl EthPort {
         // Not every PMD has a promiscuous mode; receiving works without one.
         // SAFETY: the port is started.
         let _ = unsafe { dpdk_sys::rte_eth_promiscuous_enable(id) };
-        Ok(port)
+        Ok(())
+    }
+
+    /// The port's basic counters.
+    pub(crate) fn counters(&self) -> PortCounters {
+        let mut stats = dpdk_sys::rte_eth_stats::default();
+        // SAFETY: the port exists; `stats` is written on success.
+        if self.is_closed() || unsafe { dpdk_sys::rte_eth_stats_get(self.id, &mut stats) } != 0 {
+            return PortCounters::default();
+        }
+        PortCounters {
+            rx_packets: stats.ipackets,
+            rx_bytes: stats.ibytes,
+            rx_missed: stats.imissed,
+            rx_errors: stats.ierrors,
+            rx_no_mbuf: stats.rx_nombuf,
+            tx_packets: stats.opackets,
+            tx_bytes: stats.obytes,
+            tx_errors: stats.oerrors,
+        }
+    }
+
+    /// Every counter the PMD keeps (`rte_eth_xstats`), by its name;
+    /// empty once the port is closed.
+    pub(crate) fn extended_counters(&self) -> Vec<(String, u64)> {
+        if self.is_closed() {
+            return Vec::new();
+        }
+        // SAFETY: a null array asks for the count only.
+        let n = unsafe { dpdk_sys::rte_eth_xstats_get_names(self.id, std::ptr::null_mut(), 0) };
+        let Ok(n) = u32::try_from(n) else { return Vec::new() };
+        let mut names = vec![dpdk_sys::rte_eth_xstat_name::default(); n as usize];
+        let mut values = vec![dpdk_sys::rte_eth_xstat::default(); n as usize];
+        // SAFETY: both arrays hold `n` entries; the port exists.
+        let (got_names, got_values) = unsafe {
+            (
+                dpdk_sys::rte_eth_xstats_get_names(self.id, names.as_mut_ptr(), n),
+                dpdk_sys::rte_eth_xstats_get(self.id, values.as_mut_ptr(), n),
+            )
+        };
+        if got_names != n as i32 || got_values != n as i32 {
+            return Vec::new();
+        }
+        values
+            .iter()
+            .filter_map(|v| {
+                let name = names.get(v.id as usize)?;
+                // SAFETY: DPDK NUL-terminates names within the 64-byte array.
+                let name = unsafe { std::ffi::CStr::from_ptr(name.name.as_ptr()) };
+                Some((name.to_string_lossy().into_owned(), v.value))
+            })
+            .collect()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The port id DPDK gave the device.

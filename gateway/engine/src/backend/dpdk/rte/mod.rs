@@ -7,10 +7,12 @@
 
 mod eal;
 mod ethdev;
+mod flow;
 mod mempool;
 
 pub(crate) use eal::{Eal, EalArgs};
-pub(crate) use ethdev::{EthPort, RxMbufs};
+pub(crate) use ethdev::{EthPort, PortCounters, RxMbufs};
+pub(crate) use flow::InstalledFlow;
 pub(crate) use mempool::Mempool;
 
 /// Makes the calling worker thread an EAL thread, so mempool operations
@@ -24,9 +26,13 @@ pub(crate) fn register_thread() {
 
 /// DPDK's last error number (`rte_errno`) with its text.
 fn last_error() -> String {
+    errno_text(errno())
+}
+
+/// DPDK's last error number (`rte_errno`) of this thread.
+fn errno() -> i32 {
     // SAFETY: reads EAL's per-thread error number.
-    let errno = unsafe { dpdk_sys::daqiri_errno() };
-    errno_text(errno)
+    unsafe { dpdk_sys::daqiri_errno() }
 }
 
 /// The text of a DPDK error number (or negated errno return value).
