@@ -1,4 +1,6 @@
 #include "shim.h"
+#include <string.h>
+#include <rte_memcpy.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <rte_mempool.h>
@@ -35,3 +37,36 @@ int daqiri_mbuf_mark(const struct rte_mbuf *m, uint32_t *mark) {
 }
 
 uint64_t daqiri_rss_types_ipv4_udp(void) { return RTE_ETH_RSS_NONFRAG_IPV4_UDP; }
+
+struct rte_mbuf *daqiri_tx_chain(struct rte_mbuf **segs, const uint16_t *offsets, const uint16_t *lens, unsigned n) {
+    uint32_t total = 0;
+    for (unsigned i = 0; i < n; i++) {
+        segs[i]->data_off = offsets[i];
+        segs[i]->data_len = lens[i];
+        segs[i]->next = i + 1 < n ? segs[i + 1] : NULL;
+        segs[i]->nb_segs = 1;
+        total += lens[i];
+    }
+    segs[0]->pkt_len = total;
+    segs[0]->nb_segs = (uint16_t)n;
+    segs[0]->ol_flags = 0;
+    return segs[0];
+}
+
+uint32_t daqiri_mbuf_copy_out(struct rte_mbuf *m, uint8_t *dst, uint32_t capacity) {
+    uint32_t len = rte_pktmbuf_pkt_len(m);
+    if (len > capacity)
+        return UINT32_MAX;
+    const void *bytes = rte_pktmbuf_read(m, 0, len, dst);
+    if (bytes != dst && bytes != NULL)
+        rte_memcpy(dst, bytes, len);
+    return len;
+}
+
+int daqiri_macaddr_get(uint16_t port, uint8_t mac[6]) {
+    struct rte_ether_addr addr;
+    int rc = rte_eth_macaddr_get(port, &addr);
+    if (rc == 0)
+        memcpy(mac, addr.addr_bytes, 6);
+    return rc;
+}

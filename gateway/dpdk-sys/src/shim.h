@@ -16,3 +16,10 @@ unsigned daqiri_lcore_id(void);
 int daqiri_mbuf_mark(const struct rte_mbuf *m, uint32_t *mark);
 /* RTE_ETH_RSS_NONFRAG_IPV4_UDP, a function-like macro bindgen cannot read. */
 uint64_t daqiri_rss_types_ipv4_udp(void);
+/* Shapes segs[0..n] into one packet: segment i holds lens[i] bytes starting
+ * offsets[i] into its buffer; chained in order. Returns the head. */
+struct rte_mbuf *daqiri_tx_chain(struct rte_mbuf **segs, const uint16_t *offsets, const uint16_t *lens, unsigned n);
+/* Copies a packet (any number of segments) into dst; UINT32_MAX if it does not fit. */
+uint32_t daqiri_mbuf_copy_out(struct rte_mbuf *m, uint8_t *dst, uint32_t capacity);
+/* The port's MAC address; 0 on success. */
+int daqiri_macaddr_get(uint16_t port, uint8_t mac[6]);

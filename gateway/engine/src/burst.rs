@@ -419,6 +419,29 @@ impl Burst {
         meta.total_bytes -= u64::from(std::mem::take(&mut column.lengths[index]));
     }
 
+    /// Takes segment `segment` of packet `index` out of the burst: its
+    /// region, buffer, offset and length, for a backend that hands the
+    /// buffer itself to a device (a DPDK TX queue). `None` once freed.
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn take_segment(&mut self, segment: usize, index: usize) -> Option<(u16, BufToken, u16, u32)> {
+        let meta = self.meta.as_deref_mut().expect("present until drop");
+        let column = meta.segments.get_mut(segment)?;
+        let slot = column.buffers.get_mut(index)?;
+        if slot.is_released() {
+            return None;
+        }
+        let token = std::mem::replace(slot, BufToken::RELEASED);
+        let len = std::mem::take(&mut column.lengths[index]);
+        meta.total_bytes -= u64::from(len);
+        Some((column.region, token, column.offsets[index], len))
+    }
+
+    /// The number of segments each packet has (the queue's regions).
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn segments_per_packet(&self) -> usize {
+        self.meta().segments.len()
+    }
+
     /// Returns segment `segment` of every packet to its pool now.
     pub fn free_all_segment_packets(&mut self, segment: usize) {
         for index in 0..self.num_packets() {

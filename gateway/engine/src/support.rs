@@ -73,7 +73,7 @@ pub(crate) fn require_supported(config: &ValidConfig) -> Result<(), Error> {
     ))
 }
 
-/// What the DPDK backend does not do yet: buffer split, TX. (What a PMD
+/// What the DPDK backend does not do yet: RX buffer split. (What a PMD
 /// cannot do, such as rte_flow on a virtual device, fails at init with the
 /// PMD's reason: only the device knows.)
 fn dpdk_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPath, String)) {
@@ -88,9 +88,6 @@ fn dpdk_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPat
                 ),
             );
         }
-    }
-    if iface.tx.is_some() {
-        refuse(path.key("tx"), "TX on the DPDK backend is not in this build yet (RX only)".into());
     }
 }
 

@@ -188,6 +188,15 @@ impl Region {
         BufToken(index)
     }
 
+    /// Hands buffer `token` to a device that gives it back to this region's
+    /// pool itself (a DPDK PMD freeing a sent mbuf into the mempool);
+    /// returns its index. The mirror of [`adopt`](Self::adopt).
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn hand_over(&self, token: BufToken) -> u32 {
+        debug_assert!(self.mempool.is_some(), "region \"{}\" has no device-managed pool", self.name);
+        token.0
+    }
+
     /// Takes a free buffer; `None` when the pool is exhausted.
     pub(crate) fn take(&self) -> Option<BufToken> {
         self.pool.take_one().map(BufToken)

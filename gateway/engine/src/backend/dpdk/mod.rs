@@ -7,6 +7,7 @@
 
 mod flow_rules;
 mod rte;
+mod sender;
 mod steering;
 
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use crate::burst::PacketSlot;
 use crate::error::{Error, Result, Status};
 use crate::flow::{FlowTable, Steering};
 use crate::headers::FlowKey;
-use crate::memory::{Region, RegionTable};
+use crate::memory::{BufToken, Region, RegionTable};
 use crate::port::Port;
 use crate::snapshot::LinkStats;
 use crate::state::EngineState;
@@ -76,8 +77,11 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
         if !matches!(config.link(i), Link::Dpdk { .. }) {
             continue;
         }
-        for queue in interface.rx_queues() {
-            let Some(name) = queue.memory_regions.first() else { continue };
+        // An RX queue's mbufs come from its (one) region; a TX packet's
+        // segments are mbufs of each of its queue's regions.
+        let rx = interface.rx_queues().iter().filter_map(|q| q.memory_regions.first());
+        let tx = interface.tx.iter().flat_map(|tx| &tx.queues).flat_map(|q| &q.memory_regions);
+        for name in rx.chain(tx) {
             let region = regions.iter_mut().find(|r| r.name() == name).expect("validated region name");
             if region.mempool().is_some() {
                 continue;
@@ -99,34 +103,53 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
 #[derive(Debug)]
 pub(super) struct DpdkDriver {
     port: Arc<EthPort>,
+    /// Each RX queue's pool.
     pools: Vec<Arc<Mempool>>,
+    /// Each TX queue's pools, one per segment.
+    tx_pools: Vec<Vec<Arc<Mempool>>>,
     steering: PortSteering,
 }
 
+fn mempool_of(regions: &RegionTable, region: u16) -> Result<Arc<Mempool>> {
+    let region = regions.get(region);
+    region
+        .mempool()
+        .cloned()
+        .ok_or_else(|| Error::new(Status::InternalError, format!("region \"{}\" has no DPDK mempool", region.name())))
+}
+
 pub(super) fn open(address: &str, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
-    // One region per RX queue, no TX: `support` refused the rest by path.
-    let pools: Vec<Arc<Mempool>> = port
-        .rx
+    // One region per RX queue: `support` refused buffer split by path.
+    let pools: Vec<Arc<Mempool>> =
+        port.rx.iter().map(|q| mempool_of(regions, q.segment_regions[0])).collect::<Result<_>>()?;
+    let tx_pools: Vec<Vec<Arc<Mempool>>> = port
+        .tx
         .iter()
-        .map(|q| {
-            let region = regions.get(q.segment_regions[0]);
-            region.mempool().cloned().ok_or_else(|| {
-                Error::new(Status::InternalError, format!("region \"{}\" has no DPDK mempool", region.name()))
-            })
-        })
+        .map(|q| q.segment_regions.iter().map(|&r| mempool_of(regions, r)).collect::<Result<_>>())
         .collect::<Result<_>>()?;
     let raw: Vec<&Mempool> = pools.iter().map(|p| p.as_ref()).collect();
     let eth = EthPort::find(address)?;
     let table: Arc<FlowTable> = port.flows.load_full();
     let steering = PortSteering::prepare(&eth, &table, pools.len());
-    eth.start(&raw, 0, RX_DESCRIPTORS)?;
+    eth.start(&raw, tx_pools.len() as u16, RX_DESCRIPTORS)?;
     steering.apply(&eth, port, table)?;
     tracing::info!(interface = %port.name, address, dpdk_port = eth.id(), pmd = %eth.driver_name(), "DPDK port started");
-    Ok(Box::new(DpdkDriver { port: Arc::new(eth), pools, steering }))
+    Ok(Box::new(DpdkDriver { port: Arc::new(eth), pools, tx_pools, steering }))
 }
 
 impl PortDriver for DpdkDriver {
     fn tasks(&mut self, _engine: &Arc<EngineState>, port: &Port) -> Vec<Task> {
+        let mac = self.port.mac().unwrap_or_default();
+        let mut tasks: Vec<Task> = port
+            .tx
+            .iter()
+            .zip(&self.tx_pools)
+            .enumerate()
+            .map(|(queue, (q, pools))| {
+                let sender = sender::Sender::new(port.id, queue, Arc::clone(&self.port), pools.clone(), mac);
+                Task::sender(port, q, Box::new(sender))
+            })
+            .collect();
         let receiver = Receiver {
             port: port.id,
             eth: Arc::clone(&self.port),
@@ -137,13 +160,13 @@ impl PortDriver for DpdkDriver {
             counted: PortCounters::default(),
             next_count: Instant::now(),
         };
-        if port.rx.is_empty() {
-            return Vec::new();
+        if !port.rx.is_empty() {
+            let mut task = Task::receiver(port, Box::new(receiver));
+            // A poll-mode driver has nothing to block on.
+            task.max_wait = None;
+            tasks.push(task);
         }
-        let mut task = Task::receiver(port, Box::new(receiver));
-        // A poll-mode driver has nothing to block on.
-        task.max_wait = None;
-        vec![task]
+        tasks
     }
 
     fn apply_flows(&self, port: &Port, table: Arc<FlowTable>) -> Result<()> {
@@ -186,6 +209,22 @@ impl Receiver {
     }
 }
 
+/// Copies a frame whose mbuf is not the queue's (a PMD passed on another
+/// pool's mbuf) into a buffer of the queue's region.
+fn land_foreign(mbufs: &RxMbufs, at: usize, region: &Region) -> std::result::Result<(BufToken, u32), DropReason> {
+    let Some(mut token) = region.take() else {
+        mbufs.take_foreign(at, &mut []);
+        return Err(DropReason::NoFreePacketBuffers);
+    };
+    match mbufs.take_foreign(at, region.bytes_mut(&mut token)) {
+        Some(len) => Ok((token, len as u32)),
+        None => {
+            region.release(token);
+            Err(DropReason::Truncated)
+        }
+    }
+}
+
 impl QueueTask for Receiver {
     fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
         if !self.registered {
@@ -201,10 +240,25 @@ impl QueueTask for Receiver {
             let rx = &p.rx[queue];
             let region = engine.regions.get(rx.segment_regions[0]);
             let flows = p.flows.load();
-            for packet in self.mbufs.received(pool) {
+            let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
+            for (at, packet) in self.mbufs.received(pool) {
                 received += 1;
-                let token = region.adopt(packet.index);
-                let frame = &region.bytes(&token)[usize::from(packet.offset)..][..packet.len as usize];
+                let (token, offset, len) = match packet.index {
+                    Some(index) => (region.adopt(index), packet.offset, packet.len),
+                    None => match land_foreign(&self.mbufs, at, region) {
+                        Ok((token, len)) => (token, 0, len),
+                        Err(reason) => {
+                            rx.stats.dropped(reason, 1);
+                            continue;
+                        }
+                    },
+                };
+                if dropping {
+                    region.release(token);
+                    p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
+                    continue;
+                }
+                let frame = &region.bytes(&token)[usize::from(offset)..][..len as usize];
                 let rule = match packet.mark.and_then(|id| flows.rule_of(id)) {
                     Some(rule) => Some(rule),
                     None => {
@@ -221,11 +275,11 @@ impl QueueTask for Receiver {
                 };
                 let flow_id = rule.map(|rule| {
                     let rule = &flows.rules[rule];
-                    rule.stats.matched(1, u64::from(packet.len));
+                    rule.stats.matched(1, u64::from(len));
                     rule.flow_id
                 });
-                let mut slot = PacketSlot::single(token, packet.len, flow_id);
-                slot.set_segment_offset(0, packet.offset);
+                let mut slot = PacketSlot::single(token, len, flow_id);
+                slot.set_segment_offset(0, offset);
                 self.assemblers[queue].push(rx, slot, &engine.regions);
             }
         }

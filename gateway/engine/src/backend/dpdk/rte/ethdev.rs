@@ -44,7 +44,8 @@ pub(crate) struct RxMbufs {
 /// flow id a MARK rule gave it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Received {
-    pub index: u32,
+    /// The buffer of the queue's pool; `None` for an mbuf of another pool.
+    pub index: Option<u32>,
     pub offset: u16,
     pub len: u32,
     pub mark: Option<u32>,
@@ -59,9 +60,9 @@ impl RxMbufs {
         Self { raw: vec![std::ptr::null_mut(); n], count: 0 }
     }
 
-    /// What the last poll received.
-    pub(crate) fn received<'a>(&'a self, pool: &'a Mempool) -> impl Iterator<Item = Received> + 'a {
-        self.raw[..self.count].iter().map(move |&m| {
+    /// What the last poll received, by position.
+    pub(crate) fn received<'a>(&'a self, pool: &'a Mempool) -> impl Iterator<Item = (usize, Received)> + 'a {
+        self.raw[..self.count].iter().enumerate().map(move |(at, &m)| {
             let mbuf = NonNull::new(m).expect("rx_burst fills what it counts");
             // SAFETY: a single-segment mbuf the PMD just handed over.
             let (offset, len, flags) =
@@ -71,13 +72,81 @@ impl RxMbufs {
             let marked = flags & u64::from(dpdk_sys::RTE_MBUF_F_RX_FDIR_ID) != 0
                 // SAFETY: as above; `mark` is written when the flag is set.
                 && unsafe { dpdk_sys::daqiri_mbuf_mark(mbuf.as_ptr(), &mut mark) } != 0;
-            Received {
-                index: pool.index_of(mbuf).expect("an mbuf of the queue's pool"),
-                offset,
-                len: u32::from(len),
-                mark: marked.then_some(mark),
-            }
+            (at, Received { index: pool.index_of(mbuf), offset, len: u32::from(len), mark: marked.then_some(mark) })
         })
+    }
+
+    /// Copies the frame at `at`, which is not a buffer of the queue's pool
+    /// (a PMD such as net_ring passes on mbufs of other pools), into `dst`
+    /// and frees its mbuf; `None` (mbuf freed all the same) if it does not fit.
+    pub(crate) fn take_foreign(&self, at: usize, dst: &mut [u8]) -> Option<usize> {
+        let mbuf = self.raw[at];
+        let capacity = u32::try_from(dst.len()).unwrap_or(u32::MAX - 1);
+        // SAFETY: a live mbuf this poll received and nothing else holds;
+        // `dst` has `capacity` bytes; the mbuf is not touched after the free.
+        let copied = unsafe {
+            let copied = dpdk_sys::daqiri_mbuf_copy_out(mbuf, dst.as_mut_ptr(), capacity);
+            dpdk_sys::daqiri_pktmbuf_free(mbuf);
+            copied
+        };
+        (copied != u32::MAX).then_some(copied as usize)
+    }
+}
+
+/// Packets on their way to a TX queue, as mbuf chains over our buffers.
+#[derive(Debug)]
+pub(crate) struct TxMbufs {
+    raw: Vec<*mut rte_mbuf>,
+    /// Each packet's length, for the queue's byte count.
+    lens: Vec<u32>,
+}
+
+// SAFETY: as for RxMbufs: mbufs the sending task owns until the PMD takes them.
+unsafe impl Send for TxMbufs {}
+
+impl TxMbufs {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Self { raw: Vec::with_capacity(n), lens: Vec::with_capacity(n) }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// Adds a packet whose segment `s` is buffer `index` of pool `s`,
+    /// `len` bytes from `offset`. The buffers must be the caller's (taken
+    /// from the region, which is the pool), and are the PMD's once sent.
+    pub(crate) fn push(&mut self, segments: &[(&Mempool, u32, u16, u16)]) {
+        let mut mbufs = [std::ptr::null_mut(); crate::burst::MAX_SEGMENTS];
+        let mut offsets = [0u16; crate::burst::MAX_SEGMENTS];
+        let mut lens = [0u16; crate::burst::MAX_SEGMENTS];
+        for (s, &(pool, index, offset, len)) in segments.iter().enumerate() {
+            (mbufs[s], offsets[s], lens[s]) = (pool.mbuf(index).as_ptr(), offset, len);
+        }
+        // SAFETY: each mbuf is the caller's, allocated (so reset) by its pool;
+        // the arrays hold `segments.len()` entries.
+        let head = unsafe {
+            dpdk_sys::daqiri_tx_chain(mbufs.as_mut_ptr(), offsets.as_ptr(), lens.as_ptr(), segments.len() as u32)
+        };
+        self.raw.push(head);
+        self.lens.push(lens.iter().map(|&l| u32::from(l)).sum());
+    }
+
+    /// Frees what was not sent (their buffers go back to their pools); returns how many.
+    pub(crate) fn free_all(&mut self) -> usize {
+        let n = self.raw.len();
+        self.lens.clear();
+        for m in self.raw.drain(..) {
+            // SAFETY: unsent packets are still ours.
+            unsafe { dpdk_sys::daqiri_pktmbuf_free(m) };
+        }
+        n
+    }
+}
+
+impl Drop for TxMbufs {
+    fn drop(&mut self) {
+        self.free_all();
     }
 }
 
@@ -142,7 +211,13 @@ impl EthPort {
                 dpdk_sys::rte_eth_rx_queue_setup(id, queue as u16, descriptors, socket, std::ptr::null(), pool.raw())
             };
             if rc != 0 {
-                return Err(failed(format!("setting up RX queue {queue}"), rc));
+                return Err(failed(
+                    format!(
+                        "setting up RX queue {queue}, whose mbufs hold {} bytes after DPDK's headroom (some PMDs need a whole frame slot: raise buf_size)",
+                        pool.data_bytes()
+                    ),
+                    rc,
+                ));
             }
         }
         for queue in 0..tx_queues {
@@ -161,6 +236,25 @@ impl EthPort {
         // SAFETY: the port is started.
         let _ = unsafe { dpdk_sys::rte_eth_promiscuous_enable(id) };
         Ok(())
+    }
+
+    /// Sends from the front of `mbufs` on TX queue `queue`; what the PMD
+    /// took leaves `mbufs` (it frees each into its pool once sent). Returns
+    /// the packets and bytes it took.
+    pub(crate) fn tx_burst(&self, queue: u16, mbufs: &mut TxMbufs) -> (usize, u64) {
+        let n = mbufs.raw.len().min(usize::from(u16::MAX)) as u16;
+        // SAFETY: the port is started with this queue; the array holds `n`
+        // packets that are ours; only this queue's sender calls it.
+        let sent = usize::from(unsafe { dpdk_sys::daqiri_eth_tx_burst(self.id, queue, mbufs.raw.as_mut_ptr(), n) });
+        mbufs.raw.drain(..sent);
+        (sent, mbufs.lens.drain(..sent).map(u64::from).sum())
+    }
+
+    /// The port's MAC address.
+    pub(crate) fn mac(&self) -> Option<[u8; 6]> {
+        let mut mac = [0u8; 6];
+        // SAFETY: the port exists; `mac` has six bytes.
+        (unsafe { dpdk_sys::daqiri_macaddr_get(self.id, mac.as_mut_ptr()) } == 0).then_some(mac)
     }
 
     /// The port's basic counters.

@@ -91,6 +91,11 @@ impl Mempool {
         Ok(mempool)
     }
 
+    /// Bytes a packet can fill in one mbuf: the buffer less DPDK's headroom.
+    pub(crate) fn data_bytes(&self) -> usize {
+        self.buf_size.saturating_sub(dpdk_sys::RTE_PKTMBUF_HEADROOM as usize)
+    }
+
     /// Builds the buffer-index-to-mbuf table from every mbuf of the pool.
     fn index_mbufs(&mut self, count: usize) -> Result<()> {
         let mut found: Vec<Option<NonNull<rte_mbuf>>> = vec![None; count];
@@ -124,6 +129,11 @@ impl Mempool {
     /// The raw pool, for RX queue setup.
     pub(super) fn raw(&self) -> *mut rte_mempool {
         self.pool.as_ptr()
+    }
+
+    /// The mbuf whose data room is buffer `index`.
+    pub(super) fn mbuf(&self, index: u32) -> NonNull<rte_mbuf> {
+        self.mbufs[index as usize]
     }
 
     /// The buffer index of an mbuf of this pool.

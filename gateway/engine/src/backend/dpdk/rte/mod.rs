@@ -11,7 +11,7 @@ mod flow;
 mod mempool;
 
 pub(crate) use eal::{Eal, EalArgs};
-pub(crate) use ethdev::{EthPort, PortCounters, RxMbufs};
+pub(crate) use ethdev::{EthPort, PortCounters, RxMbufs, TxMbufs};
 pub(crate) use flow::InstalledFlow;
 pub(crate) use mempool::Mempool;
 

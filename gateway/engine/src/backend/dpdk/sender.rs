@@ -1,0 +1,97 @@
+//! A DPDK TX queue's task: the application's bursts go out as mbuf chains
+//! over the very buffers it wrote. Sending hands each buffer to the PMD,
+//! which frees the mbuf into its mempool once the NIC is done with it; the
+//! mempool is the region's free list, so that free is the completion and
+//! no lent-buffer table is needed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::rte::{self, EthPort, Mempool, TxMbufs};
+use crate::burst::MAX_SEGMENTS;
+use crate::state::EngineState;
+use crate::stats::DropReason;
+use crate::worker::QueueTask;
+
+/// Packets given to one `rte_eth_tx_burst`.
+const TX_BURST: usize = 64;
+
+pub(super) struct Sender {
+    port: u16,
+    /// The TX queue's position on the port (its DPDK queue index).
+    queue: usize,
+    eth: Arc<EthPort>,
+    /// The queue's pools, one per segment.
+    pools: Vec<Arc<Mempool>>,
+    mac: [u8; 6],
+    /// Packets the PMD has not taken yet (its ring was full).
+    pending: TxMbufs,
+    registered: bool,
+}
+
+impl Sender {
+    pub(super) fn new(port: u16, queue: usize, eth: Arc<EthPort>, pools: Vec<Arc<Mempool>>, mac: [u8; 6]) -> Self {
+        Self { port, queue, eth, pools, mac, pending: TxMbufs::with_capacity(TX_BURST), registered: false }
+    }
+
+    /// Offers the pending packets to the PMD; true once none is left.
+    fn flush(&mut self, engine: &EngineState) -> bool {
+        if self.pending.len() > 0 {
+            let (packets, bytes) = self.eth.tx_burst(self.queue as u16, &mut self.pending);
+            if packets > 0 {
+                engine.ports[usize::from(self.port)].tx[self.queue].stats.delivered(packets as u64, bytes);
+            }
+        }
+        self.pending.len() == 0
+    }
+}
+
+impl QueueTask for Sender {
+    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
+        if !self.registered {
+            rte::register_thread();
+            self.registered = true;
+        }
+        // Behind a full PMD ring, new bursts wait in the queue's ring.
+        if !self.flush(engine) {
+            return 0;
+        }
+        let q = &engine.ports[usize::from(self.port)].tx[self.queue];
+        let mut moved = 0;
+        while self.pending.len() == 0
+            && let Some(mut burst) = q.ring.pop()
+        {
+            let segments = burst.segments_per_packet().min(MAX_SEGMENTS);
+            for index in 0..burst.num_packets() {
+                let mut parts: [(&Mempool, u32, u16, u16); MAX_SEGMENTS] = [(&self.pools[0], 0, 0, 0); MAX_SEGMENTS];
+                let mut n = 0;
+                for s in 0..segments {
+                    let Some((region, mut token, offset, len)) = burst.take_segment(s, index) else { continue };
+                    let region = engine.regions.get(region);
+                    if n == 0 && q.fill_eth_src && len >= 12 {
+                        let frame = &mut region.bytes_mut(&mut token)[usize::from(offset)..];
+                        frame[6..12].copy_from_slice(&self.mac);
+                    }
+                    // Segments fit an mbuf: buf_size <= 65535 (checked at the mempool).
+                    parts[n] = (&self.pools[s], region.hand_over(token), offset, len as u16);
+                    n += 1;
+                }
+                if n > 0 {
+                    self.pending.push(&parts[..n]);
+                    moved += 1;
+                }
+                if self.pending.len() == TX_BURST {
+                    self.flush(engine);
+                }
+            }
+            // The burst, now empty of buffers, returns its metadata as it drops.
+        }
+        self.flush(engine);
+        moved
+    }
+
+    fn finish(&mut self, engine: &EngineState) {
+        let unsent = self.pending.free_all();
+        engine.ports[usize::from(self.port)].tx[self.queue].stats.dropped(DropReason::SendFailed, unsent as u64);
+    }
+}
