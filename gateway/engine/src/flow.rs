@@ -131,6 +131,12 @@ impl FlowTable {
         Self { rules, by_flow_id, isolation: rx.flow_isolation }
     }
 
+    /// Whether every packet goes to the default queue without a flow id (no
+    /// rules, no isolation), so a receiver need not read its headers.
+    pub(crate) fn steers_nothing(&self) -> bool {
+        self.rules.is_empty() && !self.isolation
+    }
+
     /// Whether unmatched packets are dropped (`flow_isolation`).
     pub(crate) fn isolation(&self) -> bool {
         self.isolation

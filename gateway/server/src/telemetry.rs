@@ -90,6 +90,7 @@ impl Telemetry {
         counter("daqiri.dropped.packets", "Packets dropped, by reason", drops);
         counter("daqiri.flow.packets", "Packets matched per RX flow", |s| flows(s, |f| f.packets));
         counter("daqiri.flow.bytes", "Bytes matched per RX flow", |s| flows(s, |f| f.bytes));
+        counter("daqiri.nic.counter", "A NIC's own counters (DPDK xstats), by the driver's name", nic_counters);
         counter("daqiri.reorder.batches", "Reorder aggregates, by how they were emitted", reorder_batches);
         counter("daqiri.reorder.packets", "Packets offered to reorder plans, by outcome", reorder_packets);
         let series_gauge = |name: &'static str, description: &'static str, series: fn(&EngineStats) -> Series| {
@@ -270,6 +271,18 @@ fn reorder_packets(stats: &EngineStats) -> Series {
             ("rejected", p.packets_rejected),
         ]
     })
+}
+
+fn nic_counters(stats: &EngineStats) -> Series {
+    let mut series = Vec::new();
+    for p in &stats.ports {
+        for (name, value) in &p.link.nic_counters {
+            let mut labels = port_labels(p, "port".into());
+            labels.push(KeyValue::new("daqiri.nic.counter.name", name.clone()));
+            series.push((*value, labels));
+        }
+    }
+    series
 }
 
 fn kernel_backlog(stats: &EngineStats) -> Series {

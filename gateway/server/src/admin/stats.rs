@@ -158,6 +158,9 @@ pub(crate) struct LinkStats {
     /// Whether a connection is up (TCP).
     #[serde(skip_serializing_if = "Option::is_none")]
     connected: Option<bool>,
+    /// The NIC's own counters by the driver's names (DPDK xstats).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    nic_counters: std::collections::BTreeMap<String, u64>,
 }
 
 impl From<&daqiri::LinkStats> for LinkStats {
@@ -167,6 +170,7 @@ impl From<&daqiri::LinkStats> for LinkStats {
             kernel_rx_buffer_bytes: link.kernel_rx_buffer_bytes,
             peer: link.peer.map(|p| p.to_string()),
             connected: link.connected,
+            nic_counters: link.nic_counters.iter().cloned().collect(),
         }
     }
 }

@@ -258,10 +258,12 @@ impl QueueTask for Receiver {
                     p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
                     continue;
                 }
-                let frame = &region.bytes(&token)[usize::from(offset)..][..len as usize];
                 let rule = match packet.mark.and_then(|id| flows.rule_of(id)) {
                     Some(rule) => Some(rule),
+                    // Not even the headers are read: the packet stays out of this core's cache.
+                    None if flows.steers_nothing() => None,
                     None => {
+                        let frame = &region.bytes(&token)[usize::from(offset)..][..len as usize];
                         match FlowKey::from_frame(frame).map_or_else(|| flows.steer_unparsed(), |k| flows.steer(&k)) {
                             Steering::Flow { rule, .. } => Some(rule),
                             Steering::Default { .. } => None,
