@@ -18,6 +18,7 @@ pub(crate) struct InstalledFlow(NonNull<sys::rte_flow>);
 
 // SAFETY: a handle DPDK's flow API accepts from any thread; used by one at a time.
 unsafe impl Send for InstalledFlow {}
+// SAFETY: as above; a shared handle is only read (never dereferenced here).
 unsafe impl Sync for InstalledFlow {}
 
 impl EthPort {
