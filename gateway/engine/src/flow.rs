@@ -64,16 +64,19 @@ impl FlowRule {
 
     /// The UDP source ports, UDP destination ports and IPv4 total length
     /// the rule matches (`None`: any).
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn match_fields(&self) -> (Option<PortMatch>, Option<PortMatch>, Option<u16>) {
         (self.udp_src, self.udp_dst, self.ipv4_len)
     }
 
     /// The transforms applied before the queue, in config order.
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn transforms(&self) -> &[FlowAction] {
         &self.transforms
     }
 
     /// Whether a packet could match both rules (their matches intersect).
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn overlaps(&self, other: &FlowRule) -> bool {
         let ports = |a: Option<PortMatch>, b: Option<PortMatch>| match (a, b) {
             (Some(a), Some(b)) => a.first <= b.last && b.first <= a.last,
@@ -90,6 +93,7 @@ impl FlowRule {
 pub(crate) struct FlowTable {
     pub(crate) rules: Vec<FlowRule>,
     /// (flow id, rule index), sorted, for packets a NIC marked.
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     by_flow_id: Vec<(u32, usize)>,
     isolation: bool,
 }
@@ -133,16 +137,19 @@ impl FlowTable {
 
     /// Whether every packet goes to the default queue without a flow id (no
     /// rules, no isolation), so a receiver need not read its headers.
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn steers_nothing(&self) -> bool {
         self.rules.is_empty() && !self.isolation
     }
 
     /// Whether unmatched packets are dropped (`flow_isolation`).
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn isolation(&self) -> bool {
         self.isolation
     }
 
     /// The index of the rule with flow id `flow_id` (a NIC's MARK).
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn rule_of(&self, flow_id: u32) -> Option<usize> {
         let at = self.by_flow_id.binary_search_by_key(&flow_id, |&(id, _)| id).ok()?;
         Some(self.by_flow_id[at].1)
