@@ -160,6 +160,11 @@ impl FlowTable {
         if self.isolation { Steering::Unmatched } else { Steering::Default { queue: 0 } }
     }
 
+    /// Picks the queue for a whole Ethernet frame (read for its headers).
+    pub(crate) fn steer_frame(&self, frame: &[u8]) -> Steering {
+        FlowKey::from_frame(frame).map_or_else(|| self.steer_unparsed(), |key| self.steer(&key))
+    }
+
     /// Picks the queue for a packet.
     pub(crate) fn steer(&self, key: &FlowKey) -> Steering {
         for (index, rule) in self.rules.iter().enumerate() {

@@ -12,7 +12,6 @@ use super::PortDriver;
 use crate::burst::{Burst, PacketSlot};
 use crate::error::Result;
 use crate::flow::Steering;
-use crate::headers::FlowKey;
 use crate::memory::RegionTable;
 use crate::port::Port;
 use crate::queue::Queue;
@@ -101,11 +100,7 @@ fn carry(p: &Port, regions: &RegionTable, tx: &Queue, burst: &Burst, assemblers:
             continue;
         }
         let flows = p.flows.load();
-        let steering = match FlowKey::from_frame(frame) {
-            Some(key) => flows.steer(&key),
-            None => flows.steer_unparsed(),
-        };
-        let (queue, flow_id) = match steering {
+        let (queue, flow_id) = match flows.steer_frame(frame) {
             Steering::Flow { rule, queue } => {
                 let rule = &flows.rules[rule];
                 rule.stats.matched(1, len as u64);

@@ -20,7 +20,6 @@ use super::PortDriver;
 use crate::burst::PacketSlot;
 use crate::error::{Error, Result, Status};
 use crate::flow::{FlowTable, Steering};
-use crate::headers::FlowKey;
 use crate::memory::{BufToken, Region, RegionTable};
 use crate::port::Port;
 use crate::snapshot::LinkStats;
@@ -262,18 +261,15 @@ impl QueueTask for Receiver {
                     Some(rule) => Some(rule),
                     // Not even the headers are read: the packet stays out of this core's cache.
                     None if flows.steers_nothing() => None,
-                    None => {
-                        let frame = &region.bytes(&token)[usize::from(offset)..][..len as usize];
-                        match FlowKey::from_frame(frame).map_or_else(|| flows.steer_unparsed(), |k| flows.steer(&k)) {
-                            Steering::Flow { rule, .. } => Some(rule),
-                            Steering::Default { .. } => None,
-                            Steering::Unmatched => {
-                                region.release(token);
-                                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
-                                continue;
-                            }
+                    None => match flows.steer_frame(&region.bytes(&token)[usize::from(offset)..][..len as usize]) {
+                        Steering::Flow { rule, .. } => Some(rule),
+                        Steering::Default { .. } => None,
+                        Steering::Unmatched => {
+                            region.release(token);
+                            p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+                            continue;
                         }
-                    }
+                    },
                 };
                 let flow_id = rule.map(|rule| {
                     let rule = &flows.rules[rule];

@@ -17,20 +17,15 @@ pub(crate) struct EthPort {
     closed: std::sync::atomic::AtomicBool,
 }
 
-/// A port's counters as the PMD keeps them (`rte_eth_stats`).
+/// The drop counters of a port's `rte_eth_stats` (the rest reach users as xstats).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct PortCounters {
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
     /// Dropped by the NIC: no RX descriptor was free (`imissed`).
     pub rx_missed: u64,
     /// Erroneous frames (`ierrors`).
     pub rx_errors: u64,
     /// Descriptors that found no mbuf to refill with (`rx_nombuf`).
     pub rx_no_mbuf: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-    pub tx_errors: u64,
 }
 
 /// Mbufs one RX poll returned, as (buffer index, data offset, length).
@@ -257,23 +252,14 @@ impl EthPort {
         (unsafe { dpdk_sys::daqiri_macaddr_get(self.id, mac.as_mut_ptr()) } == 0).then_some(mac)
     }
 
-    /// The port's basic counters.
+    /// The port's drop counters.
     pub(crate) fn counters(&self) -> PortCounters {
         let mut stats = dpdk_sys::rte_eth_stats::default();
         // SAFETY: the port exists; `stats` is written on success.
         if self.is_closed() || unsafe { dpdk_sys::rte_eth_stats_get(self.id, &mut stats) } != 0 {
             return PortCounters::default();
         }
-        PortCounters {
-            rx_packets: stats.ipackets,
-            rx_bytes: stats.ibytes,
-            rx_missed: stats.imissed,
-            rx_errors: stats.ierrors,
-            rx_no_mbuf: stats.rx_nombuf,
-            tx_packets: stats.opackets,
-            tx_bytes: stats.obytes,
-            tx_errors: stats.oerrors,
-        }
+        PortCounters { rx_missed: stats.imissed, rx_errors: stats.ierrors, rx_no_mbuf: stats.rx_nombuf }
     }
 
     /// Every counter the PMD keeps (`rte_eth_xstats`), by its name;
