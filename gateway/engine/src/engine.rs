@@ -15,6 +15,7 @@ use crate::memory::{Region, RegionTable};
 use crate::port::Port;
 use crate::queue::Direction;
 use crate::reload::ReloadChange;
+use crate::runtime_flows::RuntimeFlows;
 use crate::state::EngineState;
 use crate::stats::QueueStatsSnapshot;
 use crate::worker;
@@ -42,6 +43,8 @@ pub struct Engine {
     drivers: Vec<Box<dyn PortDriver>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
     stopped: AtomicBool,
+    /// Flows added at runtime; its lock also keeps flow edits and reloads in turn.
+    runtime_flows: Mutex<RuntimeFlows>,
 }
 
 /// A TX burst the engine could not accept, handed back for a retry.
@@ -83,7 +86,13 @@ impl Engine {
         let tasks =
             drivers.iter_mut().zip(&inner.ports).flat_map(|(driver, port)| driver.tasks(&inner, port)).collect();
         // Built before the workers start, so a failed spawn still stops those already running.
-        let engine = Engine { inner, drivers, workers: Mutex::new(Vec::new()), stopped: AtomicBool::new(false) };
+        let engine = Engine {
+            runtime_flows: Mutex::new(RuntimeFlows::new(inner.ports.len())),
+            inner,
+            drivers,
+            workers: Mutex::new(Vec::new()),
+            stopped: AtomicBool::new(false),
+        };
         *engine.workers.lock().unwrap_or_else(|e| e.into_inner()) = worker::start(&engine.inner, tasks)?;
         Ok(engine)
     }
@@ -318,10 +327,12 @@ impl Engine {
     /// Applies a new config whose only changes are RX flows and
     /// `flow_isolation`, without stopping anything: each port's driver gets
     /// the new flow table whole, so no packet is lost and unchanged flows keep
-    /// their counters. Any other change is refused with the first YAML path
-    /// that differs (see [`reload_change`](Self::reload_change)). If a driver
-    /// cannot apply its table, the ports already changed get their old tables
-    /// back, and the running config stays as it was.
+    /// their counters. Flows added at runtime ([`add_flow`](Self::add_flow))
+    /// are kept where the new config still allows them. Any other change is
+    /// refused with the first YAML path that differs (see
+    /// [`reload_change`](Self::reload_change)). If a driver cannot apply its
+    /// table, the ports already changed get their old tables back, and the
+    /// running config stays as it was.
     pub fn reload_flows(&self, new: ValidConfig) -> Result<()> {
         if let ReloadChange::Restart { path } = self.reload_change(&new) {
             return Err(Error::new(
@@ -331,6 +342,51 @@ impl Engine {
                 ),
             ));
         }
+        let mut runtime = self.runtime_flows.lock().unwrap_or_else(|e| e.into_inner());
+        let (merged, kept) = runtime.carried_into(new);
+        self.swap_flows(merged)?;
+        *runtime = kept;
+        Ok(())
+    }
+
+    /// Adds one RX flow to `port` while traffic runs (DAQIRI's dynamic
+    /// flows): it is validated as a config entry would be (unique name and
+    /// id, existing queues), counts against the interface's
+    /// `rx.dynamic_flow_capacity`, and is programmed as the last rule, so
+    /// flows already there keep matching first. On DPDK it becomes rte_flow
+    /// rules; a PMD that refuses them fails the call with its reason and
+    /// leaves the running rules untouched.
+    pub fn add_flow(&self, port: u16, flow: daqiri_config::model::Flow) -> Result<()> {
+        self.port(port)?;
+        let mut runtime = self.runtime_flows.lock().unwrap_or_else(|e| e.into_inner());
+        let new = runtime.with_added(&self.config(), port as usize, &flow)?;
+        self.swap_flows(new)?;
+        runtime.record(port as usize, flow);
+        Ok(())
+    }
+
+    /// Deletes RX flow `flow_id` of `port`, whether it came from the config
+    /// or from [`add_flow`](Self::add_flow), and returns it. Its packets
+    /// fall to the rules after it (or the default queue, or are dropped
+    /// under `flow_isolation`) from the next packet on.
+    pub fn delete_flow(&self, port: u16, flow_id: u32) -> Result<daqiri_config::model::Flow> {
+        self.port(port)?;
+        let mut runtime = self.runtime_flows.lock().unwrap_or_else(|e| e.into_inner());
+        let (new, removed) = RuntimeFlows::with_removed(&self.config(), port as usize, flow_id)?;
+        self.swap_flows(new)?;
+        runtime.forget(port as usize, flow_id);
+        Ok(removed)
+    }
+
+    /// The flows added to `port` at runtime and still in place, oldest first.
+    pub fn runtime_flows(&self, port: u16) -> Result<Vec<daqiri_config::model::Flow>> {
+        self.port(port)?;
+        Ok(self.runtime_flows.lock().unwrap_or_else(|e| e.into_inner()).of(port as usize).to_vec())
+    }
+
+    /// Gives every port the flow table of `new` and makes `new` the running
+    /// config; on a driver's refusal, restores the ports already changed.
+    fn swap_flows(&self, new: ValidConfig) -> Result<()> {
         let mut applied: Vec<(usize, Arc<crate::flow::FlowTable>)> = Vec::new();
         for (port, iface) in new.interfaces() {
             let p = &self.inner.ports[port];

@@ -62,6 +62,7 @@ pub mod preflight;
 mod queue;
 mod reload;
 pub mod reorder;
+mod runtime_flows;
 mod snapshot;
 mod state;
 mod stats;

@@ -113,9 +113,6 @@ fn rx_keys(
             "flex items program a NIC's parser; software steering matches UDP/IP only".into(),
         );
     }
-    if rx.dynamic_flow_capacity > 0 {
-        refuse(rx_path.key("dynamic_flow_capacity"), "dynamic flows are not in this build; set 0".into());
-    }
     if rx.hardware_timestamps {
         refuse(
             rx_path.key("hardware_timestamps"),

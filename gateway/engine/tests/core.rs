@@ -48,10 +48,6 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
             "daqiri.cfg.interfaces[0].rx.hardware_timestamps",
         ),
         (
-            edit(LOOPBACK, rx, "      rx:\n        dynamic_flow_capacity: 8\n        queues:\n"),
-            "daqiri.cfg.interfaces[0].rx.dynamic_flow_capacity",
-        ),
-        (
             edit(LOOPBACK, "batch_size: 8, memory_regions", "batch_size: 8, pacing_mbps: 100, memory_regions"),
             "daqiri.cfg.interfaces[0].tx.queues[0].pacing_mbps",
         ),

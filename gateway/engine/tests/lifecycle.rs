@@ -231,3 +231,62 @@ fn flow_reload_swaps_steering_live_and_refuses_other_changes() {
         "refused reload leaves the config"
     );
 }
+
+#[test]
+fn flows_added_at_runtime_steer_count_against_capacity_and_outlive_reloads() {
+    let base = "        dynamic_flow_capacity: 2\n        flow_isolation: true\n        flows:\n        - { name: a, id: 1, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }";
+    let engine = Engine::from_yaml(&loopback(1, 0, 200, base)).unwrap();
+    let flow = |name: &str, id: u32, queue: u16, port: u16| -> daqiri::config::model::Flow {
+        serde_yaml::from_str(&format!(
+            "{{ name: {name}, id: {id}, action: {{ type: queue, id: {queue} }}, match: {{ udp_dst: {port} }} }}"
+        ))
+        .unwrap()
+    };
+    send(&engine, 1, 6000, b"isolated");
+    assert!(receive(&engine, 1, Duration::from_millis(200)).is_none(), "no rule for 6000 yet");
+
+    engine.add_flow(0, flow("b", 2, 1, 6000)).unwrap();
+    send(&engine, 1, 6000, b"steered");
+    assert_eq!(receive(&engine, 1, Duration::from_secs(2)).unwrap().packet(0).flow_id(), Some(2));
+
+    let clash = engine.add_flow(0, flow("a", 3, 0, 6001)).unwrap_err();
+    assert!(clash.message.contains("flow.name") && clash.message.contains("\"a\""), "{clash}");
+    let no_queue = engine.add_flow(0, flow("c", 3, 7, 6001)).unwrap_err();
+    assert!(no_queue.message.contains("flow.action"), "a bad queue id is named: {no_queue}");
+    engine.add_flow(0, flow("c", 3, 0, 6001)).unwrap();
+    let full = engine.add_flow(0, flow("d", 4, 0, 6002)).unwrap_err();
+    assert_eq!(full.status, Status::NoSpaceAvailable, "{full}");
+    assert!(full.message.contains("dynamic_flow_capacity"), "{full}");
+
+    // A flow reload keeps the runtime flows that still fit; one whose id the new config takes is removed.
+    let reloaded = base.replace(
+        "{ udp_dst: 5000 } }",
+        "{ udp_dst: 5000 } }\n        - { name: z, id: 3, action: { type: queue, id: 1 }, match: { udp_dst: 7000 } }",
+    );
+    engine
+        .reload_flows(daqiri::config::Document::parse(&loopback(1, 0, 200, &reloaded)).unwrap().validate().unwrap())
+        .unwrap();
+    let kept: Vec<String> = engine.runtime_flows(0).unwrap().into_iter().map(|f| f.name).collect();
+    assert_eq!(kept, ["b"]);
+    let ids: Vec<u32> = engine.stats().ports[0].flows.iter().map(|f| f.id).collect();
+    assert_eq!(ids, [1, 3, 2], "config flows first, then the runtime flows");
+    assert_eq!(engine.stats().ports[0].flows[2].packets, 1, "the kept runtime flow keeps its counters");
+
+    let removed = engine.delete_flow(0, 2).unwrap();
+    assert_eq!(removed.name, "b");
+    assert!(engine.runtime_flows(0).unwrap().is_empty());
+    send(&engine, 1, 6000, b"isolated again");
+    assert!(receive(&engine, 1, Duration::from_millis(200)).is_none(), "deleted: isolation drops it");
+    let unknown = engine.delete_flow(0, 2).unwrap_err();
+    assert!(unknown.message.contains("flow ids: [1, 3]"), "{unknown}");
+}
+
+#[test]
+fn runtime_flows_need_a_dynamic_flow_capacity() {
+    let engine = Engine::from_yaml(&loopback(1, 0, 200, "")).unwrap();
+    let flow: daqiri::config::model::Flow =
+        serde_yaml::from_str("{ name: b, id: 2, action: { type: queue, id: 1 } }").unwrap();
+    let err = engine.add_flow(0, flow).unwrap_err();
+    assert_eq!(err.status, Status::NotSupported);
+    assert!(err.message.contains("rx.dynamic_flow_capacity is 0"), "{err}");
+}

@@ -158,6 +158,7 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
         ReloadChange::Restart { path } => path,
     };
     tracing::info!("restarting the engine on the new config ({reason} changed)");
+    let runtime_flows = engine.as_deref().map(super::flows::runtime_flows_of).unwrap_or_default();
     // Consumes our handle on the engine: the restart waits for every holder to let go.
     let previous = engine.map(|engine| (*engine.config()).clone());
     let restart = state.live.restart(valid, previous).map_err(|e| {
@@ -172,6 +173,7 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
         ApiError::new(status, message, None).with_engine_status(e.engine_status())
     })?;
     if let Some(engine) = state.live.get() {
+        super::flows::restore_runtime_flows(&engine, runtime_flows);
         state.captures.follow(&engine);
     }
     state.reloads.restarts.fetch_add(1, Relaxed);

@@ -9,6 +9,7 @@ mod auth;
 mod captures;
 mod config;
 mod error;
+mod flows;
 mod health;
 mod metrics;
 mod stats;
@@ -129,6 +130,8 @@ pub(crate) fn router(state: Arc<AdminState>) -> (Router, utoipa::openapi::OpenAp
         .routes(routes!(config::get_config, config::put_config))
         .routes(routes!(config::reload_config))
         .routes(routes!(metrics::metrics))
+        .routes(routes!(flows::list_flows, flows::add_flow))
+        .routes(routes!(flows::delete_flow))
         .routes(routes!(captures::start_capture, captures::list_captures))
         .routes(routes!(captures::get_capture, captures::stop_capture))
         .routes(routes!(captures::download_capture))
@@ -261,6 +264,8 @@ mod tests {
                 "/api/v1/captures/{id}/download",
                 "/api/v1/config",
                 "/api/v1/config/reload",
+                "/api/v1/interfaces/{name}/flows",
+                "/api/v1/interfaces/{name}/flows/{id}",
                 "/api/v1/stats",
                 "/api/v1/status",
                 "/healthz",
@@ -380,6 +385,52 @@ mod tests {
                 .await;
         assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE);
         assert!(answer["message"].as_str().unwrap().contains("below the"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn flows_are_added_and_deleted_at_runtime_and_survive_a_restart() {
+        let config = CONFIG.replace("rx: { queues:", "rx: { dynamic_flow_capacity: 1, queues:");
+        let live = LiveEngine::new(Engine::from_yaml(&config).unwrap());
+        let dir = std::env::temp_dir().join(format!("daqiri-admin-flows-{}", std::process::id()));
+        let captures = crate::capture::CaptureManager::new(live.get().as_deref(), dir, 0).unwrap();
+        let state = AdminState::new(live, config.clone(), None, captures, None).unwrap();
+        let (router, _) = router(Arc::clone(&state));
+        let flows = "/api/v1/interfaces/lo/flows";
+        let (status, list) = send(&router, "GET", flows, None, "").await;
+        assert_eq!((status, list["dynamic_flow_capacity"].as_u64()), (StatusCode::OK, Some(1)), "{list}");
+        assert_eq!(list["flows"], serde_json::json!([]));
+
+        let flow =
+            r#"{"name": "late", "id": 42, "action": {"type": "queue", "id": 0}, "match": {"udp_dst": "9000-9009"}}"#;
+        let (status, answer) = send(&router, "POST", flows, None, r#"{"name": "x"}"#).await;
+        assert_eq!((status, answer["field"].as_str()), (StatusCode::BAD_REQUEST, Some("body")), "{answer}");
+        let (status, answer) = send(&router, "POST", flows, None, &flow.replace("\"id\": 0", "\"id\": 3")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+        assert!(answer["message"].as_str().unwrap().contains("flow.action"), "the bad field is named: {answer}");
+        let (status, list) = send(&router, "POST", flows, None, flow).await;
+        assert_eq!(status, StatusCode::CREATED, "{list}");
+        assert_eq!(
+            (list["flows"][0]["id"].as_u64(), list["flows"][0]["added_at_runtime"].as_bool()),
+            (Some(42), Some(true))
+        );
+        assert_eq!(list["flows"][0]["match"]["udp_dst"], "9000-9009");
+        let (status, answer) =
+            send(&router, "POST", flows, None, &flow.replace("42", "43").replace("late", "later")).await;
+        assert_eq!((status, answer["status"].as_str()), (StatusCode::CONFLICT, Some("NO_SPACE_AVAILABLE")), "{answer}");
+        assert_eq!(send(&router, "GET", "/api/v1/interfaces/nope/flows", None, "").await.0, StatusCode::NOT_FOUND);
+        assert_eq!(send(&router, "DELETE", &format!("{flows}/7"), None, "").await.0, StatusCode::NOT_FOUND);
+        assert_eq!(get(&router, "/api/v1/config").await.1, config, "the applied config text stays as applied");
+
+        // A change that restarts the engine adds the runtime flow again.
+        let request = Request::put("/api/v1/config").body(Body::from(config.replace("batch_size: 8", "batch_size: 4")));
+        let response = router.clone().oneshot(request.unwrap()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let (_, list) = send(&router, "GET", flows, None, "").await;
+        assert_eq!(list["flows"][0]["added_at_runtime"], true, "carried over the restart: {list}");
+        assert_eq!(state.live.get().unwrap().stats().ports[0].flows[0].id, 42);
+
+        let (status, list) = send(&router, "DELETE", &format!("{flows}/42"), None, "").await;
+        assert_eq!((status, list["flows"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)), "{list}");
     }
 
     #[tokio::test]

@@ -1,0 +1,182 @@
+//! `/api/v1/interfaces/{name}/flows`: list an interface's RX flows, add one
+//! and delete one while traffic runs (DAQIRI's dynamic flows, up to the
+//! interface's `rx.dynamic_flow_capacity`).
+//!
+//! A flow is the same JSON object as an `rx.flows` entry of the config. Added
+//! flows are programmed where the engine steers (rte_flow on DPDK, the
+//! software table elsewhere), stay in place across config reloads that still
+//! allow them, and are added again after a reload that restarts the engine.
+//! The config text (`GET /api/v1/config`) stays the one that was applied.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use daqiri::Engine;
+use daqiri::config::model::Flow;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::{AdminState, ApiError};
+
+/// An interface's RX flows.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct FlowList {
+    /// The interface.
+    interface: String,
+    /// How many flows may be added at runtime (`rx.dynamic_flow_capacity`).
+    dynamic_flow_capacity: u32,
+    /// The flows in match order: the config's, then those added at runtime.
+    flows: Vec<FlowEntry>,
+}
+
+/// One RX flow.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct FlowEntry {
+    /// The flow as a config entry (`name`, `id`, `action`/`actions`, `match`).
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    flow: Flow,
+    /// Whether it was added at runtime (through this API or the engine's `add_flow`).
+    added_at_runtime: bool,
+}
+
+/// The interface's RX flows.
+#[utoipa::path(get, path = "/api/v1/interfaces/{name}/flows", tag = "flows",
+    params(("name" = String, Path, description = "interface name")),
+    responses((status = 200, body = FlowList), (status = 404, body = super::error::ApiErrorBody)))]
+pub(crate) async fn list_flows(
+    State(state): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+) -> Result<Json<FlowList>, ApiError> {
+    let engine = state.engine()?;
+    Ok(Json(flow_list(&engine, port_named(&engine, &name)?)?))
+}
+
+/// Adds an RX flow (a config `rx.flows` entry as JSON; needs the token when one is set).
+#[utoipa::path(post, path = "/api/v1/interfaces/{name}/flows", tag = "flows",
+    params(("name" = String, Path, description = "interface name")),
+    request_body(content = Object, description = "an rx.flows entry: name, id, action or actions, match"),
+    responses(
+        (status = 201, body = FlowList, description = "added; the interface's flows now"),
+        (status = 400, body = super::error::ApiErrorBody, description = "the body is not a flow"),
+        (status = 401, body = super::error::ApiErrorBody),
+        (status = 404, body = super::error::ApiErrorBody),
+        (status = 409, body = super::error::ApiErrorBody, description = "rx.dynamic_flow_capacity flows are already added"),
+        (status = 422, body = super::error::ApiErrorBody, description = "the flow is invalid (its field is named), the interface takes no runtime flows, or the NIC refused it (the driver's reason)")
+    ))]
+pub(crate) async fn add_flow(
+    State(state): State<Arc<AdminState>>,
+    Path(name): Path<String>,
+    body: Result<Json<Flow>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<FlowList>), ApiError> {
+    let Json(flow) = body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text(), Some("body")))?;
+    let engine = state.engine()?;
+    let port = port_named(&engine, &name)?;
+    // Programming a NIC can take a while: keep it off the async workers.
+    let list = tokio::task::spawn_blocking(move || {
+        engine.add_flow(port, flow).map_err(refused)?;
+        flow_list(&engine, port)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("adding the flow failed: {e}"), None))??;
+    Ok((StatusCode::CREATED, Json(list)))
+}
+
+/// Deletes an RX flow by id, whether configured or added at runtime (needs the token when one is set).
+#[utoipa::path(delete, path = "/api/v1/interfaces/{name}/flows/{id}", tag = "flows",
+    params(("name" = String, Path, description = "interface name"), ("id" = u32, Path, description = "flow id")),
+    responses(
+        (status = 200, body = FlowList, description = "deleted; the interface's flows now"),
+        (status = 401, body = super::error::ApiErrorBody),
+        (status = 404, body = super::error::ApiErrorBody, description = "no such interface or flow id"),
+        (status = 422, body = super::error::ApiErrorBody, description = "the config needs the flow (a reorder plan names it) or the NIC refused the change")
+    ))]
+pub(crate) async fn delete_flow(
+    State(state): State<Arc<AdminState>>,
+    Path((name, id)): Path<(String, u32)>,
+) -> Result<Json<FlowList>, ApiError> {
+    let engine = state.engine()?;
+    let port = port_named(&engine, &name)?;
+    if !engine.config().config().interfaces[port as usize].rx.iter().flat_map(|rx| &rx.flows).any(|f| f.id == id) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("interface \"{name}\" has no RX flow with id {id}"),
+            Some("id"),
+        ));
+    }
+    let list = tokio::task::spawn_blocking(move || {
+        engine.delete_flow(port, id).map_err(refused)?;
+        flow_list(&engine, port)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("deleting the flow failed: {e}"), None))??;
+    Ok(Json(list))
+}
+
+fn port_named(engine: &Engine, name: &str) -> Result<u16, ApiError> {
+    let config = engine.config();
+    let port = config.config().interfaces.iter().position(|i| i.name == name).ok_or_else(|| {
+        let names: Vec<&str> = config.config().interfaces.iter().map(|i| i.name.as_str()).collect();
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no interface \"{name}\"; interfaces: [{}]", names.join(", ")),
+            Some("name"),
+        )
+    })?;
+    Ok(port as u16)
+}
+
+fn flow_list(engine: &Engine, port: u16) -> Result<FlowList, ApiError> {
+    let config = engine.config();
+    let iface = &config.config().interfaces[port as usize];
+    let added = engine.runtime_flows(port).map_err(refused)?;
+    let flows = iface
+        .rx
+        .iter()
+        .flat_map(|rx| &rx.flows)
+        .map(|flow| FlowEntry { added_at_runtime: added.iter().any(|a| a.id == flow.id), flow: flow.clone() })
+        .collect();
+    Ok(FlowList {
+        interface: iface.name.clone(),
+        dynamic_flow_capacity: iface.rx.as_ref().map_or(0, |rx| rx.dynamic_flow_capacity),
+        flows,
+    })
+}
+
+/// An engine refusal as an answer: a full capacity is a conflict, the rest
+/// (an invalid flow, no capacity, a NIC's refusal) cannot be processed.
+fn refused(err: daqiri::Error) -> ApiError {
+    let status = match err.status {
+        daqiri::Status::NoSpaceAvailable => StatusCode::CONFLICT,
+        daqiri::Status::InvalidParameter | daqiri::Status::NotSupported => StatusCode::UNPROCESSABLE_ENTITY,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    ApiError::new(status, err.detail(), None).with_engine_status(err.status)
+}
+
+/// Every interface's runtime flows, by interface name, before a restart.
+pub(crate) fn runtime_flows_of(engine: &Engine) -> Vec<(String, Flow)> {
+    let config = engine.config();
+    config
+        .interfaces()
+        .flat_map(|(port, iface)| {
+            let flows = engine.runtime_flows(port as u16).unwrap_or_default();
+            flows.into_iter().map(|flow| (iface.name.clone(), flow))
+        })
+        .collect()
+}
+
+/// Adds `flows` to the restarted `engine`; one the new config does not allow is logged and left out.
+pub(crate) fn restore_runtime_flows(engine: &Engine, flows: Vec<(String, Flow)>) {
+    for (interface, flow) in flows {
+        let name = flow.name.clone();
+        let added = port_named(engine, &interface)
+            .map_err(|e| e.body.message)
+            .and_then(|port| engine.add_flow(port, flow).map_err(|e| e.detail()));
+        if let Err(why) = added {
+            tracing::warn!(%interface, flow = %name, "a flow added at runtime is not carried over the restart: {why}");
+        }
+    }
+}
