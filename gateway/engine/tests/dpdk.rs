@@ -331,3 +331,48 @@ fn tx_comes_back_through_net_ring_across_two_engine_restarts() {
         }
     }
 }
+
+/// Sends `count` frames to UDP port `dst` through the TX queue and returns
+/// the flow ids of what came back within a second.
+fn ring_round_trip(engine: &Engine, dst: u16, count: usize) -> Vec<Option<u32>> {
+    let mut burst = engine.get_tx_packet_burst(0, 0, count).unwrap();
+    for i in 0..count {
+        burst.packet_mut(i).write(&udp_frame(1234, dst, i as u32)).unwrap();
+    }
+    engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut ids = Vec::new();
+    while Instant::now() < deadline && ids.len() < count {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            ids.extend(burst.packets().map(|p| p.flow_id()));
+        }
+    }
+    ids
+}
+
+#[test]
+fn flows_added_at_runtime_steer_on_dpdk_and_a_refused_one_leaves_the_rules() {
+    let yaml = ring_config("rx_mem")
+        .replace("        flow_isolation: true\n", "        flow_isolation: true\n        dynamic_flow_capacity: 4\n");
+    let engine = Engine::from_yaml(&yaml).expect("the engine starts on net_ring0");
+    assert!(ring_round_trip(&engine, 6000, 8).is_empty(), "no flow for 6000 yet: isolated");
+
+    let flow = |text: &str| serde_yaml::from_str::<daqiri::config::model::Flow>(text).unwrap();
+    engine
+        .add_flow(0, flow("{ name: late, id: 9, action: { type: queue, id: 0 }, match: { udp_dst: 6000 } }"))
+        .unwrap();
+    assert_eq!(ring_round_trip(&engine, 6000, 8), vec![Some(9); 8]);
+
+    // net_ring has no flow engine: a transform needs one, and the PMD's reason comes back.
+    let refused = engine
+        .add_flow(0, flow("{ name: pop, id: 10, actions: [{ type: vlan_pop }, { type: queue, id: 0 }], match: { udp_dst: 6001 } }"))
+        .expect_err("vlan_pop needs rte_flow");
+    assert_eq!(refused.status, daqiri::Status::NotSupported, "{refused}");
+    assert!(refused.message.contains("net_ring"), "the PMD is named: {refused}");
+    assert_eq!(ring_round_trip(&engine, 5000, 8), vec![Some(3); 8], "the running rules are untouched");
+    assert_eq!(ring_round_trip(&engine, 6000, 8), vec![Some(9); 8]);
+    assert_eq!(engine.runtime_flows(0).unwrap().len(), 1);
+
+    engine.delete_flow(0, 9).unwrap();
+    assert!(ring_round_trip(&engine, 6000, 8).is_empty(), "deleted: isolated again");
+}
