@@ -57,6 +57,7 @@ mod flow;
 pub mod gpu;
 pub mod headers;
 mod memory;
+mod pacing;
 mod port;
 pub mod preflight;
 mod queue;

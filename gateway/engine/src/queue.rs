@@ -52,6 +52,8 @@ pub(crate) struct Queue {
     pub(crate) stats: QueueStats,
     /// TX `offloads: [tx_eth_src]`: the port's MAC goes into each frame's source address.
     pub(crate) fill_eth_src: bool,
+    /// TX `pacing_mbps` above 0: the rate its sender keeps to.
+    pub(crate) pacing_mbps: Option<u64>,
     /// RX: the reorder plans whose flows steer here.
     pub(crate) plans: Vec<Arc<Plan>>,
     /// RX into a `device` region through a CPU backend: copies each burst's
@@ -116,6 +118,7 @@ impl Queue {
             meta: MetaPool::new(meta_entries, &shape, Arc::clone(regions)),
             stats: QueueStats::default(),
             fill_eth_src: config.offloads.contains(&TxOffload::TxEthSrc),
+            pacing_mbps: config.pacing_mbps.filter(|&mbps| mbps > 0),
             plans,
             #[cfg(feature = "cuda")]
             stager: std::sync::OnceLock::new(),

@@ -172,8 +172,5 @@ fn tx_keys(iface: &Interface, tx_path: &YamlPath, refuse: &mut impl FnMut(YamlPa
         if q.poll_mode == PollMode::Direct {
             refuse(path.key("poll_mode"), "direct polling is for RX queues here; TX queues use a worker".into());
         }
-        if q.pacing_mbps.is_some_and(|mbps| mbps > 0) {
-            refuse(path.key("pacing_mbps"), "TX pacing is not in this build; remove it or set 0".into());
-        }
     }
 }

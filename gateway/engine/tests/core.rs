@@ -48,8 +48,8 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
             "daqiri.cfg.interfaces[0].rx.hardware_timestamps",
         ),
         (
-            edit(LOOPBACK, "batch_size: 8, memory_regions", "batch_size: 8, pacing_mbps: 100, memory_regions"),
-            "daqiri.cfg.interfaces[0].tx.queues[0].pacing_mbps",
+            edit(LOOPBACK, "      tx:\n        queues:\n", "      tx:\n        accurate_send: true\n        queues:\n"),
+            "daqiri.cfg.interfaces[0].tx.accurate_send",
         ),
         (
             edit(
@@ -101,10 +101,10 @@ fn the_software_loop_fills_its_port_mac_for_tx_eth_src() {
 
 #[test]
 fn check_lists_the_refused_keys_as_warnings() {
-    let yaml = edit(LOOPBACK, "batch_size: 8, memory_regions", "batch_size: 8, pacing_mbps: 100, memory_regions");
+    let yaml = edit(LOOPBACK, "      tx:\n        queues:\n", "      tx:\n        accurate_send: true\n        queues:\n");
     let valid = daqiri::config::Document::parse(&yaml).unwrap().validate().unwrap();
     let warnings = daqiri::preflight::host_warnings(&valid);
-    assert!(warnings.iter().any(|w| w.path == "daqiri.cfg.interfaces[0].tx.queues[0].pacing_mbps"), "{warnings:?}");
+    assert!(warnings.iter().any(|w| w.path == "daqiri.cfg.interfaces[0].tx.accurate_send"), "{warnings:?}");
 }
 
 #[test]

@@ -376,3 +376,33 @@ fn flows_added_at_runtime_steer_on_dpdk_and_a_refused_one_leaves_the_rules() {
     engine.delete_flow(0, 9).unwrap();
     assert!(ring_round_trip(&engine, 6000, 8).is_empty(), "deleted: isolated again");
 }
+
+#[test]
+fn a_paced_tx_queue_keeps_its_rate_through_net_ring() {
+    const MBPS: f64 = 40.0;
+    const WINDOW: Duration = Duration::from_secs(5);
+    // net_ring has no queue rate limit: the sender paces in software.
+    let yaml = ring_config("rx_mem").replace("offloads: [tx_eth_src],", "pacing_mbps: 40,");
+    let engine = Engine::from_yaml(&yaml).expect("the engine starts on net_ring0");
+    let frame = udp_frame(1234, 5000, 0);
+    let frame = [&frame[..], &[0u8; 1200][..]].concat();
+    let (mut first, mut bytes) = (None::<Instant>, 0usize);
+    let until = Instant::now() + WINDOW + Duration::from_millis(500);
+    while Instant::now() < until {
+        if let Ok(mut burst) = engine.get_tx_packet_burst(0, 0, 32) {
+            for i in 0..32 {
+                burst.packet_mut(i).write(&frame).unwrap();
+            }
+            let _ = engine.send_tx_burst(burst);
+        }
+        while let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            let start = *first.get_or_insert_with(Instant::now);
+            if start.elapsed() < WINDOW {
+                bytes += burst.packets().map(|p| p.len()).sum::<usize>();
+            }
+        }
+    }
+    let mbps = bytes as f64 * 8.0 / WINDOW.as_secs_f64() / 1e6;
+    eprintln!("paced net_ring queue: {mbps:.3} Mb/s received over 5 s for pacing_mbps 40");
+    assert!((mbps - MBPS).abs() / MBPS < 0.02, "{mbps:.2} Mb/s over 5 s, more than 2% off {MBPS}");
+}

@@ -13,6 +13,7 @@ use crate::burst::{Burst, PacketSlot};
 use crate::error::Result;
 use crate::flow::Steering;
 use crate::memory::RegionTable;
+use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::queue::Queue;
 use crate::state::EngineState;
@@ -34,8 +35,12 @@ impl PortDriver for LoopbackDriver {
     /// One task carries every TX queue's bursts to the RX side, on the first TX queue's core.
     fn tasks(&mut self, _engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
         let Some(first) = p.tx.first() else { return Vec::new() };
-        let carrier =
-            Carrier { port: p.id, assemblers: p.rx.iter().map(Assembler::new).collect(), frame: vec![0u8; MAX_FRAME] };
+        let carrier = Carrier {
+            port: p.id,
+            assemblers: p.rx.iter().map(Assembler::new).collect(),
+            frame: vec![0u8; MAX_FRAME],
+            pacers: p.tx.iter().map(Pacer::for_queue).collect(),
+        };
         vec![Task { name: format!("loop-{}", p.name), core: first.cpu_core, max_wait: None, work: Box::new(carrier) }]
     }
 }
@@ -45,14 +50,16 @@ struct Carrier {
     port: u16,
     assemblers: Vec<Assembler>,
     frame: Vec<u8>,
+    /// One per TX queue.
+    pacers: Vec<Option<Pacer>>,
 }
 
 impl QueueTask for Carrier {
     fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
         let p = &engine.ports[self.port as usize];
         let mut moved = 0;
-        for q in &p.tx {
-            while let Some(burst) = q.ring.pop() {
+        for (q, pacer) in p.tx.iter().zip(&mut self.pacers) {
+            while let Some(burst) = pacing::next_burst(q, pacer.as_mut()) {
                 moved += burst.num_packets().max(1);
                 carry(p, &engine.regions, q, &burst, &mut self.assemblers, &mut self.frame);
             }

@@ -21,6 +21,7 @@ use crate::burst::PacketSlot;
 use crate::error::{Error, Result, Status};
 use crate::flow::{FlowTable, Steering};
 use crate::memory::{BufToken, Region, RegionTable};
+use crate::pacing::Pacer;
 use crate::port::Port;
 use crate::snapshot::LinkStats;
 use crate::state::EngineState;
@@ -136,6 +137,26 @@ pub(super) fn open(address: &str, port: &Port, regions: &RegionTable) -> Result<
     Ok(Box::new(DpdkDriver { port: Arc::new(eth), pools, tx_pools, steering }))
 }
 
+impl DpdkDriver {
+    /// `pacing_mbps` of TX queue `queue`: the NIC's rate limit where the PMD
+    /// has one, else a pacer in the sender.
+    fn software_pacer(&self, port: &Port, queue: usize, q: &crate::queue::Queue) -> Option<Pacer> {
+        let mbps = q.pacing_mbps?;
+        let refused = match u32::try_from(mbps) {
+            Ok(limit) => match self.port.set_queue_rate_limit(queue as u16, limit) {
+                Ok(()) => {
+                    tracing::info!(interface = %port.name, queue = %q.name, mbps, "TX paced by the NIC's queue rate limit");
+                    return None;
+                }
+                Err(reason) => reason,
+            },
+            Err(_) => "the rate is beyond its 32-bit Mb/s field".to_owned(),
+        };
+        tracing::info!(interface = %port.name, queue = %q.name, mbps, pmd = %self.port.driver_name(), "TX paced in software: the PMD has no queue rate limit ({refused})");
+        Pacer::for_queue(q)
+    }
+}
+
 impl PortDriver for DpdkDriver {
     fn tasks(&mut self, _engine: &Arc<EngineState>, port: &Port) -> Vec<Task> {
         let mac = self.port.mac().unwrap_or_default();
@@ -145,7 +166,8 @@ impl PortDriver for DpdkDriver {
             .zip(&self.tx_pools)
             .enumerate()
             .map(|(queue, (q, pools))| {
-                let sender = sender::Sender::new(port.id, queue, Arc::clone(&self.port), pools.clone(), mac);
+                let pacer = self.software_pacer(port, queue, q);
+                let sender = sender::Sender::new(port.id, queue, Arc::clone(&self.port), pools.clone(), mac, pacer);
                 Task::sender(port, q, Box::new(sender))
             })
             .collect();

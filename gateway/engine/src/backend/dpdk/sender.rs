@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::rte::{self, EthPort, Mempool, TxMbufs};
 use crate::burst::MAX_SEGMENTS;
+use crate::pacing::{self, Pacer};
 use crate::state::EngineState;
 use crate::stats::DropReason;
 use crate::worker::QueueTask;
@@ -27,11 +28,19 @@ pub(super) struct Sender {
     /// Packets the PMD has not taken yet (its ring was full).
     pending: TxMbufs,
     registered: bool,
+    pacer: Option<Pacer>,
 }
 
 impl Sender {
-    pub(super) fn new(port: u16, queue: usize, eth: Arc<EthPort>, pools: Vec<Arc<Mempool>>, mac: [u8; 6]) -> Self {
-        Self { port, queue, eth, pools, mac, pending: TxMbufs::with_capacity(TX_BURST), registered: false }
+    pub(super) fn new(
+        port: u16,
+        queue: usize,
+        eth: Arc<EthPort>,
+        pools: Vec<Arc<Mempool>>,
+        mac: [u8; 6],
+        pacer: Option<Pacer>,
+    ) -> Self {
+        Self { port, queue, eth, pools, mac, pending: TxMbufs::with_capacity(TX_BURST), registered: false, pacer }
     }
 
     /// Offers the pending packets to the PMD; true once none is left.
@@ -59,7 +68,7 @@ impl QueueTask for Sender {
         let q = &engine.ports[usize::from(self.port)].tx[self.queue];
         let mut moved = 0;
         while self.pending.len() == 0
-            && let Some(mut burst) = q.ring.pop()
+            && let Some(mut burst) = pacing::next_burst(q, self.pacer.as_mut())
         {
             let segments = burst.segments_per_packet().min(MAX_SEGMENTS);
             for index in 0..burst.num_packets() {

@@ -29,6 +29,7 @@ use super::{SOCKET_BUFFER_BYTES, sys};
 use crate::backend::PortDriver;
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
 use crate::error::{Error, Result, Status};
+use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::snapshot::LinkStats;
 use crate::state::EngineState;
@@ -122,6 +123,7 @@ impl PortDriver for TcpDriver {
                 connection: Connection::new(&self.shared),
                 owns_connection: p.rx.is_empty() && index == 0,
                 outgoing: None,
+                pacer: Pacer::for_queue(q),
             };
             tasks.push(Task::sender(p, q, Box::new(sender)));
         }
@@ -322,6 +324,7 @@ struct TcpSender {
     owns_connection: bool,
     /// The burst being written, and how far.
     outgoing: Option<Outgoing>,
+    pacer: Option<Pacer>,
 }
 
 /// Where the write of a burst stands: the next byte to write is `offset`
@@ -339,7 +342,7 @@ impl QueueTask for TcpSender {
         let p = &engine.ports[self.port as usize];
         let q = &p.tx[self.queue];
         if self.outgoing.is_none() {
-            let burst = q.ring.pop();
+            let burst = pacing::next_burst(q, self.pacer.as_mut());
             self.outgoing = burst.map(|burst| Outgoing { burst, packet: 0, segment: 0, offset: 0, sent_bytes: 0 });
         }
         let Some(out) = &mut self.outgoing else { return 0 };

@@ -19,6 +19,7 @@ use crate::error::{Error, Result, Status};
 use crate::flow::{FlowTable, Steering};
 use crate::headers::{FlowKey, IPV4_LEN, UDP_LEN};
 use crate::memory::{BufToken, PoolCache, RegionTable};
+use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::queue::Queue;
 use crate::snapshot::LinkStats;
@@ -148,6 +149,7 @@ impl PortDriver for UdpDriver {
                 shared: Arc::clone(&self.shared),
                 batch: SendBatch::new(SYSCALL_BATCH, MAX_SEGMENTS, Some(self.shared.gso_max_segment)),
                 warned_no_peer: false,
+                pacer: Pacer::for_queue(q),
             };
             tasks.push(Task::sender(p, q, Box::new(sender)));
         }
@@ -616,13 +618,14 @@ struct UdpSender {
     shared: Arc<Shared>,
     batch: SendBatch,
     warned_no_peer: bool,
+    pacer: Option<Pacer>,
 }
 
 impl QueueTask for UdpSender {
     fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
         let p = &engine.ports[self.port as usize];
         let q = &p.tx[self.queue];
-        let Some(burst) = q.ring.pop() else { return 0 };
+        let Some(burst) = pacing::next_burst(q, self.pacer.as_mut()) else { return 0 };
         let packets = burst.num_packets().max(1);
         let dest = match self.shared.mode {
             SocketMode::Client => None,

@@ -245,6 +245,15 @@ impl EthPort {
         (sent, mbufs.lens.drain(..sent).map(u64::from).sum())
     }
 
+    /// Limits TX queue `queue` to `mbps` in the NIC; the PMD's reason when it cannot.
+    pub(crate) fn set_queue_rate_limit(&self, queue: u16, mbps: u32) -> std::result::Result<(), String> {
+        // SAFETY: the port is started with this queue.
+        match unsafe { dpdk_sys::rte_eth_set_queue_rate_limit(self.id, queue, mbps) } {
+            0 => Ok(()),
+            code => Err(super::errno_text(-code)),
+        }
+    }
+
     /// The port's MAC address.
     pub(crate) fn mac(&self) -> Option<[u8; 6]> {
         let mut mac = [0u8; 6];
