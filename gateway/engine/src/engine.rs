@@ -73,7 +73,13 @@ impl Engine {
     /// YAML path (see [`crate::support`]), before anything is allocated.
     pub fn new(config: ValidConfig) -> Result<Self> {
         crate::support::require_supported(&config)?;
-        let mut regions = config.config().memory_regions.iter().map(Region::new).collect::<Result<Vec<_>>>()?;
+        let mut region_configs = config.config().memory_regions.clone();
+        for raised in crate::preflight::raised_num_bufs(&config) {
+            let region = &mut region_configs[raised.region];
+            tracing::warn!(region = %region.name, "{}", raised.message());
+            region.num_bufs = raised.to;
+        }
+        let mut regions = region_configs.iter().map(Region::new).collect::<Result<Vec<_>>>()?;
         backend::adopt_regions(&config, &mut regions)?;
         let id = EngineId::next();
         let regions = Arc::new(RegionTable::new(regions));

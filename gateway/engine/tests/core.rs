@@ -101,7 +101,8 @@ fn the_software_loop_fills_its_port_mac_for_tx_eth_src() {
 
 #[test]
 fn check_lists_the_refused_keys_as_warnings() {
-    let yaml = edit(LOOPBACK, "      tx:\n        queues:\n", "      tx:\n        accurate_send: true\n        queues:\n");
+    let yaml =
+        edit(LOOPBACK, "      tx:\n        queues:\n", "      tx:\n        accurate_send: true\n        queues:\n");
     let valid = daqiri::config::Document::parse(&yaml).unwrap().validate().unwrap();
     let warnings = daqiri::preflight::host_warnings(&valid);
     assert!(warnings.iter().any(|w| w.path == "daqiri.cfg.interfaces[0].tx.accurate_send"), "{warnings:?}");

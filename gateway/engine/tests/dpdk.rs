@@ -406,3 +406,18 @@ fn a_paced_tx_queue_keeps_its_rate_through_net_ring() {
     eprintln!("paced net_ring queue: {mbps:.3} Mb/s received over 5 s for pacing_mbps 40");
     assert!((mbps - MBPS).abs() / MBPS < 0.02, "{mbps:.2} Mb/s over 5 s, more than 2% off {MBPS}");
 }
+
+#[test]
+fn a_pool_below_one_and_a_half_rings_is_raised_to_three_as_daqiri_does() {
+    let small = NULL_DEVICE.replace("num_bufs: 16384", "num_bufs: 1000");
+    let valid = daqiri::config::Document::parse(&small).unwrap().validate().unwrap();
+    let warnings = daqiri::preflight::host_warnings(&valid);
+    let raised = warnings
+        .iter()
+        .find(|w| w.path == "daqiri.cfg.memory_regions[0].num_bufs")
+        .unwrap_or_else(|| panic!("check reports the raise: {warnings:?}"));
+    assert!(raised.message.contains("raised to 3072"), "{}", raised.message);
+    let engine = Engine::new(valid).expect("the engine starts with the raised pool");
+    assert_eq!(engine.stats().regions[0].num_bufs, 3072);
+    receive(&engine, 10_000);
+}

@@ -23,6 +23,7 @@ use crate::flow::{FlowTable, Steering};
 use crate::memory::{BufToken, Region, RegionTable};
 use crate::pacing::Pacer;
 use crate::port::Port;
+use crate::preflight::DPDK_RX_DESCRIPTORS as RX_DESCRIPTORS;
 use crate::snapshot::LinkStats;
 use crate::state::EngineState;
 use crate::stats::DropReason;
@@ -32,8 +33,6 @@ pub(crate) use rte::Mempool;
 use rte::{Eal, EalArgs, EthPort, PortCounters, RxMbufs};
 use steering::PortSteering;
 
-/// RX descriptors per queue.
-const RX_DESCRIPTORS: u16 = 1024;
 /// Most mbufs one `rte_eth_rx_burst` returns (DPDK's usual burst).
 const RX_BURST: usize = 64;
 /// How often the receiver turns the NIC's drop counters into drops.
