@@ -6,8 +6,10 @@
 //!
 //! A burst goes out whole once the credit is not negative and is charged in
 //! full, so the credit may run into debt: the next burst waits until the
-//! rate has paid it back. Unused credit is capped at a millisecond's worth,
-//! so a queue that was idle does not send a backlog at line rate.
+//! rate has paid it back. While bursts wait, credit grows without bound, so
+//! a worker that was descheduled catches up and the long-run rate holds;
+//! once the ring is empty, saved credit is cut to a millisecond's worth, so
+//! a queue that was idle does not send a backlog at line rate.
 
 use std::time::{Duration, Instant};
 
@@ -37,16 +39,20 @@ impl Pacer {
         queue.pacing_mbps.map(Self::new)
     }
 
-    /// Whether a burst may go at `now`.
+    /// Adds what the rate earned since the last call; whether a burst may go.
     fn ready(&mut self, now: Instant) -> bool {
-        let earned = now.saturating_duration_since(self.last).as_secs_f64() * self.bytes_per_second;
+        self.credit += now.saturating_duration_since(self.last).as_secs_f64() * self.bytes_per_second;
         self.last = now;
-        self.credit = (self.credit + earned).min(MAX_SAVED.as_secs_f64() * self.bytes_per_second);
         self.credit >= 0.0
     }
 
     fn charge(&mut self, bytes: u64) {
         self.credit -= bytes as f64;
+    }
+
+    /// Nothing waits: keep at most `MAX_SAVED` of credit.
+    fn idle(&mut self) {
+        self.credit = self.credit.min(MAX_SAVED.as_secs_f64() * self.bytes_per_second);
     }
 }
 
@@ -56,7 +62,10 @@ pub(crate) fn next_burst(queue: &Queue, pacer: Option<&mut Pacer>) -> Option<Bur
     if !pacer.ready(Instant::now()) {
         return None;
     }
-    let burst = queue.ring.pop()?;
+    let Some(burst) = queue.ring.pop() else {
+        pacer.idle();
+        return None;
+    };
     pacer.charge(burst.total_bytes());
     Some(burst)
 }
@@ -73,8 +82,11 @@ mod tests {
         pacer.charge(1_000); // a millisecond's worth at 1 MB/s
         assert!(!pacer.ready(start + Duration::from_micros(999)));
         assert!(pacer.ready(start + Duration::from_micros(1_001)));
-        // A second idle: at most a millisecond of credit is kept.
+        // Late by a second with bursts waiting: the whole second may be caught up.
         assert!(pacer.ready(start + Duration::from_secs(1)));
+        assert!(pacer.credit > 990_000.0, "{}", pacer.credit);
+        // Idle: a millisecond's worth is kept.
+        pacer.idle();
         assert!((pacer.credit - 1_000.0).abs() < 1e-6, "{}", pacer.credit);
     }
 }
