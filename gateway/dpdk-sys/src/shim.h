@@ -16,6 +16,8 @@ unsigned daqiri_lcore_id(void);
 int daqiri_mbuf_mark(const struct rte_mbuf *m, uint32_t *mark);
 /* RTE_ETH_RSS_NONFRAG_IPV4_UDP, a function-like macro bindgen cannot read. */
 uint64_t daqiri_rss_types_ipv4_udp(void);
+/* RTE_ETH_RX_OFFLOAD_TIMESTAMP (a macro bindgen cannot evaluate). */
+uint64_t daqiri_rx_offload_timestamp(void);
 /* Shapes segs[0..n] into one packet: segment i holds lens[i] bytes starting
  * offsets[i] into its buffer; chained in order. Returns the head. */
 struct rte_mbuf *daqiri_tx_chain(struct rte_mbuf **segs, const uint16_t *offsets, const uint16_t *lens, unsigned n);

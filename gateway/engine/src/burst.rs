@@ -70,6 +70,7 @@ pub(crate) struct PacketSlot {
     offsets: [u16; MAX_SEGMENTS],
     flow_id: Option<u32>,
     source: Option<SocketAddr>,
+    rx_timestamp: Option<u64>,
 }
 
 impl PacketSlot {
@@ -96,6 +97,12 @@ impl PacketSlot {
     #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn set_segment_offset(&mut self, index: usize, offset: u16) {
         self.offsets[index] = offset;
+    }
+
+    /// Records the NIC's receive timestamp.
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    pub(crate) fn set_rx_timestamp(&mut self, timestamp: Option<u64>) {
+        self.rx_timestamp = timestamp;
     }
 
     /// Sets the flow id.
@@ -142,6 +149,9 @@ struct SegmentColumn {
 /// "No flow matched" in the flow-id column.
 const NO_FLOW: u32 = u32::MAX;
 
+/// "Not stamped" in the receive-timestamp column.
+const NO_TIMESTAMP: u64 = u64::MAX;
+
 /// Burst metadata, stored by column: per packet 10 bytes per segment
 /// (buffer, offset, length) and 4 for the flow id; 2 more for the sender
 /// index where the backend has senders. The columns are sized for
@@ -166,6 +176,8 @@ struct BurstMeta {
     /// distinct sender once (a stream usually has one).
     sender_index: Option<Vec<u16>>,
     senders: Vec<SocketAddr>,
+    /// `rx.hardware_timestamps`: per packet the NIC's receive timestamp (`NO_TIMESTAMP`: none).
+    rx_timestamps: Option<Vec<u64>>,
     completion: Option<Box<dyn Completion>>,
 }
 
@@ -190,6 +202,9 @@ impl BurstMeta {
             index.clear();
         }
         self.senders.clear();
+        if let Some(stamps) = &mut self.rx_timestamps {
+            stamps.clear();
+        }
         self.flags = 0;
         self.source_packets = 0;
         self.batch_id = None;
@@ -208,8 +223,17 @@ pub(crate) struct BurstShape {
     pub(crate) batch_size: usize,
     /// Region index per segment.
     pub(crate) segment_regions: Vec<u16>,
-    /// Whether packets carry their sender's address.
+    /// What packets carry besides their bytes and flow id.
+    pub(crate) fields: PacketFields,
+}
+
+/// Per-packet fields a queue's bursts hold only where its backend fills them.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PacketFields {
+    /// The sender's address (sockets; raw frames carry it in their headers).
     pub(crate) senders: bool,
+    /// The NIC's receive timestamp (`rx.hardware_timestamps`).
+    pub(crate) rx_timestamps: bool,
 }
 
 /// A pool of burst metadata entries for one queue. Entries are reused last
@@ -251,8 +275,9 @@ impl MetaPool {
                         })
                         .collect(),
                     flow_ids: Vec::with_capacity(capacity),
-                    sender_index: shape.senders.then(|| Vec::with_capacity(capacity)),
+                    sender_index: shape.fields.senders.then(|| Vec::with_capacity(capacity)),
                     senders: Vec::new(),
+                    rx_timestamps: shape.fields.rx_timestamps.then(|| Vec::with_capacity(capacity)),
                     completion: None,
                 })
             })
@@ -521,6 +546,9 @@ impl Burst {
             });
             index.push(sender);
         }
+        if let Some(stamps) = &mut meta.rx_timestamps {
+            stamps.push(slot.rx_timestamp.unwrap_or(NO_TIMESTAMP));
+        }
     }
 }
 
@@ -596,6 +624,17 @@ impl<'a> Packet<'a> {
     pub fn source(&self) -> Option<SocketAddr> {
         let index = *self.meta.sender_index.as_ref()?.get(self.index)?;
         self.meta.senders.get(usize::from(index)).copied()
+    }
+
+    /// The NIC's receive timestamp, on queues of an interface with
+    /// `rx.hardware_timestamps` whose PMD stamped this packet: DPDK's
+    /// `rte_mbuf_timestamp_t` as the PMD fills it, whose unit DPDK leaves
+    /// to the PMD (`net_pcap`: the capture's time in microseconds since the
+    /// Unix epoch; NICs: their clock's ticks, nanoseconds where it runs in
+    /// real-time mode, as mlx5 can).
+    pub fn rx_timestamp(&self) -> Option<u64> {
+        let stamp = *self.meta.rx_timestamps.as_ref()?.get(self.index)?;
+        (stamp != NO_TIMESTAMP).then_some(stamp)
     }
 
     /// Whether the packet's buffers were released early.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use daqiri_config::{InterfaceBackend, ValidConfig};
 
 use crate::backend::DirectPoll;
-use crate::burst::EngineId;
+use crate::burst::{EngineId, PacketFields};
 use crate::error::Result;
 use crate::flow::FlowTable;
 use crate::memory::RegionTable;
@@ -38,6 +38,9 @@ pub(crate) struct Port {
     pub(crate) max_payload: Option<usize>,
     /// The address a socket backend bound, once open.
     pub(crate) local_addr: OnceLock<SocketAddr>,
+    /// `rx.hardware_timestamps`: bursts carry each packet's NIC timestamp.
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    pub(crate) rx_timestamps: bool,
     /// A UDP server that has heard no peer: its TX has no destination yet.
     pub(crate) awaiting_peer: AtomicBool,
     /// `poll_mode: direct`: the receive side that `get_rx_burst` polls.
@@ -55,8 +58,11 @@ impl Port {
         let id = index as u16;
         let rx_meta = config.config().rx_meta_buffers();
         let tx_meta = config.config().tx_meta_buffers();
-        // Only sockets know who sent a packet; raw frames carry it in their headers.
-        let senders = config.backend(index) == InterfaceBackend::Socket;
+        let fields = PacketFields {
+            // Only sockets know who sent a packet; raw frames carry it in their headers.
+            senders: config.backend(index) == InterfaceBackend::Socket,
+            rx_timestamps: iface.rx.as_ref().is_some_and(|rx| rx.hardware_timestamps),
+        };
         let plans: Vec<Arc<Plan>> = iface
             .rx
             .iter()
@@ -76,13 +82,13 @@ impl Port {
             .iter()
             .map(|q| {
                 let mine = plans.iter().filter(|p| p.queue_id == q.id).cloned().collect();
-                Queue::new(q, id, rx_meta, regions, engine, senders, mine)
+                Queue::new(q, id, rx_meta, regions, engine, fields, mine)
             })
             .collect::<Result<_>>()?;
         let tx = iface
             .tx_queues()
             .iter()
-            .map(|q| Queue::new(q, id, tx_meta, regions, engine, false, Vec::new()))
+            .map(|q| Queue::new(q, id, tx_meta, regions, engine, PacketFields::default(), Vec::new()))
             .collect::<Result<_>>()?;
         Ok(Self {
             id,
@@ -99,6 +105,7 @@ impl Port {
             max_payload: iface.socket_config.as_ref().and_then(|s| s.max_payload_size).map(|n| n as usize),
             local_addr: OnceLock::new(),
             awaiting_peer: AtomicBool::new(false),
+            rx_timestamps: fields.rx_timestamps,
             direct: OnceLock::new(),
         })
     }

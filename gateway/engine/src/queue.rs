@@ -7,7 +7,7 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use daqiri_config::model::{PollMode, Queue as QueueConfig, TxOffload};
 
-use crate::burst::{Burst, BurstShape, EngineId, MetaPool};
+use crate::burst::{Burst, BurstShape, EngineId, MetaPool, PacketFields};
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::reorder::Plan;
@@ -63,14 +63,14 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    /// A queue of `port`; `senders` says whether its packets carry the sender's address.
+    /// A queue of `port`; `fields` says what its packets carry besides their bytes.
     pub(crate) fn new(
         config: &QueueConfig,
         port: u16,
         meta_entries: u32,
         regions: &Arc<RegionTable>,
         engine: EngineId,
-        senders: bool,
+        fields: PacketFields,
         plans: Vec<Arc<Plan>>,
     ) -> Result<Self> {
         let segment_regions = config
@@ -98,14 +98,8 @@ impl Queue {
             0 => None,
             us => Some(Duration::from_micros(us)),
         };
-        let shape = BurstShape {
-            engine,
-            port,
-            queue: config.id,
-            batch_size,
-            segment_regions: segment_regions.clone(),
-            senders,
-        };
+        let shape =
+            BurstShape { engine, port, queue: config.id, batch_size, segment_regions: segment_regions.clone(), fields };
         Ok(Self {
             id: config.id,
             name: config.name.clone(),

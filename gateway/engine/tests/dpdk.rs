@@ -421,3 +421,55 @@ fn a_pool_below_one_and_a_half_rings_is_raised_to_three_as_daqiri_does() {
     assert_eq!(engine.stats().regions[0].num_bufs, 3072);
     receive(&engine, 10_000);
 }
+
+/// A pcap file (microsecond timestamps) of `frames`, the i-th captured at
+/// `first_second + i` seconds and `micros` microseconds.
+fn pcap_file(path: &std::path::Path, frames: &[Vec<u8>], first_second: u32, micros: u32) {
+    let mut bytes = Vec::new();
+    for field in [0xa1b2_c3d4u32.to_le_bytes().as_slice(), &2u16.to_le_bytes(), &4u16.to_le_bytes()] {
+        bytes.extend_from_slice(field);
+    }
+    for word in [0u32, 0, 65_535, 1] {
+        bytes.extend_from_slice(&word.to_le_bytes()); // thiszone, sigfigs, snaplen, Ethernet
+    }
+    for (i, frame) in frames.iter().enumerate() {
+        for word in [first_second + i as u32, micros, frame.len() as u32, frame.len() as u32] {
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        bytes.extend_from_slice(frame);
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn hardware_timestamps_come_from_the_pmd_and_a_pmd_without_them_is_named() {
+    // net_pcap replays a capture and stamps each packet with its capture time
+    // (in microseconds: DPDK leaves a timestamp's unit to the PMD).
+    let path = std::env::temp_dir().join(format!("daqiri-stamps-{}.pcap", std::process::id()));
+    let frames: Vec<Vec<u8>> = (0..20).map(|seq| udp_frame(1234, 5000, seq)).collect();
+    pcap_file(&path, &frames, 1_700_000_000, 123_456);
+    let yaml = NULL_DEVICE
+        .replace("address: net_null0", &format!("address: net_pcap0,rx_pcap={}", path.display()))
+        .replace("      rx:\n", "      rx:\n        hardware_timestamps: true\n");
+    let engine = Engine::from_yaml(&yaml).expect("net_pcap stamps its packets");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut stamps = Vec::new();
+    while stamps.len() < frames.len() && Instant::now() < deadline {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            for packet in burst.packets() {
+                let seq = u32::from_be_bytes(packet.data()[42..46].try_into().unwrap());
+                stamps.push((seq, packet.rx_timestamp()));
+            }
+        }
+    }
+    let expected: Vec<(u32, Option<u64>)> =
+        (0..20).map(|seq| (seq, Some((1_700_000_000 + u64::from(seq)) * 1_000_000 + 123_456))).collect();
+    assert_eq!(stamps, expected, "each packet carries its capture time (net_pcap: microseconds)");
+    drop(engine);
+    let _ = std::fs::remove_file(&path);
+
+    let stampless = NULL_DEVICE.replace("      rx:\n", "      rx:\n        hardware_timestamps: true\n");
+    let error = Engine::from_yaml(&stampless).expect_err("net_null has no timestamps");
+    assert_eq!(error.status, daqiri::Status::NotSupported);
+    assert!(error.message.contains("the net_null PMD") && error.message.contains("rx.hardware_timestamps"), "{error}");
+}

@@ -98,7 +98,7 @@ impl Plan {
             queue: queue_id,
             batch_size: 1,
             segment_regions: vec![output_region],
-            senders: false,
+            fields: Default::default(),
         };
         let aggregates = regions.get(output_region).num_bufs().min(MAX_AGGREGATES);
         let gpu = match config.reorder_type {

@@ -30,7 +30,7 @@ use crate::stats::DropReason;
 use crate::worker::{self, Assembler, QueueTask, Task};
 
 pub(crate) use rte::Mempool;
-use rte::{Eal, EalArgs, EthPort, PortCounters, RxMbufs};
+use rte::{Eal, EalArgs, EthPort, PortCounters, RxMbufs, TimestampField, TimestampSource};
 use steering::PortSteering;
 
 /// Most mbufs one `rte_eth_rx_burst` returns (DPDK's usual burst).
@@ -107,6 +107,8 @@ pub(super) struct DpdkDriver {
     /// Each TX queue's pools, one per segment.
     tx_pools: Vec<Vec<Arc<Mempool>>>,
     steering: PortSteering,
+    /// Where the PMD writes receive timestamps (`rx.hardware_timestamps`).
+    timestamps: Option<TimestampField>,
 }
 
 fn mempool_of(regions: &RegionTable, region: u16) -> Result<Arc<Mempool>> {
@@ -130,10 +132,20 @@ pub(super) fn open(address: &str, port: &Port, regions: &RegionTable) -> Result<
     let eth = EthPort::find(address)?;
     let table: Arc<FlowTable> = port.flows.load_full();
     let steering = PortSteering::prepare(&eth, &table, pools.len());
-    eth.start(&raw, tx_pools.len() as u16, RX_DESCRIPTORS)?;
+    let stamping = port.rx_timestamps.then(|| TimestampSource::of(&eth)).transpose()?;
+    eth.start(&raw, tx_pools.len() as u16, RX_DESCRIPTORS, stamping.map_or(0, TimestampSource::rx_offloads))?;
+    let timestamps = match stamping {
+        None => None,
+        Some(_) => Some(TimestampField::lookup().ok_or_else(|| {
+            Error::new(
+                Status::GenericFailure,
+                format!("rx.hardware_timestamps: the {} PMD registered no mbuf timestamp field", eth.driver_name()),
+            )
+        })?),
+    };
     steering.apply(&eth, port, table)?;
     tracing::info!(interface = %port.name, address, dpdk_port = eth.id(), pmd = %eth.driver_name(), "DPDK port started");
-    Ok(Box::new(DpdkDriver { port: Arc::new(eth), pools, tx_pools, steering }))
+    Ok(Box::new(DpdkDriver { port: Arc::new(eth), pools, tx_pools, steering, timestamps }))
 }
 
 impl DpdkDriver {
@@ -176,6 +188,7 @@ impl PortDriver for DpdkDriver {
             pools: self.pools.clone(),
             assemblers: port.rx.iter().map(Assembler::new).collect(),
             mbufs: RxMbufs::with_capacity(RX_BURST),
+            timestamps: self.timestamps,
             registered: false,
             counted: PortCounters::default(),
             next_count: Instant::now(),
@@ -211,6 +224,7 @@ struct Receiver {
     pools: Vec<Arc<Mempool>>,
     assemblers: Vec<Assembler>,
     mbufs: RxMbufs,
+    timestamps: Option<TimestampField>,
     registered: bool,
     /// The NIC's counters as last turned into drops.
     counted: PortCounters,
@@ -261,7 +275,7 @@ impl QueueTask for Receiver {
             let region = engine.regions.get(rx.segment_regions[0]);
             let flows = p.flows.load();
             let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
-            for (at, packet) in self.mbufs.received(pool) {
+            for (at, packet) in self.mbufs.received(pool, self.timestamps) {
                 received += 1;
                 let (token, offset, len) = match packet.index {
                     Some(index) => (region.adopt(index), packet.offset, packet.len),
@@ -299,6 +313,7 @@ impl QueueTask for Receiver {
                 });
                 let mut slot = PacketSlot::single(token, len, flow_id);
                 slot.set_segment_offset(0, offset);
+                slot.set_rx_timestamp(packet.timestamp);
                 self.assemblers[queue].push(rx, slot, &engine.regions);
             }
         }

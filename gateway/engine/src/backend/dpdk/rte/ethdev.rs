@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 
 use dpdk_sys::rte_mbuf;
 
-use super::Mempool;
+use super::{Mempool, TimestampField};
 use crate::error::{Error, Result, Status};
 
 /// A started port.
@@ -35,8 +35,8 @@ pub(crate) struct RxMbufs {
     count: usize,
 }
 
-/// One received frame: its buffer, where it starts, its length, and the
-/// flow id a MARK rule gave it.
+/// One received frame: its buffer, where it starts, its length, the flow
+/// id a MARK rule gave it, and the PMD's receive timestamp.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Received {
     /// The buffer of the queue's pool; `None` for an mbuf of another pool.
@@ -44,6 +44,7 @@ pub(crate) struct Received {
     pub offset: u16,
     pub len: u32,
     pub mark: Option<u32>,
+    pub timestamp: Option<u64>,
 }
 
 // SAFETY: the pointers are mbufs this queue's poller owns until it turns
@@ -55,8 +56,12 @@ impl RxMbufs {
         Self { raw: vec![std::ptr::null_mut(); n], count: 0 }
     }
 
-    /// What the last poll received, by position.
-    pub(crate) fn received<'a>(&'a self, pool: &'a Mempool) -> impl Iterator<Item = (usize, Received)> + 'a {
+    /// What the last poll received, by position; with `stamps`, each packet's timestamp.
+    pub(crate) fn received<'a>(
+        &'a self,
+        pool: &'a Mempool,
+        stamps: Option<TimestampField>,
+    ) -> impl Iterator<Item = (usize, Received)> + 'a {
         self.raw[..self.count].iter().enumerate().map(move |(at, &m)| {
             let mbuf = NonNull::new(m).expect("rx_burst fills what it counts");
             // SAFETY: a single-segment mbuf the PMD just handed over.
@@ -67,7 +72,9 @@ impl RxMbufs {
             let marked = flags & u64::from(dpdk_sys::RTE_MBUF_F_RX_FDIR_ID) != 0
                 // SAFETY: as above; `mark` is written when the flag is set.
                 && unsafe { dpdk_sys::daqiri_mbuf_mark(mbuf.as_ptr(), &mut mark) } != 0;
-            (at, Received { index: pool.index_of(mbuf), offset, len: u32::from(len), mark: marked.then_some(mark) })
+            let timestamp = stamps.and_then(|field| field.read(mbuf, flags));
+            let index = pool.index_of(mbuf);
+            (at, Received { index, offset, len: u32::from(len), mark: marked.then_some(mark), timestamp })
         })
     }
 
@@ -172,6 +179,16 @@ impl EthPort {
         &self.address
     }
 
+    /// The RX offloads the PMD advertises (`rx_offload_capa`).
+    pub(crate) fn rx_offload_capa(&self) -> u64 {
+        let mut info = dpdk_sys::rte_eth_dev_info::default();
+        // SAFETY: the port exists; `info` is written on success.
+        if unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) } != 0 {
+            return 0;
+        }
+        info.rx_offload_capa
+    }
+
     /// The name of the port's driver (its PMD), for messages.
     pub(crate) fn driver_name(&self) -> String {
         let mut info = dpdk_sys::rte_eth_dev_info::default();
@@ -184,13 +201,20 @@ impl EthPort {
     }
 
     /// Gives the port one RX queue per pool (with `descriptors` each) and
-    /// `tx_queues` TX queues, and starts it.
-    pub(crate) fn start(&self, rx_pools: &[&Mempool], tx_queues: u16, descriptors: u16) -> Result<()> {
+    /// `tx_queues` TX queues, with `rx_offloads` enabled, and starts it.
+    pub(crate) fn start(
+        &self,
+        rx_pools: &[&Mempool],
+        tx_queues: u16,
+        descriptors: u16,
+        rx_offloads: u64,
+    ) -> Result<()> {
         let (id, address) = (self.id, &self.address);
         let failed = |doing: String, rc: i32| {
             Error::new(Status::GenericFailure, format!("DPDK port \"{address}\": {doing}: {}", super::errno_text(rc)))
         };
-        let conf = dpdk_sys::rte_eth_conf::default();
+        let mut conf = dpdk_sys::rte_eth_conf::default();
+        conf.rxmode.offloads = rx_offloads;
         let rx_queues = rx_pools.len() as u16;
         // SAFETY: the port exists and is stopped; `conf` is a valid default configuration.
         let rc = unsafe { dpdk_sys::rte_eth_dev_configure(id, rx_queues, tx_queues, &conf) };

@@ -9,11 +9,13 @@ mod eal;
 mod ethdev;
 mod flow;
 mod mempool;
+mod timestamp;
 
 pub(crate) use eal::{Eal, EalArgs};
 pub(crate) use ethdev::{EthPort, PortCounters, RxMbufs, TxMbufs};
 pub(crate) use flow::InstalledFlow;
 pub(crate) use mempool::Mempool;
+pub(crate) use timestamp::{TimestampField, TimestampSource};
 
 /// Makes the calling worker thread an EAL thread, so mempool operations
 /// use a per-lcore cache; without a free lcore id it works uncached.
