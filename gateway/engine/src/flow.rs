@@ -78,14 +78,22 @@ impl FlowRule {
     /// Whether a packet could match both rules (their matches intersect).
     #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn overlaps(&self, other: &FlowRule) -> bool {
-        let ports = |a: Option<PortMatch>, b: Option<PortMatch>| match (a, b) {
-            (Some(a), Some(b)) => a.first <= b.last && b.first <= a.last,
-            _ => true,
-        };
-        ports(self.udp_src, other.udp_src)
-            && ports(self.udp_dst, other.udp_dst)
-            && (self.ipv4_len.is_none() || other.ipv4_len.is_none() || self.ipv4_len == other.ipv4_len)
+        matches_overlap(self.match_fields(), other.match_fields())
     }
+}
+
+/// Whether a packet could match both (UDP source, UDP destination, IPv4
+/// length) matches; `None` fields match anything.
+#[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+pub(crate) fn matches_overlap(
+    a: (Option<PortMatch>, Option<PortMatch>, Option<u16>),
+    b: (Option<PortMatch>, Option<PortMatch>, Option<u16>),
+) -> bool {
+    let ports = |a: Option<PortMatch>, b: Option<PortMatch>| match (a, b) {
+        (Some(a), Some(b)) => a.first <= b.last && b.first <= a.last,
+        _ => true,
+    };
+    ports(a.0, b.0) && ports(a.1, b.1) && (a.2.is_none() || b.2.is_none() || a.2 == b.2)
 }
 
 /// The RX flow rules of one interface.

@@ -55,7 +55,7 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
         }
         let transport = config.endpoints(port).map(|e| e.transport);
         rx_keys(iface, &path.key("rx"), backend, transport, &mut refuse);
-        tx_keys(iface, &path.key("tx"), &mut refuse);
+        tx_keys(iface, &path.key("tx"), backend, &mut refuse);
     }
     out
 }
@@ -160,10 +160,29 @@ fn rx_keys(
     }
 }
 
-fn tx_keys(iface: &Interface, tx_path: &YamlPath, refuse: &mut impl FnMut(YamlPath, String)) {
+fn tx_keys(
+    iface: &Interface,
+    tx_path: &YamlPath,
+    backend: InterfaceBackend,
+    refuse: &mut impl FnMut(YamlPath, String),
+) {
     let Some(tx) = &iface.tx else { return };
-    if !tx.flows.is_empty() {
+    // DPDK programs them as egress rte_flow rules, or fails naming the PMD.
+    if !tx.flows.is_empty() && backend != InterfaceBackend::Dpdk {
         refuse(tx_path.key("flows"), "TX flow actions (vlan_push, tunnel_encap) need a NIC's flow engine".into());
+    }
+    for (i, flow) in tx.flows.iter().enumerate().filter(|_| backend == InterfaceBackend::Dpdk) {
+        let flow_path = tx_path.key("flows").index(i);
+        for (j, action) in flow.action_list().iter().enumerate() {
+            if action.dei == Some(1) {
+                let at =
+                    if flow.actions.is_some() { flow_path.key("actions").index(j) } else { flow_path.key("action") };
+                refuse(
+                    at.key("dei"),
+                    "rte_flow has no action that sets a VLAN tag's DEI bit; set dei 0 or leave it out".into(),
+                );
+            }
+        }
     }
     if tx.accurate_send {
         refuse(tx_path.key("accurate_send"), "time-scheduled send needs a ConnectX-7 class NIC".into());

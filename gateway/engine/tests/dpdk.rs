@@ -473,3 +473,22 @@ fn hardware_timestamps_come_from_the_pmd_and_a_pmd_without_them_is_named() {
     assert_eq!(error.status, daqiri::Status::NotSupported);
     assert!(error.message.contains("the net_null PMD") && error.message.contains("rx.hardware_timestamps"), "{error}");
 }
+
+#[test]
+fn tx_flows_become_egress_rules_or_fail_naming_the_pmd() {
+    let with_tx_flows = ring_config("rx_mem").replace(
+        "      tx:\n",
+        "      tx:\n        flows:\n        - { name: tag, id: 1, actions: [{ type: vlan_push, vlan_id: 100, pcp: 3 }], match: { udp_dst: 5000 } }\n",
+    );
+    let error = Engine::from_yaml(&with_tx_flows).expect_err("net_ring has no flow engine for egress rules");
+    assert_eq!(error.status, daqiri::Status::NotSupported, "{error}");
+    assert!(error.message.contains("tx.flows \"tag\"") && error.message.contains("the net_ring PMD"), "{error}");
+
+    let dei = with_tx_flows.replace("pcp: 3 }", "pcp: 3, dei: 1 }");
+    let error = Engine::from_yaml(&dei).expect_err("rte_flow cannot set DEI");
+    assert!(error.message.contains("daqiri.cfg.interfaces[0].tx.flows[0].actions[0].dei"), "{error}");
+
+    // The port was given back: the config without TX flows starts.
+    let engine = Engine::from_yaml(&ring_config("rx_mem")).expect("net_ring0 after a refused start");
+    assert_eq!(ring_round_trip(&engine, 5000, 8), vec![Some(3); 8]);
+}

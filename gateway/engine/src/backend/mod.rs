@@ -65,7 +65,10 @@ pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> 
         Link::Socket(endpoints) => socket::open(*endpoints, port, regions),
         Link::SoftwareLoopback => loopback::open(port, regions),
         #[cfg(feature = "dpdk")]
-        Link::Dpdk { address } => dpdk::open(address, port, regions),
+        Link::Dpdk { address } => {
+            let tx_flows = config.config().interfaces[port.id as usize].tx.as_ref().map_or(&[][..], |tx| &tx.flows);
+            dpdk::open(address, port, regions, tx_flows)
+        }
         other => Err(Error::new(
             Status::NotSupported,
             format!(

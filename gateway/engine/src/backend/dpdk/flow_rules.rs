@@ -16,13 +16,13 @@ use daqiri_config::model::{ActionType, FlowAction, PortMatch, Tunnel, TunnelType
 use crate::flow::{FlowRule, FlowTable};
 
 /// VXLAN's IANA UDP port, the outer destination when the config names none.
-const VXLAN_PORT: u16 = 4789;
+pub(super) const VXLAN_PORT: u16 = 4789;
 /// GRE's protocol type for IPv4, the default `gre_protocol`.
-const GRE_IPV4: u16 = 0x0800;
+pub(super) const GRE_IPV4: u16 = 0x0800;
 /// GRE's protocol type for Ethernet frames (NVGRE and Ethernet-over-GRE).
 const GRE_ETHERNET: u16 = 0x6558;
 
-/// One rte_flow rule (ingress, group 0).
+/// One rte_flow rule (group 0): ingress for RX flows, egress for TX flows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RuleSpec {
     /// The flow it programs; `None` for the catch-all rule.
@@ -59,6 +59,7 @@ pub(crate) enum Item {
     },
     Nvgre {
         tni: Option<u32>,
+        flow_id: Option<u8>,
     },
 }
 
@@ -71,6 +72,27 @@ pub(crate) enum Action {
     NvgreDecap,
     /// RAW_DECAP of these outer headers (GRE has no dedicated decap action).
     RawDecap {
+        header: Vec<u8>,
+    },
+    /// OF_PUSH_VLAN with this TPID, then OF_SET_VLAN_VID and OF_SET_VLAN_PCP.
+    PushVlan {
+        ethertype: u16,
+    },
+    SetVlanVid {
+        vid: u16,
+    },
+    SetVlanPcp {
+        pcp: u8,
+    },
+    /// VXLAN_ENCAP / NVGRE_ENCAP with these outer headers (every field given).
+    VxlanEncap {
+        definition: Vec<Item>,
+    },
+    NvgreEncap {
+        definition: Vec<Item>,
+    },
+    /// RAW_ENCAP of these outer headers (GRE has no dedicated encap action).
+    RawEncap {
         header: Vec<u8>,
     },
     /// MARK: the packet carries its flow id to the receiver.
@@ -106,7 +128,7 @@ pub(crate) fn needs_flow_engine(table: &FlowTable, rx_queues: usize) -> bool {
 /// (queue positions in the config are DPDK queue indices), `isolated` if
 /// the port is in isolated mode (where unmatched packets need a rule too).
 pub(crate) fn rules(table: &FlowTable, rx_queues: usize, isolated: bool, marking: Marking) -> Vec<RuleSpec> {
-    let priorities = priorities(&table.rules);
+    let priorities = priorities(&table.rules, FlowRule::overlaps);
     let mut out: Vec<RuleSpec> = table
         .rules
         .iter()
@@ -131,11 +153,11 @@ pub(crate) fn rules(table: &FlowTable, rx_queues: usize, isolated: bool, marking
 
 /// Each rule's priority: one below the lowest of the earlier rules it
 /// overlaps, 0 when it overlaps none.
-fn priorities(rules: &[FlowRule]) -> Vec<u32> {
+pub(super) fn priorities<T>(rules: &[T], overlaps: impl Fn(&T, &T) -> bool) -> Vec<u32> {
     let mut levels: Vec<u32> = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
         let level =
-            rules[..i].iter().zip(&levels).filter(|(earlier, _)| earlier.overlaps(rule)).map(|(_, &l)| l + 1).max();
+            rules[..i].iter().zip(&levels).filter(|(earlier, _)| overlaps(earlier, rule)).map(|(_, &l)| l + 1).max();
         levels.push(level.unwrap_or(0));
     }
     levels
@@ -176,7 +198,7 @@ fn pattern(rule: &FlowRule) -> Vec<Item> {
             true
         }
         TunnelType::Nvgre => {
-            items.push(Item::Nvgre { tni: t.tni });
+            items.push(Item::Nvgre { tni: t.tni, flow_id: None });
             true
         }
         TunnelType::Gre => {
@@ -220,9 +242,10 @@ fn transform(action: &FlowAction) -> Action {
     }
 }
 
-/// The outer Ethernet, IPv4 and GRE headers a GRE decap removes, as
-/// RAW_DECAP takes them (its size is what the NIC strips).
-fn gre_outer_header(t: &Tunnel) -> Vec<u8> {
+/// The outer Ethernet, IPv4 and GRE headers a GRE decap removes or an
+/// encap adds, as RAW_DECAP / RAW_ENCAP take them (the NIC fills in the
+/// outer lengths and checksum).
+pub(super) fn gre_outer_header(t: &Tunnel) -> Vec<u8> {
     let ipv4 = etherparse::Ipv4Header::new(
         0,
         64,
@@ -244,11 +267,11 @@ fn gre_outer_header(t: &Tunnel) -> Vec<u8> {
     header
 }
 
-fn ip(text: &Option<String>) -> Option<Ipv4Addr> {
+pub(super) fn ip(text: &Option<String>) -> Option<Ipv4Addr> {
     text.as_deref().map(|t| t.parse().expect("validated IPv4 address"))
 }
 
-fn mac(text: &str) -> [u8; 6] {
+pub(super) fn mac(text: &str) -> [u8; 6] {
     let mut out = [0u8; 6];
     for (byte, part) in out.iter_mut().zip(text.split(':')) {
         *byte = u8::from_str_radix(part, 16).expect("validated MAC address");
@@ -388,7 +411,7 @@ mod tests {
         let rules = rules(&t, 2, false, Marking::Off);
         assert_eq!(
             rules[0].pattern,
-            vec![ANY_ETH, ANY_IP, Item::Nvgre { tni: Some(77) }, ANY_ETH, ANY_IP, udp(None, None)]
+            vec![ANY_ETH, ANY_IP, Item::Nvgre { tni: Some(77), flow_id: None }, ANY_ETH, ANY_IP, udp(None, None)]
         );
         assert_eq!(rules[0].actions, vec![Action::NvgreDecap, Action::Queue { index: 0 }]);
         assert_eq!(

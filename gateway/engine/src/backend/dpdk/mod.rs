@@ -5,6 +5,7 @@
 //!
 //! EAL is started once per process, by the first engine that needs it.
 
+mod egress_rules;
 mod flow_rules;
 mod rte;
 mod sender;
@@ -13,7 +14,7 @@ mod steering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use daqiri_config::model::MemoryKind;
+use daqiri_config::model::{Flow, MemoryKind};
 use daqiri_config::{Link, ValidConfig};
 
 use super::PortDriver;
@@ -30,7 +31,7 @@ use crate::stats::DropReason;
 use crate::worker::{self, Assembler, QueueTask, Task};
 
 pub(crate) use rte::Mempool;
-use rte::{Eal, EalArgs, EthPort, PortCounters, RxMbufs, TimestampField, TimestampSource};
+use rte::{Eal, EalArgs, EthPort, InstalledFlow, PortCounters, RxMbufs, TimestampField, TimestampSource, Traffic};
 use steering::PortSteering;
 
 /// Most mbufs one `rte_eth_rx_burst` returns (DPDK's usual burst).
@@ -109,6 +110,31 @@ pub(super) struct DpdkDriver {
     steering: PortSteering,
     /// Where the PMD writes receive timestamps (`rx.hardware_timestamps`).
     timestamps: Option<TimestampField>,
+    /// The TX flows' egress rules; they go with the port when it closes.
+    _egress: Vec<InstalledFlow>,
+}
+
+/// Programs the interface's TX flows as egress rules. No software path
+/// can rewrite headers on the way out, so a PMD that cannot program one
+/// fails the start with its reason.
+fn install_tx_flows(eth: &EthPort, flows: &[Flow]) -> Result<Vec<InstalledFlow>> {
+    egress_rules::rules(flows)
+        .iter()
+        .zip(flows)
+        .map(|(rule, flow)| {
+            eth.create_flow(rule, Traffic::Egress).map_err(|why| {
+                Error::new(
+                    Status::NotSupported,
+                    format!(
+                        "tx.flows \"{}\" of \"{}\": the {} PMD cannot program it: {why}",
+                        flow.name,
+                        eth.address(),
+                        eth.driver_name()
+                    ),
+                )
+            })
+        })
+        .collect()
 }
 
 fn mempool_of(regions: &RegionTable, region: u16) -> Result<Arc<Mempool>> {
@@ -119,7 +145,12 @@ fn mempool_of(regions: &RegionTable, region: u16) -> Result<Arc<Mempool>> {
         .ok_or_else(|| Error::new(Status::InternalError, format!("region \"{}\" has no DPDK mempool", region.name())))
 }
 
-pub(super) fn open(address: &str, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
+pub(super) fn open(
+    address: &str,
+    port: &Port,
+    regions: &RegionTable,
+    tx_flows: &[Flow],
+) -> Result<Box<dyn PortDriver>> {
     // One region per RX queue: `support` refused buffer split by path.
     let pools: Vec<Arc<Mempool>> =
         port.rx.iter().map(|q| mempool_of(regions, q.segment_regions[0])).collect::<Result<_>>()?;
@@ -144,8 +175,9 @@ pub(super) fn open(address: &str, port: &Port, regions: &RegionTable) -> Result<
         })?),
     };
     steering.apply(&eth, port, table)?;
+    let egress = install_tx_flows(&eth, tx_flows)?;
     tracing::info!(interface = %port.name, address, dpdk_port = eth.id(), pmd = %eth.driver_name(), "DPDK port started");
-    Ok(Box::new(DpdkDriver { port: Arc::new(eth), pools, tx_pools, steering, timestamps }))
+    Ok(Box::new(DpdkDriver { port: Arc::new(eth), pools, tx_pools, steering, timestamps, _egress: egress }))
 }
 
 impl DpdkDriver {

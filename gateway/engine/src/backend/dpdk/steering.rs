@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::flow_rules::{self, Marking, RuleSpec};
-use super::rte::{EthPort, InstalledFlow};
+use super::rte::{EthPort, InstalledFlow, Traffic};
 use crate::error::{Error, Result, Status};
 use crate::flow::FlowTable;
 use crate::port::Port;
@@ -119,7 +119,7 @@ impl PortSteering {
 fn install(eth: &EthPort, rules: &[RuleSpec]) -> std::result::Result<Vec<InstalledFlow>, String> {
     let mut made = Vec::with_capacity(rules.len());
     for rule in rules {
-        match eth.create_flow(rule) {
+        match eth.create_flow(rule, Traffic::Ingress) {
             Ok(flow) => made.push(flow),
             Err(reason) => {
                 remove(eth, made);

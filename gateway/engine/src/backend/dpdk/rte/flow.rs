@@ -11,6 +11,15 @@ use super::EthPort;
 use crate::backend::dpdk::flow_rules::{Action, Item, RuleSpec};
 use crate::flow::RSS_KEY;
 
+/// Which traffic a rule applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Traffic {
+    /// Received packets (RX flows).
+    Ingress,
+    /// Sent packets (TX flows).
+    Egress,
+}
+
 /// A rule on the port, until [`EthPort::destroy_flow`] (or the port's close,
 /// which removes them all).
 #[derive(Debug)]
@@ -32,11 +41,14 @@ impl EthPort {
         if rc == 0 { Ok(()) } else { Err(flow_error(&error, rc)) }
     }
 
-    /// Programs `rule`; the PMD's message when it cannot.
-    pub(crate) fn create_flow(&self, rule: &RuleSpec) -> Result<InstalledFlow, String> {
+    /// Programs `rule` for `traffic`; the PMD's message when it cannot.
+    pub(crate) fn create_flow(&self, rule: &RuleSpec, traffic: Traffic) -> Result<InstalledFlow, String> {
         let encoded = Encoded::new(rule);
         let mut attr = sys::rte_flow_attr { priority: rule.priority, ..Default::default() };
-        attr.set_ingress(1);
+        match traffic {
+            Traffic::Ingress => attr.set_ingress(1),
+            Traffic::Egress => attr.set_egress(1),
+        }
         let mut error = sys::rte_flow_error::default();
         // SAFETY: the port is started; pattern and actions are END-terminated
         // arrays whose confs `encoded` keeps alive through the call (PMDs
@@ -83,9 +95,7 @@ struct Encoded {
 impl Encoded {
     fn new(rule: &RuleSpec) -> Self {
         let mut confs = Confs(Vec::new());
-        let mut items: Vec<sys::rte_flow_item> =
-            rule.pattern.iter().map(|item| encode_item(item, &mut confs)).collect();
-        items.push(sys::rte_flow_item { type_: sys::rte_flow_item_type_RTE_FLOW_ITEM_TYPE_END, ..Default::default() });
+        let items = encode_items(&rule.pattern, &mut confs);
         let mut actions: Vec<sys::rte_flow_action> =
             rule.actions.iter().map(|action| encode_action(action, &mut confs)).collect();
         actions.push(sys::rte_flow_action { type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_END, conf: null() });
@@ -110,6 +120,13 @@ impl Confs {
         self.0.push(Box::new(copy));
         at
     }
+}
+
+/// `items` as an END-terminated array.
+fn encode_items(items: &[Item], confs: &mut Confs) -> Vec<sys::rte_flow_item> {
+    let mut out: Vec<sys::rte_flow_item> = items.iter().map(|item| encode_item(item, confs)).collect();
+    out.push(sys::rte_flow_item { type_: sys::rte_flow_item_type_RTE_FLOW_ITEM_TYPE_END, ..Default::default() });
+    out
 }
 
 /// An item with spec and mask (and `last` for ranges), or a bare item that
@@ -208,10 +225,16 @@ fn encode_item(it: &Item, confs: &mut Confs) -> sys::rte_flow_item {
             });
             item(confs, sys::rte_flow_item_type_RTE_FLOW_ITEM_TYPE_GRE, fields)
         }
-        Item::Nvgre { tni } => {
-            let fields = tni.map(|tni| {
-                let spec = sys::rte_flow_item_nvgre { tni: be24(tni), ..Default::default() };
-                (spec, None, sys::rte_flow_item_nvgre { tni: [0xff; 3], ..Default::default() })
+        Item::Nvgre { tni, flow_id } => {
+            let fields = (tni.is_some() || flow_id.is_some()).then(|| {
+                let (mut spec, mut mask) = (sys::rte_flow_item_nvgre::default(), sys::rte_flow_item_nvgre::default());
+                if let Some(tni) = tni {
+                    (spec.tni, mask.tni) = (be24(tni), [0xff; 3]);
+                }
+                if let Some(id) = flow_id {
+                    (spec.flow_id, mask.flow_id) = (id, 0xff);
+                }
+                (spec, None, mask)
             });
             item(confs, sys::rte_flow_item_type_RTE_FLOW_ITEM_TYPE_NVGRE, fields)
         }
@@ -229,6 +252,42 @@ fn encode_action(action: &Action, confs: &mut Confs) -> sys::rte_flow_action {
             let conf = sys::rte_flow_action_raw_decap { data, size: header.len() };
             sys::rte_flow_action {
                 type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_RAW_DECAP,
+                conf: confs.keep(conf),
+            }
+        }
+        Action::PushVlan { ethertype } => sys::rte_flow_action {
+            type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_OF_PUSH_VLAN,
+            conf: confs.keep(sys::rte_flow_action_of_push_vlan { ethertype: ethertype.to_be() }),
+        },
+        Action::SetVlanVid { vid } => sys::rte_flow_action {
+            type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_OF_SET_VLAN_VID,
+            conf: confs.keep(sys::rte_flow_action_of_set_vlan_vid { vlan_vid: vid.to_be() }),
+        },
+        Action::SetVlanPcp { pcp } => sys::rte_flow_action {
+            type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_OF_SET_VLAN_PCP,
+            conf: confs.keep(sys::rte_flow_action_of_set_vlan_pcp { vlan_pcp: *pcp }),
+        },
+        Action::VxlanEncap { definition } => {
+            let items = encode_items(definition, confs);
+            let definition = confs.keep_slice(&items).cast_mut();
+            sys::rte_flow_action {
+                type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_VXLAN_ENCAP,
+                conf: confs.keep(sys::rte_flow_action_vxlan_encap { definition }),
+            }
+        }
+        Action::NvgreEncap { definition } => {
+            let items = encode_items(definition, confs);
+            let definition = confs.keep_slice(&items).cast_mut();
+            sys::rte_flow_action {
+                type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_NVGRE_ENCAP,
+                conf: confs.keep(sys::rte_flow_action_nvgre_encap { definition }),
+            }
+        }
+        Action::RawEncap { header } => {
+            let data = confs.keep_slice(header).cast_mut();
+            let conf = sys::rte_flow_action_raw_encap { data, preserve: std::ptr::null_mut(), size: header.len() };
+            sys::rte_flow_action {
+                type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_RAW_ENCAP,
                 conf: confs.keep(conf),
             }
         }

@@ -13,7 +13,7 @@ mod timestamp;
 
 pub(crate) use eal::{Eal, EalArgs};
 pub(crate) use ethdev::{EthPort, PortCounters, RxMbufs, TxMbufs};
-pub(crate) use flow::InstalledFlow;
+pub(crate) use flow::{InstalledFlow, Traffic};
 pub(crate) use mempool::Mempool;
 pub(crate) use timestamp::{TimestampField, TimestampSource};
 
