@@ -492,3 +492,44 @@ fn tx_flows_become_egress_rules_or_fail_naming_the_pmd() {
     let engine = Engine::from_yaml(&ring_config("rx_mem")).expect("net_ring0 after a refused start");
     assert_eq!(ring_round_trip(&engine, 5000, 8), vec![Some(3); 8]);
 }
+
+#[test]
+fn a_chained_mbuf_arrives_whole_and_gives_every_segment_back() {
+    // TX sends each packet as a chain: headers from `hdr`, payload from
+    // `tx_mem`. The RX queue lands in `hdr` too, so the chain's head is one
+    // of its own buffers: the whole chain must be copied, not its head kept.
+    let yaml = ring_config("hdr")
+        .replace(
+            "    - { name: rx_mem,",
+            "    - { name: hdr, kind: host, num_bufs: 4096, buf_size: 2048 }\n    - { name: rx_mem,",
+        )
+        .replace("memory_regions: [tx_mem] }", "memory_regions: [hdr, tx_mem] }");
+    let engine = Engine::from_yaml(&yaml).expect("the engine starts on net_ring0");
+    let frame = udp_frame(1234, 5000, 7);
+    let (headers, payload) = frame.split_at(42);
+    for _ in 0..4 {
+        let mut burst = engine.get_tx_packet_burst(0, 0, 16).unwrap();
+        for i in 0..16 {
+            let mut packet = burst.packet_mut(i);
+            packet.segment_buffer(0).unwrap()[..42].copy_from_slice(headers);
+            packet.segment_buffer(1).unwrap()[..payload.len()].copy_from_slice(payload);
+            packet.set_lengths(&[42, payload.len()]).unwrap();
+        }
+        engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut received = 0;
+    while received < 64 && Instant::now() < deadline {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            for packet in burst.packets() {
+                assert_eq!(&packet.data()[12..], &frame[12..], "headers and payload, in one frame");
+                received += 1;
+            }
+        }
+    }
+    assert_eq!(received, 64);
+    engine.shutdown();
+    for region in &engine.stats().regions {
+        assert_eq!(region.in_use, 0, "region {} got every segment back", region.name);
+    }
+}

@@ -39,7 +39,9 @@ pub(crate) struct RxMbufs {
 /// id a MARK rule gave it, and the PMD's receive timestamp.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Received {
-    /// The buffer of the queue's pool; `None` for an mbuf of another pool.
+    /// The buffer of the queue's pool; `None` for an mbuf of another pool,
+    /// or a chain of several (a PMD such as net_ring passes on the chains a
+    /// TX queue with several segments sent), which are copied whole.
     pub index: Option<u32>,
     pub offset: u16,
     pub len: u32,
@@ -64,16 +66,18 @@ impl RxMbufs {
     ) -> impl Iterator<Item = (usize, Received)> + 'a {
         self.raw[..self.count].iter().enumerate().map(move |(at, &m)| {
             let mbuf = NonNull::new(m).expect("rx_burst fills what it counts");
-            // SAFETY: a single-segment mbuf the PMD just handed over.
-            let (offset, len, flags) =
-                unsafe { (mbuf.as_ref().data_off, mbuf.as_ref().data_len, mbuf.as_ref().ol_flags) };
+            // SAFETY: an mbuf (chain head) the PMD just handed over.
+            let (offset, len, flags, segments) = unsafe {
+                let m = mbuf.as_ref();
+                (m.data_off, m.data_len, m.ol_flags, m.nb_segs)
+            };
             let mut mark = 0u32;
             // Tested here first: most packets carry no mark, and the shim is a call.
             let marked = flags & u64::from(dpdk_sys::RTE_MBUF_F_RX_FDIR_ID) != 0
                 // SAFETY: as above; `mark` is written when the flag is set.
                 && unsafe { dpdk_sys::daqiri_mbuf_mark(mbuf.as_ptr(), &mut mark) } != 0;
             let timestamp = stamps.and_then(|field| field.read(mbuf, flags));
-            let index = pool.index_of(mbuf);
+            let index = if segments == 1 { pool.index_of(mbuf) } else { None };
             (at, Received { index, offset, len: u32::from(len), mark: marked.then_some(mark), timestamp })
         })
     }
