@@ -13,6 +13,9 @@
 #               veth's receive softirq (RPS) and the PMD's poller on CPU 1.
 #               Both receivers see the same offered load; the kernel's veth
 #               and packet-socket path bounds them both.
+#   af_xdp      the same, with net_af_xdp (the kernel's XDP path). Its UMEM
+#               is made of its RX pool's mbufs, so the gateway lands in a
+#               staging pool and copies each packet into its region.
 #   testpmd   --forward-mode=rxonly, forwarding lcore 1, main lcore 0,
 #             burst 64; rate = the mean of its per-second Rx-pps lines
 #             after the first two
@@ -28,7 +31,7 @@ cd "$(dirname "$0")/../.."
 
 SECONDS_EACH=${SECONDS_EACH:-10}
 SIZES=${SIZES:-"64 1500"}
-DEVICES=${DEVICES:-"net_null af_packet"}
+DEVICES=${DEVICES:-"net_null af_packet af_xdp"}
 if [[ -z ${GW:-} ]]; then
     cargo build --release -q -p daqiri-gateway --features dpdk
     GW=$PWD/target/release/daqiri-gateway
@@ -64,13 +67,20 @@ vdev() { # device size
     case $1 in
         net_null) echo "net_null0,size=$2" ;;
         af_packet) echo "net_af_packet0,iface=veth1,framecnt=8192" ;;
+        af_xdp) echo "net_af_xdp0,iface=veth1" ;;
     esac
 }
+# testpmd's mbuf data room: a whole 4 KiB frame slot for af_packet (as the
+# gateway's buf_size), DPDK's default where the PMD makes its UMEM of the
+# mbufs (af_xdp frames fit a page).
+mbuf_size() { # device
+    [[ $1 == af_xdp ]] && echo 2176 || echo 4096
+}
 in_device_ns() { # device -> command prefix
-    [[ $1 == af_packet ]] && echo "ip netns exec $RX" || true
+    [[ $1 == af_* ]] && echo "ip netns exec $RX" || true
 }
 start_sender() { # device size
-    [[ $1 == af_packet ]] || return 0
+    [[ $1 == af_* ]] || return 0
     ip netns exec $TX taskset -c 0 "$GW" gen --dest 10.213.1.2:5000 --rate 0 --payload-size $(($2 - 42)) \
         --duration $((SECONDS_EACH + 6)) --batch 64 >/dev/null 2>&1 &
     sleep 1
@@ -84,7 +94,7 @@ testpmd_rate() { # device size
     start_sender "$1" "$2"
     timeout -s INT $((SECONDS_EACH + 3)) $(in_device_ns "$1") dpdk-testpmd -l 0,1 --main-lcore 0 --no-huge -m 512 \
         --no-pci --no-shconf --log-level=lib.eal:error --vdev "$(vdev "$1" "$2")" -- \
-        --forward-mode=rxonly --burst=64 --nb-cores=1 --rxq=1 --txq=1 --total-num-mbufs=16384 --mbuf-size=4096 \
+        --forward-mode=rxonly --burst=64 --nb-cores=1 --rxq=1 --txq=1 --total-num-mbufs=16384 --mbuf-size=$(mbuf_size "$1") \
         --stats-period=1 </dev/null >"$WORK/testpmd.log" 2>&1 || true
     stop_sender
     grep -o 'Rx-pps: *[0-9]*' "$WORK/testpmd.log" | awk '{print $2}' | tail -n +3 \
@@ -115,7 +125,7 @@ YAML
         "$WORK/summary.json"
 }
 
-[[ " $DEVICES " == *" af_packet "* ]] && veth_up
+[[ " $DEVICES " == *" af_"* ]] && veth_up
 echo "| device | frame | dpdk-testpmd rxonly (pps) | gateway (pps) | gateway / testpmd |"
 echo "|---|---|---|---|---|"
 for device in $DEVICES; do

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 
 use dpdk_sys::rte_mbuf;
 
-use super::{Mempool, TimestampField};
+use super::{Mempool, StagingPool, TimestampField};
 use crate::error::{Error, Result, Status};
 
 /// A started port.
@@ -15,6 +15,9 @@ pub(crate) struct EthPort {
     id: u16,
     address: String,
     closed: std::sync::atomic::AtomicBool,
+    /// RX staging pools, for a PMD that needs mbufs of its own layout;
+    /// dropped after the port closes (fields drop after `Drop::drop`).
+    staging: std::sync::OnceLock<Vec<StagingPool>>,
 }
 
 /// The drop counters of a port's `rte_eth_stats` (the rest reach users as xstats).
@@ -175,7 +178,7 @@ impl EthPort {
                 ),
             ));
         }
-        Ok(EthPort { id, address: address.to_owned(), closed: false.into() })
+        Ok(EthPort { id, address: address.to_owned(), closed: false.into(), staging: std::sync::OnceLock::new() })
     }
 
     /// The devargs or PCIe address the port was found by.
@@ -191,6 +194,21 @@ impl EthPort {
             return 0;
         }
         info.rx_offload_capa
+    }
+
+    /// The staging pools of a PMD that needs them, one per RX queue and as
+    /// large as its region's pool (none for other PMDs), kept by the port.
+    fn staging_pools(&self, rx_pools: &[&Mempool]) -> Result<&[StagingPool]> {
+        if !StagingPool::needed_by(self) {
+            return Ok(&[]);
+        }
+        tracing::info!(port = %self.address, pmd = %self.driver_name(), "the PMD receives only into mbufs of its own layout: RX copies each packet into the queue's region");
+        let pools = rx_pools
+            .iter()
+            .enumerate()
+            .map(|(queue, pool)| StagingPool::new(self, queue, pool.count()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(self.staging.get_or_init(|| pools))
     }
 
     /// The name of the port's driver (its PMD), for messages.
@@ -221,17 +239,27 @@ impl EthPort {
         conf.rxmode.offloads = rx_offloads;
         let rx_queues = rx_pools.len() as u16;
         // SAFETY: the port exists and is stopped; `conf` is a valid default configuration.
-        let rc = unsafe { dpdk_sys::rte_eth_dev_configure(id, rx_queues, tx_queues, &conf) };
+        let mut rc = unsafe { dpdk_sys::rte_eth_dev_configure(id, rx_queues, tx_queues, &conf) };
+        let mut tx_queues = tx_queues;
+        if rc == -libc::EINVAL && tx_queues < rx_queues {
+            // Some PMDs (net_af_xdp) only run queue pairs: the extra TX queues stay unused.
+            tx_queues = rx_queues;
+            // SAFETY: as above.
+            rc = unsafe { dpdk_sys::rte_eth_dev_configure(id, rx_queues, tx_queues, &conf) };
+        }
         if rc != 0 {
             return Err(failed(format!("configuring {rx_queues} RX and {tx_queues} TX queues"), rc));
         }
         // SAFETY: as above.
         let socket = unsafe { dpdk_sys::rte_eth_dev_socket_id(id) }.max(0) as u32;
+        let staging = self.staging_pools(rx_pools)?;
         for (queue, pool) in rx_pools.iter().enumerate() {
+            let landing = staging.get(queue).map_or_else(|| pool.raw(), StagingPool::raw);
             // SAFETY: the port is configured with this many RX queues; the
-            // pool outlives the port (the engine stops ports before regions drop).
+            // pool outlives the port (the engine stops ports before regions
+            // drop; staging pools drop after the port closes).
             let rc = unsafe {
-                dpdk_sys::rte_eth_rx_queue_setup(id, queue as u16, descriptors, socket, std::ptr::null(), pool.raw())
+                dpdk_sys::rte_eth_rx_queue_setup(id, queue as u16, descriptors, socket, std::ptr::null(), landing)
             };
             if rc != 0 {
                 return Err(failed(

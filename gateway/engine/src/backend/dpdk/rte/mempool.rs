@@ -58,8 +58,8 @@ impl Mempool {
             buf_len: len,
             elt_size: buf_size as u16,
         };
-        let pool_name =
-            CString::new(format!("daqiri_{}", unique_id())).map_err(|_| Error::invalid("mempool name has a NUL"))?;
+        let pool_name = CString::new(format!("daqiri_{}", super::unique_id()))
+            .map_err(|_| Error::invalid("mempool name has a NUL"))?;
         let data_room = u16::try_from(buf_size).map_err(|_| {
             Error::new(
                 Status::NotSupported,
@@ -89,6 +89,11 @@ impl Mempool {
         let mut mempool = Self { pool, mbufs: Vec::new(), base: base.as_ptr() as usize, buf_size, len };
         mempool.index_mbufs(num_bufs as usize)?;
         Ok(mempool)
+    }
+
+    /// How many mbufs (buffers) the pool has.
+    pub(crate) fn count(&self) -> u32 {
+        self.mbufs.len() as u32
     }
 
     /// Bytes a packet can fill in one mbuf: the buffer less DPDK's headroom.
@@ -207,10 +212,4 @@ impl Drop for Mempool {
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
-}
-
-/// Mempool names must be unique in the process, across engines.
-fn unique_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }

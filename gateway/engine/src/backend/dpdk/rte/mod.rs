@@ -9,12 +9,14 @@ mod eal;
 mod ethdev;
 mod flow;
 mod mempool;
+mod staging;
 mod timestamp;
 
 pub(crate) use eal::{Eal, EalArgs};
 pub(crate) use ethdev::{EthPort, PortCounters, RxMbufs, TxMbufs};
 pub(crate) use flow::{InstalledFlow, Traffic};
 pub(crate) use mempool::Mempool;
+use staging::StagingPool;
 pub(crate) use timestamp::{TimestampField, TimestampSource};
 
 /// Makes the calling worker thread an EAL thread, so mempool operations
@@ -24,6 +26,12 @@ pub(crate) fn register_thread() {
     if unsafe { dpdk_sys::rte_thread_register() } != 0 {
         tracing::debug!("no EAL lcore left for this worker: its mempool access is uncached ({})", last_error());
     }
+}
+
+/// Mempool names must be unique in the process, across engines.
+fn unique_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// DPDK's last error number (`rte_errno`) with its text.
