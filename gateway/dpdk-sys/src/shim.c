@@ -40,6 +40,8 @@ uint64_t daqiri_rss_types_ipv4_udp(void) { return RTE_ETH_RSS_NONFRAG_IPV4_UDP; 
 
 uint64_t daqiri_rx_offload_timestamp(void) { return RTE_ETH_RX_OFFLOAD_TIMESTAMP; }
 
+uint64_t daqiri_rx_offload_buffer_split(void) { return RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT; }
+
 struct rte_mbuf *daqiri_tx_chain(struct rte_mbuf **segs, const uint16_t *offsets, const uint16_t *lens, unsigned n) {
     uint32_t total = 0;
     for (unsigned i = 0; i < n; i++) {

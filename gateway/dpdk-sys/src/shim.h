@@ -18,6 +18,8 @@ int daqiri_mbuf_mark(const struct rte_mbuf *m, uint32_t *mark);
 uint64_t daqiri_rss_types_ipv4_udp(void);
 /* RTE_ETH_RX_OFFLOAD_TIMESTAMP (a macro bindgen cannot evaluate). */
 uint64_t daqiri_rx_offload_timestamp(void);
+/* RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT. */
+uint64_t daqiri_rx_offload_buffer_split(void);
 /* Shapes segs[0..n] into one packet: segment i holds lens[i] bytes starting
  * offsets[i] into its buffer; chained in order. Returns the head. */
 struct rte_mbuf *daqiri_tx_chain(struct rte_mbuf **segs, const uint16_t *offsets, const uint16_t *lens, unsigned n);

@@ -73,17 +73,18 @@ pub(crate) fn require_supported(config: &ValidConfig) -> Result<(), Error> {
     ))
 }
 
-/// What the DPDK backend does not do yet: RX buffer split. (What a PMD
-/// cannot do, such as rte_flow on a virtual device, fails at init with the
-/// PMD's reason: only the device knows.)
+/// What the DPDK backend cannot do on any device: an RX split into more
+/// than headers and payload. (What a PMD cannot do, such as rte_flow or
+/// buffer split on a virtual device, fails at init with the PMD's reason:
+/// only the device knows.)
 fn dpdk_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPath, String)) {
     if let Some(rx) = &iface.rx {
         let queues = path.key("rx").key("queues");
-        for (i, queue) in rx.queues.iter().enumerate().filter(|(_, q)| q.memory_regions.len() > 1) {
+        for (i, queue) in rx.queues.iter().enumerate().filter(|(_, q)| q.memory_regions.len() > 2) {
             refuse(
                 queues.index(i).key("memory_regions"),
                 format!(
-                    "{} regions: header-data split through DPDK buffer split is not in this build yet; give one",
+                    "{} regions: DPDK buffer split lands a packet in two, its headers and its payload; give one or two",
                     queue.memory_regions.len()
                 ),
             );

@@ -549,3 +549,21 @@ fn a_chained_mbuf_arrives_whole_and_gives_every_segment_back() {
         assert_eq!(region.in_use, 0, "region {} got every segment back", region.name);
     }
 }
+
+#[test]
+fn header_data_split_needs_a_pmd_with_buffer_split_and_names_the_one_without() {
+    let split = NULL_DEVICE
+        .replace(
+            "    interfaces:",
+            "    - { name: hdr_mem, kind: host, num_bufs: 16384, buf_size: 256 }\n    interfaces:",
+        )
+        .replace("memory_regions: [rx_mem] }", "memory_regions: [hdr_mem, rx_mem] }");
+    let error = Engine::from_yaml(&split).expect_err("net_null has no buffer split");
+    assert_eq!(error.status, daqiri::Status::NotSupported, "{error}");
+    assert!(
+        error.message.contains("the net_null PMD has none (RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT)"),
+        "the PMD is named: {error}"
+    );
+    let engine = Engine::from_yaml(NULL_DEVICE).expect("net_null0 after a refused start");
+    receive(&engine, 1_000);
+}

@@ -7,37 +7,31 @@
 
 mod egress_rules;
 mod flow_rules;
+mod receiver;
 mod rte;
 mod sender;
 mod steering;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use daqiri_config::model::{Flow, MemoryKind};
 use daqiri_config::{Link, ValidConfig};
 
 use super::PortDriver;
-use crate::burst::PacketSlot;
 use crate::error::{Error, Result, Status};
-use crate::flow::{FlowTable, Steering};
-use crate::memory::{BufToken, Region, RegionTable};
+use crate::flow::FlowTable;
+use crate::memory::{Region, RegionTable};
 use crate::pacing::Pacer;
 use crate::port::Port;
 use crate::preflight::DPDK_RX_DESCRIPTORS as RX_DESCRIPTORS;
 use crate::snapshot::LinkStats;
 use crate::state::EngineState;
-use crate::stats::DropReason;
-use crate::worker::{self, Assembler, QueueTask, Task};
+use crate::worker::Task;
 
+use receiver::Receiver;
 pub(crate) use rte::Mempool;
-use rte::{Eal, EalArgs, EthPort, InstalledFlow, PortCounters, RxMbufs, TimestampField, TimestampSource, Traffic};
+use rte::{Eal, EalArgs, EthPort, InstalledFlow, RxPools, TimestampField, TimestampSource, Traffic};
 use steering::PortSteering;
-
-/// Most mbufs one `rte_eth_rx_burst` returns (DPDK's usual burst).
-const RX_BURST: usize = 64;
-/// How often the receiver turns the NIC's drop counters into drops.
-const COUNTER_PERIOD: Duration = Duration::from_millis(100);
 
 /// Starts EAL if the config has DPDK interfaces, creates their devices,
 /// and hands every region a DPDK RX queue lands in to a mempool over its
@@ -77,9 +71,9 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
         if !matches!(config.link(i), Link::Dpdk { .. }) {
             continue;
         }
-        // An RX queue's mbufs come from its (one) region; a TX packet's
-        // segments are mbufs of each of its queue's regions.
-        let rx = interface.rx_queues().iter().filter_map(|q| q.memory_regions.first());
+        // A packet's segments are mbufs of each of its queue's regions (an
+        // RX queue of two splits headers from payload).
+        let rx = interface.rx_queues().iter().flat_map(|q| &q.memory_regions);
         let tx = interface.tx.iter().flat_map(|tx| &tx.queues).flat_map(|q| &q.memory_regions);
         for name in rx.chain(tx) {
             let region = regions.iter_mut().find(|r| r.name() == name).expect("validated region name");
@@ -104,7 +98,7 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
 pub(super) struct DpdkDriver {
     port: Arc<EthPort>,
     /// Each RX queue's pool.
-    pools: Vec<Arc<Mempool>>,
+    pools: Vec<RxPools>,
     /// Each TX queue's pools, one per segment.
     tx_pools: Vec<Vec<Arc<Mempool>>>,
     steering: PortSteering,
@@ -151,20 +145,25 @@ pub(super) fn open(
     regions: &RegionTable,
     tx_flows: &[Flow],
 ) -> Result<Box<dyn PortDriver>> {
-    // One region per RX queue: `support` refused buffer split by path.
-    let pools: Vec<Arc<Mempool>> =
-        port.rx.iter().map(|q| mempool_of(regions, q.segment_regions[0])).collect::<Result<_>>()?;
+    // An RX queue of two regions splits headers from payload (buffer split).
+    let pools: Vec<RxPools> = port
+        .rx
+        .iter()
+        .map(|q| {
+            let payload = q.segment_regions.get(1).map(|&r| mempool_of(regions, r)).transpose()?;
+            Ok(RxPools { head: mempool_of(regions, q.segment_regions[0])?, payload })
+        })
+        .collect::<Result<_>>()?;
     let tx_pools: Vec<Vec<Arc<Mempool>>> = port
         .tx
         .iter()
         .map(|q| q.segment_regions.iter().map(|&r| mempool_of(regions, r)).collect::<Result<_>>())
         .collect::<Result<_>>()?;
-    let raw: Vec<&Mempool> = pools.iter().map(|p| p.as_ref()).collect();
     let eth = EthPort::find(address)?;
     let table: Arc<FlowTable> = port.flows.load_full();
     let steering = PortSteering::prepare(&eth, &table, pools.len());
     let stamping = port.rx_timestamps.then(|| TimestampSource::of(&eth)).transpose()?;
-    eth.start(&raw, tx_pools.len() as u16, RX_DESCRIPTORS, stamping.map_or(0, TimestampSource::rx_offloads))?;
+    eth.start(&pools, tx_pools.len() as u16, RX_DESCRIPTORS, stamping.map_or(0, TimestampSource::rx_offloads))?;
     let timestamps = match stamping {
         None => None,
         Some(_) => Some(TimestampField::lookup().ok_or_else(|| {
@@ -214,17 +213,7 @@ impl PortDriver for DpdkDriver {
                 Task::sender(port, q, Box::new(sender))
             })
             .collect();
-        let receiver = Receiver {
-            port: port.id,
-            eth: Arc::clone(&self.port),
-            pools: self.pools.clone(),
-            assemblers: port.rx.iter().map(Assembler::new).collect(),
-            mbufs: RxMbufs::with_capacity(RX_BURST),
-            timestamps: self.timestamps,
-            registered: false,
-            counted: PortCounters::default(),
-            next_count: Instant::now(),
-        };
+        let receiver = Receiver::new(port, Arc::clone(&self.port), self.pools.clone(), self.timestamps);
         if !port.rx.is_empty() {
             let mut task = Task::receiver(port, Box::new(receiver));
             // A poll-mode driver has nothing to block on.
@@ -244,122 +233,5 @@ impl PortDriver for DpdkDriver {
 
     fn stop(&self) {
         self.port.close();
-    }
-}
-
-/// Polls every RX queue of a port and assembles bursts. The NIC chose the
-/// queue; the flow id is the packet's MARK or, without one, the first flow
-/// that matches it, as in software steering.
-struct Receiver {
-    port: u16,
-    eth: Arc<EthPort>,
-    pools: Vec<Arc<Mempool>>,
-    assemblers: Vec<Assembler>,
-    mbufs: RxMbufs,
-    timestamps: Option<TimestampField>,
-    registered: bool,
-    /// The NIC's counters as last turned into drops.
-    counted: PortCounters,
-    next_count: Instant,
-}
-
-impl Receiver {
-    /// Adds what the NIC dropped since the last look to the port's drops.
-    fn count_nic_drops(&mut self, engine: &EngineState) {
-        let now = self.eth.counters();
-        let drops = &engine.ports[usize::from(self.port)].rx_drops;
-        let before = std::mem::replace(&mut self.counted, now);
-        drops.dropped(DropReason::NicMissed, now.rx_missed.saturating_sub(before.rx_missed));
-        drops.dropped(DropReason::NicRxError, now.rx_errors.saturating_sub(before.rx_errors));
-        drops.dropped(DropReason::NoFreePacketBuffers, now.rx_no_mbuf.saturating_sub(before.rx_no_mbuf));
-    }
-}
-
-/// Copies a frame whose mbuf is not the queue's (a PMD passed on another
-/// pool's mbuf) into a buffer of the queue's region.
-fn land_foreign(mbufs: &RxMbufs, at: usize, region: &Region) -> std::result::Result<(BufToken, u32), DropReason> {
-    let Some(mut token) = region.take() else {
-        mbufs.take_foreign(at, &mut []);
-        return Err(DropReason::NoFreePacketBuffers);
-    };
-    match mbufs.take_foreign(at, region.bytes_mut(&mut token)) {
-        Some(len) => Ok((token, len as u32)),
-        None => {
-            region.release(token);
-            Err(DropReason::Truncated)
-        }
-    }
-}
-
-impl QueueTask for Receiver {
-    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
-        if !self.registered {
-            rte::register_thread();
-            self.registered = true;
-        }
-        let p = &engine.ports[usize::from(self.port)];
-        let mut received = 0;
-        for (queue, pool) in self.pools.iter().enumerate() {
-            if self.eth.rx_burst(queue as u16, &mut self.mbufs) == 0 {
-                continue;
-            }
-            let rx = &p.rx[queue];
-            let region = engine.regions.get(rx.segment_regions[0]);
-            let flows = p.flows.load();
-            let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
-            for (at, packet) in self.mbufs.received(pool, self.timestamps) {
-                received += 1;
-                let (token, offset, len) = match packet.index {
-                    Some(index) => (region.adopt(index), packet.offset, packet.len),
-                    None => match land_foreign(&self.mbufs, at, region) {
-                        Ok((token, len)) => (token, 0, len),
-                        Err(reason) => {
-                            rx.stats.dropped(reason, 1);
-                            continue;
-                        }
-                    },
-                };
-                if dropping {
-                    region.release(token);
-                    p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
-                    continue;
-                }
-                let rule = match packet.mark.and_then(|id| flows.rule_of(id)) {
-                    Some(rule) => Some(rule),
-                    // Not even the headers are read: the packet stays out of this core's cache.
-                    None if flows.steers_nothing() => None,
-                    None => match flows.steer_frame(&region.bytes(&token)[usize::from(offset)..][..len as usize]) {
-                        Steering::Flow { rule, .. } => Some(rule),
-                        Steering::Default { .. } => None,
-                        Steering::Unmatched => {
-                            region.release(token);
-                            p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
-                            continue;
-                        }
-                    },
-                };
-                let flow_id = rule.map(|rule| {
-                    let rule = &flows.rules[rule];
-                    rule.stats.matched(1, u64::from(len));
-                    rule.flow_id
-                });
-                let mut slot = PacketSlot::single(token, len, flow_id);
-                slot.set_segment_offset(0, offset);
-                slot.set_rx_timestamp(packet.timestamp);
-                self.assemblers[queue].push(rx, slot, &engine.regions);
-            }
-        }
-        let now = Instant::now();
-        worker::flush_due(&mut self.assemblers, &p.rx, now, &engine.regions);
-        if now >= self.next_count {
-            self.count_nic_drops(engine);
-            self.next_count = now + COUNTER_PERIOD;
-        }
-        received
-    }
-
-    fn finish(&mut self, engine: &EngineState) {
-        self.count_nic_drops(engine);
-        worker::finish_all(&mut self.assemblers, &engine.ports[usize::from(self.port)].rx, &engine.regions);
     }
 }

@@ -38,6 +38,23 @@ pub(crate) struct RxMbufs {
     count: usize,
 }
 
+/// The pools an RX queue lands in: one, or for header-data split two
+/// (DPDK buffer split: the headers in `head`'s mbufs, the rest in `payload`'s).
+#[derive(Debug, Clone)]
+pub(crate) struct RxPools {
+    pub head: std::sync::Arc<Mempool>,
+    pub payload: Option<std::sync::Arc<Mempool>>,
+}
+
+/// The second segment of a split packet: its payload buffer, where the
+/// bytes start, and how many.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tail {
+    pub index: u32,
+    pub offset: u16,
+    pub len: u32,
+}
+
 /// One received frame: its buffer, where it starts, its length, the flow
 /// id a MARK rule gave it, and the PMD's receive timestamp.
 #[derive(Debug, Clone, Copy)]
@@ -50,21 +67,36 @@ pub(crate) struct Received {
     pub len: u32,
     pub mark: Option<u32>,
     pub timestamp: Option<u64>,
+    /// A split packet's payload segment (then `index` holds the headers).
+    pub tail: Option<Tail>,
 }
 
 // SAFETY: the pointers are mbufs this queue's poller owns until it turns
 // them into buffer indices; they never cross threads while held.
 unsafe impl Send for RxMbufs {}
 
+/// The payload segment of a buffer-split chain whose second mbuf is one of `payload`'s.
+///
+/// # Safety
+/// `head` is a live two-segment chain the PMD handed over.
+unsafe fn split_tail(head: NonNull<rte_mbuf>, payload: &Mempool) -> Option<Tail> {
+    // SAFETY: the caller's chain has a live second mbuf.
+    let next = NonNull::new(unsafe { head.as_ref().next })?;
+    // SAFETY: as above.
+    let (offset, len) = unsafe { (next.as_ref().data_off, next.as_ref().data_len) };
+    Some(Tail { index: payload.index_of(next)?, offset, len: u32::from(len) })
+}
+
 impl RxMbufs {
     pub(crate) fn with_capacity(n: usize) -> Self {
         Self { raw: vec![std::ptr::null_mut(); n], count: 0 }
     }
 
-    /// What the last poll received, by position; with `stamps`, each packet's timestamp.
+    /// What the last poll received into `pools`, by position; with
+    /// `stamps`, each packet's timestamp.
     pub(crate) fn received<'a>(
         &'a self,
-        pool: &'a Mempool,
+        pools: &'a RxPools,
         stamps: Option<TimestampField>,
     ) -> impl Iterator<Item = (usize, Received)> + 'a {
         self.raw[..self.count].iter().enumerate().map(move |(at, &m)| {
@@ -80,8 +112,19 @@ impl RxMbufs {
                 // SAFETY: as above; `mark` is written when the flag is set.
                 && unsafe { dpdk_sys::daqiri_mbuf_mark(mbuf.as_ptr(), &mut mark) } != 0;
             let timestamp = stamps.and_then(|field| field.read(mbuf, flags));
-            let index = if segments == 1 { pool.index_of(mbuf) } else { None };
-            (at, Received { index, offset, len: u32::from(len), mark: marked.then_some(mark), timestamp })
+            // A chain that is not a split into our own two pools is copied whole.
+            let (index, tail) = match (segments, &pools.payload) {
+                (1, _) => (pools.head.index_of(mbuf), None),
+                (2, Some(payload)) => {
+                    // SAFETY: a two-segment chain the PMD just handed over.
+                    match (pools.head.index_of(mbuf), unsafe { split_tail(mbuf, payload) }) {
+                        (Some(head), Some(tail)) => (Some(head), Some(tail)),
+                        _ => (None, None),
+                    }
+                }
+                _ => (None, None),
+            };
+            (at, Received { index, offset, len: u32::from(len), mark: marked.then_some(mark), timestamp, tail })
         })
     }
 
@@ -196,9 +239,52 @@ impl EthPort {
         info.rx_offload_capa
     }
 
+    /// The RX offload that header-data split needs, when a queue splits;
+    /// NOT_SUPPORTED naming the PMD when it has no buffer split.
+    fn buffer_split(&self, rx_pools: &[RxPools]) -> Result<u64> {
+        let Some(queue) = rx_pools.iter().position(|p| p.payload.is_some()) else { return Ok(0) };
+        // SAFETY: a constant of the shim.
+        let split = unsafe { dpdk_sys::daqiri_rx_offload_buffer_split() };
+        if self.rx_offload_capa() & split == 0 {
+            return Err(Error::new(
+                Status::NotSupported,
+                format!(
+                    "RX queue {queue} of \"{}\" lands in two regions (header-data split), which needs DPDK buffer split: the {} PMD has none (RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT); give the queue one region",
+                    self.address,
+                    self.driver_name()
+                ),
+            ));
+        }
+        Ok(split)
+    }
+
+    /// Sets up RX queue `queue` with buffer split: each packet's first
+    /// `head`'s data room of bytes (its headers) in an mbuf of `head`, the
+    /// rest in one of `payload`.
+    fn setup_split_queue(&self, queue: u16, descriptors: u16, socket: u32, head: &Mempool, payload: &Mempool) -> i32 {
+        let mut info = dpdk_sys::rte_eth_dev_info::default();
+        // SAFETY: the port exists; `info` is written on success.
+        if unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) } != 0 {
+            return -libc::ENODEV;
+        }
+        let segment = |pool: &Mempool, length: u16| dpdk_sys::rte_eth_rxseg {
+            split: dpdk_sys::rte_eth_rxseg_split { mp: pool.raw(), length, offset: 0, proto_hdr: 0 },
+        };
+        // Length 0: the payload segment takes what its mbuf holds.
+        let mut segments = [segment(head, head.data_bytes().min(usize::from(u16::MAX)) as u16), segment(payload, 0)];
+        let mut conf = info.default_rxconf;
+        // SAFETY: a constant of the shim.
+        conf.offloads |= unsafe { dpdk_sys::daqiri_rx_offload_buffer_split() };
+        conf.rx_seg = segments.as_mut_ptr();
+        conf.rx_nseg = segments.len() as u16;
+        // SAFETY: the port is configured with this queue; `segments` lives
+        // through the call (PMDs copy it); the pools outlive the port.
+        unsafe { dpdk_sys::rte_eth_rx_queue_setup(self.id, queue, descriptors, socket, &conf, std::ptr::null_mut()) }
+    }
+
     /// The staging pools of a PMD that needs them, one per RX queue and as
     /// large as its region's pool (none for other PMDs), kept by the port.
-    fn staging_pools(&self, rx_pools: &[&Mempool]) -> Result<&[StagingPool]> {
+    fn staging_pools(&self, rx_pools: &[RxPools]) -> Result<&[StagingPool]> {
         if !StagingPool::needed_by(self) {
             return Ok(&[]);
         }
@@ -206,7 +292,7 @@ impl EthPort {
         let pools = rx_pools
             .iter()
             .enumerate()
-            .map(|(queue, pool)| StagingPool::new(self, queue, pool.count()))
+            .map(|(queue, pools)| StagingPool::new(self, queue, pools.head.count()))
             .collect::<Result<Vec<_>>>()?;
         Ok(self.staging.get_or_init(|| pools))
     }
@@ -224,19 +310,13 @@ impl EthPort {
 
     /// Gives the port one RX queue per pool (with `descriptors` each) and
     /// `tx_queues` TX queues, with `rx_offloads` enabled, and starts it.
-    pub(crate) fn start(
-        &self,
-        rx_pools: &[&Mempool],
-        tx_queues: u16,
-        descriptors: u16,
-        rx_offloads: u64,
-    ) -> Result<()> {
+    pub(crate) fn start(&self, rx_pools: &[RxPools], tx_queues: u16, descriptors: u16, rx_offloads: u64) -> Result<()> {
         let (id, address) = (self.id, &self.address);
         let failed = |doing: String, rc: i32| {
             Error::new(Status::GenericFailure, format!("DPDK port \"{address}\": {doing}: {}", super::errno_text(rc)))
         };
         let mut conf = dpdk_sys::rte_eth_conf::default();
-        conf.rxmode.offloads = rx_offloads;
+        conf.rxmode.offloads = rx_offloads | self.buffer_split(rx_pools)?;
         let rx_queues = rx_pools.len() as u16;
         // SAFETY: the port exists and is stopped; `conf` is a valid default configuration.
         let mut rc = unsafe { dpdk_sys::rte_eth_dev_configure(id, rx_queues, tx_queues, &conf) };
@@ -253,13 +333,26 @@ impl EthPort {
         // SAFETY: as above.
         let socket = unsafe { dpdk_sys::rte_eth_dev_socket_id(id) }.max(0) as u32;
         let staging = self.staging_pools(rx_pools)?;
-        for (queue, pool) in rx_pools.iter().enumerate() {
-            let landing = staging.get(queue).map_or_else(|| pool.raw(), StagingPool::raw);
-            // SAFETY: the port is configured with this many RX queues; the
-            // pool outlives the port (the engine stops ports before regions
-            // drop; staging pools drop after the port closes).
-            let rc = unsafe {
-                dpdk_sys::rte_eth_rx_queue_setup(id, queue as u16, descriptors, socket, std::ptr::null(), landing)
+        for (queue, pools) in rx_pools.iter().enumerate() {
+            let pool = &pools.head;
+            let rc = match &pools.payload {
+                Some(payload) => self.setup_split_queue(queue as u16, descriptors, socket, pool, payload),
+                None => {
+                    let landing = staging.get(queue).map_or_else(|| pool.raw(), StagingPool::raw);
+                    // SAFETY: the port is configured with this many RX queues; the
+                    // pool outlives the port (the engine stops ports before regions
+                    // drop; staging pools drop after the port closes).
+                    unsafe {
+                        dpdk_sys::rte_eth_rx_queue_setup(
+                            id,
+                            queue as u16,
+                            descriptors,
+                            socket,
+                            std::ptr::null(),
+                            landing,
+                        )
+                    }
+                }
             };
             if rc != 0 {
                 return Err(failed(

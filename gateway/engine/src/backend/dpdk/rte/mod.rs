@@ -13,7 +13,7 @@ mod staging;
 mod timestamp;
 
 pub(crate) use eal::{Eal, EalArgs};
-pub(crate) use ethdev::{EthPort, PortCounters, RxMbufs, TxMbufs};
+pub(crate) use ethdev::{EthPort, PortCounters, Received, RxMbufs, RxPools, TxMbufs};
 pub(crate) use flow::{InstalledFlow, Traffic};
 pub(crate) use mempool::Mempool;
 use staging::StagingPool;

@@ -1,0 +1,224 @@
+//! The receive side of a DPDK port: polls every RX queue, turns each mbuf
+//! back into the region buffer it is (or, split, the two buffers of its
+//! headers and payload), steers, and assembles bursts. The NIC chose the
+//! queue; the flow id is the packet's MARK or, without one, the first flow
+//! that matches it, as in software steering.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::rte::{self, EthPort, PortCounters, Received, RxMbufs, RxPools, TimestampField};
+use crate::burst::PacketSlot;
+use crate::flow::{FlowTable, Steering};
+use crate::memory::{BufToken, Region, RegionTable};
+use crate::queue::Queue;
+use crate::state::EngineState;
+use crate::stats::DropReason;
+use crate::worker::{self, Assembler, QueueTask};
+
+/// Most mbufs one `rte_eth_rx_burst` returns (DPDK's usual burst).
+const RX_BURST: usize = 64;
+/// How often the receiver turns the NIC's drop counters into drops.
+const COUNTER_PERIOD: Duration = Duration::from_millis(100);
+
+pub(super) struct Receiver {
+    port: u16,
+    eth: Arc<EthPort>,
+    /// Each RX queue's pools.
+    pools: Vec<RxPools>,
+    assemblers: Vec<Assembler>,
+    mbufs: RxMbufs,
+    timestamps: Option<TimestampField>,
+    registered: bool,
+    /// The NIC's counters as last turned into drops.
+    counted: PortCounters,
+    next_count: Instant,
+}
+
+impl Receiver {
+    pub(super) fn new(
+        port: &crate::port::Port,
+        eth: Arc<EthPort>,
+        pools: Vec<RxPools>,
+        timestamps: Option<TimestampField>,
+    ) -> Self {
+        Self {
+            port: port.id,
+            eth,
+            pools,
+            assemblers: port.rx.iter().map(Assembler::new).collect(),
+            mbufs: RxMbufs::with_capacity(RX_BURST),
+            timestamps,
+            registered: false,
+            counted: PortCounters::default(),
+            next_count: Instant::now(),
+        }
+    }
+
+    /// Adds what the NIC dropped since the last look to the port's drops.
+    fn count_nic_drops(&mut self, engine: &EngineState) {
+        let now = self.eth.counters();
+        let drops = &engine.ports[usize::from(self.port)].rx_drops;
+        let before = std::mem::replace(&mut self.counted, now);
+        drops.dropped(DropReason::NicMissed, now.rx_missed.saturating_sub(before.rx_missed));
+        drops.dropped(DropReason::NicRxError, now.rx_errors.saturating_sub(before.rx_errors));
+        drops.dropped(DropReason::NoFreePacketBuffers, now.rx_no_mbuf.saturating_sub(before.rx_no_mbuf));
+    }
+
+    /// Lands, steers and assembles what the last poll of RX queue `queue` received.
+    fn deliver(&mut self, engine: &EngineState, queue: usize) {
+        let p = &engine.ports[usize::from(self.port)];
+        let rx = &p.rx[queue];
+        let flows = p.flows.load();
+        let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
+        for (at, packet) in self.mbufs.received(&self.pools[queue], self.timestamps) {
+            let landed = match Landed::from(&self.mbufs, at, &packet, rx, &engine.regions) {
+                Ok(landed) => landed,
+                Err(reason) => {
+                    rx.stats.dropped(reason, 1);
+                    continue;
+                }
+            };
+            if dropping {
+                landed.release(rx, &engine.regions);
+                p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
+                continue;
+            }
+            let Some(rule) = steer(&flows, packet.mark, &landed, rx, &engine.regions) else {
+                landed.release(rx, &engine.regions);
+                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+                continue;
+            };
+            let flow_id = rule.map(|rule| {
+                let rule = &flows.rules[rule];
+                rule.stats.matched(1, u64::from(landed.len()));
+                rule.flow_id
+            });
+            let mut slot = landed.into_slot(flow_id);
+            slot.set_rx_timestamp(packet.timestamp);
+            self.assemblers[queue].push(rx, slot, &engine.regions);
+        }
+    }
+}
+
+impl QueueTask for Receiver {
+    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
+        if !self.registered {
+            rte::register_thread();
+            self.registered = true;
+        }
+        let mut received = 0;
+        for queue in 0..self.pools.len() {
+            let n = self.eth.rx_burst(queue as u16, &mut self.mbufs);
+            if n > 0 {
+                received += n;
+                self.deliver(engine, queue);
+            }
+        }
+        let p = &engine.ports[usize::from(self.port)];
+        let now = Instant::now();
+        worker::flush_due(&mut self.assemblers, &p.rx, now, &engine.regions);
+        if now >= self.next_count {
+            self.count_nic_drops(engine);
+            self.next_count = now + COUNTER_PERIOD;
+        }
+        received
+    }
+
+    fn finish(&mut self, engine: &EngineState) {
+        self.count_nic_drops(engine);
+        worker::finish_all(&mut self.assemblers, &engine.ports[usize::from(self.port)].rx, &engine.regions);
+    }
+}
+
+/// The rule a packet matched (`Some(None)`: the default queue, no flow), or
+/// `None` when flow isolation drops it.
+fn steer(
+    flows: &FlowTable,
+    mark: Option<u32>,
+    landed: &Landed,
+    rx: &Queue,
+    regions: &RegionTable,
+) -> Option<Option<usize>> {
+    if let Some(rule) = mark.and_then(|id| flows.rule_of(id)) {
+        return Some(Some(rule));
+    }
+    // Not even the headers are read: the packet stays out of this core's cache.
+    if flows.steers_nothing() {
+        return Some(None);
+    }
+    let (token, offset, len) = &landed.head;
+    let headers = &regions.get(rx.segment_regions[0]).bytes(token)[usize::from(*offset)..][..*len as usize];
+    match flows.steer_frame(headers) {
+        Steering::Flow { rule, .. } => Some(Some(rule)),
+        Steering::Default { .. } => Some(None),
+        Steering::Unmatched => None,
+    }
+}
+
+/// A received packet in its queue's regions: the first (or only) segment,
+/// and for a split packet its payload, each as (buffer, offset, length).
+struct Landed {
+    head: (BufToken, u16, u32),
+    tail: Option<(BufToken, u16, u32)>,
+}
+
+impl Landed {
+    /// Takes over the buffers a poll filled, or copies a packet in other
+    /// mbufs (another pool's, or a chain) into a buffer of the queue's
+    /// first region.
+    fn from(
+        mbufs: &RxMbufs,
+        at: usize,
+        packet: &Received,
+        rx: &Queue,
+        regions: &RegionTable,
+    ) -> Result<Self, DropReason> {
+        let head = regions.get(rx.segment_regions[0]);
+        match packet.index {
+            Some(index) => Ok(Landed {
+                head: (head.adopt(index), packet.offset, packet.len),
+                tail: packet.tail.map(|t| (regions.get(rx.segment_regions[1]).adopt(t.index), t.offset, t.len)),
+            }),
+            None => land_foreign(mbufs, at, head).map(|(token, len)| Landed { head: (token, 0, len), tail: None }),
+        }
+    }
+
+    fn len(&self) -> u32 {
+        self.head.2 + self.tail.as_ref().map_or(0, |t| t.2)
+    }
+
+    fn release(self, rx: &Queue, regions: &RegionTable) {
+        regions.get(rx.segment_regions[0]).release(self.head.0);
+        if let Some((token, ..)) = self.tail {
+            regions.get(rx.segment_regions[1]).release(token);
+        }
+    }
+
+    fn into_slot(self, flow_id: Option<u32>) -> PacketSlot {
+        let (token, offset, len) = self.head;
+        let mut slot = PacketSlot::single(token, len, flow_id);
+        slot.set_segment_offset(0, offset);
+        if let Some((token, offset, len)) = self.tail {
+            slot.set_segment(1, token, len);
+            slot.set_segment_offset(1, offset);
+        }
+        slot
+    }
+}
+
+/// Copies a frame whose mbuf is not the queue's (a PMD passed on another
+/// pool's mbuf, or a chain) into a buffer of the queue's region.
+fn land_foreign(mbufs: &RxMbufs, at: usize, region: &Region) -> Result<(BufToken, u32), DropReason> {
+    let Some(mut token) = region.take() else {
+        mbufs.take_foreign(at, &mut []);
+        return Err(DropReason::NoFreePacketBuffers);
+    };
+    match mbufs.take_foreign(at, region.bytes_mut(&mut token)) {
+        Some(len) => Ok((token, len as u32)),
+        None => {
+            region.release(token);
+            Err(DropReason::Truncated)
+        }
+    }
+}
