@@ -70,11 +70,14 @@ vdev() { # device size
         af_xdp) echo "net_af_xdp0,iface=veth1" ;;
     esac
 }
-# testpmd's mbuf data room: a whole 4 KiB frame slot for af_packet (as the
-# gateway's buf_size), DPDK's default where the PMD makes its UMEM of the
-# mbufs (af_xdp frames fit a page).
+# testpmd's mbuf size and the gateway's buf_size: a whole 4 KiB frame slot
+# for af_packet, which wants one; DPDK's default elsewhere (af_xdp makes its
+# UMEM of the mbufs, whose frames must fit a page).
 mbuf_size() { # device
-    [[ $1 == af_xdp ]] && echo 2176 || echo 4096
+    [[ $1 == af_packet ]] && echo 4096 || echo 2176
+}
+buf_size() { # device
+    [[ $1 == af_packet ]] && echo 4096 || echo 2048
 }
 in_device_ns() { # device -> command prefix
     [[ $1 == af_* ]] && echo "ip netns exec $RX" || true
@@ -109,7 +112,7 @@ daqiri:
     stream_type: raw
     master_core: 0
     memory_regions:
-    - { name: rx_mem, kind: host, num_bufs: 16384, buf_size: 4096 }
+    - { name: rx_mem, kind: host, num_bufs: 16384, buf_size: $(buf_size "$1") }
     interfaces:
     - name: bench_port
       address: $(vdev "$1" "$2")
