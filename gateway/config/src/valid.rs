@@ -21,6 +21,8 @@ pub enum InterfaceBackend {
     IbverbsRaw,
     /// RoCE through ibverbs.
     Roce,
+    /// AF_XDP sockets on a netdev (`engine: af_xdp`).
+    AfXdp,
 }
 
 impl InterfaceBackend {
@@ -32,6 +34,7 @@ impl InterfaceBackend {
             InterfaceBackend::Dpdk => "dpdk",
             InterfaceBackend::IbverbsRaw => "ibverbs",
             InterfaceBackend::Roce => "roce",
+            InterfaceBackend::AfXdp => "af_xdp",
         }
     }
 }
@@ -71,6 +74,11 @@ pub enum Link {
     },
     /// RoCE queue pairs between these endpoints.
     Roce(SocketEndpoints),
+    /// AF_XDP sockets on this netdev (the interface's `address`).
+    AfXdp {
+        /// The network interface's name.
+        netdev: String,
+    },
 }
 
 impl Link {
@@ -82,6 +90,7 @@ impl Link {
             Link::Dpdk { .. } => InterfaceBackend::Dpdk,
             Link::IbverbsRaw { .. } => InterfaceBackend::IbverbsRaw,
             Link::Roce(_) => InterfaceBackend::Roce,
+            Link::AfXdp { .. } => InterfaceBackend::AfXdp,
         }
     }
 
@@ -98,6 +107,7 @@ impl Link {
             InterfaceBackend::SoftwareLoopback => Link::SoftwareLoopback,
             InterfaceBackend::Dpdk => Link::Dpdk { address: address.to_owned() },
             InterfaceBackend::IbverbsRaw => Link::IbverbsRaw { address: address.to_owned() },
+            InterfaceBackend::AfXdp => Link::AfXdp { netdev: address.trim().to_owned() },
         })
     }
 }

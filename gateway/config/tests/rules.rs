@@ -1,7 +1,7 @@
 //! The bad-config suite: one test per rule of the configuration reference,
 //! each asserting the YAML path and the text of the error.
 
-use daqiri_config::{Diagnostic, Document, Severity};
+use daqiri_config::{Diagnostic, Document, InterfaceBackend, Link, Severity};
 
 /// A valid raw config; each test breaks one thing in it.
 const RAW: &str = r#"
@@ -840,4 +840,24 @@ fn socket_ipv4_len_must_fit_udp() {
         "memory_regions: [rx] }\n        flows:\n        - { name: f, id: 1, action: { type: queue, id: 0 }, match: { ipv4_len: 10 } }",
     );
     assert_error(&yaml, "daqiri.cfg.interfaces[0].rx.flows[0].match.ipv4_len", "at least 28 bytes");
+}
+
+#[test]
+fn engine_af_xdp_drives_raw_interfaces_by_netdev_name() {
+    let af_xdp = edit(RAW, "    stream_type: raw\n", "    stream_type: raw\n    engine: af_xdp\n")
+        .replace("address: 0000:3b:00.0", "address: veth0")
+        .replace("address: 0000:3b:00.1", "address: ens1f0v3");
+    let valid = Document::parse(&af_xdp).unwrap().validate().expect("af_xdp raw config");
+    assert_eq!(valid.backend(1), InterfaceBackend::AfXdp);
+    assert_eq!(valid.link(1), &Link::AfXdp { netdev: "ens1f0v3".into() });
+    // The engine alone implies a raw stream.
+    let implied = af_xdp.replace("    stream_type: raw\n", "");
+    assert_eq!(Document::parse(&implied).unwrap().validate().unwrap().backend(0), InterfaceBackend::AfXdp);
+
+    let pci = af_xdp.replace("address: veth0", "address: 0000:3b:00.0");
+    assert_error(&pci, "daqiri.cfg.interfaces[0].address", "netdev name");
+    let long = af_xdp.replace("address: veth0", "address: a-very-long-netdev-name");
+    assert_error(&long, "daqiri.cfg.interfaces[0].address", "longer than the 15 bytes");
+    let socket = edit(SOCKET, "    stream_type: socket\n", "    stream_type: socket\n    engine: af_xdp\n");
+    assert_error(&socket, "daqiri.cfg.engine", "engine \"af_xdp\" cannot drive stream_type socket");
 }

@@ -319,3 +319,12 @@ fn not_ready_before_a_udp_server_hears_a_peer_and_after_shutdown() {
     assert_eq!(engine.get_rx_burst(0, 0).unwrap_err().status, Status::NotReady);
     assert_eq!(engine.get_tx_packet_burst(0, 0, 1).unwrap_err().status, Status::NotReady);
 }
+
+#[test]
+fn engine_af_xdp_is_refused_by_a_build_without_the_backend() {
+    let yaml = LOOPBACK.replace("    loopback: sw\n", "    engine: af_xdp\n").replace("address: loopback", "address: veth0");
+    let err = refusal(&yaml);
+    assert_eq!(err.status, Status::NotSupported, "{err}");
+    assert!(err.message.contains("needs the af_xdp backend, which this build does not include"), "{err}");
+    assert!(err.message.contains("daqiri.cfg.interfaces[0]"), "the refusal names the interface's path: {err}");
+}

@@ -100,6 +100,9 @@ pub enum EngineKind {
     Socket,
     /// ibverbs (raw striding RQ or RoCE).
     Ibverbs,
+    /// AF_XDP sockets on a netdev, flows steered by an XDP program: our
+    /// extension of DAQIRI's `engine` (raw streams only).
+    AfXdp,
 }
 
 /// `log_level`.

@@ -53,7 +53,10 @@ impl InterfaceCtx<'_> {
     pub fn is_raw(&self) -> bool {
         matches!(
             self.backend,
-            InterfaceBackend::Dpdk | InterfaceBackend::IbverbsRaw | InterfaceBackend::SoftwareLoopback
+            InterfaceBackend::Dpdk
+                | InterfaceBackend::IbverbsRaw
+                | InterfaceBackend::SoftwareLoopback
+                | InterfaceBackend::AfXdp
         )
     }
 
@@ -72,7 +75,7 @@ fn resolve_backend(
     let cfg = YamlPath::cfg();
     let roce = endpoints.is_some_and(|e| e.transport == Transport::Roce);
     let stream_type = config.stream_type.or(match config.engine {
-        Some(EngineKind::Dpdk) => Some(StreamType::Raw),
+        Some(EngineKind::Dpdk | EngineKind::AfXdp) => Some(StreamType::Raw),
         Some(EngineKind::Socket) => Some(StreamType::Socket),
         _ if iface.socket_config.is_some() => Some(StreamType::Socket),
         _ => None,
@@ -89,12 +92,13 @@ fn resolve_backend(
                 Some(EngineKind::Socket) => {
                     report.error(
                         &cfg.key("engine"),
-                        "engine \"socket\" cannot drive stream_type raw; valid: dpdk (default), ibverbs",
+                        "engine \"socket\" cannot drive stream_type raw; valid: dpdk (default), ibverbs, af_xdp",
                     );
                     InterfaceBackend::Dpdk
                 }
                 Some(EngineKind::Ibverbs) => InterfaceBackend::IbverbsRaw,
                 _ if config.loopback == Loopback::Software => InterfaceBackend::SoftwareLoopback,
+                Some(EngineKind::AfXdp) => InterfaceBackend::AfXdp,
                 _ => InterfaceBackend::Dpdk,
             }
         }
@@ -105,10 +109,13 @@ fn resolve_backend(
                     "socket interfaces need socket_config with mode and local_addr/remote_addr",
                 );
             }
-            if config.engine == Some(EngineKind::Dpdk) {
+            if let Some(kind @ (EngineKind::Dpdk | EngineKind::AfXdp)) = config.engine {
+                let name = if kind == EngineKind::Dpdk { "dpdk" } else { "af_xdp" };
                 report.error(
                     &cfg.key("engine"),
-                    "engine \"dpdk\" cannot drive stream_type socket; valid: socket (default), ibverbs (RoCE)",
+                    format!(
+                        "engine \"{name}\" cannot drive stream_type socket; valid: socket (default), ibverbs (RoCE)"
+                    ),
                 );
             }
             if roce { InterfaceBackend::Roce } else { InterfaceBackend::Socket }
@@ -141,6 +148,14 @@ fn check_address(
                 report.error(&key, "raw interfaces need an address: a PCIe BDF such as 0000:3b:00.0 or a netdev name");
             }
         }
+        InterfaceBackend::AfXdp => {
+            if let Err(why) = netdev_name(address) {
+                report.error(
+                    &key,
+                    format!("engine af_xdp needs a netdev name here (such as eth1 or a VF's ens1f0v3): {why}"),
+                );
+            }
+        }
         InterfaceBackend::Socket | InterfaceBackend::Roce => {
             if !address.is_empty() && address.parse::<std::net::IpAddr>().is_err() {
                 report.error(
@@ -153,6 +168,21 @@ fn check_address(
     if config.loopback == Loopback::Software && backend != InterfaceBackend::SoftwareLoopback && !address.is_empty() {
         report.warn(&key, "ignored under software loopback");
     }
+}
+
+/// Whether `name` can be a Linux network interface name (IFNAMSIZ, no `/`,
+/// no whitespace or `:`, not `.` or `..`).
+fn netdev_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("the address is empty".into());
+    }
+    if name.len() > 15 {
+        return Err(format!("\"{name}\" is longer than the 15 bytes a netdev name has"));
+    }
+    if name == "." || name == ".." || name.chars().any(|c| c == '/' || c == ':' || c.is_whitespace()) {
+        return Err(format!("\"{name}\" is not a netdev name (no '/', ':' or spaces)"));
+    }
+    Ok(())
 }
 
 fn socket_endpoints(
