@@ -129,6 +129,12 @@ fn encode_items(items: &[Item], confs: &mut Confs) -> Vec<sys::rte_flow_item> {
     out
 }
 
+/// `items` as an END-terminated array that stays put, for an encap's definition.
+fn kept_items(items: &[Item], confs: &mut Confs) -> *mut sys::rte_flow_item {
+    let encoded = encode_items(items, confs);
+    confs.keep_slice(&encoded).cast_mut()
+}
+
 /// An item with spec and mask (and `last` for ranges), or a bare item that
 /// matches any header of its type.
 fn item<T: 'static>(
@@ -268,16 +274,14 @@ fn encode_action(action: &Action, confs: &mut Confs) -> sys::rte_flow_action {
             conf: confs.keep(sys::rte_flow_action_of_set_vlan_pcp { vlan_pcp: *pcp }),
         },
         Action::VxlanEncap { definition } => {
-            let items = encode_items(definition, confs);
-            let definition = confs.keep_slice(&items).cast_mut();
+            let definition = kept_items(definition, confs);
             sys::rte_flow_action {
                 type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_VXLAN_ENCAP,
                 conf: confs.keep(sys::rte_flow_action_vxlan_encap { definition }),
             }
         }
         Action::NvgreEncap { definition } => {
-            let items = encode_items(definition, confs);
-            let definition = confs.keep_slice(&items).cast_mut();
+            let definition = kept_items(definition, confs);
             sys::rte_flow_action {
                 type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_NVGRE_ENCAP,
                 conf: confs.keep(sys::rte_flow_action_nvgre_encap { definition }),
