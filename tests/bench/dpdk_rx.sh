@@ -22,7 +22,7 @@
 #   gateway   `daqiri-gateway run`, RX queue on cpu_core 1, master_core 0,
 #             64 mbufs per rte_eth_rx_burst, batch_size 64; rate = packets
 #             its application loop consumed / elapsed. The application loop
-#             (main thread) is not pinned; testpmd has none.
+#             runs on master_core (CPU 0, where testpmd's main lcore idles).
 #
 # Usage: tests/bench/dpdk_rx.sh   (SECONDS_EACH=10, SIZES="64 1500" (frame
 #   bytes), DEVICES; GW runs a prebuilt gateway built with --features dpdk)

@@ -57,6 +57,8 @@ pub(crate) fn run(
                 engine = live.get().filter(|e| !e.has_stopped());
             }
             idle_rounds += 1;
+            // Off the workers' cores, beside the control threads (follows master_core across reloads).
+            crate::control::pin_control_thread();
             if idle_rounds > 64 {
                 std::thread::sleep(Duration::from_micros(50));
             } else {
