@@ -322,7 +322,8 @@ fn not_ready_before_a_udp_server_hears_a_peer_and_after_shutdown() {
 
 #[test]
 fn engine_af_xdp_is_refused_by_a_build_without_the_backend() {
-    let yaml = LOOPBACK.replace("    loopback: sw\n", "    engine: af_xdp\n").replace("address: loopback", "address: veth0");
+    let yaml =
+        LOOPBACK.replace("    loopback: sw\n", "    engine: af_xdp\n").replace("address: loopback", "address: veth0");
     let err = refusal(&yaml);
     assert_eq!(err.status, Status::NotSupported, "{err}");
     assert!(err.message.contains("needs the af_xdp backend, which this build does not include"), "{err}");
