@@ -1,8 +1,7 @@
 //! Settings of the gateway's own threads that follow the running config:
 //! the log level (`log_level`, `debug`) and the core of the control threads
 //! (`master_core`: the status loop, the admin API and the application
-//! loop). They are applied at
-//! start and again whenever a reload changes them.
+//! loop). They are applied at start and again whenever a reload changes them.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, Ordering};
