@@ -62,21 +62,18 @@ impl RuntimeFlows {
 
     /// `running` without `port`'s RX flow `flow_id`, and that flow.
     pub(crate) fn with_removed(running: &ValidConfig, port: usize, flow_id: u32) -> Result<(ValidConfig, Flow)> {
-        let mut config = running.config().clone();
-        let iface_name = config.interfaces[port].name.clone();
-        let flows = config.interfaces[port].rx.as_mut().map(|rx| &mut rx.flows);
-        let Some((at, flows)) = flows.and_then(|f| Some((f.iter().position(|f| f.id == flow_id)?, f))) else {
-            let ids: Vec<String> = running.config().interfaces[port]
-                .rx
-                .iter()
-                .flat_map(|rx| rx.flows.iter().map(|f| f.id.to_string()))
-                .collect();
+        let iface = &running.config().interfaces[port];
+        let flows = iface.rx.as_ref().map_or(&[][..], |rx| &rx.flows);
+        let Some(at) = flows.iter().position(|f| f.id == flow_id) else {
+            let ids: Vec<String> = flows.iter().map(|f| f.id.to_string()).collect();
             return Err(Error::invalid(format!(
-                "interface \"{iface_name}\" has no RX flow with id {flow_id}; its flow ids: [{}]",
+                "interface \"{}\" has no RX flow with id {flow_id}; its flow ids: [{}]",
+                iface.name,
                 ids.join(", ")
             )));
         };
-        let removed = flows.remove(at);
+        let mut config = running.config().clone();
+        let removed = config.interfaces[port].rx.as_mut().expect("the flow was found in rx").flows.remove(at);
         // Removing a flow cannot invalidate the rest, but a reorder plan may name its id.
         let valid = config
             .validate()

@@ -229,14 +229,16 @@ impl EthPort {
         &self.address
     }
 
-    /// The RX offloads the PMD advertises (`rx_offload_capa`).
-    pub(crate) fn rx_offload_capa(&self) -> u64 {
+    /// What the PMD says of the port; `None` when it cannot say.
+    fn dev_info(&self) -> Option<dpdk_sys::rte_eth_dev_info> {
         let mut info = dpdk_sys::rte_eth_dev_info::default();
         // SAFETY: the port exists; `info` is written on success.
-        if unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) } != 0 {
-            return 0;
-        }
-        info.rx_offload_capa
+        (unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) } == 0).then_some(info)
+    }
+
+    /// The RX offloads the PMD advertises (`rx_offload_capa`).
+    pub(crate) fn rx_offload_capa(&self) -> u64 {
+        self.dev_info().map_or(0, |info| info.rx_offload_capa)
     }
 
     /// The RX offload that header-data split needs, when a queue splits;
@@ -262,11 +264,7 @@ impl EthPort {
     /// `head`'s data room of bytes (its headers) in an mbuf of `head`, the
     /// rest in one of `payload`.
     fn setup_split_queue(&self, queue: u16, descriptors: u16, socket: u32, head: &Mempool, payload: &Mempool) -> i32 {
-        let mut info = dpdk_sys::rte_eth_dev_info::default();
-        // SAFETY: the port exists; `info` is written on success.
-        if unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) } != 0 {
-            return -libc::ENODEV;
-        }
+        let Some(info) = self.dev_info() else { return -libc::ENODEV };
         let segment = |pool: &Mempool, length: u16| dpdk_sys::rte_eth_rxseg {
             split: dpdk_sys::rte_eth_rxseg_split { mp: pool.raw(), length, offset: 0, proto_hdr: 0 },
         };
@@ -299,11 +297,9 @@ impl EthPort {
 
     /// The name of the port's driver (its PMD), for messages.
     pub(crate) fn driver_name(&self) -> String {
-        let mut info = dpdk_sys::rte_eth_dev_info::default();
-        // SAFETY: the port exists; `info` is written on success.
-        if unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) } != 0 || info.driver_name.is_null() {
+        let Some(info) = self.dev_info().filter(|info| !info.driver_name.is_null()) else {
             return "unknown PMD".into();
-        }
+        };
         // SAFETY: a static NUL-terminated name owned by the driver.
         unsafe { std::ffi::CStr::from_ptr(info.driver_name) }.to_string_lossy().into_owned()
     }
