@@ -447,7 +447,7 @@ impl Burst {
     /// Takes segment `segment` of packet `index` out of the burst: its
     /// region, buffer, offset and length, for a backend that hands the
     /// buffer itself to a device (a DPDK TX queue). `None` once freed.
-    #[cfg(feature = "dpdk")]
+    #[cfg(any(feature = "dpdk", feature = "af_xdp"))]
     pub(crate) fn take_segment(&mut self, segment: usize, index: usize) -> Option<(u16, BufToken, u16, u32)> {
         let meta = self.meta.as_deref_mut().expect("present until drop");
         let column = meta.segments.get_mut(segment)?;

@@ -44,8 +44,11 @@
 
 // Unsafe code is allowed only in the modules that wrap a kernel or C
 // interface: memory/mapping.rs (mmap, mbind), memory/region.rs (buffer
-// slices), backend/socket/sys.rs (recvmmsg, sendmmsg, socket options) and
-// reorder/fp16_x86.rs (F16C, called once the CPU is known to have it).
+// slices), backend/socket/sys.rs (recvmmsg, sendmmsg, socket options),
+// backend/dpdk/rte (DPDK), backend/af_xdp/xsk.rs (UMEM, socket options) and
+// the map layouts of backend/af_xdp/program.rs, the CUDA and cuFile
+// wrappers, and reorder/fp16_x86.rs (F16C, called once the CPU is known to
+// have it).
 #![deny(unsafe_code)]
 
 mod backend;
@@ -78,7 +81,7 @@ pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region}
 pub use queue::Direction;
 pub use reload::ReloadChange;
 pub use reorder::PlanStats;
-pub use snapshot::{EngineStats, FlowStatsEntry, LinkStats, PortStats, QueueStatsEntry, RegionStats};
+pub use snapshot::{AfXdpLink, AfXdpSocket, EngineStats, FlowStatsEntry, LinkStats, PortStats, QueueStatsEntry, RegionStats};
 pub use stats::{DropReason, QueueStatsSnapshot};
 
 pub use daqiri_config as config;

@@ -59,6 +59,27 @@ pub struct LinkStats {
     /// The NIC's own counters by the driver's names (DPDK xstats: packets,
     /// bytes, `rx_missed_errors`, `rx_mbuf_allocation_errors`, per queue ...).
     pub nic_counters: Vec<(String, u64)>,
+    /// An AF_XDP port's XDP program and sockets.
+    pub af_xdp: Option<AfXdpLink>,
+}
+
+/// How an AF_XDP port moves frames.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AfXdpLink {
+    /// `native` (in the driver) or `generic` (after the kernel built a
+    /// socket buffer): how the XDP program runs; `detached` once stopped.
+    pub xdp_mode: &'static str,
+    /// Each socket, by NIC queue.
+    pub sockets: Vec<AfXdpSocket>,
+}
+
+/// One AF_XDP socket.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AfXdpSocket {
+    /// The NIC queue it is bound to (the RX queue of that position).
+    pub nic_queue: u32,
+    /// `zero_copy` (the NIC writes into our buffers) or `copy`.
+    pub mode: &'static str,
 }
 
 /// Counters of one queue.

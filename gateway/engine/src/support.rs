@@ -53,6 +53,10 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
         if backend == InterfaceBackend::Dpdk {
             dpdk_keys(iface, &path, &mut refuse);
         }
+        #[cfg(feature = "af_xdp")]
+        if backend == InterfaceBackend::AfXdp {
+            af_xdp_keys(config, iface, &path, &mut refuse);
+        }
         let transport = config.endpoints(port).map(|e| e.transport);
         rx_keys(iface, &path.key("rx"), backend, transport, &mut refuse);
         tx_keys(iface, &path.key("tx"), backend, &mut refuse);
@@ -87,6 +91,68 @@ fn dpdk_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPat
                     "{} regions: DPDK buffer split lands a packet in two, its headers and its payload; give one or two",
                     queue.memory_regions.len()
                 ),
+            );
+        }
+    }
+}
+
+/// What AF_XDP cannot do on any netdev: a frame lands in one UMEM frame
+/// (one region per queue, 2048 or 4096 bytes: the chunk sizes the kernel
+/// takes for page-aligned UMEMs), and the XDP program's maps are sized.
+#[cfg(feature = "af_xdp")]
+fn af_xdp_keys(
+    config: &ValidConfig,
+    iface: &Interface,
+    path: &YamlPath,
+    refuse: &mut impl FnMut(YamlPath, String),
+) {
+    use crate::backend::{AF_XDP_MAX_RSS_QUEUES, AF_XDP_MAX_RULES, AF_XDP_MAX_SOCKETS};
+    let cfg = config.config();
+    let rx = iface.rx.iter().flat_map(|rx| rx.queues.iter().enumerate().map(|(i, q)| (path.key("rx"), i, q)));
+    let tx = iface.tx.iter().flat_map(|tx| tx.queues.iter().enumerate().map(|(i, q)| (path.key("tx"), i, q)));
+    for (side, i, queue) in rx.chain(tx) {
+        let at = side.key("queues").index(i).key("memory_regions");
+        if queue.memory_regions.len() > 1 {
+            refuse(at.clone(), "an AF_XDP frame lands in one UMEM frame: give one region".into());
+        }
+        for name in &queue.memory_regions {
+            let Some(r) = cfg.memory_regions.iter().position(|r| &r.name == name) else { continue };
+            let region = &cfg.memory_regions[r];
+            if !matches!(region.buf_size, 2048 | 4096) {
+                refuse(
+                    YamlPath::cfg().key("memory_regions").index(r).key("buf_size"),
+                    format!(
+                        "region \"{name}\" is an AF_XDP UMEM for queue \"{}\"; its frames must be 2048 or 4096 bytes, not {} (256 of them are the kernel's headroom)",
+                        queue.name, region.buf_size
+                    ),
+                );
+            }
+        }
+    }
+    let Some(rx) = &iface.rx else { return };
+    if rx.queues.len() > AF_XDP_MAX_SOCKETS {
+        refuse(
+            path.key("rx").key("queues"),
+            format!("{} RX queues: the XDP program's socket map holds {AF_XDP_MAX_SOCKETS}", rx.queues.len()),
+        );
+    }
+    let rules = rx.flows.len() + rx.dynamic_flow_capacity as usize;
+    if rules > AF_XDP_MAX_RULES {
+        refuse(
+            path.key("rx").key("flows"),
+            format!(
+                "{} flows and a dynamic_flow_capacity of {}: the XDP program holds {AF_XDP_MAX_RULES} rules in all",
+                rx.flows.len(),
+                rx.dynamic_flow_capacity
+            ),
+        );
+    }
+    for (i, flow) in rx.flows.iter().enumerate() {
+        let queues = flow.queue_ids().len();
+        if queues > AF_XDP_MAX_RSS_QUEUES {
+            refuse(
+                path.key("rx").key("flows").index(i),
+                format!("flow \"{}\" spreads over {queues} queues; the XDP program spreads over at most {AF_XDP_MAX_RSS_QUEUES}", flow.name),
             );
         }
     }

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use daqiri::{DropReason, Engine};
 
+mod common;
+use common::veth::{Veth, udp_frame};
+
 /// One RX queue on `net_null0`, which hands out a 64-byte frame on every
 /// poll slot: the engine's overhead alone.
 const NULL_DEVICE: &str = r#"
@@ -88,96 +91,6 @@ fn several_queues_on_a_pmd_without_rte_flow_fail_with_its_reason() {
     receive(&engine, 1_000);
 }
 
-/// A veth pair in this namespace, with no addresses (nothing routes to it),
-/// removed on drop. Needs root.
-struct Veth {
-    send: String,
-    receive: String,
-}
-
-impl Veth {
-    fn new(tag: &str) -> Self {
-        let id = std::process::id() % 10_000;
-        let veth = Veth { send: format!("dq{tag}{id}s"), receive: format!("dq{tag}{id}r") };
-        let ip = |args: &[&str]| {
-            let status = std::process::Command::new("ip").args(args).status().expect("run ip");
-            assert!(status.success(), "ip {args:?}");
-        };
-        let _ = std::process::Command::new("ip")
-            .args(["link", "del", &veth.send])
-            .stderr(std::process::Stdio::null())
-            .status();
-        ip(&["link", "add", &veth.send, "type", "veth", "peer", "name", &veth.receive]);
-        for dev in [&veth.send, &veth.receive] {
-            // No IPv6 router solicitations: the only frames are the test's.
-            let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6"), "1");
-            ip(&["link", "set", dev, "up"]);
-        }
-        veth
-    }
-}
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip").args(["link", "del", &self.send]).status();
-    }
-}
-
-/// A raw AF_PACKET socket sending whole frames out of one interface: an
-/// independent sender, not the engine's TX path.
-struct RawSender {
-    fd: std::os::fd::OwnedFd,
-    address: libc::sockaddr_ll,
-}
-
-impl RawSender {
-    fn on(interface: &str) -> Self {
-        use std::os::fd::FromRawFd;
-        let name = std::ffi::CString::new(interface).unwrap();
-        // SAFETY: plain libc calls with valid arguments; the descriptor is owned at once.
-        let (fd, index) = unsafe {
-            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
-            assert!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
-            (std::os::fd::OwnedFd::from_raw_fd(fd), libc::if_nametoindex(name.as_ptr()))
-        };
-        assert!(index > 0, "no interface {interface}");
-        // SAFETY: sockaddr_ll is plain data; zero is a valid start.
-        let mut address: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        address.sll_family = libc::AF_PACKET as u16;
-        address.sll_ifindex = index as i32;
-        address.sll_halen = 6;
-        RawSender { fd, address }
-    }
-
-    fn send(&self, frame: &[u8]) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: `frame` and `address` are valid for the call.
-        let sent = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                frame.as_ptr().cast(),
-                frame.len(),
-                0,
-                (&self.address as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        assert_eq!(sent, frame.len() as isize, "send: {}", std::io::Error::last_os_error());
-    }
-}
-
-/// An Ethernet/IPv4/UDP frame to `dst_port` whose payload starts with `seq`.
-fn udp_frame(src_port: u16, dst_port: u16, seq: u32) -> Vec<u8> {
-    let mut payload = vec![0xa5u8; 64];
-    payload[..4].copy_from_slice(&seq.to_be_bytes());
-    let builder = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .udp(src_port, dst_port);
-    let mut frame = Vec::with_capacity(builder.size(payload.len()));
-    builder.write(&mut frame, &payload).unwrap();
-    frame
-}
-
 #[test]
 #[ignore = "needs root for a veth pair; tests/run.sh runs it"]
 fn af_packet_over_veth_receives_an_independent_senders_frames_with_their_flow_ids() {
@@ -224,7 +137,7 @@ daqiri:
     // The PMD's ring holds every frame the test sends, so a poller delayed
     // by parallel tests loses none.
     let engine = Engine::from_yaml(&yaml).expect("the engine starts on net_af_packet over veth");
-    let sender = RawSender::on(&veth.send);
+    let sender = veth.sender();
     let mut sent = std::collections::HashMap::new();
     for seq in 0..PER_FLOW {
         for (dst, flow) in [(5000, 11), (6000 + (seq % 10) as u16, 22), (7000, 0)] {

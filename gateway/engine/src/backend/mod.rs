@@ -3,11 +3,15 @@
 //! resources at init, so a bad address or a busy port fails `Engine::new`,
 //! and then hands its queues' poll and send tasks to the generic workers.
 
+#[cfg(feature = "af_xdp")]
+mod af_xdp;
 #[cfg(feature = "dpdk")]
 mod dpdk;
 mod loopback;
 mod socket;
 
+#[cfg(feature = "af_xdp")]
+pub(crate) use af_xdp::{MAX_RSS_QUEUES as AF_XDP_MAX_RSS_QUEUES, MAX_RULES as AF_XDP_MAX_RULES, MAX_SOCKETS as AF_XDP_MAX_SOCKETS};
 #[cfg(feature = "dpdk")]
 pub(crate) use dpdk::Mempool;
 
@@ -69,6 +73,8 @@ pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> 
             let tx_flows = config.config().interfaces[port.id as usize].tx.as_ref().map_or(&[][..], |tx| &tx.flows);
             dpdk::open(address, port, regions, tx_flows)
         }
+        #[cfg(feature = "af_xdp")]
+        Link::AfXdp { netdev } => af_xdp::open(netdev, port, regions),
         other => Err(Error::new(
             Status::NotSupported,
             format!(
@@ -84,6 +90,7 @@ pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> 
 pub(crate) fn compiled_in(backend: InterfaceBackend) -> bool {
     matches!(backend, InterfaceBackend::Socket | InterfaceBackend::SoftwareLoopback)
         || (backend == InterfaceBackend::Dpdk && cfg!(feature = "dpdk"))
+        || (backend == InterfaceBackend::AfXdp && cfg!(feature = "af_xdp"))
 }
 
 /// Prepares regions that a backend's own pools manage (DPDK mempools over

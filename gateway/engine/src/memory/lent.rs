@@ -8,6 +8,10 @@
 //! cookie, and gives the token back exactly once when the cookie returns, so
 //! ownership survives the round trip and a stale or repeated completion
 //! cannot free a buffer twice.
+//!
+//! Where the device hands back an address the buffer itself determines (an
+//! AF_XDP frame offset in its UMEM), the table is [`keyed`](LentBuffers::keyed):
+//! the caller names the cookie, the buffer's index, instead of taking a slot.
 
 use super::BufToken;
 
@@ -15,40 +19,79 @@ use super::BufToken;
 #[derive(Debug)]
 pub(crate) struct LentBuffers {
     slots: Vec<Option<BufToken>>,
+    /// Slots to hand out; empty and unused in a keyed table.
     free_slots: Vec<u32>,
+    keyed: bool,
+    out: u32,
 }
 
 impl LentBuffers {
-    /// A table for up to `capacity` buffers out at once (a ring's size).
+    /// A table for up to `capacity` buffers out at once (a ring's size),
+    /// for devices that take any cookie (an RDMA `wr_id`).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn with_capacity(capacity: u32) -> Self {
-        Self { slots: (0..capacity).map(|_| None).collect(), free_slots: (0..capacity).rev().collect() }
+        Self {
+            slots: (0..capacity).map(|_| None).collect(),
+            free_slots: (0..capacity).rev().collect(),
+            keyed: false,
+            out: 0,
+        }
+    }
+
+    /// A table whose cookies the caller chooses, below `capacity`
+    /// ([`lend_as`](Self::lend_as)).
+    pub(crate) fn keyed(capacity: u32) -> Self {
+        Self { slots: (0..capacity).map(|_| None).collect(), free_slots: Vec::new(), keyed: true, out: 0 }
     }
 
     /// Parks `token` and returns its cookie; a full table hands the token back.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn lend(&mut self, token: BufToken) -> Result<u32, BufToken> {
+        debug_assert!(!self.keyed, "a keyed table takes its cookies from lend_as");
         let Some(slot) = self.free_slots.pop() else { return Err(token) };
         self.slots[slot as usize] = Some(token);
+        self.out += 1;
         Ok(slot)
+    }
+
+    /// Parks `token` under `cookie` in a keyed table; a cookie out of range
+    /// or already out hands the token back.
+    pub(crate) fn lend_as(&mut self, cookie: u32, token: BufToken) -> Result<(), BufToken> {
+        debug_assert!(self.keyed, "lend_as is for keyed tables");
+        match self.slots.get_mut(cookie as usize) {
+            Some(slot @ None) => {
+                *slot = Some(token);
+                self.out += 1;
+                Ok(())
+            }
+            _ => Err(token),
+        }
     }
 
     /// The token lent under `cookie`; `None` for a cookie that is not out
     /// (out of range, already reclaimed).
     pub(crate) fn reclaim(&mut self, cookie: u32) -> Option<BufToken> {
         let token = self.slots.get_mut(cookie as usize)?.take()?;
-        self.free_slots.push(cookie);
+        if !self.keyed {
+            self.free_slots.push(cookie);
+        }
+        self.out -= 1;
         Some(token)
     }
 
     /// Every token still out, for a stop that will see no more completions.
     pub(crate) fn reclaim_all(&mut self) -> impl Iterator<Item = BufToken> + '_ {
-        self.free_slots.clear();
-        self.free_slots.extend((0..self.slots.len() as u32).rev());
+        if !self.keyed {
+            self.free_slots.clear();
+            self.free_slots.extend((0..self.slots.len() as u32).rev());
+        }
+        self.out = 0;
         self.slots.iter_mut().filter_map(Option::take)
     }
 
     /// Buffers out now.
     pub(crate) fn lent(&self) -> usize {
-        self.slots.len() - self.free_slots.len()
+        self.out as usize
     }
 }
 
@@ -83,6 +126,20 @@ mod tests {
         assert_eq!(back.len(), 2);
         assert_eq!(table.lent(), 0);
         assert!(table.lend(BufToken::for_test(7)).is_ok(), "slots are free again");
+    }
+
+    #[test]
+    fn a_keyed_table_parks_each_buffer_under_its_own_index_once() {
+        let mut table = LentBuffers::keyed(8);
+        assert_eq!(table.lend_as(5, BufToken::for_test(5)), Ok(()));
+        assert_eq!(table.lend_as(5, BufToken::for_test(6)), Err(BufToken::for_test(6)), "cookie 5 is out");
+        assert_eq!(table.lend_as(8, BufToken::for_test(8)), Err(BufToken::for_test(8)), "beyond the capacity");
+        assert_eq!(table.lent(), 1);
+        assert_eq!(table.reclaim(5), Some(BufToken::for_test(5)));
+        assert_eq!(table.reclaim(5), None, "a repeated completion frees nothing");
+        assert_eq!(table.lend_as(5, BufToken::for_test(5)), Ok(()), "the cookie is free again");
+        assert_eq!(table.reclaim_all().count(), 1);
+        assert_eq!(table.lent(), 0);
     }
 
     /// Lending through the table and reclaiming in a scrambled order, as

@@ -9,9 +9,9 @@
 mod backing;
 mod device;
 mod hugepages;
-// The table kernel-bypass backends (AF_XDP rings, DPDK TX, RDMA work
-// requests) park lent buffers in; none of this build's backends lends yet.
-#[cfg_attr(not(test), allow(dead_code))]
+// The table kernel-bypass backends (AF_XDP rings, RDMA work requests) park
+// lent buffers in; only the AF_XDP backend uses it so far.
+#[cfg_attr(not(any(test, feature = "af_xdp")), allow(dead_code))]
 mod lent;
 mod mapping;
 mod pool;
@@ -24,6 +24,8 @@ pub use mapping::Mapping;
 pub(crate) use mapping::numa_nodes;
 #[cfg(feature = "dpdk")]
 pub(crate) use pool::BufferPool;
+#[cfg(feature = "af_xdp")]
+pub(crate) use lent::LentBuffers;
 pub(crate) use pool::PoolCache;
 pub use region::Region;
 pub(crate) use region::{BufToken, RegionTable};

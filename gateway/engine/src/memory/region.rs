@@ -38,8 +38,9 @@ impl BufToken {
         Self(index)
     }
 
-    /// The buffer's index in its region.
-    #[cfg(test)]
+    /// The buffer's index in its region (an AF_XDP frame's address is
+    /// derived from it).
+    #[cfg(any(test, feature = "af_xdp"))]
     pub(crate) fn index(&self) -> u32 {
         self.0
     }

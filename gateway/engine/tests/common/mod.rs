@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test binary uses its own share of these
 
+pub mod veth;
+
 /// A free UDP port on 127.0.0.1, so parallel tests do not collide.
 pub fn free_udp_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

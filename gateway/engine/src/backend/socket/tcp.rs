@@ -138,7 +138,7 @@ impl PortDriver for TcpDriver {
             kernel_rx_buffer_bytes: memory.map(|m| u64::from(m.rx_buffer)),
             peer: stream.as_ref().and_then(|s| s.peer_addr().ok()),
             connected: Some(stream.is_some()),
-            nic_counters: Vec::new(),
+            ..LinkStats::default()
         }
     }
 

@@ -170,7 +170,7 @@ impl PortDriver for UdpDriver {
             kernel_rx_buffer_bytes: Some(memory.iter().map(|m| u64::from(m.rx_buffer)).sum()),
             peer,
             connected: None,
-            nic_counters: Vec::new(),
+            ..LinkStats::default()
         }
     }
 }

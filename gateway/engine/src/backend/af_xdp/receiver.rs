@@ -1,0 +1,245 @@
+//! The receive side of an AF_XDP port: one task polls every RX socket,
+//! turns each frame address back into the region buffer it is, and hands
+//! it to the queue the XDP program chose, zero-copy.
+//!
+//! The kernel delivers a frame only to the socket of the NIC queue it
+//! arrived on, so the program's choice of queue travels in the frame's
+//! metadata and the frame moves here: to the same region it lies in
+//! without a copy, to another region by one copy. Without metadata (a
+//! generic-mode driver) the frame is steered in software, as on sockets.
+
+use std::time::{Duration, Instant};
+
+use xdpilone::{FillQueue, RingRx};
+
+use super::program::{NO_FLOW, SteerMeta};
+use super::xsk::{SocketCounters, SocketHandle};
+use crate::burst::PacketSlot;
+use crate::flow::{FlowTable, Steering};
+use crate::memory::{BufToken, LentBuffers, PoolCache, Region, RegionTable};
+use crate::queue::Queue;
+use crate::state::EngineState;
+use crate::stats::DropReason;
+use crate::worker::{self, Assembler, QueueTask};
+
+/// Most frames read from one RX ring per poll.
+const RX_BATCH: u32 = 64;
+/// How often the sockets' kernel counters become drops.
+const COUNTER_PERIOD: Duration = Duration::from_millis(100);
+
+/// One RX socket: its rings and the buffers lent to its fill ring.
+pub(super) struct RxSocket {
+    /// The engine RX queue (and NIC queue) the socket serves.
+    pub(super) queue: usize,
+    pub(super) fill: FillQueue,
+    pub(super) rx: RingRx,
+    pub(super) handle: SocketHandle,
+    /// Buffers the kernel holds, by buffer index (the frame's address).
+    lent: LentBuffers,
+    /// Buffers the fill ring should hold.
+    target: u32,
+    cache: PoolCache,
+    counted: SocketCounters,
+}
+
+impl RxSocket {
+    /// The socket of RX queue `queue`, its fill ring filled from `region`.
+    pub(super) fn new(queue: usize, fill: FillQueue, rx: RingRx, handle: SocketHandle, region: &Region) -> Self {
+        let mut socket = Self {
+            queue,
+            fill,
+            rx,
+            handle,
+            lent: LentBuffers::keyed(region.num_bufs()),
+            target: super::xsk::ring_size(region.num_bufs()),
+            cache: PoolCache::new(RX_BATCH as usize),
+            counted: SocketCounters::default(),
+        };
+        socket.refill(region);
+        socket
+    }
+
+    /// Tops the fill ring up from the region's free buffers.
+    fn refill(&mut self, region: &Region) {
+        let want = self.target.saturating_sub(self.lent.lent() as u32);
+        if want == 0 {
+            return;
+        }
+        let frame = region.buf_size() as u64;
+        let mut writer = self.fill.fill(want);
+        let (lent, cache) = (&mut self.lent, &mut self.cache);
+        let addresses = std::iter::from_fn(|| {
+            let token = region.take_cached(cache)?;
+            let index = token.index();
+            match lent.lend_as(index, token) {
+                Ok(()) => Some(u64::from(index) * frame),
+                Err(token) => {
+                    region.release(token);
+                    None
+                }
+            }
+        });
+        writer.insert(addresses);
+        writer.commit();
+        drop(writer);
+        if self.fill.needs_wakeup() {
+            self.fill.wake();
+        }
+    }
+}
+
+pub(super) struct Receiver {
+    port: u16,
+    sockets: Vec<RxSocket>,
+    assemblers: Vec<Assembler>,
+    /// The tag the program writes in metadata it wrote.
+    tag: u32,
+    next_count: Instant,
+}
+
+impl Receiver {
+    pub(super) fn new(port: &crate::port::Port, sockets: Vec<RxSocket>, tag: u32) -> Self {
+        Self { port: port.id, sockets, assemblers: port.rx.iter().map(Assembler::new).collect(), tag, next_count: Instant::now() }
+    }
+
+    /// Reads up to a batch from socket `s` and delivers it; frames received.
+    fn receive(&mut self, engine: &EngineState, s: usize) -> usize {
+        let p = &engine.ports[usize::from(self.port)];
+        let flows = p.flows.load();
+        let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
+        let socket = &mut self.sockets[s];
+        let arrival = socket.queue;
+        let region_index = p.rx[arrival].segment_regions[0];
+        let region = engine.regions.get(region_index);
+        let frame = region.buf_size() as u64;
+        let mut read = socket.rx.receive(RX_BATCH);
+        let mut received = 0;
+        while let Some(desc) = read.read() {
+            received += 1;
+            let index = (desc.addr / frame) as u32;
+            let offset = (desc.addr % frame) as usize;
+            let Some(token) = socket.lent.reclaim(index) else {
+                // An address we never lent: the kernel's word against ours.
+                p.rx_drops.dropped(DropReason::NicRxError, 1);
+                continue;
+            };
+            if dropping {
+                region.release(token);
+                p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
+                continue;
+            }
+            let bytes = region.bytes(&token);
+            let meta = offset.checked_sub(SteerMeta::LEN).and_then(|at| SteerMeta::read(&bytes[at..offset], self.tag));
+            let frame_bytes = &bytes[offset..offset + desc.len as usize];
+            let Some((rule, queue)) = steer(&flows, meta, frame_bytes, p.rx.len()) else {
+                region.release(token);
+                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+                continue;
+            };
+            let flow_id = rule.map(|rule| {
+                let rule = &flows.rules[rule];
+                rule.stats.matched(1, u64::from(desc.len));
+                rule.flow_id
+            });
+            let target = &p.rx[queue];
+            let Some((token, offset)) = land(token, offset, desc.len, region, region_index, target, &engine.regions)
+            else {
+                target.stats.dropped(DropReason::NoFreePacketBuffers, 1);
+                continue;
+            };
+            let mut slot = PacketSlot::single(token, desc.len, flow_id);
+            slot.set_segment_offset(0, offset as u16);
+            self.assemblers[queue].push(target, slot, &engine.regions);
+        }
+        read.release();
+        drop(read);
+        socket.refill(region);
+        received
+    }
+
+    /// Adds what the kernel dropped on each socket since the last look.
+    fn count_kernel_drops(&mut self, engine: &EngineState) {
+        let drops = &engine.ports[usize::from(self.port)].rx_drops;
+        for socket in &mut self.sockets {
+            let now = socket.handle.counters();
+            let before = std::mem::replace(&mut socket.counted, now);
+            drops.dropped(DropReason::NoFreePacketBuffers, now.rx_dropped.saturating_sub(before.rx_dropped));
+            drops.dropped(DropReason::NicMissed, now.rx_ring_full.saturating_sub(before.rx_ring_full));
+        }
+    }
+}
+
+/// The rule a frame matched (`None`: no flow) and its queue, or `None`
+/// when flow isolation drops it. The program's word counts while its rule
+/// is still in the table; otherwise (no metadata, or rules replaced since)
+/// the frame is steered here.
+fn steer(flows: &FlowTable, meta: Option<SteerMeta>, frame: &[u8], queues: usize) -> Option<(Option<usize>, usize)> {
+    if let Some(meta) = meta.filter(|m| (m.queue as usize) < queues) {
+        if meta.flow_id == NO_FLOW && !flows.isolation() {
+            return Some((None, meta.queue as usize));
+        }
+        if let Some(rule) = flows.rule_of(meta.flow_id) {
+            return Some((Some(rule), meta.queue as usize));
+        }
+    }
+    match flows.steer_frame(frame) {
+        Steering::Flow { rule, queue } => Some((Some(rule), queue)),
+        Steering::Default { queue } => Some((None, queue)),
+        Steering::Unmatched => None,
+    }
+}
+
+/// The frame as a buffer of `target`'s region: itself where it already
+/// lies there, else a copy (the arrival buffer goes back). `None` when the
+/// target region has no free buffer.
+fn land(
+    token: BufToken,
+    offset: usize,
+    len: u32,
+    region: &Region,
+    region_index: u16,
+    target: &Queue,
+    regions: &RegionTable,
+) -> Option<(BufToken, usize)> {
+    let into = target.segment_regions[0];
+    if into == region_index {
+        return Some((token, offset));
+    }
+    let destination = regions.get(into);
+    let copied = destination.take().map(|mut copy| {
+        let len = len as usize;
+        destination.bytes_mut(&mut copy)[..len].copy_from_slice(&region.bytes(&token)[offset..offset + len]);
+        (copy, 0)
+    });
+    region.release(token);
+    copied
+}
+
+impl QueueTask for Receiver {
+    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
+        let mut received = 0;
+        for s in 0..self.sockets.len() {
+            received += self.receive(engine, s);
+        }
+        let p = &engine.ports[usize::from(self.port)];
+        let now = Instant::now();
+        worker::flush_due(&mut self.assemblers, &p.rx, now, &engine.regions);
+        if now >= self.next_count {
+            self.count_kernel_drops(engine);
+            self.next_count = now + COUNTER_PERIOD;
+        }
+        received
+    }
+
+    fn finish(&mut self, engine: &EngineState) {
+        self.count_kernel_drops(engine);
+        let p = &engine.ports[usize::from(self.port)];
+        worker::finish_all(&mut self.assemblers, &p.rx, &engine.regions);
+        // The sockets close with this task; what their fill rings held comes back.
+        for socket in &mut self.sockets {
+            let region = engine.regions.get(p.rx[socket.queue].segment_regions[0]);
+            region.release_all(socket.lent.reclaim_all());
+            region.drain_cache(&mut socket.cache);
+        }
+    }
+}

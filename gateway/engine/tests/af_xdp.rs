@@ -1,0 +1,329 @@
+//! The AF_XDP backend over a veth pair with native XDP on the receiving
+//! end and an independent raw-socket sender in another namespace: frames
+//! arrive unchanged in their flow's queue with its flow id, RSS spreads a
+//! flow list by 5-tuple, isolation leaves unmatched frames to the kernel, a
+//! flow reload loses nothing, and the program is gone after a shutdown and
+//! after a SIGKILL. Built with `--features af_xdp`; needs root.
+#![cfg(feature = "af_xdp")]
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use daqiri::{DropReason, Engine, Status};
+
+mod common;
+use common::veth::{RawSocket, Veth, udp_frame_to};
+
+const ROOT: &str = "needs root for veth pairs and XDP; tests/run.sh runs it";
+
+fn config(netdev: &str, rx_queues: u16, isolation: bool, flows: &str) -> String {
+    let queues: String = (0..rx_queues)
+        .map(|i| {
+            format!(
+                "        - {{ name: q{i}, id: {i}, cpu_core: 1, batch_size: 64, timeout_us: 500, memory_regions: [rx_mem] }}\n"
+            )
+        })
+        .collect();
+    format!(
+        r#"
+daqiri:
+  cfg:
+    version: 1
+    stream_type: raw
+    engine: af_xdp
+    master_core: 0
+    memory_regions:
+    - {{ name: rx_mem, kind: host, num_bufs: 16384, buf_size: 2048 }}
+    interfaces:
+    - name: xdp_port
+      address: {netdev}
+      rx:
+        flow_isolation: {isolation}
+        queues:
+{queues}        flows:
+{flows}"#
+    )
+}
+
+/// An empty flow list, indented under `flows:`.
+const NO_FLOWS: &str = "          []\n";
+
+const FLOWS: &str = r#"        - { name: a, id: 11, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }
+        - { name: b, id: 22, action: { type: queue, id: 1 }, match: { udp_dst: "6000-6009" } }
+        - { name: spread, id: 33, action: { type: queue, ids: [0, 1] }, match: { udp_dst: 7000 } }
+"#;
+
+fn frame(veth: &Veth, src_port: u16, dst_port: u16, seq: u32) -> Vec<u8> {
+    udp_frame_to(veth.receive_mac(), [10, 203, 0, 1], [10, 203, 0, 2], src_port, dst_port, seq)
+}
+
+/// Everything each queue received within `within`, until `want` frames in all.
+fn drain(engine: &Engine, queues: u16, want: usize, within: Duration) -> Vec<Vec<(Option<u32>, Vec<u8>)>> {
+    let mut got: Vec<Vec<(Option<u32>, Vec<u8>)>> = vec![Vec::new(); queues as usize];
+    let deadline = Instant::now() + within;
+    while got.iter().map(Vec::len).sum::<usize>() < want && Instant::now() < deadline {
+        for q in 0..queues {
+            if let Some(burst) = engine.get_rx_burst(0, q).unwrap() {
+                got[q as usize].extend(burst.packets().map(|p| (p.flow_id(), p.data().to_vec())));
+            }
+        }
+    }
+    got
+}
+
+fn seq_of(frame: &[u8]) -> u32 {
+    u32::from_be_bytes(frame[42..46].try_into().unwrap())
+}
+
+#[test]
+#[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
+fn frames_reach_their_flows_queues_unchanged_and_rss_spreads_by_five_tuple() {
+    let _ = ROOT;
+    let veth = Veth::with_queues("xa", 2, true);
+    let engine = Engine::from_yaml(&config(&veth.receive, 2, false, FLOWS)).expect("the AF_XDP engine starts");
+    let link = engine.stats().ports[0].link.af_xdp.clone().expect("an AF_XDP port reports its link");
+    assert_eq!(link.xdp_mode, "native", "veth runs XDP in its driver");
+    assert_eq!(link.sockets.len(), 2);
+    assert!(link.sockets.iter().all(|s| s.mode == "copy"), "veth has no zero-copy: {link:?}");
+    assert!(veth.link_state().contains("xdp"), "the program is attached: {}", veth.link_state());
+
+    let sender = veth.sender();
+    let mut sent = Vec::new();
+    for seq in 0..400u32 {
+        // Flow a, flow b, the spread flow from 40 source ports, and unmatched.
+        for (src, dst) in [(1000, 5000), (1000, 6000 + (seq % 10) as u16), (2000 + (seq % 40) as u16, 7000), (1000, 8000)] {
+            let f = frame(&veth, src, dst, seq);
+            sender.send(&f);
+            sent.push(f);
+        }
+        if seq % 32 == 31 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let got = drain(&engine, 2, sent.len(), Duration::from_secs(10));
+    let mut expected: HashMap<Vec<u8>, ()> = sent.iter().map(|f| (f.clone(), ())).collect();
+    let mut spread_queue: HashMap<u16, usize> = HashMap::new();
+    let mut spread_per_queue = [0usize; 2];
+    for (queue, frames) in got.iter().enumerate() {
+        for (flow, data) in frames {
+            assert!(
+                expected.remove(data).is_some(),
+                "queue {queue}: a frame {} ({} bytes, seq {}, ports {:?})",
+                if sent.contains(data) { "twice" } else { "changed or never sent" },
+                data.len(),
+                seq_of(data),
+                &data[34..38]
+            );
+            let dst = u16::from_be_bytes([data[36], data[37]]);
+            let src = u16::from_be_bytes([data[34], data[35]]);
+            match dst {
+                5000 => assert_eq!((queue, *flow), (0, Some(11)), "flow a, seq {}", seq_of(data)),
+                6000..=6009 => assert_eq!((queue, *flow), (1, Some(22)), "flow b, seq {}", seq_of(data)),
+                7000 => {
+                    assert_eq!(*flow, Some(33));
+                    spread_per_queue[queue] += 1;
+                    let first = *spread_queue.entry(src).or_insert(queue);
+                    assert_eq!(first, queue, "source port {src} stays on one queue");
+                }
+                _ => assert_eq!((queue, *flow), (0, None), "unmatched goes to the first queue without a flow id"),
+            }
+        }
+    }
+    assert!(expected.is_empty(), "{} of {} frames never arrived", expected.len(), sent.len());
+    assert!(spread_per_queue.iter().all(|&n| n > 40), "RSS spreads 40 source ports over both queues: {spread_per_queue:?}");
+    let stats = engine.stats();
+    let flows: Vec<(u32, u64)> = stats.ports[0].flows.iter().map(|f| (f.id, f.packets)).collect();
+    assert_eq!(flows, vec![(11, 400), (22, 400), (33, 400)]);
+    let counter = |name: &str| stats.ports[0].link.nic_counters.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+    assert_eq!(counter("xdp_redirected"), Some(1600), "{:?}", stats.ports[0].link.nic_counters);
+
+    engine.shutdown();
+    assert!(!veth.link_state().contains("xdp"), "shutdown detaches the program: {}", veth.link_state());
+    drop(engine);
+    // A second engine on the same netdev starts: nothing was left attached or bound.
+    let again = Engine::from_yaml(&config(&veth.receive, 2, false, FLOWS)).expect("the netdev is free again");
+    drop(again);
+}
+
+#[test]
+#[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
+fn under_isolation_unmatched_frames_reach_a_kernel_socket_on_the_same_interface() {
+    let veth = Veth::with_queues("xi", 1, true);
+    let flows = "        - { name: a, id: 11, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }\n";
+    let engine = Engine::from_yaml(&config(&veth.receive, 1, true, flows)).expect("the AF_XDP engine starts");
+    let kernel = std::net::UdpSocket::bind((Veth::RECEIVE_IP, 9000)).expect("a kernel socket on the veth's address");
+    kernel.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let sender = veth.sender();
+    for seq in 0..50 {
+        sender.send(&frame(&veth, 1000, 5000, seq));
+        sender.send(&frame(&veth, 1000, 9000, seq));
+    }
+    let got = drain(&engine, 1, 50, Duration::from_secs(5));
+    assert_eq!(got[0].len(), 50, "the matched flow reaches the engine");
+    assert!(got[0].iter().all(|(flow, _)| *flow == Some(11)));
+    let mut buffer = [0u8; 128];
+    for seq in 0..50 {
+        let (n, _) = kernel.recv_from(&mut buffer).expect("unmatched frames reach the kernel's socket");
+        assert_eq!(n, 64);
+        assert_eq!(u32::from_be_bytes(buffer[..4].try_into().unwrap()), seq);
+    }
+    let stats = engine.stats();
+    let passed = stats.ports[0].link.nic_counters.iter().find(|(n, _)| n == "xdp_passed_unmatched").map(|(_, v)| *v);
+    assert_eq!(passed, Some(50));
+}
+
+#[test]
+#[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
+fn a_flow_reload_during_traffic_rewrites_the_maps_and_loses_nothing() {
+    let veth = Veth::with_queues("xr", 2, true);
+    let before = "        - { name: a, id: 11, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }\n";
+    let after = "        - { name: a, id: 11, action: { type: queue, id: 1 }, match: { udp_dst: 5000 } }\n        - { name: c, id: 44, action: { type: queue, id: 0 }, match: { udp_dst: 5001 } }\n";
+    let engine = Engine::from_yaml(&config(&veth.receive, 2, true, before)).expect("the AF_XDP engine starts");
+    let program_id = |state: &str| state.split_whitespace().skip_while(|w| *w != "id").nth(1).map(str::to_owned);
+    let attached = program_id(&veth.link_state());
+    const FRAMES: u32 = 20_000;
+    let sending = std::thread::scope(|scope| {
+        let sender = veth.sender();
+        let veth = &veth;
+        let handle = scope.spawn(move || {
+            for seq in 0..FRAMES {
+                sender.send(&frame(veth, 1000, 5000, seq));
+                if seq % 64 == 63 {
+                    std::thread::sleep(Duration::from_micros(500));
+                }
+            }
+        });
+        let mut received: Vec<(u16, Option<u32>, u32)> = Vec::new();
+        let mut reloaded = false;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while received.len() < FRAMES as usize && Instant::now() < deadline {
+            if !reloaded && received.len() > FRAMES as usize / 3 {
+                let new = daqiri_config::Document::parse(&config(&veth.receive, 2, true, after)).unwrap().validate().unwrap();
+                engine.reload_flows(new).expect("a flow reload");
+                reloaded = true;
+            }
+            for q in 0..2 {
+                if let Some(burst) = engine.get_rx_burst(0, q).unwrap() {
+                    received.extend(burst.packets().map(|p| (q, p.flow_id(), seq_of(p.data()))));
+                }
+            }
+        }
+        handle.join().unwrap();
+        received
+    });
+    let seqs: HashSet<u32> = sending.iter().map(|(_, _, s)| *s).collect();
+    assert_eq!(seqs.len(), FRAMES as usize, "every frame arrives once across the reload");
+    assert_eq!(sending.len(), FRAMES as usize);
+    assert!(sending.iter().all(|(_, flow, _)| *flow == Some(11)));
+    let on_new_queue = sending.iter().filter(|(q, _, _)| *q == 1).count();
+    assert!(on_new_queue > 0 && on_new_queue < FRAMES as usize, "the reload moved the flow: {on_new_queue}");
+    // One flow from one sender arrives in order: every frame before the
+    // switch on the old queue, every frame after it on the new one.
+    let last_on_old = sending.iter().filter(|(q, _, _)| *q == 0).map(|(_, _, s)| *s).max();
+    let first_on_new = sending.iter().filter(|(q, _, _)| *q == 1).map(|(_, _, s)| *s).min();
+    assert!(last_on_old < first_on_new, "the flow moved once: last on queue 0 {last_on_old:?}, first on queue 1 {first_on_new:?}");
+    assert_eq!(program_id(&veth.link_state()), attached, "the same program runs: only its maps changed");
+    let drops = engine.stats().ports[0].rx_port_drops.drops(DropReason::UnmatchedFlow);
+    assert_eq!(drops, 0);
+}
+
+#[test]
+#[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
+fn tx_frames_leave_through_the_ring_and_their_buffers_come_back() {
+    let veth = Veth::with_queues("xt", 1, false);
+    let yaml = format!(
+        r#"
+daqiri:
+  cfg:
+    version: 1
+    stream_type: raw
+    engine: af_xdp
+    memory_regions:
+    - {{ name: tx_mem, kind: host, num_bufs: 1024, buf_size: 2048 }}
+    interfaces:
+    - name: xdp_tx
+      address: {}
+      tx:
+        queues:
+        - {{ name: t0, id: 0, cpu_core: 1, batch_size: 32, memory_regions: [tx_mem] }}
+"#,
+        veth.receive
+    );
+    let engine = Engine::from_yaml(&yaml).expect("an AF_XDP TX port starts");
+    let peer = RawSocket::on(&veth.send);
+    let frames: Vec<Vec<u8>> = (0..200).map(|seq| udp_frame_to([2, 0, 0, 0, 0, 9], [10, 0, 0, 1], [10, 0, 0, 2], 1, 5000, seq)).collect();
+    for chunk in frames.chunks(32) {
+        let mut burst = engine.get_tx_packet_burst(0, 0, chunk.len()).unwrap();
+        for (i, f) in chunk.iter().enumerate() {
+            burst.packet_mut(i).write(f).unwrap();
+        }
+        engine.send_tx_burst(burst).unwrap();
+    }
+    let mut arrived = Vec::new();
+    while arrived.len() < frames.len() {
+        match peer.receive(Duration::from_secs(5)) {
+            Some(f) if f.len() >= 46 && f[12..14] == [8, 0] => arrived.push(f),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    assert_eq!(arrived, frames, "every frame leaves once, unchanged and in order");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while engine.stats().regions[0].in_use > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(engine.stats().regions[0].in_use, 0, "completions give every buffer back");
+    assert_eq!(engine.queue_stats(0, daqiri::Direction::Tx, 0).unwrap().packets, 200);
+}
+
+#[test]
+#[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
+fn a_sigkilled_engine_leaves_no_program_and_the_next_start_succeeds() {
+    if let Ok(netdev) = std::env::var("DAQIRI_AF_XDP_CHILD") {
+        // The child: start, say so, and wait to be killed.
+        let _engine = Engine::from_yaml(&config(&netdev, 1, false, NO_FLOWS)).expect("the child's engine starts");
+        println!("child-started");
+        std::thread::sleep(Duration::from_secs(60));
+        return;
+    }
+    let veth = Veth::with_queues("xk", 1, false);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "a_sigkilled_engine_leaves_no_program_and_the_next_start_succeeds", "--ignored", "--nocapture"])
+        .env("DAQIRI_AF_XDP_CHILD", &veth.receive)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !veth.link_state().contains("xdp") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(veth.link_state().contains("xdp"), "the child attached its program");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while veth.link_state().contains("xdp") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!veth.link_state().contains("xdp"), "the kernel detached the killed process's link: {}", veth.link_state());
+    let engine = Engine::from_yaml(&config(&veth.receive, 1, false, NO_FLOWS)).expect("the next start succeeds");
+    assert!(veth.link_state().contains("xdp"));
+    drop(engine);
+}
+
+#[test]
+#[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
+fn what_the_netdev_or_the_kernel_cannot_take_is_refused_by_name() {
+    let veth = Veth::with_queues("xe", 1, false);
+    let err = Engine::from_yaml(&config(&veth.receive, 2, false, NO_FLOWS)).unwrap_err();
+    assert_eq!(err.status, Status::InvalidParameter);
+    assert!(err.message.contains("ethtool -L") && err.message.contains(&veth.receive), "{}", err.message);
+
+    let odd_frames = config(&veth.receive, 1, false, NO_FLOWS).replace("buf_size: 2048", "buf_size: 3000");
+    let err = Engine::from_yaml(&odd_frames).unwrap_err();
+    assert_eq!(err.status, Status::NotSupported);
+    assert!(err.message.contains("memory_regions[0].buf_size") && err.message.contains("2048 or 4096"), "{}", err.message);
+
+    let err = Engine::from_yaml(&config("dq_no_such_dev", 1, false, NO_FLOWS)).unwrap_err();
+    assert!(err.message.contains("dq_no_such_dev") && err.message.contains("not found"), "{}", err.message);
+    assert!(!veth.link_state().contains("xdp"), "a refused start attaches nothing");
+}
