@@ -1,13 +1,14 @@
 # daqiri-gateway and daqiri-operator in one image.
 #   docker build -t daqiri-gateway:0.1.0 .
-#   docker build --build-arg CARGO_FEATURES=dpdk,rdma -t daqiri-gateway:0.1.0-dpdk .   (once those backends land)
+#   docker build --build-arg CARGO_FEATURES=dpdk,af_xdp -t daqiri-gateway:0.1.0-bypass .
 
-# --- builder: Rust, plus the DPDK and rdma-core headers the hardware backends build against.
+# --- builder: Rust, plus the DPDK and rdma-core headers the hardware backends build against,
+# and clang with libbpf's headers for the AF_XDP backend's XDP program.
 FROM rust:1.95-slim-bookworm AS builder
 # Debian bookworm's packages are versioned by the release; pinning them would break on every point release.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends pkg-config libdpdk-dev libibverbs-dev librdmacm-dev \
+    && apt-get install -y --no-install-recommends pkg-config libdpdk-dev libibverbs-dev librdmacm-dev clang libbpf-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Cargo.toml Cargo.lock rustfmt.toml ./
@@ -33,7 +34,7 @@ LABEL org.opencontainers.image.title="daqiri-gateway" \
       org.opencontainers.image.source="https://github.com/daqiri-gateway/daqiri-gateway" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="0.1.0"
-# Socket backend and the operator run unprivileged; DPDK/RDMA pods run as root (see the chart).
+# Socket backend and the operator run unprivileged; DPDK/RDMA/AF_XDP pods run as root (see the chart).
 USER 65532
 EXPOSE 9464 8080
 ENTRYPOINT ["daqiri-gateway"]

@@ -5,10 +5,11 @@ cd "$(dirname "$0")/.."
 ignored=$(tests/setup.sh)
 cargo nextest run --workspace --no-fail-fast "$ignored"
 cargo test --workspace --doc
-# The DPDK backend on DPDK's virtual devices (setup.sh installed DPDK).
-# The engine's unit tests with it (the rte_flow translation among them) and
-# its tests on virtual devices.
-cargo nextest run -p daqiri --features dpdk --lib --test dpdk --no-fail-fast "$ignored"
+# The kernel-bypass backends, built together: DPDK on its virtual devices
+# (setup.sh installed DPDK) and AF_XDP over veth pairs with our XDP program
+# (setup.sh installed clang and the BPF headers). The engine's unit tests
+# with them (the rte_flow translation, the XDP map layouts) and their tests.
+cargo nextest run -p daqiri --features dpdk,af_xdp --lib --test dpdk --test af_xdp --no-fail-fast "$ignored"
 # GPU tests: built with the cuda feature, run where a GPU is, else each
 # reported as skipped (tests/gpu/run.sh on the GPU machine runs them).
 tests/gpu/build.sh >/dev/null

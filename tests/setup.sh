@@ -19,6 +19,9 @@ command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
 pkg-config --exists libdpdk 2>/dev/null || need_apt+=(pkg-config libdpdk-dev)
 command -v dpdk-testpmd >/dev/null || need_apt+=(dpdk-dev)
 ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need_apt+=(libclang-dev)
+# AF_XDP: clang builds our XDP program against libbpf's BPF headers.
+command -v clang >/dev/null || need_apt+=(clang)
+[[ -e /usr/include/bpf/bpf_helpers.h ]] || need_apt+=(libbpf-dev)
 if ((${#need_apt[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
         log "installing ${need_apt[*]}"

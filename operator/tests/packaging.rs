@@ -66,8 +66,13 @@ fn validate(manifests: &str, samples: &[PathBuf]) -> String {
     report
 }
 
-const VALUES: [Option<&str>; 4] =
-    [None, Some("ci/socket-only.yaml"), Some("ci/sriov-hugepages-gpu.yaml"), Some("ci/servicemonitor.yaml")];
+const VALUES: [Option<&str>; 5] = [
+    None,
+    Some("ci/socket-only.yaml"),
+    Some("ci/sriov-hugepages-gpu.yaml"),
+    Some("ci/servicemonitor.yaml"),
+    Some("ci/af-xdp.yaml"),
+];
 
 #[test]
 fn the_chart_lints_with_every_values_file() {
@@ -109,6 +114,10 @@ fn values_files_shape_the_gateway_pod() {
         "path: \"/var/lib/daqiri/captures\"",
     ] {
         assert!(sriov.contains(needle), "sriov values: missing {needle}");
+    }
+    let af_xdp = render(Some("ci/af-xdp.yaml"));
+    for needle in ["- NET_ADMIN", "- BPF", "- NET_RAW", "- IPC_LOCK", "drop: [ALL]", "hostNetwork: true"] {
+        assert!(af_xdp.contains(needle), "af_xdp values: missing {needle}");
     }
     let socket = render(Some("ci/socket-only.yaml"));
     for needle in ["hostNetwork: true", "runAsNonRoot: true", "--config=/etc/daqiri/config/$(NODE_NAME).yaml"] {

@@ -56,6 +56,37 @@ pub(crate) struct InterfaceStatus {
     flows: Vec<FlowStatus>,
     /// RX reorder plans.
     reorder: Vec<PlanStatus>,
+    /// AF_XDP interfaces: how the XDP program runs and how each socket moves frames.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    af_xdp: Option<AfXdpStatus>,
+}
+
+/// An AF_XDP interface's data path.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AfXdpStatus {
+    /// `native` (in the driver), `generic` (after the kernel built a socket
+    /// buffer: slower) or `detached` (stopped).
+    xdp_mode: &'static str,
+    /// One socket per NIC queue.
+    sockets: Vec<AfXdpSocketStatus>,
+}
+
+/// One AF_XDP socket.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AfXdpSocketStatus {
+    /// The NIC queue it is bound to, which is the RX or TX queue of that position.
+    nic_queue: u32,
+    /// `zero_copy` (the NIC writes into the UMEM) or `copy` (the kernel copies into it).
+    mode: &'static str,
+}
+
+impl From<&daqiri::AfXdpLink> for AfXdpStatus {
+    fn from(link: &daqiri::AfXdpLink) -> Self {
+        Self {
+            xdp_mode: link.xdp_mode,
+            sockets: link.sockets.iter().map(|s| AfXdpSocketStatus { nic_queue: s.nic_queue, mode: s.mode }).collect(),
+        }
+    }
 }
 
 /// One reorder plan.
@@ -149,6 +180,7 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
                     state: if running == "running" { "active" } else { running },
                 })
                 .collect(),
+            af_xdp: p.link.af_xdp.as_ref().map(AfXdpStatus::from),
         })
         .collect();
     Json(Status {
