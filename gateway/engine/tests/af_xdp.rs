@@ -327,3 +327,30 @@ fn what_the_netdev_or_the_kernel_cannot_take_is_refused_by_name() {
     assert!(err.message.contains("dq_no_such_dev") && err.message.contains("not found"), "{}", err.message);
     assert!(!veth.link_state().contains("xdp"), "a refused start attaches nothing");
 }
+
+#[test]
+#[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
+fn a_small_region_keeps_its_fill_ring_fed_for_many_times_its_buffers() {
+    // 128 buffers, so a ring of 64: thousands of frames cycle every buffer
+    // through the fill ring many times, and one lost on the way starves it.
+    let veth = Veth::with_queues("xf", 1, true);
+    let yaml = config(&veth.receive, 1, true, FLOWS.lines().next().map(|l| format!("{l}\n")).unwrap().as_str())
+        .replace("num_bufs: 16384", "num_bufs: 128");
+    let engine = Engine::from_yaml(&yaml).expect("the AF_XDP engine starts");
+    let sender = veth.sender();
+    const FRAMES: u32 = 6_000;
+    let mut received = 0;
+    for seq in 0..FRAMES {
+        sender.send(&frame(&veth, 1000, 5000, seq));
+        if seq % 16 == 15 {
+            // Slow enough for the small ring; the consumer drains as it goes.
+            std::thread::sleep(Duration::from_micros(300));
+            while let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+                received += burst.num_packets();
+            }
+        }
+    }
+    received += drain(&engine, 1, FRAMES as usize - received, Duration::from_secs(5))[0].len();
+    let stats = engine.stats();
+    assert_eq!(received, FRAMES as usize, "drops: {:?}", stats.ports[0].link.nic_counters);
+}

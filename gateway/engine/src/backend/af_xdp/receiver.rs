@@ -68,6 +68,9 @@ impl RxSocket {
         let frame = region.buf_size() as u64;
         let mut writer = self.fill.fill(want);
         let (lent, cache) = (&mut self.lent, &mut self.cache);
+        // No more than the ring took: a buffer taken past its room would stay
+        // lent without the kernel ever having it.
+        let room = writer.capacity() as usize;
         let addresses = std::iter::from_fn(|| {
             let token = region.take_cached(cache)?;
             let index = token.index();
@@ -79,7 +82,7 @@ impl RxSocket {
                 }
             }
         });
-        writer.insert(addresses);
+        writer.insert(addresses.take(room));
         writer.commit();
         drop(writer);
         if self.fill.needs_wakeup() {

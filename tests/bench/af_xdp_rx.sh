@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Loss-free receive rate of the gateway's AF_XDP backend against its socket
+# backend and against dpdk-testpmd rxonly on DPDK's net_af_xdp, on the same
+# veth pair with the same wire-like sender, in one run.
+#
+# Wire-like: `daqiri-gateway gen` sends single datagrams (the sender veth's
+# tx-udp-segmentation, tx-gso-list and tso are off, so every GSO send is
+# split before the veth, as a NIC puts single frames on a wire). The sender
+# runs on SENDER_CPUS (one `gen` per CPU listed, each its own source port);
+# the receiving veth's softirq (RPS for sockets; the XDP NAPI of the
+# receiving queue) and every receiver's polling thread on RECEIVER_CPU.
+#
+# Receivers, each searched for its highest loss-free rate:
+#   af_xdp    `daqiri-gateway run`, engine af_xdp on veth1: one RX queue on
+#             cpu_core RECEIVER_CPU, a flow for the benchmark's UDP port and
+#             flow isolation (ARP and the rest reach the kernel); delivered
+#             = packets its application loop consumed
+#   socket    `daqiri-gateway run`, a UDP server socket (poll_mode direct)
+#             on veth1's address, GRO off; delivered = packets consumed
+#   testpmd   dpdk-testpmd --forward-mode=rxonly on net_af_xdp0,iface=veth1
+#             (DPDK's own XDP program and AF_XDP socket), forwarding lcore
+#             RECEIVER_CPU, burst 64; delivered = its port's RX-packets
+# A step passes when nothing sent was lost and the senders really offered
+# 95% of the rate. The sender's neighbour entry is static: an XDP receiver
+# without isolation takes the ARP requests too.
+#
+# Usage (root): tests/bench/af_xdp_rx.sh
+#   STEP_SECONDS (4), STEPS (8), SIZES ("64 1472": UDP payload bytes),
+#   RECEIVERS ("af_xdp socket testpmd"), SENDER_CPUS ("0"), RECEIVER_CPU (1);
+#   GW runs a prebuilt gateway built with --features af_xdp, TESTPMD another testpmd.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+STEP_SECONDS=${STEP_SECONDS:-4}
+STEPS=${STEPS:-8}
+SIZES=${SIZES:-"64 1472"}
+RECEIVERS=${RECEIVERS:-"af_xdp socket testpmd"}
+SENDER_CPUS=${SENDER_CPUS:-0}
+RECEIVER_CPU=${RECEIVER_CPU:-1}
+TESTPMD=${TESTPMD:-dpdk-testpmd}
+[[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces, XDP)" >&2; exit 1; }
+command -v ethtool >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ethtool >&2
+if [[ -z ${GW:-} ]]; then
+    cargo build --release -q -p daqiri-gateway --features af_xdp
+    GW=$PWD/target/release/daqiri-gateway
+fi
+TX=dqxdp_tx RX=dqxdp_rx RX_IP=10.213.3.2 PORT=5000
+cleanup() {
+    for ns in $RX $TX; do
+        ip netns pids $ns 2>/dev/null | xargs -r kill 2>/dev/null || true
+        ip netns del $ns 2>/dev/null || true
+    done
+}
+trap 'cleanup; rm -rf "$WORK"' EXIT
+cleanup
+WORK=$(mktemp -d)
+
+ip netns add $TX; ip netns add $RX
+ip link add veth0 netns $TX type veth peer name veth1 netns $RX
+ip -n $TX addr add 10.213.3.1/24 dev veth0; ip -n $RX addr add $RX_IP/24 dev veth1
+for ns in $TX $RX; do ip -n $ns link set lo up; done
+for end in "$TX veth0" "$RX veth1"; do
+    set -- $end
+    ip netns exec "$1" sysctl -q -w "net.ipv6.conf.$2.disable_ipv6=1"
+    ip -n "$1" link set "$2" up
+done
+ip netns exec $TX ethtool -K veth0 tx-udp-segmentation off tx-gso-list off tso off >/dev/null
+ip netns exec $RX ethtool -K veth1 gro off >/dev/null
+ip netns exec $RX sh -c "printf %x $((1 << RECEIVER_CPU)) > /sys/class/net/veth1/queues/rx-0/rps_cpus"
+rx_mac=$(ip netns exec $RX cat /sys/class/net/veth1/address)
+ip -n $TX neigh replace $RX_IP lladdr "$rx_mac" dev veth0 nud permanent
+RECEIVER="ip netns exec $RX taskset -c $RECEIVER_CPU"
+
+cat >"$WORK/af_xdp.yaml" <<YAML
+daqiri:
+  cfg:
+    version: 1
+    stream_type: raw
+    engine: af_xdp
+    master_core: $RECEIVER_CPU
+    memory_regions:
+    - { name: rx, kind: host, num_bufs: 16384, buf_size: 2048 }
+    interfaces:
+    - name: xdp_rx
+      address: veth1
+      rx:
+        flow_isolation: true
+        queues:
+        - { name: q0, id: 0, cpu_core: $RECEIVER_CPU, batch_size: 64, timeout_us: 1000, memory_regions: [rx] }
+        flows:
+        - { name: bench, id: 1, action: { type: queue, id: 0 }, match: { udp_dst: $PORT } }
+YAML
+cat >"$WORK/socket.yaml" <<YAML
+daqiri:
+  cfg:
+    version: 1
+    stream_type: socket
+    rx_meta_buffers: 256
+    memory_regions:
+    - { name: rx, kind: host, num_bufs: 16384, buf_size: 2048 }
+    interfaces:
+    - name: udp_rx
+      socket_config: { mode: server, local_addr: "udp://$RX_IP:$PORT" }
+      rx:
+        queues:
+        - { name: q0, id: 0, poll_mode: direct, memory_regions: [rx] }
+YAML
+
+# One `gen` per sender CPU, splitting the rate; prints datagrams sent.
+gen() { # rate payload seconds
+    local cpus=(${SENDER_CPUS//,/ }) i=0 pids=()
+    for cpu in "${cpus[@]}"; do
+        ip netns exec $TX taskset -c "$cpu" "$GW" gen --dest $RX_IP:$PORT --rate $(($1 / ${#cpus[@]})) \
+            --payload-size "$2" --duration "$3" --batch 64 --src-port $((40000 + i)) \
+            --summary-json "$WORK/gen$i.json" >/dev/null 2>&1 &
+        pids+=($!) i=$((i + 1))
+    done
+    wait "${pids[@]}"
+    python3 -c "import json,sys; print(sum(json.load(open(f))['sent'] for f in sys.argv[1:]))" "$WORK"/gen*.json
+    rm -f "$WORK"/gen*.json
+}
+
+consumed() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['consumed']['packets'])" "$1"; }
+
+# Each step prints "sent delivered".
+step_gateway() { # config rate payload ready-check
+    $RECEIVER "$GW" run --config "$WORK/$1.yaml" --no-admin --exit-when-idle 1 \
+        --summary-json "$WORK/gw.json" >/dev/null 2>"$WORK/gw.log" &
+    local pid=$!
+    for _ in $(seq 200); do eval "$4" && break; sleep 0.05; done
+    local sent; sent=$(gen "$2" "$3" "$STEP_SECONDS")
+    wait $pid || { tail -3 "$WORK/gw.log" >&2; }
+    echo "$sent" "$(consumed "$WORK/gw.json")"
+}
+step_af_xdp() { step_gateway af_xdp "$1" "$2" "ip -n $RX link show veth1 | grep -q xdp"; }
+step_socket() { step_gateway socket "$1" "$2" "ip netns exec $RX ss -Hlun | grep -q ':$PORT '"; }
+
+step_testpmd() { # rate payload
+    $RECEIVER "$TESTPMD" -l 0,$RECEIVER_CPU --main-lcore 0 --no-huge -m 512 --no-pci --no-shconf \
+        --log-level=lib.eal:error --vdev net_af_xdp0,iface=veth1 -- --forward-mode=rxonly --burst=64 \
+        --nb-cores=1 --rxq=1 --txq=1 --total-num-mbufs=16384 --mbuf-size=2176 --stats-period=1 \
+        </dev/null >"$WORK/testpmd.log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 200); do grep -q 'Rx-pps' "$WORK/testpmd.log" && break; sleep 0.05; done
+    local sent; sent=$(gen "$1" "$2" "$STEP_SECONDS")
+    sleep 0.5
+    kill -INT $pid; wait $pid 2>/dev/null || true
+    local got; got=$(grep -o 'RX-packets: *[0-9]*' "$WORK/testpmd.log" | tail -1 | awk '{print $2}')
+    echo "$sent" "${got:-0}"
+}
+
+# Highest rate with zero loss over STEPS bisections of 0..max; prints it.
+search() { # receiver payload max_rate
+    local lo=0 hi=$3 best=0
+    for _ in $(seq "$STEPS"); do
+        local mid=$(((lo + hi) / 2))
+        read -r sent got < <("step_$1" "$mid" "$2")
+        local offered=$((mid * STEP_SECONDS * 95 / 100)) verdict=pass
+        if ((got < sent)); then verdict="fail (lost $((sent - got)))"
+        elif ((sent < offered)); then verdict="fail (sender short)"; fi
+        echo "  $1 payload=$2 rate=$mid: sent $sent delivered $got: $verdict" >&2
+        if [[ $verdict == pass ]]; then best=$mid lo=$mid; else hi=$mid; fi
+    done
+    echo $best
+}
+
+# What the senders reach unpaced into a kernel socket that reads nothing; a
+# loss-free rate within 5% of it measures the sender.
+sender_max() { # payload
+    ip netns exec $RX python3 -c "import socket,time;s=socket.socket(2,2);s.bind(('$RX_IP',$PORT));time.sleep(4)" &
+    local sink=$!
+    sleep 0.5
+    echo $(($(gen 0 "$1" 2) / 2))
+    wait $sink 2>/dev/null || true
+}
+mark() { if (($1 * 100 >= $2 * 95)); then echo "$1 (sender-bound)"; else echo "$1"; fi; }
+ratio() { python3 -c "print(f'{$1/$2:.2f}x' if $2 else 'n/a')"; }
+
+echo "| UDP payload | senders' max (pps) | AF_XDP engine (pps) | socket engine (pps) | testpmd net_af_xdp (pps) | AF_XDP / socket | AF_XDP / testpmd |"
+echo "|---|---|---|---|---|---|---|"
+for size in $SIZES; do
+    max=$(sender_max "$size")
+    declare -A best=()
+    for receiver in $RECEIVERS; do
+        best[$receiver]=$(search "$receiver" "$size" "$max")
+    done
+    echo "| $size B | $max | $(mark "${best[af_xdp]:-0}" "$max") | $(mark "${best[socket]:-0}" "$max") |" \
+        "$(mark "${best[testpmd]:-0}" "$max") | $(ratio "${best[af_xdp]:-0}" "${best[socket]:-0}") |" \
+        "$(ratio "${best[af_xdp]:-0}" "${best[testpmd]:-0}") |"
+done
