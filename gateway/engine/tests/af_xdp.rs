@@ -339,18 +339,24 @@ fn a_small_region_keeps_its_fill_ring_fed_for_many_times_its_buffers() {
     let engine = Engine::from_yaml(&yaml).expect("the AF_XDP engine starts");
     let sender = veth.sender();
     const FRAMES: u32 = 6_000;
+    const ROUND: u32 = 16;
     let mut received = 0;
-    for seq in 0..FRAMES {
-        sender.send(&frame(&veth, 1000, 5000, seq));
-        if seq % 16 == 15 {
-            // Slow enough for the small ring; the consumer drains as it goes.
-            std::thread::sleep(Duration::from_micros(300));
-            while let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+    // In lock step, so a slow worker on a busy machine drops nothing: each
+    // round waits for its frames, which a starved fill ring never delivers.
+    for round in 0..FRAMES / ROUND {
+        for seq in round * ROUND..(round + 1) * ROUND {
+            sender.send(&frame(&veth, 1000, 5000, seq));
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while received < ((round + 1) * ROUND) as usize && Instant::now() < deadline {
+            if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
                 received += burst.num_packets();
             }
         }
+        if received < ((round + 1) * ROUND) as usize {
+            break;
+        }
     }
-    received += drain(&engine, 1, FRAMES as usize - received, Duration::from_secs(5))[0].len();
     let stats = engine.stats();
     assert_eq!(received, FRAMES as usize, "drops: {:?}", stats.ports[0].link.nic_counters);
 }
