@@ -6,15 +6,19 @@
 # Wire-like: `daqiri-gateway gen` sends single datagrams (the sender veth's
 # tx-udp-segmentation, tx-gso-list and tso are off, so every GSO send is
 # split before the veth, as a NIC puts single frames on a wire). The sender
-# runs on SENDER_CPUS (one `gen` per CPU listed, each its own source port);
-# the receiving veth's softirq (RPS for sockets; the XDP NAPI of the
-# receiving queue) and every receiver's polling thread on RECEIVER_CPU.
+# runs on SENDER_CPUS (one `gen` per CPU list, each its own source port).
+# The receiving side runs on RECEIVER_CPU: every receiver's polling thread,
+# and the veth's receive processing: RPS for the socket engine, and for the
+# XDP receivers the veth's NAPI, made a thread (`threaded`) and pinned there
+# once a program is attached (without it the XDP program and the copy into
+# the UMEM would run in the softirq of the sending CPU).
 #
 # Receivers, each searched for its highest loss-free rate:
 #   af_xdp    `daqiri-gateway run`, engine af_xdp on veth1: one RX queue on
 #             cpu_core RECEIVER_CPU, a flow for the benchmark's UDP port and
 #             flow isolation (ARP and the rest reach the kernel); delivered
-#             = packets its application loop consumed
+#             = packets its application loop consumed. The application loop
+#             runs on master_core APP_CPU (0), where testpmd's main lcore is.
 #   socket    `daqiri-gateway run`, a UDP server socket (poll_mode direct)
 #             on veth1's address, GRO off; delivered = packets consumed
 #   testpmd   dpdk-testpmd --forward-mode=rxonly on net_af_xdp0,iface=veth1
@@ -25,9 +29,11 @@
 # without isolation takes the ARP requests too.
 #
 # Usage (root): tests/bench/af_xdp_rx.sh
-#   STEP_SECONDS (4), STEPS (8), SIZES ("64 1472": UDP payload bytes),
-#   RECEIVERS ("af_xdp socket testpmd"), SENDER_CPUS ("0"), RECEIVER_CPU (1);
-#   GW runs a prebuilt gateway built with --features af_xdp, TESTPMD another testpmd.
+#   STEP_SECONDS (4), STEPS (8), MAX_RATE (the search's top; default what the senders reach), SIZES ("64 1472": UDP payload bytes),
+#   RECEIVERS ("af_xdp socket testpmd"), SENDER_CPUS ("0": space-separated
+#   taskset lists, one `gen` each), RECEIVER_CPU (1), APP_CPU (0); GW runs a
+#   prebuilt gateway built with --features af_xdp, TESTPMD another testpmd,
+#   TESTPMD_EAL adds EAL arguments (`-d <pmd.so>` where DPDK's plugins are elsewhere).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -37,6 +43,7 @@ SIZES=${SIZES:-"64 1472"}
 RECEIVERS=${RECEIVERS:-"af_xdp socket testpmd"}
 SENDER_CPUS=${SENDER_CPUS:-0}
 RECEIVER_CPU=${RECEIVER_CPU:-1}
+APP_CPU=${APP_CPU:-0}
 TESTPMD=${TESTPMD:-dpdk-testpmd}
 [[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces, XDP)" >&2; exit 1; }
 command -v ethtool >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ethtool >&2
@@ -77,7 +84,7 @@ daqiri:
     version: 1
     stream_type: raw
     engine: af_xdp
-    master_core: $RECEIVER_CPU
+    master_core: $APP_CPU
     memory_regions:
     - { name: rx, kind: host, num_bufs: 16384, buf_size: 2048 }
     interfaces:
@@ -106,9 +113,20 @@ daqiri:
         - { name: q0, id: 0, poll_mode: direct, memory_regions: [rx] }
 YAML
 
+# With a program attached the veth has a NAPI: run it as a thread on the
+# receiving CPU. Reported once if the kernel cannot.
+napi_to_receiver_cpu() {
+    if ! ip netns exec $RX sh -c 'echo 1 > /sys/class/net/veth1/threaded' 2>/dev/null; then
+        [[ -e $WORK/napi-warned ]] || echo "  (the veth's NAPI cannot be threaded here: XDP runs on the sending CPU)" >&2
+        touch "$WORK/napi-warned"
+        return 0
+    fi
+    for pid in $(pgrep '^napi/veth1-'); do taskset -pc "$RECEIVER_CPU" "$pid" >/dev/null; done
+}
+
 # One `gen` per sender CPU, splitting the rate; prints datagrams sent.
 gen() { # rate payload seconds
-    local cpus=(${SENDER_CPUS//,/ }) i=0 pids=()
+    local cpus=($SENDER_CPUS) i=0 pids=()
     for cpu in "${cpus[@]}"; do
         ip netns exec $TX taskset -c "$cpu" "$GW" gen --dest $RX_IP:$PORT --rate $(($1 / ${#cpus[@]})) \
             --payload-size "$2" --duration "$3" --batch 64 --src-port $((40000 + i)) \
@@ -128,20 +146,22 @@ step_gateway() { # config rate payload ready-check
         --summary-json "$WORK/gw.json" >/dev/null 2>"$WORK/gw.log" &
     local pid=$!
     for _ in $(seq 200); do eval "$4" && break; sleep 0.05; done
+    [[ $1 == af_xdp ]] && napi_to_receiver_cpu
     local sent; sent=$(gen "$2" "$3" "$STEP_SECONDS")
     wait $pid || { tail -3 "$WORK/gw.log" >&2; }
     echo "$sent" "$(consumed "$WORK/gw.json")"
 }
-step_af_xdp() { step_gateway af_xdp "$1" "$2" "ip -n $RX link show veth1 | grep -q xdp"; }
+step_af_xdp() { RECEIVER="ip netns exec $RX taskset -c $RECEIVER_CPU,$APP_CPU" step_gateway af_xdp "$1" "$2" "ip -n $RX link show veth1 | grep -q prog/xdp"; }
 step_socket() { step_gateway socket "$1" "$2" "ip netns exec $RX ss -Hlun | grep -q ':$PORT '"; }
 
 step_testpmd() { # rate payload
-    $RECEIVER "$TESTPMD" -l 0,$RECEIVER_CPU --main-lcore 0 --no-huge -m 512 --no-pci --no-shconf \
-        --log-level=lib.eal:error --vdev net_af_xdp0,iface=veth1 -- --forward-mode=rxonly --burst=64 \
+    ip netns exec $RX taskset -c $RECEIVER_CPU,$APP_CPU "$TESTPMD" -l $APP_CPU,$RECEIVER_CPU --main-lcore $APP_CPU --no-huge -m 512 --no-pci --no-shconf \
+        --log-level=lib.eal:error ${TESTPMD_EAL:-} --vdev net_af_xdp0,iface=veth1 -- --forward-mode=rxonly --burst=64 \
         --nb-cores=1 --rxq=1 --txq=1 --total-num-mbufs=16384 --mbuf-size=2176 --stats-period=1 \
         </dev/null >"$WORK/testpmd.log" 2>&1 &
     local pid=$!
     for _ in $(seq 200); do grep -q 'Rx-pps' "$WORK/testpmd.log" && break; sleep 0.05; done
+    napi_to_receiver_cpu
     local sent; sent=$(gen "$1" "$2" "$STEP_SECONDS")
     sleep 0.5
     kill -INT $pid; wait $pid 2>/dev/null || true
@@ -179,7 +199,7 @@ ratio() { python3 -c "print(f'{$1/$2:.2f}x' if $2 else 'n/a')"; }
 echo "| UDP payload | senders' max (pps) | AF_XDP engine (pps) | socket engine (pps) | testpmd net_af_xdp (pps) | AF_XDP / socket | AF_XDP / testpmd |"
 echo "|---|---|---|---|---|---|---|"
 for size in $SIZES; do
-    max=$(sender_max "$size")
+    max=${MAX_RATE:-$(sender_max "$size")}
     declare -A best=()
     for receiver in $RECEIVERS; do
         best[$receiver]=$(search "$receiver" "$size" "$max")

@@ -85,7 +85,7 @@ fn frames_reach_their_flows_queues_unchanged_and_rss_spreads_by_five_tuple() {
     assert_eq!(link.xdp_mode, "native", "veth runs XDP in its driver");
     assert_eq!(link.sockets.len(), 2);
     assert!(link.sockets.iter().all(|s| s.mode == "copy"), "veth has no zero-copy: {link:?}");
-    assert!(veth.link_state().contains("xdp"), "the program is attached: {}", veth.link_state());
+    assert!(veth.link_state().contains("prog/xdp"), "the program is attached: {}", veth.link_state());
 
     let sender = veth.sender();
     let mut sent = Vec::new();
@@ -138,7 +138,7 @@ fn frames_reach_their_flows_queues_unchanged_and_rss_spreads_by_five_tuple() {
     assert_eq!(counter("xdp_redirected"), Some(1600), "{:?}", stats.ports[0].link.nic_counters);
 
     engine.shutdown();
-    assert!(!veth.link_state().contains("xdp"), "shutdown detaches the program: {}", veth.link_state());
+    assert!(!veth.link_state().contains("prog/xdp"), "shutdown detaches the program: {}", veth.link_state());
     drop(engine);
     // A second engine on the same netdev starts: nothing was left attached or bound.
     let again = Engine::from_yaml(&config(&veth.receive, 2, false, FLOWS)).expect("the netdev is free again");
@@ -294,19 +294,19 @@ fn a_sigkilled_engine_leaves_no_program_and_the_next_start_succeeds() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !veth.link_state().contains("xdp") && Instant::now() < deadline {
+    while !veth.link_state().contains("prog/xdp") && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(veth.link_state().contains("xdp"), "the child attached its program");
+    assert!(veth.link_state().contains("prog/xdp"), "the child attached its program");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while veth.link_state().contains("xdp") && Instant::now() < deadline {
+    while veth.link_state().contains("prog/xdp") && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!veth.link_state().contains("xdp"), "the kernel detached the killed process's link: {}", veth.link_state());
+    assert!(!veth.link_state().contains("prog/xdp"), "the kernel detached the killed process's link: {}", veth.link_state());
     let engine = Engine::from_yaml(&config(&veth.receive, 1, false, NO_FLOWS)).expect("the next start succeeds");
-    assert!(veth.link_state().contains("xdp"));
+    assert!(veth.link_state().contains("prog/xdp"));
     drop(engine);
 }
 
@@ -325,7 +325,7 @@ fn what_the_netdev_or_the_kernel_cannot_take_is_refused_by_name() {
 
     let err = Engine::from_yaml(&config("dq_no_such_dev", 1, false, NO_FLOWS)).unwrap_err();
     assert!(err.message.contains("dq_no_such_dev") && err.message.contains("not found"), "{}", err.message);
-    assert!(!veth.link_state().contains("xdp"), "a refused start attaches nothing");
+    assert!(!veth.link_state().contains("prog/xdp"), "a refused start attaches nothing");
 }
 
 #[test]
