@@ -7,11 +7,11 @@
 # tx-udp-segmentation, tx-gso-list and tso are off, so every GSO send is
 # split before the veth, as a NIC puts single frames on a wire). The sender
 # runs on SENDER_CPUS (one `gen` per CPU list, each its own source port).
-# The receiving side runs on RECEIVER_CPU: every receiver's polling thread,
-# and the veth's receive processing: RPS for the socket engine, and for the
-# XDP receivers the veth's NAPI, made a thread (`threaded`) and pinned there
-# once a program is attached (without it the XDP program and the copy into
-# the UMEM would run in the softirq of the sending CPU).
+# Every receiver's polling thread runs on RECEIVER_CPU, and so does the
+# socket engine's kernel receive path (RPS). The XDP receivers' kernel side
+# (the XDP program and the copy into the UMEM) runs in the veth's NAPI,
+# which the veth schedules on the CPU that sent: the sender's, for both XDP
+# receivers alike (this kernel's veth cannot run its NAPI threaded).
 #
 # Receivers, each searched for its highest loss-free rate:
 #   af_xdp    `daqiri-gateway run`, engine af_xdp on veth1: one RX queue on
@@ -113,17 +113,6 @@ daqiri:
         - { name: q0, id: 0, poll_mode: direct, memory_regions: [rx] }
 YAML
 
-# With a program attached the veth has a NAPI: run it as a thread on the
-# receiving CPU. Reported once if the kernel cannot.
-napi_to_receiver_cpu() {
-    if ! ip netns exec $RX sh -c 'echo 1 > /sys/class/net/veth1/threaded' 2>/dev/null; then
-        [[ -e $WORK/napi-warned ]] || echo "  (the veth's NAPI cannot be threaded here: XDP runs on the sending CPU)" >&2
-        touch "$WORK/napi-warned"
-        return 0
-    fi
-    for pid in $(pgrep '^napi/veth1-'); do taskset -pc "$RECEIVER_CPU" "$pid" >/dev/null; done
-}
-
 # One `gen` per sender CPU, splitting the rate; prints datagrams sent.
 gen() { # rate payload seconds
     local cpus=($SENDER_CPUS) i=0 pids=()
@@ -146,7 +135,6 @@ step_gateway() { # config rate payload ready-check
         --summary-json "$WORK/gw.json" >/dev/null 2>"$WORK/gw.log" &
     local pid=$!
     for _ in $(seq 200); do eval "$4" && break; sleep 0.05; done
-    [[ $1 == af_xdp ]] && napi_to_receiver_cpu
     local sent; sent=$(gen "$2" "$3" "$STEP_SECONDS")
     wait $pid || { tail -3 "$WORK/gw.log" >&2; }
     echo "$sent" "$(consumed "$WORK/gw.json")"
@@ -161,11 +149,12 @@ step_testpmd() { # rate payload
         </dev/null >"$WORK/testpmd.log" 2>&1 &
     local pid=$!
     for _ in $(seq 200); do grep -q 'Rx-pps' "$WORK/testpmd.log" && break; sleep 0.05; done
-    napi_to_receiver_cpu
     local sent; sent=$(gen "$1" "$2" "$STEP_SECONDS")
     sleep 0.5
-    kill -INT $pid; wait $pid 2>/dev/null || true
+    kill -INT $pid 2>/dev/null || true
+    wait $pid 2>/dev/null || true
     local got; got=$(grep -o 'RX-packets: *[0-9]*' "$WORK/testpmd.log" | tail -1 | awk '{print $2}')
+    [[ -n $got ]] || { echo "  testpmd failed:" >&2; tail -5 "$WORK/testpmd.log" >&2; }
     echo "$sent" "${got:-0}"
 }
 
