@@ -195,7 +195,6 @@ impl PortDriver for AfXdpDriver {
         let mut counters = Vec::new();
         if let Some(program) = program.as_ref() {
             let outcomes = program.outcomes();
-            counters.push(("xdp_redirected".to_owned(), outcomes.redirected));
             counters.push(("xdp_passed_unmatched".to_owned(), outcomes.passed_unmatched));
             counters.push(("xdp_passed_no_socket".to_owned(), outcomes.passed_no_socket));
         }

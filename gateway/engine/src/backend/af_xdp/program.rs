@@ -99,7 +99,6 @@ impl AttachMode {
 /// Frames the program handled, by outcome, summed over CPUs.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Outcomes {
-    pub(super) redirected: u64,
     pub(super) passed_unmatched: u64,
     pub(super) passed_no_socket: u64,
 }
@@ -206,10 +205,10 @@ impl SteeringProgram {
         self.rule_sets.set(index, set.as_ref(), 0).map_err(|e| map_error("rule_sets", e))
     }
 
-    /// Frames handled so far, by outcome.
+    /// Frames passed to the kernel so far.
     pub(super) fn outcomes(&self) -> Outcomes {
         let sum = |i: u32| self.outcomes.get(&i, 0).map(|per_cpu| per_cpu.iter().sum()).unwrap_or(0);
-        Outcomes { redirected: sum(0), passed_unmatched: sum(1), passed_no_socket: sum(2) }
+        Outcomes { passed_unmatched: sum(0), passed_no_socket: sum(1) }
     }
 }
 

@@ -147,10 +147,10 @@ fn os_error(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 /// Ring sizes for a region of `num_bufs` buffers: a power of two that
-/// leaves the application at least half the buffers, at most 4096.
+/// leaves the application at least half the buffers, at most 2048.
 pub(crate) fn ring_size(num_bufs: u32) -> u32 {
     let half = (num_bufs / 2).max(1);
-    (1u32 << (31 - half.leading_zeros())).clamp(1, 4096)
+    (1u32 << (31 - half.leading_zeros())).clamp(1, 2048)
 }
 
 /// One socket to open: its NIC queue, the region its UMEM is, and which halves it has.
@@ -257,8 +257,8 @@ mod tests {
 
     #[test]
     fn rings_leave_the_application_half_the_buffers() {
-        assert_eq!(ring_size(8192), 4096);
-        assert_eq!(ring_size(100_000), 4096);
+        assert_eq!(ring_size(8192), 2048);
+        assert_eq!(ring_size(100_000), 2048);
         assert_eq!(ring_size(3000), 1024);
         assert_eq!(ring_size(64), 32);
         assert_eq!(ring_size(1), 1);
