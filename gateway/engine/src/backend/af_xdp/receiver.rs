@@ -36,8 +36,8 @@ pub(super) struct RxSocket {
     pub(super) handle: SocketHandle,
     /// Buffers the kernel holds, by buffer index (the frame's address).
     lent: LentBuffers,
-    /// Buffers the fill ring should hold: half of it, so a buffer comes
-    /// back to the kernel soon after its last use, still in cache.
+    /// Buffers the fill ring should hold: all it takes, so a worker
+    /// delayed by the scheduler does not run the kernel out of frames.
     target: u32,
     cache: PoolCache,
     counted: SocketCounters,
@@ -52,7 +52,7 @@ impl RxSocket {
             rx,
             handle,
             lent: LentBuffers::keyed(region.num_bufs()),
-            target: (super::xsk::ring_size(region.num_bufs()) / 2).max(1),
+            target: super::xsk::ring_size(region.num_bufs()),
             cache: PoolCache::new(RX_BATCH as usize),
             counted: SocketCounters::default(),
         };
