@@ -8,10 +8,12 @@
 //! writes a device-info file per device
 //! (`/var/run/k8s.cni.cncf.io/devinfo/dp/<resource>-<pci>-device.json`,
 //! the resource's `/` as `-`). The gateway resolves the address to the PCIe
-//! address before validating the config.
+//! address before validating the config; for `engine: af_xdp`, which opens
+//! a netdev, on to the VF's netdev name (`/sys/bus/pci/devices/<pci>/net/`).
 
 use std::path::Path;
 
+use daqiri_config::model::EngineKind;
 use daqiri_config::{Document, Report, YamlPath};
 
 /// The address prefix that asks for resolution.
@@ -19,6 +21,28 @@ pub(crate) const PREFIX: &str = "k8s-resource:";
 
 /// Where the device plugin writes device-info files.
 pub(crate) const DEVICE_INFO_DIR: &str = "/var/run/k8s.cni.cncf.io/devinfo/dp";
+
+/// Where the kernel lists PCIe devices, each with its netdevs under `net/`.
+pub(crate) const PCI_DEVICES_DIR: &str = "/sys/bus/pci/devices";
+
+/// The netdev of PCIe function `pci` (listed under `pci_devices`).
+fn netdev_of(pci: &str, pci_devices: &Path) -> Result<String, String> {
+    let dir = pci_devices.join(pci).join("net");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| {
+            format!(
+                "{pci} has no netdev ({}: {e}); engine af_xdp needs the VF bound to its kernel driver, not vfio-pci",
+                dir.display()
+            )
+        })?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    match names.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(format!("{pci} has no netdev in {}", dir.display())),
+        many => Err(format!("{pci} has several netdevs ({}); give the netdev name as the address", many.join(", "))),
+    }
+}
 
 /// The variable the device plugin sets for `resource`: `PCIDEVICE_` and the
 /// name upper-cased, `.` and `/` as `_`.
@@ -78,12 +102,16 @@ pub(crate) fn resolve_document(
     doc: &mut Document,
     env: impl Fn(&str) -> Option<String>,
     dir: &Path,
+    pci_devices: &Path,
 ) -> Result<(), Report> {
     let mut report = Report::default();
+    let wants_netdev = doc.config.engine == Some(EngineKind::AfXdp);
     for (i, iface) in doc.config.interfaces.iter_mut().enumerate() {
         if iface.address.starts_with(PREFIX) {
-            match resolve(&iface.address, &env, dir) {
-                Ok(pci) => iface.address = pci,
+            let resolved = resolve(&iface.address, &env, dir)
+                .and_then(|pci| if wants_netdev { netdev_of(&pci, pci_devices) } else { Ok(pci) });
+            match resolved {
+                Ok(address) => iface.address = address,
                 Err(message) => {
                     report.error(&YamlPath::cfg().key("interfaces").index(i).key("address"), message);
                 }
@@ -150,11 +178,30 @@ mod tests {
     fn a_document_is_resolved_or_reports_the_interface_address() {
         let yaml = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    engine: dpdk\n    memory_regions:\n    - { name: m, kind: huge, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: vf\n      address: \"k8s-resource:nvidia.com/cx7_vf\"\n      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }\n";
         let mut doc = Document::parse(yaml).unwrap();
-        let report = resolve_document(&mut doc.clone(), env(&[]), nowhere()).unwrap_err();
+        let report = resolve_document(&mut doc.clone(), env(&[]), nowhere(), nowhere()).unwrap_err();
         let error = report.errors().next().unwrap();
         assert_eq!(error.path, "daqiri.cfg.interfaces[0].address");
         assert!(error.message.contains("PCIDEVICE_NVIDIA_COM_CX7_VF"));
-        resolve_document(&mut doc, env(&[("PCIDEVICE_NVIDIA_COM_CX7_VF", "0000:3b:02.1")]), nowhere()).unwrap();
+        let vf = env(&[("PCIDEVICE_NVIDIA_COM_CX7_VF", "0000:3b:02.1")]);
+        resolve_document(&mut doc, vf, nowhere(), nowhere()).unwrap();
         assert_eq!(doc.config.interfaces[0].address, "0000:3b:02.1");
+    }
+
+    /// AF_XDP opens a netdev: the VF's PCIe address goes on to its netdev.
+    #[test]
+    fn an_af_xdp_interface_gets_the_vfs_netdev_or_says_why_not() {
+        let yaml = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    engine: af_xdp\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: vf\n      address: \"k8s-resource:nvidia.com/cx7_vf\"\n      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }\n";
+        let sysfs = std::env::temp_dir().join(format!("daqiri-pci-{}", std::process::id()));
+        std::fs::create_dir_all(sysfs.join("0000:3b:02.1/net/ens1f0v1")).unwrap();
+        std::fs::create_dir_all(sysfs.join("0000:3b:02.2")).unwrap();
+        let mut doc = Document::parse(yaml).unwrap();
+        resolve_document(&mut doc, env(&[("PCIDEVICE_NVIDIA_COM_CX7_VF", "0000:3b:02.1")]), nowhere(), &sysfs).unwrap();
+        assert_eq!(doc.config.interfaces[0].address, "ens1f0v1");
+        let mut doc = Document::parse(yaml).unwrap();
+        let vfio = env(&[("PCIDEVICE_NVIDIA_COM_CX7_VF", "0000:3b:02.2")]);
+        let report = resolve_document(&mut doc, vfio, nowhere(), &sysfs).unwrap_err();
+        let error = report.errors().next().unwrap();
+        assert!(error.message.contains("0000:3b:02.2 has no netdev") && error.message.contains("vfio-pci"), "{}", error.message);
+        std::fs::remove_dir_all(&sysfs).unwrap();
     }
 }
