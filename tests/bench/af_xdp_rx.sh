@@ -39,6 +39,7 @@
 #   TESTPMD_EAL adds EAL arguments (`-d <pmd.so>` where DPDK's plugins are elsewhere).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/bench/lib.sh
 
 STEP_SECONDS=${STEP_SECONDS:-4}
 STEPS=${STEPS:-8}
@@ -100,21 +101,7 @@ daqiri:
         flows:
         - { name: bench, id: 1, action: { type: queue, id: 0 }, match: { udp_dst: $PORT } }
 YAML
-cat >"$WORK/socket.yaml" <<YAML
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    rx_meta_buffers: 256
-    memory_regions:
-    - { name: rx, kind: host, num_bufs: 16384, buf_size: 2048 }
-    interfaces:
-    - name: udp_rx
-      socket_config: { mode: server, local_addr: "udp://$RX_IP:$PORT" }
-      rx:
-        queues:
-        - { name: q0, id: 0, poll_mode: direct, memory_regions: [rx] }
-YAML
+socket_receiver_config "$WORK/socket.yaml" $RX_IP $PORT
 
 # One `gen` per sender CPU, splitting the rate; prints datagrams sent.
 gen() { # rate payload seconds

@@ -32,6 +32,7 @@
 # (what the earlier version of this script measured): PASSTHROUGH=1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/bench/lib.sh
 
 STEP_SECONDS=${STEP_SECONDS:-5}
 STEPS=${STEPS:-8}
@@ -86,21 +87,7 @@ ip netns exec $RX sh -c "printf %x $((1 << RECEIVER_CPU)) > /sys/class/net/veth1
 SENDER="ip netns exec $TX taskset -c $SENDER_CPUS"
 RECEIVER="ip netns exec $RX taskset -c $RECEIVER_CPU"
 
-cat >"$WORK/gateway.yaml" <<YAML
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    rx_meta_buffers: 256
-    memory_regions:
-    - { name: rx, kind: host, num_bufs: 16384, buf_size: 2048 }
-    interfaces:
-    - name: udp_rx
-      socket_config: { mode: server, local_addr: "udp://$RX_IP:$PORT" }
-      rx:
-        queues:
-        - { name: q0, id: 0, poll_mode: direct, memory_regions: [rx] }
-YAML
+socket_receiver_config "$WORK/gateway.yaml" $RX_IP $PORT
 
 snmp() { # namespace column -> Udp counter
     ip netns exec "$1" awk -v col="$2" '/^Udp:/ && $2 ~ /^[0-9]/ {print $col}' /proc/net/snmp

@@ -362,3 +362,40 @@ fn a_small_region_keeps_its_fill_ring_fed_for_many_times_its_buffers() {
     let stats = engine.stats();
     assert_eq!(received, FRAMES as usize, "kernel counters: {:?}", stats.ports[0].link.nic_counters);
 }
+
+#[test]
+#[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
+fn a_flow_added_at_runtime_steers_in_the_program_until_it_is_deleted() {
+    let veth = Veth::with_queues("xd", 2, true);
+    let yaml = config(&veth.receive, 2, true, NO_FLOWS)
+        .replace("flow_isolation: true", "flow_isolation: true\n        dynamic_flow_capacity: 4");
+    let engine = Engine::from_yaml(&yaml).expect("the AF_XDP engine starts");
+    let late: daqiri_config::model::Flow =
+        serde_yaml::from_str("{ name: late, id: 55, action: { type: queue, id: 1 }, match: { udp_dst: 5005 } }")
+            .unwrap();
+    engine.add_flow(0, late).expect("a runtime flow");
+    let sender = veth.sender();
+    for seq in 0..100 {
+        sender.send(&frame(&veth, 1000, 5005, seq));
+    }
+    let got = drain(&engine, 2, 100, Duration::from_secs(5));
+    assert!(got[0].is_empty(), "nothing on queue 0");
+    assert_eq!(got[1].len(), 100, "the runtime flow's frames reach queue 1");
+    assert!(got[1].iter().all(|(flow, _)| *flow == Some(55)));
+
+    engine.delete_flow(0, 55).expect("the runtime flow goes");
+    for seq in 100..150 {
+        sender.send(&frame(&veth, 1000, 5005, seq));
+    }
+    let passed = |engine: &Engine| {
+        let stats = engine.stats();
+        stats.ports[0].link.nic_counters.iter().find(|(n, _)| n == "xdp_passed_unmatched").map_or(0, |(_, v)| *v)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while passed(&engine) < 50 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // At least: the kernel's ICMP answers make the sender's ARP replies pass too.
+    assert!(passed(&engine) >= 50, "without the flow, isolation leaves its frames to the kernel");
+    assert!(drain(&engine, 2, 1, Duration::from_millis(200)).iter().all(Vec::is_empty));
+}
