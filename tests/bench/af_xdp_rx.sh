@@ -36,7 +36,8 @@
 #   RECEIVERS ("af_xdp socket testpmd"), SENDER_CPUS ("0": space-separated
 #   taskset lists, one `gen` each), RECEIVER_CPU (1), APP_CPU (0); GW runs a
 #   prebuilt gateway built with --features af_xdp, TESTPMD another testpmd,
-#   TESTPMD_EAL adds EAL arguments (`-d <pmd.so>` where DPDK's plugins are elsewhere).
+#   TESTPMD_EAL adds EAL arguments (`-d <pmd.so>` where DPDK's plugins are elsewhere),
+#   BUSY_POLL_US gives the AF_XDP engine's queue busy_poll_us.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/bench/lib.sh
@@ -97,7 +98,7 @@ daqiri:
       rx:
         flow_isolation: true
         queues:
-        - { name: q0, id: 0, cpu_core: $RECEIVER_CPU, batch_size: 64, timeout_us: 1000, memory_regions: [rx] }
+        - { name: q0, id: 0, cpu_core: $RECEIVER_CPU, batch_size: 64, timeout_us: 1000, ${BUSY_POLL_US:+busy_poll_us: $BUSY_POLL_US, }memory_regions: [rx] }
         flows:
         - { name: bench, id: 1, action: { type: queue, id: 0 }, match: { udp_dst: $PORT } }
 YAML

@@ -340,6 +340,20 @@ fn tx_only_keys_are_rejected_on_rx_queues() {
 }
 
 #[test]
+fn busy_poll_us_is_an_rx_setting_of_at_least_one_microsecond() {
+    assert_error(
+        &edit(RAW, "{ name: q0, id: 0,", "{ name: q0, id: 0, busy_poll_us: 0,"),
+        &format!("{IF1}.rx.queues[0].busy_poll_us"),
+        "leave busy_poll_us out",
+    );
+    assert_error(
+        &edit(RAW, "{ name: tx0, id: 0,", "{ name: tx0, id: 0, busy_poll_us: 20,"),
+        "daqiri.cfg.interfaces[0].tx.queues[0].busy_poll_us",
+        "RX queue setting",
+    );
+}
+
+#[test]
 fn flow_must_reference_an_existing_queue() {
     assert_error(
         &edit(RAW, "action: { type: queue, id: 1 }", "action: { type: queue, id: 3 }"),

@@ -54,6 +54,9 @@ pub(crate) struct Queue {
     pub(crate) fill_eth_src: bool,
     /// TX `pacing_mbps` above 0: the rate its sender keeps to.
     pub(crate) pacing_mbps: Option<u64>,
+    /// RX `busy_poll_us` (AF_XDP): how long a poll may busy-poll the socket's NAPI.
+    #[cfg_attr(not(feature = "af_xdp"), allow(dead_code))]
+    pub(crate) busy_poll_us: Option<u32>,
     /// RX: the reorder plans whose flows steer here.
     pub(crate) plans: Vec<Arc<Plan>>,
     /// RX into a `device` region through a CPU backend: copies each burst's
@@ -113,6 +116,7 @@ impl Queue {
             stats: QueueStats::default(),
             fill_eth_src: config.offloads.contains(&TxOffload::TxEthSrc),
             pacing_mbps: config.pacing_mbps.filter(|&mbps| mbps > 0),
+            busy_poll_us: config.busy_poll_us,
             plans,
             #[cfg(feature = "cuda")]
             stager: std::sync::OnceLock::new(),

@@ -80,6 +80,8 @@ pub struct AfXdpSocket {
     pub nic_queue: u32,
     /// `zero_copy` (the NIC writes into our buffers) or `copy`.
     pub mode: &'static str,
+    /// The socket's busy-poll time in microseconds, when it busy-polls.
+    pub busy_poll_us: Option<u32>,
 }
 
 /// Counters of one queue.

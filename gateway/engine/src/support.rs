@@ -209,6 +209,14 @@ fn rx_keys(
             }
         }
     }
+    for (i, _) in rx.queues.iter().enumerate().filter(|(_, q)| q.busy_poll_us.is_some()) {
+        if backend != InterfaceBackend::AfXdp {
+            refuse(
+                rx_path.key("queues").index(i).key("busy_poll_us"),
+                format!("busy_poll_us is our extension for engine af_xdp, not the {} backend", backend.as_str()),
+            );
+        }
+    }
     let direct = |q: &Queue| q.poll_mode == PollMode::Direct;
     let udp_socket = backend == InterfaceBackend::Socket && transport == Some(Transport::Udp);
     for (i, _) in rx.queues.iter().enumerate().filter(|(_, q)| direct(q)) {

@@ -399,3 +399,21 @@ fn a_flow_added_at_runtime_steers_in_the_program_until_it_is_deleted() {
     assert!(passed(&engine) >= 50, "without the flow, isolation leaves its frames to the kernel");
     assert!(drain(&engine, 2, 1, Duration::from_millis(200)).iter().all(Vec::is_empty));
 }
+
+#[test]
+#[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
+fn a_busy_polling_queue_sets_its_socket_and_receives() {
+    let veth = Veth::with_queues("xb", 1, true);
+    let yaml = config(&veth.receive, 1, true, FLOWS.lines().next().map(|l| format!("{l}\n")).unwrap().as_str())
+        .replace("timeout_us: 500,", "timeout_us: 500, busy_poll_us: 50,");
+    let engine = Engine::from_yaml(&yaml).expect("the AF_XDP engine starts");
+    let link = engine.stats().ports[0].link.af_xdp.clone().unwrap();
+    assert_eq!(link.sockets[0].busy_poll_us, Some(50), "SO_BUSY_POLL is set: {link:?}");
+    let sender = veth.sender();
+    for seq in 0..200 {
+        sender.send(&frame(&veth, 1000, 5000, seq));
+    }
+    let got = drain(&engine, 1, 200, Duration::from_secs(5));
+    let seqs: Vec<u32> = got[0].iter().map(|(_, data)| seq_of(data)).collect();
+    assert_eq!(seqs, (0..200).collect::<Vec<_>>(), "every frame, in order, through the busy-polled socket");
+}

@@ -72,6 +72,10 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
             ),
             "daqiri.cfg.interfaces[0].rx.flows[0].actions[0]",
         ),
+        (
+            edit(LOOPBACK, "batch_size: 1, memory_regions: [mem] }", "batch_size: 1, busy_poll_us: 50, memory_regions: [mem] }"),
+            "daqiri.cfg.interfaces[0].rx.queues[0].busy_poll_us",
+        ),
     ];
     for (yaml, path) in cases {
         let err = refusal(&yaml);

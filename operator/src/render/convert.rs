@@ -119,6 +119,7 @@ fn queue(iface: &str, q: &QueueSpec) -> Queue {
         timeout_us: q.timeout_us,
         offloads: Vec::new(),
         pacing_mbps: None,
+        busy_poll_us: None,
     }
 }
 

@@ -34,6 +34,11 @@ pub struct Queue {
     /// TX only: rate cap in Mb/s of L2 frame bytes; 0 = off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing_mbps: Option<u64>,
+    /// RX only, and our extension for `engine: af_xdp` (DAQIRI has no such
+    /// key): the worker busy-polls its socket's NAPI for up to this many
+    /// microseconds per poll (`SO_BUSY_POLL` with `SO_PREFER_BUSY_POLL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_poll_us: Option<u32>,
 }
 
 impl Queue {

@@ -78,13 +78,16 @@ pub(crate) struct AfXdpSocketStatus {
     nic_queue: u32,
     /// `zero_copy` (the NIC writes into the UMEM) or `copy` (the kernel copies into it).
     mode: &'static str,
+    /// Microseconds a poll may busy-poll the socket's NAPI (`busy_poll_us`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    busy_poll_us: Option<u32>,
 }
 
 impl From<&daqiri::AfXdpLink> for AfXdpStatus {
     fn from(link: &daqiri::AfXdpLink) -> Self {
         Self {
             xdp_mode: link.xdp_mode,
-            sockets: link.sockets.iter().map(|s| AfXdpSocketStatus { nic_queue: s.nic_queue, mode: s.mode }).collect(),
+            sockets: link.sockets.iter().map(|s| AfXdpSocketStatus { nic_queue: s.nic_queue, mode: s.mode, busy_poll_us: s.busy_poll_us }).collect(),
         }
     }
 }

@@ -108,7 +108,8 @@ fn plans<'a>(netdev: &str, port: &Port, regions: &'a RegionTable) -> Result<Vec<
                 ));
             }
             let region = regions.get(rx.or(tx).expect("k is below one of the counts"));
-            Ok(SocketPlan { nic_queue: k as u32, region, rx: rx.is_some(), tx: tx.is_some() })
+            let busy_poll = port.rx.get(k).and_then(|q| q.busy_poll_us.map(|us| (us, q.batch_size as u32)));
+            Ok(SocketPlan { nic_queue: k as u32, region, rx: rx.is_some(), tx: tx.is_some(), busy_poll })
         })
         .collect()
 }
@@ -155,7 +156,8 @@ impl PortDriver for AfXdpDriver {
             if let Some((fill, rx)) = socket.rx {
                 let region = engine.regions.get(port.rx[k].segment_regions[0]);
                 let handle = socket.handle;
-                rx_sockets.push(RxSocket::new(k, fill, rx, handle, region));
+                let busy = port.rx[k].busy_poll_us.is_some();
+                rx_sockets.push(RxSocket::new(k, fill, rx, handle, region, busy));
             }
             if let Some(halves) = socket.tx {
                 let q = &port.tx[k];
@@ -207,7 +209,15 @@ impl PortDriver for AfXdpDriver {
         }
         let af_xdp = AfXdpLink {
             xdp_mode: program.as_ref().map_or("detached", |p| p.mode().as_str()),
-            sockets: self.handles.iter().map(|(q, mode, _)| AfXdpSocket { nic_queue: *q, mode: mode.as_str() }).collect(),
+            sockets: self
+                .handles
+                .iter()
+                .map(|(q, mode, handle)| AfXdpSocket {
+                    nic_queue: *q,
+                    mode: mode.as_str(),
+                    busy_poll_us: Some(handle.busy_poll_us()).filter(|&us| us > 0),
+                })
+                .collect(),
         };
         LinkStats { nic_counters: counters, af_xdp: Some(af_xdp), ..LinkStats::default() }
     }

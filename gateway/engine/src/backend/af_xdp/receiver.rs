@@ -34,6 +34,8 @@ pub(super) struct RxSocket {
     pub(super) fill: FillQueue,
     pub(super) rx: RingRx,
     pub(super) handle: SocketHandle,
+    /// Whether each poll drives the socket's NAPI itself (`busy_poll_us`).
+    busy_poll: bool,
     /// Buffers the kernel holds, by buffer index (the frame's address).
     lent: LentBuffers,
     /// Buffers the fill ring should hold: all it takes, so a worker
@@ -45,12 +47,20 @@ pub(super) struct RxSocket {
 
 impl RxSocket {
     /// The socket of RX queue `queue`, its fill ring filled from `region`.
-    pub(super) fn new(queue: usize, fill: FillQueue, rx: RingRx, handle: SocketHandle, region: &Region) -> Self {
+    pub(super) fn new(
+        queue: usize,
+        fill: FillQueue,
+        rx: RingRx,
+        handle: SocketHandle,
+        region: &Region,
+        busy_poll: bool,
+    ) -> Self {
         let mut socket = Self {
             queue,
             fill,
             rx,
             handle,
+            busy_poll,
             lent: LentBuffers::keyed(region.num_bufs()),
             target: super::xsk::ring_size(region.num_bufs()),
             cache: PoolCache::new(RX_BATCH as usize),
@@ -116,6 +126,9 @@ impl Receiver {
         let region_index = p.rx[arrival].segment_regions[0];
         let region = engine.regions.get(region_index);
         let frame = region.buf_size() as u64;
+        if socket.busy_poll {
+            socket.handle.busy_poll();
+        }
         let mut read = socket.rx.receive(RX_BATCH);
         let mut received = 0;
         while let Some(desc) = read.read() {

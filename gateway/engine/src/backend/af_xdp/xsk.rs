@@ -119,6 +119,52 @@ impl SocketHandle {
         }
     }
 
+    /// Lets polls of this socket busy-poll its NAPI for up to `us`
+    /// microseconds, preferred over the softirq, `budget` frames at a time.
+    fn set_busy_poll(&self, us: u32, budget: u32) -> Result<()> {
+        for (option, value, name) in [
+            (libc::SO_PREFER_BUSY_POLL, 1, "SO_PREFER_BUSY_POLL"),
+            (libc::SO_BUSY_POLL, us as libc::c_int, "SO_BUSY_POLL"),
+            (libc::SO_BUSY_POLL_BUDGET, budget as libc::c_int, "SO_BUSY_POLL_BUDGET"),
+        ] {
+            // SAFETY: a setsockopt of one int on a socket we hold.
+            let rc = unsafe {
+                libc::setsockopt(
+                    self.0.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    option,
+                    (&raw const value).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                let why = std::io::Error::last_os_error();
+                return Err(os_error(&format!("busy_poll_us: {name} (it needs CAP_NET_ADMIN above net.core.busy_read)"), why));
+            }
+        }
+        Ok(())
+    }
+
+    /// The socket's `SO_BUSY_POLL`, in microseconds (0: off).
+    pub(crate) fn busy_poll_us(&self) -> u32 {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: a getsockopt of one int.
+        let rc = unsafe {
+            libc::getsockopt(self.0.as_raw_fd(), libc::SOL_SOCKET, libc::SO_BUSY_POLL, (&raw mut value).cast(), &mut len)
+        };
+        if rc == 0 { value.max(0) as u32 } else { 0 }
+    }
+
+    /// Drives the socket's NAPI from this thread (a busy-polling socket
+    /// runs it here, not in the softirq): an empty, non-blocking receive.
+    pub(crate) fn busy_poll(&self) {
+        // SAFETY: no buffer is passed; the kernel only polls.
+        unsafe {
+            libc::recvfrom(self.0.as_raw_fd(), std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut());
+        }
+    }
+
     fn mode(&self) -> SocketMode {
         let mut options = libc::xdp_options { flags: 0 };
         let mut len = std::mem::size_of_val(&options) as libc::socklen_t;
@@ -159,6 +205,8 @@ pub(super) struct SocketPlan<'a> {
     pub(super) region: &'a Region,
     pub(super) rx: bool,
     pub(super) tx: bool,
+    /// The RX queue's `busy_poll_us` and batch size (the poll budget).
+    pub(super) busy_poll: Option<(u32, u32)>,
 }
 
 /// Opens the sockets of `plans` on `netdev`, one UMEM per region.
@@ -239,6 +287,9 @@ fn open_socket(name: &CString, netdev: &str, umem: &Umem, first: bool, plan: &So
         Error::new(Status::GenericFailure, format!("AF_XDP socket on {netdev} queue {queue}: bind: {e}{hint}"))
     })?;
     let handle = SocketHandle::duplicate(user.as_raw_fd())?;
+    if let Some((us, budget)) = plan.busy_poll {
+        handle.set_busy_poll(us, budget)?;
+    }
     let rx = if plan.rx { Some(user.map_rx().map_err(|e| failed("mapping the RX ring", e))?) } else { None };
     let tx = if plan.tx { Some(user.map_tx().map_err(|e| failed("mapping the TX ring", e))?) } else { None };
     let (fill, completion) = device.into_parts();
