@@ -20,6 +20,8 @@ fn main() {
         .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-I", &multiarch, "-c", source, "-o"])
         .arg(&out)
         .status()
-        .unwrap_or_else(|e| panic!("the af_xdp feature builds its XDP program with {clang} (apt install clang libbpf-dev): {e}"));
+        .unwrap_or_else(|e| {
+            panic!("the af_xdp feature builds its XDP program with {clang} (apt install clang libbpf-dev): {e}")
+        });
     assert!(status.success(), "{clang} could not build {source}");
 }

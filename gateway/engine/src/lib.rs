@@ -81,7 +81,9 @@ pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region}
 pub use queue::Direction;
 pub use reload::ReloadChange;
 pub use reorder::PlanStats;
-pub use snapshot::{AfXdpLink, AfXdpSocket, EngineStats, FlowStatsEntry, LinkStats, PortStats, QueueStatsEntry, RegionStats};
+pub use snapshot::{
+    AfXdpLink, AfXdpSocket, EngineStats, FlowStatsEntry, LinkStats, PortStats, QueueStatsEntry, RegionStats,
+};
 pub use stats::{DropReason, QueueStatsSnapshot};
 
 pub use daqiri_config as config;

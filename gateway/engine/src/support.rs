@@ -100,12 +100,7 @@ fn dpdk_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPat
 /// (one region per queue, 2048 or 4096 bytes: the chunk sizes the kernel
 /// takes for page-aligned UMEMs), and the XDP program's maps are sized.
 #[cfg(feature = "af_xdp")]
-fn af_xdp_keys(
-    config: &ValidConfig,
-    iface: &Interface,
-    path: &YamlPath,
-    refuse: &mut impl FnMut(YamlPath, String),
-) {
+fn af_xdp_keys(config: &ValidConfig, iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPath, String)) {
     use crate::backend::{AF_XDP_MAX_RSS_QUEUES, AF_XDP_MAX_RULES, AF_XDP_MAX_SOCKETS};
     let cfg = config.config();
     let rx = iface.rx.iter().flat_map(|rx| rx.queues.iter().enumerate().map(|(i, q)| (path.key("rx"), i, q)));
@@ -152,7 +147,10 @@ fn af_xdp_keys(
         if queues > AF_XDP_MAX_RSS_QUEUES {
             refuse(
                 path.key("rx").key("flows").index(i),
-                format!("flow \"{}\" spreads over {queues} queues; the XDP program spreads over at most {AF_XDP_MAX_RSS_QUEUES}", flow.name),
+                format!(
+                    "flow \"{}\" spreads over {queues} queues; the XDP program spreads over at most {AF_XDP_MAX_RSS_QUEUES}",
+                    flow.name
+                ),
             );
         }
     }

@@ -91,7 +91,9 @@ fn frames_reach_their_flows_queues_unchanged_and_rss_spreads_by_five_tuple() {
     let mut sent = Vec::new();
     for seq in 0..400u32 {
         // Flow a, flow b, the spread flow from 40 source ports, and unmatched.
-        for (src, dst) in [(1000, 5000), (1000, 6000 + (seq % 10) as u16), (2000 + (seq % 40) as u16, 7000), (1000, 8000)] {
+        for (src, dst) in
+            [(1000, 5000), (1000, 6000 + (seq % 10) as u16), (2000 + (seq % 40) as u16, 7000), (1000, 8000)]
+        {
             let f = frame(&veth, src, dst, seq);
             sender.send(&f);
             sent.push(f);
@@ -130,7 +132,10 @@ fn frames_reach_their_flows_queues_unchanged_and_rss_spreads_by_five_tuple() {
         }
     }
     assert!(expected.is_empty(), "{} of {} frames never arrived", expected.len(), sent.len());
-    assert!(spread_per_queue.iter().all(|&n| n > 40), "RSS spreads 40 source ports over both queues: {spread_per_queue:?}");
+    assert!(
+        spread_per_queue.iter().all(|&n| n > 40),
+        "RSS spreads 40 source ports over both queues: {spread_per_queue:?}"
+    );
     let stats = engine.stats();
     let flows: Vec<(u32, u64)> = stats.ports[0].flows.iter().map(|f| (f.id, f.packets)).collect();
     assert_eq!(flows, vec![(11, 400), (22, 400), (33, 400)]);
@@ -200,7 +205,8 @@ fn a_flow_reload_during_traffic_rewrites_the_maps_and_loses_nothing() {
         let deadline = Instant::now() + Duration::from_secs(20);
         while received.len() < FRAMES as usize && Instant::now() < deadline {
             if !reloaded && received.len() > FRAMES as usize / 3 {
-                let new = daqiri_config::Document::parse(&config(&veth.receive, 2, true, after)).unwrap().validate().unwrap();
+                let new =
+                    daqiri_config::Document::parse(&config(&veth.receive, 2, true, after)).unwrap().validate().unwrap();
                 engine.reload_flows(new).expect("a flow reload");
                 reloaded = true;
             }
@@ -223,7 +229,10 @@ fn a_flow_reload_during_traffic_rewrites_the_maps_and_loses_nothing() {
     // switch on the old queue, every frame after it on the new one.
     let last_on_old = sending.iter().filter(|(q, _, _)| *q == 0).map(|(_, _, s)| *s).max();
     let first_on_new = sending.iter().filter(|(q, _, _)| *q == 1).map(|(_, _, s)| *s).min();
-    assert!(last_on_old < first_on_new, "the flow moved once: last on queue 0 {last_on_old:?}, first on queue 1 {first_on_new:?}");
+    assert!(
+        last_on_old < first_on_new,
+        "the flow moved once: last on queue 0 {last_on_old:?}, first on queue 1 {first_on_new:?}"
+    );
     assert_eq!(program_id(&veth.link_state()), attached, "the same program runs: only its maps changed");
     let drops = engine.stats().ports[0].rx_port_drops.drops(DropReason::UnmatchedFlow);
     assert_eq!(drops, 0);
@@ -253,7 +262,8 @@ daqiri:
     );
     let engine = Engine::from_yaml(&yaml).expect("an AF_XDP TX port starts");
     let peer = RawSocket::on(&veth.send);
-    let frames: Vec<Vec<u8>> = (0..200).map(|seq| udp_frame_to([2, 0, 0, 0, 0, 9], [10, 0, 0, 1], [10, 0, 0, 2], 1, 5000, seq)).collect();
+    let frames: Vec<Vec<u8>> =
+        (0..200).map(|seq| udp_frame_to([2, 0, 0, 0, 0, 9], [10, 0, 0, 1], [10, 0, 0, 2], 1, 5000, seq)).collect();
     for chunk in frames.chunks(32) {
         let mut burst = engine.get_tx_packet_burst(0, 0, chunk.len()).unwrap();
         for (i, f) in chunk.iter().enumerate() {
@@ -290,7 +300,12 @@ fn a_sigkilled_engine_leaves_no_program_and_the_next_start_succeeds() {
     }
     let veth = Veth::with_queues("xk", 1, false);
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "a_sigkilled_engine_leaves_no_program_and_the_next_start_succeeds", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "a_sigkilled_engine_leaves_no_program_and_the_next_start_succeeds",
+            "--ignored",
+            "--nocapture",
+        ])
         .env("DAQIRI_AF_XDP_CHILD", &veth.receive)
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -306,7 +321,11 @@ fn a_sigkilled_engine_leaves_no_program_and_the_next_start_succeeds() {
     while veth.link_state().contains("prog/xdp") && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!veth.link_state().contains("prog/xdp"), "the kernel detached the killed process's link: {}", veth.link_state());
+    assert!(
+        !veth.link_state().contains("prog/xdp"),
+        "the kernel detached the killed process's link: {}",
+        veth.link_state()
+    );
     let engine = Engine::from_yaml(&config(&veth.receive, 1, false, NO_FLOWS)).expect("the next start succeeds");
     assert!(veth.link_state().contains("prog/xdp"));
     drop(engine);
@@ -323,7 +342,11 @@ fn what_the_netdev_or_the_kernel_cannot_take_is_refused_by_name() {
     let odd_frames = config(&veth.receive, 1, false, NO_FLOWS).replace("buf_size: 2048", "buf_size: 3000");
     let err = Engine::from_yaml(&odd_frames).unwrap_err();
     assert_eq!(err.status, Status::NotSupported);
-    assert!(err.message.contains("memory_regions[0].buf_size") && err.message.contains("2048 or 4096"), "{}", err.message);
+    assert!(
+        err.message.contains("memory_regions[0].buf_size") && err.message.contains("2048 or 4096"),
+        "{}",
+        err.message
+    );
 
     let err = Engine::from_yaml(&config("dq_no_such_dev", 1, false, NO_FLOWS)).unwrap_err();
     assert!(err.message.contains("dq_no_such_dev") && err.message.contains("not found"), "{}", err.message);

@@ -201,7 +201,11 @@ mod tests {
         let vfio = env(&[("PCIDEVICE_NVIDIA_COM_CX7_VF", "0000:3b:02.2")]);
         let report = resolve_document(&mut doc, vfio, nowhere(), &sysfs).unwrap_err();
         let error = report.errors().next().unwrap();
-        assert!(error.message.contains("0000:3b:02.2 has no netdev") && error.message.contains("vfio-pci"), "{}", error.message);
+        assert!(
+            error.message.contains("0000:3b:02.2 has no netdev") && error.message.contains("vfio-pci"),
+            "{}",
+            error.message
+        );
         std::fs::remove_dir_all(&sysfs).unwrap();
     }
 }

@@ -91,7 +91,10 @@ fn check_direction(ctx: &InterfaceCtx<'_>, queues: &[Queue], list: &YamlPath, is
                 report.error(&path.key("pacing_mbps"), "pacing_mbps is a TX queue setting");
             }
             if q.busy_poll_us == Some(0) {
-                report.error(&path.key("busy_poll_us"), "0 polls nothing: leave busy_poll_us out to turn busy polling off");
+                report.error(
+                    &path.key("busy_poll_us"),
+                    "0 polls nothing: leave busy_poll_us out to turn busy polling off",
+                );
             }
         } else if q.busy_poll_us.is_some() {
             report.error(&path.key("busy_poll_us"), "busy_poll_us is an RX queue setting");

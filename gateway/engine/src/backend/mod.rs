@@ -11,7 +11,9 @@ mod loopback;
 mod socket;
 
 #[cfg(feature = "af_xdp")]
-pub(crate) use af_xdp::{MAX_RSS_QUEUES as AF_XDP_MAX_RSS_QUEUES, MAX_RULES as AF_XDP_MAX_RULES, MAX_SOCKETS as AF_XDP_MAX_SOCKETS};
+pub(crate) use af_xdp::{
+    MAX_RSS_QUEUES as AF_XDP_MAX_RSS_QUEUES, MAX_RULES as AF_XDP_MAX_RULES, MAX_SOCKETS as AF_XDP_MAX_SOCKETS,
+};
 #[cfg(feature = "dpdk")]
 pub(crate) use dpdk::Mempool;
 

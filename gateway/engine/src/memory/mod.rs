@@ -20,12 +20,12 @@ mod region;
 pub use backing::Backing;
 pub use device::{DevicePtr, DeviceSlice};
 pub use hugepages::HugepageInfo;
+#[cfg(feature = "af_xdp")]
+pub(crate) use lent::LentBuffers;
 pub use mapping::Mapping;
 pub(crate) use mapping::numa_nodes;
 #[cfg(feature = "dpdk")]
 pub(crate) use pool::BufferPool;
-#[cfg(feature = "af_xdp")]
-pub(crate) use lent::LentBuffers;
 pub(crate) use pool::PoolCache;
 pub use region::Region;
 pub(crate) use region::{BufToken, RegionTable};

@@ -141,11 +141,7 @@ impl RawSocket {
         address.sll_halen = 6;
         // SAFETY: binding to a valid sockaddr_ll of the right length.
         let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&raw const address).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
+            libc::bind(fd.as_raw_fd(), (&raw const address).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32)
         };
         assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
         RawSocket { fd, address }
@@ -208,7 +204,8 @@ pub fn udp_frame(src_port: u16, dst_port: u16, seq: u32) -> Vec<u8> {
 pub fn udp_frame_to(mac: [u8; 6], src: [u8; 4], dst: [u8; 4], src_port: u16, dst_port: u16, seq: u32) -> Vec<u8> {
     let mut payload = vec![0xa5u8; 64];
     payload[..4].copy_from_slice(&seq.to_be_bytes());
-    let builder = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], mac).ipv4(src, dst, 64).udp(src_port, dst_port);
+    let builder =
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], mac).ipv4(src, dst, 64).udp(src_port, dst_port);
     let mut frame = Vec::with_capacity(builder.size(payload.len()));
     builder.write(&mut frame, &payload).unwrap();
     frame

@@ -87,7 +87,11 @@ impl From<&daqiri::AfXdpLink> for AfXdpStatus {
     fn from(link: &daqiri::AfXdpLink) -> Self {
         Self {
             xdp_mode: link.xdp_mode,
-            sockets: link.sockets.iter().map(|s| AfXdpSocketStatus { nic_queue: s.nic_queue, mode: s.mode, busy_poll_us: s.busy_poll_us }).collect(),
+            sockets: link
+                .sockets
+                .iter()
+                .map(|s| AfXdpSocketStatus { nic_queue: s.nic_queue, mode: s.mode, busy_poll_us: s.busy_poll_us })
+                .collect(),
         }
     }
 }

@@ -53,7 +53,8 @@ pub(super) struct AfXdpDriver {
 fn fresh_tag() -> u32 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    hasher
+        .write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
     (hasher.finish() as u32) | 1
 }
 
@@ -61,7 +62,10 @@ fn fresh_tag() -> u32 {
 fn nic_rx_queues(netdev: &str) -> Result<usize> {
     let dir = format!("/sys/class/net/{netdev}/queues");
     let entries = std::fs::read_dir(&dir).map_err(|e| {
-        Error::new(Status::InvalidParameter, format!("netdev \"{netdev}\" not found in this network namespace ({dir}: {e})"))
+        Error::new(
+            Status::InvalidParameter,
+            format!("netdev \"{netdev}\" not found in this network namespace ({dir}: {e})"),
+        )
     })?;
     Ok(entries.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
 }

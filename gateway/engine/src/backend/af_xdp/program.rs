@@ -163,19 +163,25 @@ impl SteeringProgram {
             .ok_or_else(|| map_error("daqiri_steer", "program missing"))?
             .try_into()
             .map_err(|e| map_error("daqiri_steer", e))?;
-        xdp.load().map_err(|e| Error::new(Status::GenericFailure, format!("the kernel refused the XDP program: {e}")))?;
+        xdp.load()
+            .map_err(|e| Error::new(Status::GenericFailure, format!("the kernel refused the XDP program: {e}")))?;
         let native = match xdp.attach(netdev, XdpMode::Driver) {
             Ok(_) => return Ok(AttachMode::Native),
             Err(e) => e,
         };
         match xdp.attach(netdev, XdpMode::Skb) {
             Ok(_) => {
-                tracing::warn!(netdev, "the driver has no native XDP ({native}); the XDP program runs in generic mode, after the kernel built a socket buffer for each frame");
+                tracing::warn!(
+                    netdev,
+                    "the driver has no native XDP ({native}); the XDP program runs in generic mode, after the kernel built a socket buffer for each frame"
+                );
                 Ok(AttachMode::Generic)
             }
             Err(generic) => Err(Error::new(
                 Status::GenericFailure,
-                format!("cannot attach the XDP program to {netdev}: natively: {native}; generic: {generic} (another XDP program attached there is not replaced)"),
+                format!(
+                    "cannot attach the XDP program to {netdev}: natively: {native}; generic: {generic} (another XDP program attached there is not replaced)"
+                ),
             )),
         }
     }
@@ -244,7 +250,11 @@ fn rule_set(table: &FlowTable, tag: u32) -> Result<Box<RuleSet>> {
         if queues.len() > MAX_RSS_QUEUES {
             return Err(Error::new(
                 Status::NotSupported,
-                format!("flow \"{}\" spreads over {} queues; the XDP program spreads over at most {MAX_RSS_QUEUES}", rule.name, queues.len()),
+                format!(
+                    "flow \"{}\" spreads over {} queues; the XDP program spreads over at most {MAX_RSS_QUEUES}",
+                    rule.name,
+                    queues.len()
+                ),
             ));
         }
         let range = |m: Option<daqiri_config::model::PortMatch>| m.map_or((0, u16::MAX), |m| (m.first, m.last));

@@ -113,7 +113,13 @@ pub(super) struct Receiver {
 
 impl Receiver {
     pub(super) fn new(port: &crate::port::Port, sockets: Vec<RxSocket>, tag: u32) -> Self {
-        Self { port: port.id, sockets, assemblers: port.rx.iter().map(Assembler::new).collect(), tag, next_count: Instant::now() }
+        Self {
+            port: port.id,
+            sockets,
+            assemblers: port.rx.iter().map(Assembler::new).collect(),
+            tag,
+            next_count: Instant::now(),
+        }
     }
 
     /// Reads up to a batch from socket `s` and delivers it; frames received.

@@ -100,13 +100,7 @@ impl SocketHandle {
         let mut len = std::mem::size_of_val(&stats) as libc::socklen_t;
         // SAFETY: a getsockopt into a buffer of the length given.
         let rc = unsafe {
-            libc::getsockopt(
-                self.0.as_raw_fd(),
-                libc::SOL_XDP,
-                libc::XDP_STATISTICS,
-                (&raw mut stats).cast(),
-                &mut len,
-            )
+            libc::getsockopt(self.0.as_raw_fd(), libc::SOL_XDP, libc::XDP_STATISTICS, (&raw mut stats).cast(), &mut len)
         };
         if rc != 0 {
             return SocketCounters::default();
@@ -139,7 +133,10 @@ impl SocketHandle {
             };
             if rc != 0 {
                 let why = std::io::Error::last_os_error();
-                return Err(os_error(&format!("busy_poll_us: {name} (it needs CAP_NET_ADMIN above net.core.busy_read)"), why));
+                return Err(os_error(
+                    &format!("busy_poll_us: {name} (it needs CAP_NET_ADMIN above net.core.busy_read)"),
+                    why,
+                ));
             }
         }
         Ok(())
@@ -151,7 +148,13 @@ impl SocketHandle {
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: a getsockopt of one int.
         let rc = unsafe {
-            libc::getsockopt(self.0.as_raw_fd(), libc::SOL_SOCKET, libc::SO_BUSY_POLL, (&raw mut value).cast(), &mut len)
+            libc::getsockopt(
+                self.0.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_BUSY_POLL,
+                (&raw mut value).cast(),
+                &mut len,
+            )
         };
         if rc == 0 { value.max(0) as u32 } else { 0 }
     }
@@ -161,7 +164,14 @@ impl SocketHandle {
     pub(crate) fn busy_poll(&self) {
         // SAFETY: no buffer is passed; the kernel only polls.
         unsafe {
-            libc::recvfrom(self.0.as_raw_fd(), std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut());
+            libc::recvfrom(
+                self.0.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
         }
     }
 
@@ -265,8 +275,8 @@ fn open_socket(name: &CString, netdev: &str, umem: &Umem, first: bool, plan: &So
         Error::new(Status::InvalidParameter, format!("netdev \"{netdev}\" not found in this network namespace: {e}"))
     })?;
     info.set_queue(queue);
-    let socket = if first { Socket::with_shared(&info, umem) } else { Socket::new(&info) }
-        .map_err(|e| failed("socket", e))?;
+    let socket =
+        if first { Socket::with_shared(&info, umem) } else { Socket::new(&info) }.map_err(|e| failed("socket", e))?;
     let device = umem.fq_cq(&socket).map_err(|e| failed("fill and completion rings", e))?;
     let rings = ring_size(plan.region.num_bufs());
     let config = SocketConfig {
