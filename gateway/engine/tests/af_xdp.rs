@@ -48,6 +48,9 @@ daqiri:
 /// An empty flow list, indented under `flows:`.
 const NO_FLOWS: &str = "          []\n";
 
+/// Flow a alone: UDP destination 5000 to queue 0.
+const FLOW_A: &str = "        - { name: a, id: 11, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }\n";
+
 const FLOWS: &str = r#"        - { name: a, id: 11, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }
         - { name: b, id: 22, action: { type: queue, id: 1 }, match: { udp_dst: "6000-6009" } }
         - { name: spread, id: 33, action: { type: queue, ids: [0, 1] }, match: { udp_dst: 7000 } }
@@ -156,8 +159,7 @@ fn frames_reach_their_flows_queues_unchanged_and_rss_spreads_by_five_tuple() {
 #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
 fn under_isolation_unmatched_frames_reach_a_kernel_socket_on_the_same_interface() {
     let veth = Veth::with_queues("xi", 1, true);
-    let flows = "        - { name: a, id: 11, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }\n";
-    let engine = Engine::from_yaml(&config(&veth.receive, 1, true, flows)).expect("the AF_XDP engine starts");
+    let engine = Engine::from_yaml(&config(&veth.receive, 1, true, FLOW_A)).expect("the AF_XDP engine starts");
     let kernel = std::net::UdpSocket::bind((Veth::RECEIVE_IP, 9000)).expect("a kernel socket on the veth's address");
     kernel.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let sender = veth.sender();
@@ -183,7 +185,7 @@ fn under_isolation_unmatched_frames_reach_a_kernel_socket_on_the_same_interface(
 #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
 fn a_flow_reload_during_traffic_rewrites_the_maps_and_loses_nothing() {
     let veth = Veth::with_queues("xr", 2, true);
-    let before = "        - { name: a, id: 11, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }\n";
+    let before = FLOW_A;
     let after = "        - { name: a, id: 11, action: { type: queue, id: 1 }, match: { udp_dst: 5000 } }\n        - { name: c, id: 44, action: { type: queue, id: 0 }, match: { udp_dst: 5001 } }\n";
     let engine = Engine::from_yaml(&config(&veth.receive, 2, true, before)).expect("the AF_XDP engine starts");
     let program_id = |state: &str| state.split_whitespace().skip_while(|w| *w != "id").nth(1).map(str::to_owned);
@@ -359,8 +361,7 @@ fn a_small_region_keeps_its_fill_ring_fed_for_many_times_its_buffers() {
     // 128 buffers, so a ring of 64: thousands of frames cycle every buffer
     // through the fill ring many times, and one lost on the way starves it.
     let veth = Veth::with_queues("xf", 1, true);
-    let yaml = config(&veth.receive, 1, true, FLOWS.lines().next().map(|l| format!("{l}\n")).unwrap().as_str())
-        .replace("num_bufs: 16384", "num_bufs: 128");
+    let yaml = config(&veth.receive, 1, true, FLOW_A).replace("num_bufs: 16384", "num_bufs: 128");
     let engine = Engine::from_yaml(&yaml).expect("the AF_XDP engine starts");
     let sender = veth.sender();
     const FRAMES: u32 = 6_000;
@@ -427,8 +428,7 @@ fn a_flow_added_at_runtime_steers_in_the_program_until_it_is_deleted() {
 #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
 fn a_busy_polling_queue_sets_its_socket_and_receives() {
     let veth = Veth::with_queues("xb", 1, true);
-    let yaml = config(&veth.receive, 1, true, FLOWS.lines().next().map(|l| format!("{l}\n")).unwrap().as_str())
-        .replace("timeout_us: 500,", "timeout_us: 500, busy_poll_us: 50,");
+    let yaml = config(&veth.receive, 1, true, FLOW_A).replace("timeout_us: 500,", "timeout_us: 500, busy_poll_us: 50,");
     let engine = Engine::from_yaml(&yaml).expect("the AF_XDP engine starts");
     let link = engine.stats().ports[0].link.af_xdp.clone().unwrap();
     assert_eq!(link.sockets[0].busy_poll_us, Some(50), "SO_BUSY_POLL is set: {link:?}");
