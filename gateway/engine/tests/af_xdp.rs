@@ -440,3 +440,51 @@ fn a_busy_polling_queue_sets_its_socket_and_receives() {
     let seqs: Vec<u32> = got[0].iter().map(|(_, data)| seq_of(data)).collect();
     assert_eq!(seqs, (0..200).collect::<Vec<_>>(), "every frame, in order, through the busy-polled socket");
 }
+
+#[test]
+#[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
+fn a_netdev_without_native_xdp_runs_the_program_generic_and_delivers_each_flow() {
+    // A macvlan has no XDP of its own: the program runs in generic mode,
+    // where a frame may have no room for metadata and the receiver matches
+    // the flows itself.
+    let veth = Veth::with_queues("xg", 1, true);
+    let macvlan = format!("{}m", veth.receive);
+    let ip =
+        |args: &[&str]| assert!(std::process::Command::new("ip").args(args).status().unwrap().success(), "ip {args:?}");
+    ip(&["link", "add", "link", &veth.receive, "name", &macvlan, "type", "macvlan", "mode", "bridge"]);
+    ip(&["link", "set", &macvlan, "up"]);
+    let engine = Engine::from_yaml(&config(
+        &macvlan,
+        1,
+        true,
+        FLOWS.replace("id: 1 }", "id: 0 }").replace("ids: [0, 1]", "ids: [0]").as_str(),
+    ))
+    .expect("the AF_XDP engine starts on a macvlan");
+    assert_eq!(engine.stats().ports[0].link.af_xdp.clone().unwrap().xdp_mode, "generic");
+    let mac: [u8; 6] = {
+        let text = std::fs::read_to_string(format!("/sys/class/net/{macvlan}/address")).unwrap();
+        let bytes: Vec<u8> = text.trim().split(':').map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+        bytes.try_into().unwrap()
+    };
+    let sender = veth.sender();
+    for seq in 0..100 {
+        for dst in [5000, 6003, 7000, 9999] {
+            sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 1000, dst, seq));
+        }
+    }
+    let got = drain(&engine, 1, 300, Duration::from_secs(5));
+    let mut flows: HashMap<Option<u32>, usize> = HashMap::new();
+    for (flow, _) in &got[0] {
+        *flows.entry(*flow).or_default() += 1;
+    }
+    assert_eq!(
+        flows,
+        HashMap::from([(Some(11), 100), (Some(22), 100), (Some(33), 100)]),
+        "isolation passed 9999's frames"
+    );
+    let stats = engine.stats();
+    let passed = stats.ports[0].link.nic_counters.iter().find(|(n, _)| n == "xdp_passed_unmatched").map(|(_, v)| *v);
+    assert!(passed >= Some(100), "{passed:?}");
+    drop(engine);
+    let _ = std::process::Command::new("ip").args(["link", "del", &macvlan]).status();
+}

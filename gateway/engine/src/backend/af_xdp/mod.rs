@@ -92,6 +92,15 @@ fn plans<'a>(netdev: &str, port: &Port, regions: &'a RegionTable) -> Result<Vec<
             ),
         ));
     }
+    if available > port.rx.len() && !port.rx.is_empty() {
+        tracing::warn!(
+            netdev,
+            "{netdev} has {available} RX queues and interface \"{}\" has {}: frames the NIC puts on the others reach no socket and go to the kernel (counted as xdp_passed_no_socket); `ethtool -L {netdev} combined {}` avoids that",
+            port.name,
+            port.rx.len(),
+            port.rx.len()
+        );
+    }
     (0..port.rx.len().max(port.tx.len()))
         .map(|k| {
             let rx = port.rx.get(k).map(|q| q.segment_regions[0]);
