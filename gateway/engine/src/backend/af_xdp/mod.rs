@@ -43,8 +43,10 @@ pub(super) struct AfXdpDriver {
     program: Mutex<Option<SteeringProgram>>,
     /// The sockets' rings until the tasks take them.
     sockets: Mutex<Vec<QueueSocket>>,
-    /// Each socket's queue, mode and statistics handle, for the link's state.
-    handles: Vec<(u32, xsk::SocketMode, SocketHandle)>,
+    /// Each socket's queue, mode and statistics handle, for the link's
+    /// state; emptied at stop, so the last descriptor of every socket closes
+    /// before the engine can drop the regions its UMEM is.
+    handles: Mutex<Vec<(u32, xsk::SocketMode, SocketHandle)>>,
     tag: u32,
 }
 
@@ -147,7 +149,7 @@ pub(super) fn open(netdev: &str, port: &Port, regions: &RegionTable) -> Result<B
         netdev: netdev.to_owned(),
         program: Mutex::new(Some(program)),
         sockets: Mutex::new(sockets),
-        handles,
+        handles: Mutex::new(handles),
         tag,
     }))
 }
@@ -213,7 +215,8 @@ impl PortDriver for AfXdpDriver {
             counters.push(("xdp_passed_unmatched".to_owned(), outcomes.passed_unmatched));
             counters.push(("xdp_passed_no_socket".to_owned(), outcomes.passed_no_socket));
         }
-        for (queue, _, handle) in &self.handles {
+        let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
+        for (queue, _, handle) in handles.iter() {
             let c = handle.counters();
             counters.push((format!("q{queue}_rx_dropped"), c.rx_dropped));
             counters.push((format!("q{queue}_rx_ring_full"), c.rx_ring_full));
@@ -222,8 +225,7 @@ impl PortDriver for AfXdpDriver {
         }
         let af_xdp = AfXdpLink {
             xdp_mode: program.as_ref().map_or("detached", |p| p.mode().as_str()),
-            sockets: self
-                .handles
+            sockets: handles
                 .iter()
                 .map(|(q, mode, handle)| AfXdpSocket {
                     nic_queue: *q,
@@ -240,5 +242,7 @@ impl PortDriver for AfXdpDriver {
         if self.program().take().is_some() {
             tracing::info!(netdev = %self.netdev, "XDP program detached");
         }
+        // The workers, and with them the rings, are gone: this closes the sockets.
+        self.handles.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }

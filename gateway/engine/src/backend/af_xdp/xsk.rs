@@ -251,8 +251,9 @@ fn umem_over(region: &Region) -> Result<Umem> {
     };
     let area = NonNull::slice_from_raw_parts(base, len);
     // SAFETY: the region's mapping is page aligned, `len` bytes long, and
-    // outlives the sockets: the engine drops its tasks and drivers (and so
-    // every socket) before its regions.
+    // outlives the sockets: their rings go with the workers' tasks, and the
+    // driver closes its last descriptors at stop, all in `Engine::shutdown`,
+    // before the engine can drop its regions.
     unsafe { Umem::new(config, area) }.map_err(|e| {
         Error::new(
             Status::GenericFailure,
