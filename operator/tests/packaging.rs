@@ -112,6 +112,13 @@ fn values_files_shape_the_gateway_pod() {
         "--admin-token-file=/var/run/daqiri/token/token",
         "--gateway-token-file=/var/run/daqiri/token/token",
         "path: \"/var/lib/daqiri/captures\"",
+        "feature.node.kubernetes.io/pci-15b3.present: \"true\"",
+        "nvidia.com/gpu.present: \"true\"",
+        "priorityClassName: system-node-critical",
+        "maxUnavailable: 1",
+        "key: nvidia.com/gpu",
+        "mountPath: /var/run/k8s.cni.cncf.io/devinfo/dp, readOnly: true",
+        "path: /var/run/k8s.cni.cncf.io/devinfo/dp, type: DirectoryOrCreate",
     ] {
         assert!(sriov.contains(needle), "sriov values: missing {needle}");
     }
@@ -120,8 +127,13 @@ fn values_files_shape_the_gateway_pod() {
         assert!(af_xdp.contains(needle), "af_xdp values: missing {needle}");
     }
     let socket = render(Some("ci/socket-only.yaml"));
-    for needle in ["hostNetwork: true", "runAsNonRoot: true", "--config=/etc/daqiri/config/$(NODE_NAME).yaml"] {
+    for needle in
+        ["hostNetwork: true", "runAsNonRoot: true", "--config=/etc/daqiri/config/$(NODE_NAME).yaml", "maxUnavailable: 25%"]
+    {
         assert!(socket.contains(needle), "socket values: missing {needle}");
+    }
+    for absent in ["pci-15b3", "priorityClassName", "devinfo"] {
+        assert!(!socket.contains(absent), "socket values: {absent} should not render");
     }
     assert!(!socket.contains("grafana_dashboard"), "dashboards disabled");
     let default = render(None);
@@ -142,6 +154,11 @@ fn the_chart_ships_the_generated_crds_and_its_schema_refuses_bad_values() {
     assert!(!ok && text.contains("/gateway/hugepages/size"), "values.schema.json must refuse 3Mi:\n{text}");
     let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "gateway.capabilities={CHOWN}"], None);
     assert!(!ok && text.contains("/gateway/capabilities"), "{text}");
+    let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "gateway.maxUnavailable=half"], None);
+    assert!(!ok && text.contains("/gateway/maxUnavailable"), "{text}");
+    // CEL rules need 1.25: an older API server is refused at install, not silently weakened.
+    let (ok, text) = helm(&["template", "rel", chart.to_str().unwrap(), "--kube-version", "1.24.0"], None);
+    assert!(!ok && text.contains(">=1.25.0-0"), "{text}");
 }
 
 #[test]
