@@ -127,9 +127,12 @@ fn values_files_shape_the_gateway_pod() {
         assert!(af_xdp.contains(needle), "af_xdp values: missing {needle}");
     }
     let socket = render(Some("ci/socket-only.yaml"));
-    for needle in
-        ["hostNetwork: true", "runAsNonRoot: true", "--config=/etc/daqiri/config/$(NODE_NAME).yaml", "maxUnavailable: 25%"]
-    {
+    for needle in [
+        "hostNetwork: true",
+        "runAsNonRoot: true",
+        "--config=/etc/daqiri/config/$(NODE_NAME).yaml",
+        "maxUnavailable: 25%",
+    ] {
         assert!(socket.contains(needle), "socket values: missing {needle}");
     }
     for absent in ["pci-15b3", "priorityClassName", "devinfo"] {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use daqiri::{DropReason, Engine, Status};
 
 mod common;
-use common::veth::{RawSocket, Veth, udp_frame_to};
+use common::veth::{RawSocket, Veth, mac_of, udp_frame_to};
 
 const ROOT: &str = "needs root for veth pairs and XDP; tests/run.sh runs it";
 
@@ -461,11 +461,7 @@ fn a_netdev_without_native_xdp_runs_the_program_generic_and_delivers_each_flow()
     ))
     .expect("the AF_XDP engine starts on a macvlan");
     assert_eq!(engine.stats().ports[0].link.af_xdp.clone().unwrap().xdp_mode, "generic");
-    let mac: [u8; 6] = {
-        let text = std::fs::read_to_string(format!("/sys/class/net/{macvlan}/address")).unwrap();
-        let bytes: Vec<u8> = text.trim().split(':').map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
-        bytes.try_into().unwrap()
-    };
+    let mac = mac_of(&macvlan);
     let sender = veth.sender();
     for seq in 0..100 {
         for dst in [5000, 6003, 7000, 9999] {

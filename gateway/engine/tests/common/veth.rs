@@ -72,9 +72,7 @@ impl Veth {
 
     /// The receiving end's MAC address.
     pub fn receive_mac(&self) -> [u8; 6] {
-        let text = std::fs::read_to_string(format!("/sys/class/net/{}/address", self.receive)).expect("veth address");
-        let bytes: Vec<u8> = text.trim().split(':').map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
-        bytes.try_into().unwrap()
+        mac_of(&self.receive)
     }
 
     /// `ip link show` of the receiving end.
@@ -96,6 +94,13 @@ impl Drop for Veth {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
     }
+}
+
+/// The MAC address of netdev `name` in this namespace.
+pub fn mac_of(name: &str) -> [u8; 6] {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).expect("netdev address");
+    let bytes: Vec<u8> = text.trim().split(':').map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+    bytes.try_into().unwrap()
 }
 
 /// Runs `make` on a thread that entered network namespace `namespace`; a

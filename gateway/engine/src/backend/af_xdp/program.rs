@@ -26,7 +26,7 @@ pub(super) const NO_FLOW: u32 = u32::MAX;
 
 /// `struct rule` of `steer.bpf.c`.
 #[repr(C)]
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Rule {
     src_first: u16,
     src_last: u16,
@@ -227,22 +227,12 @@ fn rule_set(table: &FlowTable, tag: u32) -> Result<Box<RuleSet>> {
             format!("{} flows: the XDP program holds at most {MAX_RULES}", table.rules.len()),
         ));
     }
-    let empty = Rule {
-        src_first: 0,
-        src_last: 0,
-        dst_first: 0,
-        dst_last: 0,
-        ipv4_len: 0,
-        queue_count: 0,
-        flow_id: 0,
-        queues: [0; MAX_RSS_QUEUES],
-    };
     let mut set = Box::new(RuleSet {
         count: table.rules.len() as u32,
         isolation: u32::from(table.isolation()),
         tag,
         spreads: u32::from(table.rules.iter().any(|r| r.queues().len() > 1)),
-        rules: [empty; MAX_RULES],
+        rules: [Rule::default(); MAX_RULES],
     });
     for (slot, rule) in set.rules.iter_mut().zip(&table.rules) {
         let (src, dst, ipv4_len) = rule.match_fields();
