@@ -16,6 +16,37 @@ pub fn manifests() -> Vec<(String, String)> {
         .collect()
 }
 
+/// Field manager of the CRD apply (the chart's pre-install/pre-upgrade hook).
+pub const CRD_MANAGER: &str = "daqiri-operator-crds";
+
+/// Creates or updates every CRD in the cluster by server-side apply. Helm
+/// installs `crds/` once and never upgrades it; this does, on every upgrade.
+pub async fn apply(client: kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, Patch, PatchParams};
+    let api: Api<CustomResourceDefinition> = Api::all(client);
+    for crd in crate::crd::all() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &PatchParams::apply(CRD_MANAGER).force(), &Patch::Apply(&crd))
+            .await
+            .with_context(|| format!("cannot apply the CRD {name}"))?;
+        println!("applied {name}");
+    }
+    // The operator starts right after the hook; it needs the new schemas served.
+    for crd in crate::crd::all() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let established = kube::runtime::conditions::is_crd_established();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            kube::runtime::wait::await_condition(api.clone(), &name, established),
+        )
+        .await
+        .with_context(|| format!("the CRD {name} was not established within 60 s"))?
+        .with_context(|| format!("cannot watch the CRD {name}"))?;
+    }
+    Ok(())
+}
+
 /// Writes every manifest into `dir`.
 pub fn write(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -97,6 +97,13 @@ impl GatewayClient {
         Ok(rates)
     }
 
+    /// The engine's state from `GET /api/v1/status`: `running`, `restarting`,
+    /// `waiting`, `stopped` or `down`.
+    pub async fn engine_state(&self, ip: &str) -> Result<String, GatewayError> {
+        let status: serde_json::Value = self.call(ip, self.http.get(self.url(ip, "/api/v1/status"))).await?;
+        Ok(status["engine"].as_str().unwrap_or("unknown").to_owned())
+    }
+
     /// Starts the capture named `name` unless one of that name is running.
     pub async fn ensure_capture(
         &self,

@@ -7,4 +7,6 @@ pub mod controller;
 pub mod crd;
 pub mod crdgen;
 pub mod gateway;
+pub mod leader;
+pub mod node_config;
 pub mod render;

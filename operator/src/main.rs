@@ -5,13 +5,16 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use daqiri_operator::controller::{self, Context, Metrics, Options};
 use daqiri_operator::gateway::GatewayClient;
+use daqiri_operator::leader::{LeaderElector, RETRY_PERIOD};
+use daqiri_operator::node_config::NodeConfigAgent;
 use kube::runtime::events::{Recorder, Reporter};
-use kube_lease_manager::LeaseManagerBuilder;
 
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -28,16 +31,21 @@ enum Command {
         #[arg(long, default_value = "crds")]
         out: PathBuf,
     },
-    /// Run the controllers (in a cluster, or against the current kubeconfig).
+    /// Create or update the CRDs in the cluster (server-side apply); the
+    /// chart runs this as its pre-install/pre-upgrade hook.
+    ApplyCrds,
+    /// Run the controller (in a cluster, or against the current kubeconfig).
     Run(RunArgs),
+    /// Keep a gateway's config file equal to its node's ConfigMap (runs beside each gateway).
+    NodeConfig(NodeConfigArgs),
 }
 
 #[derive(Debug, Args)]
 struct RunArgs {
-    /// Namespace of the resources, the ConfigMap and the gateway pods.
+    /// Namespace of the resources, the ConfigMaps and the gateway pods.
     #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
     namespace: String,
-    /// ConfigMap the gateways mount; one key per node, `<node>.yaml`.
+    /// Prefix of the per-node ConfigMaps: `<prefix>-<node>`, key `config.yaml`.
     #[arg(long, default_value = "daqiri-gateway-config")]
     config_map: String,
     /// Label selector of the gateway pods.
@@ -49,7 +57,7 @@ struct RunArgs {
     /// File holding the gateways' admin bearer token.
     #[arg(long)]
     gateway_token_file: Option<PathBuf>,
-    /// Address of /metrics and /healthz.
+    /// Address of /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
     /// Lease used to elect one active replica.
@@ -60,11 +68,60 @@ struct RunArgs {
     identity: String,
 }
 
+#[derive(Debug, Args)]
+struct NodeConfigArgs {
+    /// Namespace of the ConfigMaps.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    namespace: String,
+    /// Prefix of the per-node ConfigMaps (the operator's `--config-map`).
+    #[arg(long, default_value = "daqiri-gateway-config")]
+    config_map: String,
+    /// This node's name.
+    #[arg(long, env = "NODE_NAME")]
+    node: String,
+    /// The file the gateway reads.
+    #[arg(long)]
+    out: PathBuf,
+}
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    let runtime = || tokio::runtime::Runtime::new().context("cannot start the async runtime");
     match Cli::parse().command {
         Command::Crdgen { out } => daqiri_operator::crdgen::write(&out),
-        Command::Run(args) => tokio::runtime::Runtime::new()?.block_on(run(args)),
+        Command::ApplyCrds => runtime()?.block_on(apply_crds()),
+        Command::Run(args) => runtime()?.block_on(run(args)),
+        Command::NodeConfig(args) => runtime()?.block_on(async {
+            let client = kube::Client::try_default().await.context("cannot reach the Kubernetes API")?;
+            let agent =
+                NodeConfigAgent { namespace: args.namespace, prefix: args.config_map, node: args.node, out: args.out };
+            tokio::select! {
+                result = agent.run(client) => result,
+                () = shutdown_signal() => Ok(()),
+            }
+        }),
+    }
+}
+
+async fn apply_crds() -> anyhow::Result<()> {
+    let client = kube::Client::try_default().await.context("cannot reach the Kubernetes API")?;
+    daqiri_operator::crdgen::apply(client).await
+}
+
+/// Seconds since the epoch of the last answered Lease round: /readyz.
+#[derive(Debug, Clone, Default)]
+struct Readiness(Arc<AtomicI64>);
+
+impl Readiness {
+    fn contacted(&self) {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        self.0.store(now, Ordering::Relaxed);
+    }
+
+    /// Ready while the API answered within the last few lease rounds.
+    fn ready(&self) -> bool {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        now - self.0.load(Ordering::Relaxed) <= 3 * RETRY_PERIOD.as_secs() as i64 + 1
     }
 }
 
@@ -80,42 +137,64 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None => None,
     };
     let metrics = Metrics::default();
-    serve_metrics(args.metrics_addr, metrics.clone()).await?;
+    let readiness = Readiness::default();
+    serve_metrics(args.metrics_addr, metrics.clone(), readiness.clone()).await?;
     let reporter = Reporter { controller: controller::MANAGER.into(), instance: Some(args.identity.clone()) };
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        namespace: args.namespace.clone(),
-        options: Options { config_map: args.config_map, gateway_selector: args.gateway_selector },
-        gateway: GatewayClient::new(args.gateway_admin_port, token),
-        recorder: Recorder::new(client.clone(), reporter),
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        args.namespace.clone(),
+        Options { config_map: args.config_map, gateway_selector: args.gateway_selector },
+        GatewayClient::new(args.gateway_admin_port, token),
+        Recorder::new(client.clone(), reporter),
         metrics,
-    });
-    // Only the lease holder reconciles; a replica that loses the lease exits and restarts as a follower.
-    let lease = LeaseManagerBuilder::new(client, &args.lease_name)
-        .with_namespace(&args.namespace)
-        .with_identity(&args.identity)
-        .build()
-        .await
-        .context("cannot set up leader election")?;
-    let (mut leader, _task) = lease.watch().await;
+    ));
+    let elector = LeaderElector::new(client, &args.namespace, &args.lease_name, &args.identity);
+    let contacted = || readiness.contacted();
     tracing::info!(identity = %args.identity, "waiting for the lease {}", args.lease_name);
-    while !*leader.borrow_and_update() {
-        leader.changed().await.context("leader election stopped")?;
+    tokio::select! {
+        () = elector.acquire(&contacted) => {}
+        () = shutdown_signal() => return Ok(()),
     }
     tracing::info!("leading: reconciling DaqiriPort and DaqiriFlow in {}", args.namespace);
-    tokio::select! {
+    let outcome = tokio::select! {
         () = controller::run(ctx) => Ok(()),
-        lost = leader.wait_for(|leading| !leading) => {
-            lost.context("leader election stopped")?;
-            anyhow::bail!("lost the lease {}; exiting so that a new leader takes over", args.lease_name)
-        }
+        lost = elector.hold(&contacted) => Err(anyhow::anyhow!("{lost}; exiting so that the new leader takes over alone")),
+        () = shutdown_signal() => Ok(()),
+    };
+    // Cleared, not left to expire: a standby takes over at its next retry.
+    match tokio::time::timeout(Duration::from_secs(5), elector.release()).await {
+        Ok(Ok(())) => tracing::info!("released the lease {}", args.lease_name),
+        Ok(Err(e)) => tracing::warn!("cannot release the lease {}: {e}", args.lease_name),
+        Err(_) => tracing::warn!("releasing the lease {} timed out", args.lease_name),
+    }
+    outcome
+}
+
+/// SIGTERM (the kubelet stopping the pod) or Ctrl-C.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler can always be installed");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
 }
 
-async fn serve_metrics(addr: SocketAddr, metrics: Metrics) -> anyhow::Result<()> {
+async fn serve_metrics(addr: SocketAddr, metrics: Metrics, readiness: Readiness) -> anyhow::Result<()> {
+    use axum::http::StatusCode;
     let app = axum::Router::new()
         .route("/metrics", axum::routing::get(move || async move { metrics.render() }))
-        .route("/healthz", axum::routing::get(|| async { "ok" }));
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            axum::routing::get(move || async move {
+                if readiness.ready() {
+                    (StatusCode::OK, "ok")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "the Kubernetes API has not answered the lease rounds")
+                }
+            }),
+        );
     let listener =
         tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on --metrics-addr {addr}"))?;
     tokio::spawn(async move { axum::serve(listener, app).await });

@@ -1,56 +1,69 @@
-//! The operator's own metrics: reconciles, failures, durations.
+//! The operator's own metrics: passes, what triggered them, failures, durations.
 
 use std::time::Duration;
 
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, Opts, Registry};
 
-/// Reconcile counters and the registry they live in.
+use super::Error;
+
+/// Pass counters and the registry they live in.
 #[derive(Debug, Clone)]
 pub struct Metrics {
     registry: Registry,
-    reconciles: IntCounterVec,
+    passes: IntCounter,
+    triggers: IntCounter,
     failures: IntCounterVec,
-    duration: HistogramVec,
+    duration: Histogram,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         let registry = Registry::new();
-        let reconciles = IntCounterVec::new(
-            Opts::new("daqiri_operator_reconciles_total", "Reconciles run, by resource kind"),
-            &["kind"],
+        let passes = IntCounter::new("daqiri_operator_sync_passes_total", "Sync passes run over the namespace")
+            .expect("valid metric");
+        let triggers = IntCounter::new(
+            "daqiri_operator_sync_triggers_total",
+            "Changes that asked for a pass (several are coalesced into one pass)",
         )
         .expect("valid metric");
         let failures = IntCounterVec::new(
-            Opts::new("daqiri_operator_reconcile_errors_total", "Reconciles that failed, by resource kind"),
-            &["kind"],
+            Opts::new("daqiri_operator_sync_errors_total", "Passes that failed, by cause (conflict, api)"),
+            &["cause"],
         )
         .expect("valid metric");
-        let duration = HistogramVec::new(
-            HistogramOpts::new("daqiri_operator_reconcile_duration_seconds", "Reconcile duration")
-                .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
-            &["kind"],
+        let duration = Histogram::with_opts(
+            HistogramOpts::new("daqiri_operator_sync_duration_seconds", "Pass duration")
+                .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
         )
         .expect("valid metric");
         for collector in [
-            Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(passes.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(triggers.clone()),
             Box::new(failures.clone()),
             Box::new(duration.clone()),
         ] {
             registry.register(collector).expect("metric names are unique");
         }
-        Self { registry, reconciles, failures, duration }
+        Self { registry, passes, triggers, failures, duration }
     }
 }
 
 impl Metrics {
-    /// Records one reconcile.
-    pub fn observe(&self, kind: &str, took: Duration, ok: bool) {
-        self.reconciles.with_label_values(&[kind]).inc();
-        if !ok {
-            self.failures.with_label_values(&[kind]).inc();
+    /// Records one pass and the number of triggers it served.
+    pub fn observe_pass(&self, took: Duration, triggers: usize, error: Option<&Error>) {
+        self.passes.inc();
+        self.triggers.inc_by(triggers as u64);
+        match error {
+            Some(Error::Conflict(_)) => self.failures.with_label_values(&["conflict"]).inc(),
+            Some(Error::Kube(_)) => self.failures.with_label_values(&["api"]).inc(),
+            None => {}
         }
-        self.duration.with_label_values(&[kind]).observe(took.as_secs_f64());
+        self.duration.observe(took.as_secs_f64());
+    }
+
+    /// Passes run so far.
+    pub fn passes(&self) -> u64 {
+        self.passes.get()
     }
 
     /// Prometheus text format.

@@ -1,50 +1,56 @@
-//! The controllers: one for `DaqiriPort`, one for `DaqiriFlow`. Any change
-//! to either runs the same [`sync`] pass over the namespace, since every
-//! node's config depends on all of them. Finalizers make a deletion go
-//! through a pass that leaves the resource out (render skips resources
-//! being deleted) before the finalizer is dropped.
+//! The controller: every change that can alter a node's config (a port, a
+//! flow, a gateway pod, a node, a drifted ConfigMap) becomes a trigger for
+//! the one work key there is, the namespace. A single worker runs one
+//! [`sync`] pass at a time over the whole namespace, since every node's config
+//! depends on all resources; triggers that arrive while it waits or runs are
+//! coalesced into the next pass.
+//!
+//! Finalizers make a deletion go through a pass that leaves the resource out
+//! (render skips resources being deleted) before the finalizer is dropped.
 
+pub mod config_maps;
 mod metrics;
+mod node_states;
 pub mod status;
 mod sync;
+pub mod triggers;
+pub mod worker;
+mod writes;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 
-use futures::StreamExt;
-use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::Client;
 use kube::runtime::events::Recorder;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::runtime::watcher;
-use kube::{Client, Resource, ResourceExt};
 
 pub use metrics::Metrics;
 pub use sync::{MANAGER, sync};
 
-use crate::crd::{DaqiriFlow, DaqiriPort};
 use crate::gateway::GatewayClient;
 
 /// The finalizer both resources carry while the operator manages them.
 pub const FINALIZER: &str = "daqiri.nvidia.com/gateway-config";
 
-/// How often a healthy resource is looked at again (rates, gateways that restarted).
-const RESYNC: Duration = Duration::from_secs(60);
+/// Label on every object the operator writes.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", MANAGER);
+
+/// Label naming the node a ConfigMap or node state is for.
+pub const NODE_LABEL: &str = "daqiri.nvidia.com/node";
 
 /// Where things are.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// ConfigMap the gateways mount (one key per node).
+    /// Prefix of the per-node ConfigMaps (`<prefix>-<node>`, key `config.yaml`).
     pub config_map: String,
     /// Label selector of the gateway pods.
     pub gateway_selector: String,
 }
 
-/// What every reconcile needs.
+/// What every pass needs.
 pub struct Context {
     /// API client.
     pub client: Client,
-    /// Namespace of the resources, the ConfigMap and the gateways.
+    /// Namespace of the resources, the ConfigMaps and the gateways.
     pub namespace: String,
     /// Names and selectors.
     pub options: Options,
@@ -52,8 +58,25 @@ pub struct Context {
     pub gateway: GatewayClient,
     /// Publishes Kubernetes Events.
     pub recorder: Recorder,
-    /// Reconcile counters.
+    /// Pass counters.
     pub metrics: Metrics,
+    /// SHA-256 of the data each managed ConfigMap should hold, by name: a
+    /// ConfigMap event that disagrees is drift, and triggers a pass.
+    pub expected_config_maps: Mutex<BTreeMap<String, String>>,
+}
+
+impl Context {
+    /// A context with nothing written yet.
+    pub fn new(
+        client: Client,
+        namespace: String,
+        options: Options,
+        gateway: GatewayClient,
+        recorder: Recorder,
+        metrics: Metrics,
+    ) -> Self {
+        Self { client, namespace, options, gateway, recorder, metrics, expected_config_maps: Mutex::default() }
+    }
 }
 
 impl std::fmt::Debug for Context {
@@ -62,71 +85,29 @@ impl std::fmt::Debug for Context {
     }
 }
 
-/// What can go wrong in a reconcile.
+/// What can go wrong in a pass.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An API call failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    /// Adding or removing the finalizer failed.
-    #[error("finalizer: {0}")]
-    Finalizer(String),
+    /// An object changed after this pass read it; the next pass reads it again.
+    #[error("{0} changed while the pass ran")]
+    Conflict(String),
 }
 
-/// Reconciles a `DaqiriPort`.
-pub async fn reconcile_port(port: Arc<DaqiriPort>, ctx: Arc<Context>) -> Result<Action, Error> {
-    reconcile(port, ctx, "daqiriport").await
-}
-
-/// Reconciles a `DaqiriFlow`.
-pub async fn reconcile_flow(flow: Arc<DaqiriFlow>, ctx: Arc<Context>) -> Result<Action, Error> {
-    reconcile(flow, ctx, "daqiriflow").await
-}
-
-async fn reconcile<K>(object: Arc<K>, ctx: Arc<Context>, kind: &'static str) -> Result<Action, Error>
-where
-    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-{
-    let started = Instant::now();
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    tracing::debug!(kind, name = %object.name_any(), "reconciling");
-    // Apply and Cleanup run the same pass: a resource being deleted renders as absent.
-    let result = finalizer(&api, FINALIZER, object, |event| {
-        let ctx = Arc::clone(&ctx);
-        async move {
-            let (Finalizer::Apply(_) | Finalizer::Cleanup(_)) = event;
-            sync(&ctx).await.map(|()| Action::requeue(RESYNC))
+impl Error {
+    /// Sorts an API error: a failed precondition (409) is a [`Error::Conflict`] on `what`.
+    pub fn from_write(what: impl Into<String>, e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(ref status) if status.code == 409 => Self::Conflict(what.into()),
+            e => Self::Kube(e),
         }
-    })
-    .await
-    .map_err(|e| Error::Finalizer(e.to_string()));
-    ctx.metrics.observe(kind, started.elapsed(), result.is_ok());
-    result
+    }
 }
 
-fn error_policy<K>(object: Arc<K>, error: &Error, _ctx: Arc<Context>) -> Action
-where
-    K: ResourceExt,
-{
-    tracing::warn!(name = %object.name_any(), "reconcile failed: {error}");
-    Action::requeue(Duration::from_secs(10))
-}
-
-/// Runs both controllers until the stream ends (shutdown signal).
-pub async fn run(ctx: Arc<Context>) {
-    let ports: Api<DaqiriPort> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    let flows: Api<DaqiriFlow> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    let port_controller = Controller::new(ports, watcher::Config::default())
-        .shutdown_on_signal()
-        .run(reconcile_port, error_policy, Arc::clone(&ctx))
-        .for_each(|_| futures::future::ready(()));
-    let flow_controller = Controller::new(flows, watcher::Config::default())
-        .shutdown_on_signal()
-        .run(reconcile_flow, error_policy, Arc::clone(&ctx))
-        .for_each(|_| futures::future::ready(()));
-    futures::future::join(port_controller, flow_controller).await;
+/// Runs the watches and the worker until `shutdown` completes.
+pub async fn run(ctx: std::sync::Arc<Context>) {
+    let triggers = triggers::all(&ctx);
+    worker::run(ctx, triggers).await;
 }

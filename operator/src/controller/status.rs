@@ -20,22 +20,26 @@ pub enum GatewayOutcome {
     Failed(String),
 }
 
+/// Nodes where a port's SR-IOV resource has nothing left to allocate, with
+/// the resource name; empty for ports without one.
+pub type VfShortage = Vec<(String, String)>;
+
 /// Builds the status; `previous` keeps transition times of unchanged conditions.
+///
+/// `Ready` says whether every node the resource is placed on runs it;
+/// `Degraded` says that something needs a person (the resource is invalid,
+/// selects no node, a gateway refused, no VF is allocatable); `Progressing`
+/// is true while it is only waiting (for a gateway pod to start).
 pub fn desired(
     generation: Option<i64>,
     placement: &Placement,
     gateways: &BTreeMap<String, GatewayOutcome>,
     rates: &BTreeMap<String, f64>,
+    vf_shortage: &VfShortage,
     previous: Option<&ResourceStatus>,
     now: Timestamp,
 ) -> ResourceStatus {
     let now_text = now.to_string();
-    let refused: Vec<String> = placement.refused.iter().map(|(node, f)| format!("node {node}: {f}")).collect();
-    let invalid = match (&placement.unplaced, refused.is_empty()) {
-        (Some(f), _) if f.path == "spec.port" => Some(("PortNotFound", f.to_string())),
-        (_, false) => Some(("ValidationFailed", refused.join("; "))),
-        _ => None,
-    };
     let statuses: Vec<GatewayStatus> = placement
         .nodes
         .iter()
@@ -54,33 +58,23 @@ pub fn desired(
             }
         })
         .collect();
-    let problems: Vec<String> = placement
-        .nodes
-        .iter()
-        .filter_map(|node| match gateways.get(node).unwrap_or(&GatewayOutcome::NotFound) {
-            GatewayOutcome::Applied { .. } => None,
-            GatewayOutcome::NotFound => Some(format!("node {node}: no running gateway pod")),
-            GatewayOutcome::Failed(why) => Some(format!("node {node}: {why}")),
-        })
-        .collect();
-    let applied = if placement.nodes.is_empty() {
-        let why = placement.unplaced.as_ref().map_or_else(|| refused.join("; "), ToString::to_string);
-        (ConditionStatus::False, "NotScheduled", why)
-    } else if problems.is_empty() {
-        (ConditionStatus::True, "ConfigApplied", format!("running on {}", placement.nodes.join(", ")))
-    } else if problems.iter().all(|p| p.ends_with("no running gateway pod")) {
-        (ConditionStatus::False, "GatewayNotFound", problems.join("; "))
-    } else {
-        (ConditionStatus::False, "GatewayFailed", problems.join("; "))
-    };
-    let ready = match (&invalid, applied.0) {
-        (Some((reason, message)), _) => (ConditionStatus::False, *reason, message.clone()),
-        (None, ConditionStatus::True) => (ConditionStatus::True, "ConfigApplied", applied.2.clone()),
-        (None, _) => (ConditionStatus::False, applied.1, applied.2.clone()),
-    };
-    let invalid = match invalid {
-        Some((reason, message)) => (ConditionStatus::True, reason, message),
-        None => (ConditionStatus::False, "Valid", "accepted by the gateway's validator".to_owned()),
+    let verdict = verdict(placement, gateways, vf_shortage);
+    let (ready, progressing, degraded) = match &verdict {
+        Verdict::Applied(message) => (
+            (ConditionStatus::True, "ConfigApplied", message.clone()),
+            (ConditionStatus::False, "Complete", message.clone()),
+            (ConditionStatus::False, "AsExpected", "nothing needs attention".to_owned()),
+        ),
+        Verdict::Waiting(message) => (
+            (ConditionStatus::False, "GatewayNotFound", message.clone()),
+            (ConditionStatus::True, "WaitingForGateway", message.clone()),
+            (ConditionStatus::False, "AsExpected", "waiting for gateway pods to start".to_owned()),
+        ),
+        Verdict::Stuck(reason, message) => (
+            (ConditionStatus::False, *reason, message.clone()),
+            (ConditionStatus::False, "Stalled", format!("no progress until this is mended: {message}")),
+            (ConditionStatus::True, *reason, message.clone()),
+        ),
     };
     let condition = |kind: &str, (status, reason, message): (ConditionStatus, &str, String)| {
         let since = previous
@@ -98,12 +92,68 @@ pub fn desired(
     };
     let total: f64 = statuses.iter().filter_map(|g| g.rx_packets_per_second).sum();
     ResourceStatus {
-        conditions: vec![condition("Ready", ready), condition("Applied", applied), condition("Invalid", invalid)],
+        conditions: vec![
+            condition("Ready", ready),
+            condition("Progressing", progressing),
+            condition("Degraded", degraded),
+        ],
         observed_generation: generation,
         gateways: statuses,
         rx_packets_per_second: (!rates.is_empty()).then_some(total),
         rates_sampled_at: (!rates.is_empty()).then(|| now_text.clone()),
     }
+}
+
+/// Where a resource stands.
+enum Verdict {
+    /// Every node it is placed on runs it.
+    Applied(String),
+    /// Only waiting for gateway pods.
+    Waiting(String),
+    /// Needs a person: the reason and what to mend.
+    Stuck(&'static str, String),
+}
+
+fn verdict(placement: &Placement, gateways: &BTreeMap<String, GatewayOutcome>, vf_shortage: &VfShortage) -> Verdict {
+    let refused: Vec<String> = placement.refused.iter().map(|(node, f)| format!("node {node}: {f}")).collect();
+    if let Some(f) = placement.unplaced.as_ref().filter(|f| f.path == "spec.port") {
+        return Verdict::Stuck("PortNotFound", f.to_string());
+    }
+    if !refused.is_empty() {
+        return Verdict::Stuck("ValidationFailed", refused.join("; "));
+    }
+    if placement.nodes.is_empty() {
+        let why = placement.unplaced.as_ref().map_or_else(|| "no node matches".to_owned(), ToString::to_string);
+        return Verdict::Stuck("NotScheduled", why);
+    }
+    if !vf_shortage.is_empty() {
+        let nodes: Vec<String> =
+            vf_shortage.iter().map(|(node, resource)| format!("node {node}: {resource} has 0 allocatable")).collect();
+        return Verdict::Stuck(
+            "NoAllocatableVFs",
+            format!(
+                "{} (are the VFs created and the SR-IOV device plugin running there? see the node's DaqiriNodeState)",
+                nodes.join("; ")
+            ),
+        );
+    }
+    let mut missing = Vec::new();
+    let mut failed = Vec::new();
+    for node in &placement.nodes {
+        match gateways.get(node).unwrap_or(&GatewayOutcome::NotFound) {
+            GatewayOutcome::Applied { .. } => {}
+            GatewayOutcome::NotFound => missing.push(format!("node {node}: no running gateway pod")),
+            GatewayOutcome::Failed(why) => failed.push(format!("node {node}: {why}")),
+        }
+    }
+    if !failed.is_empty() {
+        failed.extend(missing);
+        return Verdict::Stuck("GatewayFailed", failed.join("; "));
+    }
+    if !missing.is_empty() {
+        return Verdict::Waiting(missing.join("; "));
+    }
+    Verdict::Applied(format!("running on {}", placement.nodes.join(", ")))
 }
 
 /// How often rates alone justify a status patch.

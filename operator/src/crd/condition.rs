@@ -8,20 +8,23 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceStatus {
-    /// `Ready`, `Applied` and `Invalid`.
+    /// `Ready`, `Progressing` and `Degraded`, keyed by type.
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// One entry per node whose gateway runs this resource.
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["node"]))]
     pub gateways: Vec<GatewayStatus>,
     /// Packets per second received, summed over the gateways (flows: matched by this flow).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_packets_per_second: Option<f64>,
     /// When the rates were read (RFC 3339); refreshed at most once a minute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub rates_sampled_at: Option<String>,
 }
 
@@ -36,16 +39,17 @@ impl ResourceStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
-    /// `Ready`, `Applied` or `Invalid`.
+    /// `Ready`, `Progressing` or `Degraded`.
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
     pub status: ConditionStatus,
-    /// CamelCase reason, e.g. `ConfigApplied`, `ValidationFailed`, `GatewayUnreachable`.
+    /// CamelCase reason, e.g. `ConfigApplied`, `ValidationFailed`, `GatewayNotFound`.
     pub reason: String,
-    /// Human-readable detail; for `Invalid`, the validator's message with its YAML path.
+    /// Human-readable detail; for `ValidationFailed`, the validator's message with its YAML path.
     pub message: String,
     /// When `status` last changed (RFC 3339).
+    #[schemars(extend("format" = "date-time"))]
     pub last_transition_time: String,
     /// The generation the condition was set for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -80,4 +84,11 @@ pub struct GatewayStatus {
     /// Packets per second on this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_packets_per_second: Option<f64>,
+}
+
+impl Condition {
+    /// Whether the condition holds.
+    pub fn is_true(&self) -> bool {
+        self.status == ConditionStatus::True
+    }
 }
