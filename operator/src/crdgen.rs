@@ -47,6 +47,27 @@ pub async fn apply(client: kube::Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Labels `namespace` so Pod Security admission lets its gateway pods run
+/// at `level` (enforce, audit and warn). Helm cannot label the namespace it
+/// installs into, hence the hook.
+pub async fn label_pod_security(client: kube::Client, namespace: &str, level: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Api, Patch, PatchParams};
+    let labels: serde_json::Map<String, serde_json::Value> = ["enforce", "audit", "warn"]
+        .iter()
+        .map(|mode| (format!("pod-security.kubernetes.io/{mode}"), serde_json::Value::from(level)))
+        .collect();
+    let patch = serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace, "labels": labels }
+    });
+    Api::<Namespace>::all(client)
+        .patch(namespace, &PatchParams::apply(CRD_MANAGER).force(), &Patch::Apply(&patch))
+        .await
+        .with_context(|| format!("cannot label the namespace {namespace}"))?;
+    println!("namespace {namespace}: pod-security.kubernetes.io/enforce={level}");
+    Ok(())
+}
+
 /// Writes every manifest into `dir`.
 pub fn write(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -33,7 +33,14 @@ enum Command {
     },
     /// Create or update the CRDs in the cluster (server-side apply); the
     /// chart runs this as its pre-install/pre-upgrade hook.
-    ApplyCrds,
+    ApplyCrds {
+        /// Also label this namespace with the Pod Security level its gateways need.
+        #[arg(long, requires = "pod_security")]
+        label_namespace: Option<String>,
+        /// The level: `privileged`, `baseline` or `restricted`.
+        #[arg(long, value_parser = ["privileged", "baseline", "restricted"])]
+        pod_security: Option<String>,
+    },
     /// Run the controller (in a cluster, or against the current kubeconfig).
     Run(RunArgs),
     /// Keep a gateway's config file equal to its node's ConfigMap (runs beside each gateway).
@@ -89,7 +96,9 @@ fn main() -> anyhow::Result<()> {
     let runtime = || tokio::runtime::Runtime::new().context("cannot start the async runtime");
     match Cli::parse().command {
         Command::Crdgen { out } => daqiri_operator::crdgen::write(&out),
-        Command::ApplyCrds => runtime()?.block_on(apply_crds()),
+        Command::ApplyCrds { label_namespace, pod_security } => {
+            runtime()?.block_on(apply_crds(label_namespace.zip(pod_security)))
+        }
         Command::Run(args) => runtime()?.block_on(run(args)),
         Command::NodeConfig(args) => runtime()?.block_on(async {
             let client = kube::Client::try_default().await.context("cannot reach the Kubernetes API")?;
@@ -103,9 +112,13 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-async fn apply_crds() -> anyhow::Result<()> {
+async fn apply_crds(pod_security: Option<(String, String)>) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await.context("cannot reach the Kubernetes API")?;
-    daqiri_operator::crdgen::apply(client).await
+    daqiri_operator::crdgen::apply(client.clone()).await?;
+    if let Some((namespace, level)) = pod_security {
+        daqiri_operator::crdgen::label_pod_security(client, &namespace, &level).await?;
+    }
+    Ok(())
 }
 
 /// Seconds since the epoch of the last answered Lease round: /readyz.

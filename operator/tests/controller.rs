@@ -1,239 +1,388 @@
-//! The controller against a mocked API server (tower-test, as kube-rs tests
-//! its own controllers): every request it makes is checked in order, with
-//! its method, path, query and body. No cluster exists here.
+//! The controller against an in-memory API server that holds objects across
+//! calls and serves watches (`common/fake_api.rs`), and a recording stand-in
+//! for the gateways' admin API on loopback (the gateway's own API is tested
+//! in its crate). The whole controller runs: watches, the coalescing worker,
+//! the passes.
 
-use std::sync::Arc;
+mod common;
 
-use daqiri_operator::controller::{Context, FINALIZER, Metrics, Options, reconcile_flow};
-use daqiri_operator::crd::DaqiriFlow;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::fake_api::FakeApi;
+use daqiri_operator::controller::{self, Context, Error, FINALIZER, Metrics, Options};
 use daqiri_operator::gateway::GatewayClient;
-use http::{Method, Request, Response};
-use kube::Client;
-use kube::client::Body;
+use http::Method;
 use kube::runtime::events::{Recorder, Reporter};
 use serde_json::{Value, json};
-use tower_test::mock::Handle;
+use sha2::{Digest, Sha256};
 
 const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples");
-const FLOWS: &str = "/apis/daqiri.nvidia.com/v1alpha1/namespaces/default/daqiriflows";
 const PORTS: &str = "/apis/daqiri.nvidia.com/v1alpha1/namespaces/default/daqiriports";
+const FLOWS: &str = "/apis/daqiri.nvidia.com/v1alpha1/namespaces/default/daqiriflows";
+const STATES: &str = "/apis/daqiri.nvidia.com/v1alpha1/namespaces/default/daqirinodestates";
+const NODES: &str = "/api/v1/nodes";
+const PODS: &str = "/api/v1/namespaces/default/pods";
+const CONFIG_MAPS: &str = "/api/v1/namespaces/default/configmaps";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
+const NODE_1_CONFIG: &str = "daqiri-gateway-config-node-1";
 
 fn sample(file: &str, index: usize) -> Value {
     let text = std::fs::read_to_string(format!("{SAMPLES}/{file}")).unwrap();
-    let mut doc: Value = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde::Deserialize::deserialize(d).unwrap())
-        .nth(index)
-        .unwrap();
-    doc["metadata"]["namespace"] = json!("default");
-    doc["metadata"]["uid"] = json!(format!("uid-{}", doc["metadata"]["name"].as_str().unwrap()));
-    doc["metadata"]["generation"] = json!(1);
-    doc
+    serde_yaml::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).nth(index).unwrap()
 }
 
-fn list(kind: &str, items: Vec<Value>) -> Value {
-    json!({ "apiVersion": "v1", "kind": kind, "metadata": { "resourceVersion": "1" }, "items": items })
+fn node(name: &str, allocatable: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+           "status": {"allocatable": allocatable, "capacity": allocatable}})
 }
 
-fn context(client: Client) -> Arc<Context> {
-    Arc::new(Context {
-        client: client.clone(),
-        namespace: "default".into(),
-        options: Options {
-            config_map: "daqiri-gateway-config".into(),
-            gateway_selector: "app.kubernetes.io/component=gateway".into(),
-        },
-        gateway: GatewayClient::new(9464, None),
-        recorder: Recorder::new(client, Reporter { controller: "daqiri-operator".into(), instance: None }),
-        metrics: Metrics::default(),
-    })
+fn gateway_pod(node: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": format!("gateway-{node}"), "labels": {"app.kubernetes.io/component": "gateway"}},
+           "spec": {"nodeName": node, "containers": [{"name": "gateway"}]},
+           "status": {"phase": "Running", "podIP": "127.0.0.1"}})
 }
 
-/// Checks a request's query string and JSON body.
-type Check = dyn Fn(&str, &Value) + Send;
-
-/// One expected request: method, path, and a check of query and body; the
-/// response to give.
-struct Expect {
-    method: Method,
-    path: String,
-    check: Box<Check>,
-    respond: Value,
+/// A stand-in for the gateways' admin API: records the configs it is sent
+/// and answers with their SHA-256 and a generation that, as the gateway's,
+/// moves only when the config changes.
+#[derive(Clone, Default)]
+struct Gateway {
+    configs: Arc<Mutex<Vec<String>>>,
 }
 
-fn expect(method: Method, path: &str, respond: Value, check: impl Fn(&str, &Value) + Send + 'static) -> Expect {
-    Expect { method, path: path.to_owned(), check: Box::new(check), respond }
-}
+impl Gateway {
+    async fn serve(&self) -> u16 {
+        use axum::routing::{get, put};
+        let configs = Arc::clone(&self.configs);
+        let app = axum::Router::new()
+            .route(
+                "/api/v1/config",
+                put(move |body: String| async move {
+                    let sha: String = Sha256::digest(body.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+                    let mut configs = configs.lock().unwrap();
+                    let change = if configs.last() == Some(&body) { "unchanged" } else { "restart" };
+                    configs.push(body);
+                    let generation = configs.windows(2).filter(|w| w[0] != w[1]).count() + 1;
+                    axum::Json(json!({"generation": generation, "sha256": sha, "change": change}))
+                }),
+            )
+            .route("/api/v1/status", get(|| async { axum::Json(json!({"engine": "running"})) }))
+            .route("/api/v1/stats", get(|| async { axum::Json(json!({"interfaces": []})) }))
+            .route(
+                "/api/v1/captures",
+                get(|| async { axum::Json(json!([])) }).post(|| async { axum::Json(json!({})) }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        port
+    }
 
-/// Answers the controller's requests in order, failing on any surprise.
-async fn serve(mut handle: Handle<Request<Body>, Response<Body>>, script: Vec<Expect>) {
-    for (step, e) in script.into_iter().enumerate() {
-        let (request, send) = handle.next_request().await.unwrap_or_else(|| panic!("step {step}: no request"));
-        let (query, path) = (request.uri().query().unwrap_or_default().to_owned(), request.uri().path().to_owned());
-        assert_eq!((request.method(), path.as_str()), (&e.method, e.path.as_str()), "step {step} ({query})");
-        let bytes = request.into_body().collect_bytes().await.unwrap();
-        let body: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-        (e.check)(&query, &body);
-        send.send_response(Response::builder().body(Body::from(serde_json::to_vec(&e.respond).unwrap())).unwrap());
+    fn received(&self) -> Vec<String> {
+        self.configs.lock().unwrap().clone()
     }
 }
 
-fn no_check(_: &str, _: &Value) {}
-
-/// The reads and the ConfigMap apply every sync pass starts with, over one
-/// node (`node-1`) and no gateway pods; `check_data` sees the ConfigMap's data.
-fn sync_reads(ports: Vec<Value>, flows: Vec<Value>, check_data: impl Fn(&Value) + Send + 'static) -> Vec<Expect> {
-    let node = json!({"metadata": {"name": "node-1", "labels": {"kubernetes.io/hostname": "node-1"}}});
-    vec![
-        expect(Method::GET, PORTS, list("DaqiriPortList", ports), no_check),
-        expect(Method::GET, FLOWS, list("DaqiriFlowList", flows), no_check),
-        expect(Method::GET, "/api/v1/nodes", list("NodeList", vec![node]), no_check),
-        expect(
-            Method::PATCH,
-            "/api/v1/namespaces/default/configmaps/daqiri-gateway-config",
-            json!({"metadata": {"name": "daqiri-gateway-config"}}),
-            move |query, body| {
-                assert!(query.contains("fieldManager=daqiri-operator") && query.contains("force=true"), "{query}");
-                check_data(&body["data"]);
-            },
-        ),
-        expect(Method::GET, "/api/v1/namespaces/default/pods", list("PodList", vec![]), |query, _| {
-            assert!(query.contains("labelSelector=app.kubernetes.io%2Fcomponent%3Dgateway"), "{query}");
-        }),
-    ]
+struct Harness {
+    api: FakeApi,
+    gateway: Gateway,
+    ctx: Arc<Context>,
 }
 
-/// The ownerReferences the operator gives a flow of port `udp-rx`.
-fn owned_by_udp_rx() -> Value {
-    json!([{"apiVersion": "daqiri.nvidia.com/v1alpha1", "kind": "DaqiriPort", "name": "udp-rx", "uid": "uid-udp-rx"}])
+async fn harness() -> Harness {
+    let api = FakeApi::new();
+    let gateway = Gateway::default();
+    let port = gateway.serve().await;
+    let client = api.client();
+    let reporter = Reporter { controller: "daqiri-operator".into(), instance: None };
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        "default".into(),
+        Options {
+            config_map: "daqiri-gateway-config".into(),
+            gateway_selector: "app.kubernetes.io/component=gateway".into(),
+        },
+        GatewayClient::new(port, None),
+        Recorder::new(client, reporter),
+        Metrics::default(),
+    ));
+    Harness { api, gateway, ctx }
 }
 
-#[tokio::test]
-async fn a_new_flow_first_gets_the_finalizer_and_nothing_else() {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let flow = sample("flows.yaml", 0);
-    let mut with_finalizer = flow.clone();
-    with_finalizer["metadata"]["finalizers"] = json!([FINALIZER]);
-    let script = vec![expect(Method::PATCH, &format!("{FLOWS}/adc-a"), with_finalizer, |_, body| {
-        assert_eq!(body[1], json!({"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}), "{body}");
-    })];
-    let server = tokio::spawn(serve(handle, script));
-    let ctx = context(Client::new(service, "default"));
-    let flow: DaqiriFlow = serde_json::from_value(flow).unwrap();
-    reconcile_flow(Arc::new(flow), ctx).await.unwrap();
-    server.await.unwrap();
-}
+impl Harness {
+    /// Runs the whole controller (watches and worker) in the background.
+    fn start(&self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(controller::run(Arc::clone(&self.ctx)))
+    }
 
-#[tokio::test]
-async fn a_flow_is_rendered_applied_and_reported() {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let port = sample("port-socket.yaml", 0);
-    let mut flow = sample("flows.yaml", 0);
-    flow["metadata"]["finalizers"] = json!([FINALIZER]);
-    let mut owned = flow.clone();
-    owned["metadata"]["ownerReferences"] = owned_by_udp_rx();
-    let mut script = sync_reads(vec![port.clone()], vec![flow.clone()], |data| {
-        let yaml = data["node-1.yaml"].as_str().unwrap();
-        let config = daqiri_config::Document::parse(yaml).unwrap().validate().unwrap();
-        let iface = &config.config().interfaces[0];
-        assert_eq!((iface.name.as_str(), iface.rx.as_ref().unwrap().flows[0].id), ("udp-rx", 10));
-    });
-    script.extend([
-        expect(Method::PATCH, &format!("{PORTS}/udp-rx/status"), port.clone(), |_, body| {
-            let ready = &body["status"]["conditions"][0];
-            assert_eq!(
-                (&ready["type"], &ready["status"], &ready["reason"]),
-                (&json!("Ready"), &json!("False"), &json!("GatewayNotFound")),
-                "{body}"
-            );
-            assert_eq!(body["status"]["observedGeneration"], 1);
-        }),
-        expect(Method::POST, EVENTS, json!({}), |_, body| {
-            assert_eq!((&body["reason"], &body["type"]), (&json!("GatewayNotFound"), &json!("Warning")), "{body}");
-            assert_eq!(body["regarding"]["name"], "udp-rx");
-        }),
-        expect(Method::PATCH, &format!("{FLOWS}/adc-a"), owned.clone(), |_, body| {
-            let owner = &body["metadata"]["ownerReferences"][0];
-            assert_eq!(
-                (&owner["kind"], &owner["name"], &owner["uid"]),
-                (&json!("DaqiriPort"), &json!("udp-rx"), &json!("uid-udp-rx"))
-            );
-        }),
-        expect(Method::PATCH, &format!("{FLOWS}/adc-a/status"), owned, |_, body| {
-            let conditions = body["status"]["conditions"].as_array().unwrap();
-            let by_type = |t: &str| conditions.iter().find(|c| c["type"] == t).unwrap().clone();
-            assert_eq!(by_type("Ready")["reason"], "GatewayNotFound");
-            assert_eq!(by_type("Invalid")["status"], "False");
-            assert!(by_type("Applied")["message"].as_str().unwrap().contains("node node-1: no running gateway pod"));
-        }),
-        expect(Method::POST, EVENTS, json!({}), |_, body| assert_eq!(body["regarding"]["name"], "adc-a")),
-    ]);
-    let server = tokio::spawn(serve(handle, script));
-    let ctx = context(Client::new(service, "default"));
-    let flow: DaqiriFlow = serde_json::from_value(flow).unwrap();
-    reconcile_flow(Arc::new(flow), Arc::clone(&ctx)).await.unwrap();
-    server.await.unwrap();
-    assert!(ctx.metrics.render().contains("daqiri_operator_reconciles_total{kind=\"daqiriflow\"} 1"));
+    fn condition(&self, collection: &str, name: &str, kind: &str) -> Option<Value> {
+        let object = self.api.get(collection, name)?;
+        object["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == kind).cloned()
+    }
+
+    fn reason(&self, collection: &str, name: &str) -> Option<String> {
+        self.condition(collection, name, "Ready").and_then(|c| c["reason"].as_str().map(str::to_owned))
+    }
+
+    /// Waits until `done` holds, up to `limit`; returns how long it took.
+    async fn until(&self, limit: Duration, what: &str, done: impl Fn(&Self) -> bool) -> Duration {
+        let started = Instant::now();
+        while !done(self) {
+            assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        started.elapsed()
+    }
+
+    /// Waits until no pass has run for a while (the worker is idle).
+    async fn settle(&self) -> u64 {
+        let mut passes = self.ctx.metrics.passes();
+        loop {
+            tokio::time::sleep(Duration::from_millis(800)).await;
+            let now = self.ctx.metrics.passes();
+            if now == passes {
+                return now;
+            }
+            passes = now;
+        }
+    }
+
+    fn events_about(&self, name: &str) -> Vec<Value> {
+        self.api
+            .calls(&Method::POST, EVENTS)
+            .into_iter()
+            .map(|c| c.body)
+            .filter(|b| b["regarding"]["name"] == name)
+            .collect()
+    }
+
+    fn node_config(&self) -> String {
+        let cm = self.api.get(CONFIG_MAPS, NODE_1_CONFIG).expect("node-1's ConfigMap exists");
+        cm["data"]["config.yaml"].as_str().unwrap().to_owned()
+    }
 }
 
 #[tokio::test]
-async fn an_invalid_flow_is_marked_invalid_with_the_validators_path() {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let port = sample("port-socket.yaml", 0);
-    let mut flow = sample("flows.yaml", 0);
-    flow["metadata"]["finalizers"] = json!([FINALIZER]);
-    flow["metadata"]["ownerReferences"] = owned_by_udp_rx();
-    flow["spec"]["queue"] = json!(9);
-    let mut port_ready = port.clone();
-    port_ready["status"] = json!({"conditions": [{"type": "Ready", "status": "False", "reason": "GatewayNotFound", "message": "node node-1: no running gateway pod", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]});
-    let mut script = sync_reads(vec![port], vec![flow.clone()], |data| {
-        let yaml = data["node-1.yaml"].as_str().unwrap();
-        assert!(!yaml.contains("adc-a"), "the invalid flow stays out of the config:\n{yaml}");
-    });
-    script.extend([
-        expect(Method::PATCH, &format!("{PORTS}/udp-rx/status"), port_ready, no_check),
-        expect(Method::POST, EVENTS, json!({}), no_check),
-        expect(Method::PATCH, &format!("{FLOWS}/adc-a/status"), flow.clone(), |_, body| {
-            let ready = &body["status"]["conditions"][0];
-            assert_eq!((&ready["status"], &ready["reason"]), (&json!("False"), &json!("ValidationFailed")));
-            let message = ready["message"].as_str().unwrap();
-            assert!(message.contains("daqiri.cfg.interfaces[0].rx.flows[0].action.id"), "{message}");
-            assert!(message.contains("valid: 0, 1"), "{message}");
-        }),
-        expect(Method::POST, EVENTS, json!({}), |_, body| {
-            assert_eq!((&body["type"], &body["reason"]), (&json!("Warning"), &json!("ValidationFailed")));
-        }),
-    ]);
-    let server = tokio::spawn(serve(handle, script));
-    let ctx = context(Client::new(service, "default"));
-    reconcile_flow(Arc::new(serde_json::from_value::<DaqiriFlow>(flow).unwrap()), ctx).await.unwrap();
-    server.await.unwrap();
+async fn a_burst_of_ten_changes_runs_one_pass_and_publishes_each_event_once() {
+    let h = harness().await;
+    h.api.put(NODES, node("node-1", json!({})));
+    h.api.put(PODS, gateway_pod("node-1"));
+    h.api.put(PORTS, sample("port-socket.yaml", 0));
+    let controller = h.start();
+    h.until(Duration::from_secs(10), "port ready", |h| h.reason(PORTS, "udp-rx").as_deref() == Some("ConfigApplied"))
+        .await;
+    let (passes, configs) = (h.settle().await, h.gateway.received().len());
+
+    for i in 0..10 {
+        let mut flow = sample("flows.yaml", 0);
+        flow["metadata"]["name"] = json!(format!("adc-{i}"));
+        flow["spec"]["id"] = json!(100 + i);
+        flow["spec"]["match"] = json!({"udpSrc": (20000 + i).to_string()});
+        h.api.put(FLOWS, flow);
+    }
+    h.until(Duration::from_secs(10), "all ten flows ready", |h| {
+        (0..10).all(|i| h.reason(FLOWS, &format!("adc-{i}")).as_deref() == Some("ConfigApplied"))
+    })
+    .await;
+    let after = h.settle().await;
+    assert_eq!(after - passes, 1, "ten changes in a burst make one pass");
+    assert_eq!(h.gateway.received().len() - configs, 1, "and one config push");
+    let config = h.gateway.received().last().unwrap().clone();
+    assert_eq!(config.matches("id: 10").count(), 10, "the pushed config has all ten flows:\n{config}");
+    assert_eq!(config, h.node_config(), "the node's ConfigMap holds what was pushed");
+    for i in 0..10 {
+        let events = h.events_about(&format!("adc-{i}"));
+        assert_eq!(events.len(), 1, "one Ready event per flow: {events:?}");
+        assert_eq!(events[0]["reason"], "ConfigApplied");
+        let flow = h.api.get(FLOWS, &format!("adc-{i}")).unwrap();
+        assert_eq!(flow["metadata"]["finalizers"], json!([FINALIZER]));
+        assert_eq!(flow["metadata"]["ownerReferences"][0]["name"], "udp-rx");
+    }
+    controller.abort();
+}
+
+#[tokio::test]
+async fn a_stale_pass_cannot_overwrite_a_newer_status() {
+    let h = harness().await;
+    h.api.put(NODES, node("node-1", json!({})));
+    h.api.put(PORTS, sample("port-socket.yaml", 0));
+    // Another writer changes the port's status between this pass's read and its write.
+    let newer = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "WrittenByANewerPass",
+        "message": "newer", "lastTransitionTime": "2026-11-23T00:00:00Z"}]}});
+    h.api.interfere_before(Method::PATCH, "/daqiriports/udp-rx/status", newer);
+    let result = controller::sync(&h.ctx).await;
+    assert!(matches!(result, Err(Error::Conflict(ref what)) if what.contains("udp-rx")), "{result:?}");
+    assert_eq!(h.reason(PORTS, "udp-rx").as_deref(), Some("WrittenByANewerPass"), "the stale write lost");
+    assert!(h.events_about("udp-rx").is_empty(), "no event for a status that was not written");
+
+    // The worker reruns a pass that met a conflict at once, on fresh data.
+    h.api.interfere_before(Method::PATCH, "/daqiriports/udp-rx/status", json!({"metadata": {"labels": {"x": "y"}}}));
+    let controller = h.start();
+    h.until(Duration::from_secs(10), "the rerun pass wins", |h| {
+        h.reason(PORTS, "udp-rx").as_deref() == Some("GatewayNotFound")
+    })
+    .await;
+    assert!(h.ctx.metrics.render().contains("daqiri_operator_sync_errors_total{cause=\"conflict\"} 1"));
+    let progressing = h.condition(PORTS, "udp-rx", "Progressing").unwrap();
+    assert_eq!((&progressing["status"], &progressing["reason"]), (&json!("True"), &json!("WaitingForGateway")));
+    assert_eq!(h.condition(PORTS, "udp-rx", "Degraded").unwrap()["status"], "False");
+    controller.abort();
+}
+
+#[tokio::test]
+async fn a_new_gateway_pod_is_configured_without_waiting_for_the_resync() {
+    let h = harness().await;
+    h.api.put(NODES, node("node-1", json!({})));
+    h.api.put(PORTS, sample("port-socket.yaml", 0));
+    let controller = h.start();
+    h.until(Duration::from_secs(10), "waiting for a gateway", |h| {
+        h.reason(PORTS, "udp-rx").as_deref() == Some("GatewayNotFound")
+    })
+    .await;
+    h.settle().await;
+    assert!(h.gateway.received().is_empty());
+    let state = h.api.get(STATES, "node-1").expect("node-1 has a DaqiriNodeState");
+    assert_eq!(state["status"]["engineState"], "NoGateway");
+
+    h.api.put(PODS, gateway_pod("node-1"));
+    let took = h
+        .until(Duration::from_secs(10), "the new gateway configured", |h| {
+            h.reason(PORTS, "udp-rx").as_deref() == Some("ConfigApplied")
+        })
+        .await;
+    assert!(took < controller::worker::RESYNC / 10, "took {took:?}");
+    assert_eq!(h.gateway.received(), vec![h.node_config()]);
+    let state = h.api.get(STATES, "node-1").unwrap();
+    assert_eq!(
+        (&state["status"]["engineState"], &state["status"]["gatewayPod"], &state["status"]["ports"]),
+        (&json!("running"), &json!("gateway-node-1"), &json!(["udp-rx"]))
+    );
+    assert_eq!(state["status"]["appliedSha256"], state["status"]["renderedSha256"]);
+    assert_eq!(state["metadata"]["ownerReferences"][0]["kind"], "Node");
+    controller.abort();
+}
+
+#[tokio::test]
+async fn a_drifted_config_map_is_repaired_and_a_stale_one_deleted() {
+    let h = harness().await;
+    h.api.put(NODES, node("node-1", json!({})));
+    h.api.put(PORTS, sample("port-socket.yaml", 0));
+    // What a previous version left: one ConfigMap for all nodes.
+    h.api.put(
+        CONFIG_MAPS,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "daqiri-gateway-config",
+               "labels": {"app.kubernetes.io/managed-by": "daqiri-operator"}}, "data": {"node-1.yaml": "x"}}),
+    );
+    let controller = h.start();
+    h.until(Duration::from_secs(10), "node-1's ConfigMap", |h| h.api.get(CONFIG_MAPS, NODE_1_CONFIG).is_some()).await;
+    h.settle().await;
+    assert!(h.api.get(CONFIG_MAPS, "daqiri-gateway-config").is_none(), "the old shared ConfigMap is gone");
+    let rendered = h.node_config();
+    h.api.patch(CONFIG_MAPS, NODE_1_CONFIG, &json!({"data": {"config.yaml": "edited by hand"}}));
+    h.until(Duration::from_secs(5), "drift repaired", |h| h.node_config() == rendered).await;
+    controller.abort();
 }
 
 #[tokio::test]
 async fn deleting_a_flow_removes_it_from_the_config_then_drops_the_finalizer() {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let mut port = sample("port-socket.yaml", 0);
-    port["status"] = json!({"conditions": [
-        {"type": "Ready", "status": "False", "reason": "GatewayNotFound", "message": "node node-1: no running gateway pod", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
-        {"type": "Applied", "status": "False", "reason": "GatewayNotFound", "message": "node node-1: no running gateway pod", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
-        {"type": "Invalid", "status": "False", "reason": "Valid", "message": "accepted by the gateway's validator", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}
-    ], "observedGeneration": 1, "gateways": [{"node": "node-1", "applied": false}]});
-    let mut flow = sample("flows.yaml", 1);
-    flow["metadata"]["finalizers"] = json!([FINALIZER]);
-    flow["metadata"]["deletionTimestamp"] = json!("2026-11-22T00:00:00Z");
-    let mut script = sync_reads(vec![port], vec![flow.clone()], |data| {
-        let yaml = data["node-1.yaml"].as_str().unwrap();
-        assert!(!yaml.contains("adc-b"), "the deleted flow is gone:\n{yaml}");
-    });
-    script.extend([
-        // The port's status is unchanged: no patch, no event. Then the finalizer goes.
-        expect(Method::PATCH, &format!("{FLOWS}/adc-b"), flow.clone(), |_, body| {
-            assert_eq!(body[1], json!({"op": "remove", "path": "/metadata/finalizers/0"}), "{body}");
-        }),
-    ]);
-    let server = tokio::spawn(serve(handle, script));
-    let ctx = context(Client::new(service, "default"));
-    reconcile_flow(Arc::new(serde_json::from_value::<DaqiriFlow>(flow).unwrap()), ctx).await.unwrap();
-    server.await.unwrap();
+    let h = harness().await;
+    h.api.put(NODES, node("node-1", json!({})));
+    h.api.put(PODS, gateway_pod("node-1"));
+    h.api.put(PORTS, sample("port-socket.yaml", 0));
+    h.api.put(FLOWS, sample("flows.yaml", 0));
+    let controller = h.start();
+    h.until(Duration::from_secs(10), "flow ready", |h| h.reason(FLOWS, "adc-a").as_deref() == Some("ConfigApplied"))
+        .await;
+    assert!(h.node_config().contains("id: 10"));
+    h.api.delete(FLOWS, "adc-a");
+    assert!(h.api.get(FLOWS, "adc-a").is_some(), "the finalizer holds the flow");
+    h.until(Duration::from_secs(10), "flow gone", |h| h.api.get(FLOWS, "adc-a").is_none()).await;
+    assert!(!h.node_config().contains("id: 10"), "{}", h.node_config());
+    assert!(!h.gateway.received().last().unwrap().contains("id: 10"), "the gateway got the config without it");
+    controller.abort();
+}
+
+#[tokio::test]
+async fn an_invalid_flow_is_degraded_with_the_validators_path_and_the_rest_runs() {
+    let h = harness().await;
+    h.api.put(NODES, node("node-1", json!({})));
+    h.api.put(PODS, gateway_pod("node-1"));
+    h.api.put(PORTS, sample("port-socket.yaml", 0));
+    let mut flow = sample("flows.yaml", 0);
+    flow["spec"]["queue"] = json!(9);
+    h.api.put(FLOWS, flow);
+    h.api.put(FLOWS, sample("flows.yaml", 1));
+    controller::sync(&h.ctx).await.unwrap();
+    let degraded = h.condition(FLOWS, "adc-a", "Degraded").unwrap();
+    assert_eq!((&degraded["status"], &degraded["reason"]), (&json!("True"), &json!("ValidationFailed")));
+    let message = degraded["message"].as_str().unwrap();
+    assert!(message.contains("daqiri.cfg.interfaces[0].rx.flows[0].action.id"), "{message}");
+    assert!(message.contains("valid: 0, 1"), "{message}");
+    assert_eq!(h.condition(FLOWS, "adc-a", "Progressing").unwrap()["reason"], "Stalled");
+    assert_eq!(h.reason(FLOWS, "adc-b").as_deref(), Some("ConfigApplied"));
+    let warning = &h.events_about("adc-a")[0];
+    assert_eq!((&warning["type"], &warning["reason"]), (&json!("Warning"), &json!("ValidationFailed")));
+    // A second pass over the same state writes nothing and publishes nothing.
+    let writes = h.api.calls(&Method::PATCH, "/status").len();
+    controller::sync(&h.ctx).await.unwrap();
+    let again: Vec<_> =
+        h.api.calls(&Method::PATCH, "/status").into_iter().skip(writes).map(|c| (c.path, c.body)).collect();
+    assert!(again.is_empty(), "{again:#?}");
+    assert_eq!(h.events_about("adc-a").len(), 1);
+}
+
+#[tokio::test]
+async fn a_port_whose_vf_resource_has_nothing_allocatable_says_so() {
+    let h = harness().await;
+    let labels = json!({"daqiri.nvidia.com/instrument": "true"});
+    let mut n = node("node-1", json!({"nvidia.com/cx7_vf": "0"}));
+    n["metadata"]["labels"] = labels;
+    h.api.put(NODES, n);
+    h.api.put(PORTS, sample("port-sriov-dpdk.yaml", 0));
+    controller::sync(&h.ctx).await.unwrap();
+    let degraded = h.condition(PORTS, "cx7-vf", "Degraded").unwrap();
+    assert_eq!((&degraded["status"], &degraded["reason"]), (&json!("True"), &json!("NoAllocatableVFs")));
+    assert!(degraded["message"].as_str().unwrap().contains("node node-1: nvidia.com/cx7_vf has 0 allocatable"));
+    let state = h.api.get(STATES, "node-1").unwrap();
+    assert_eq!(
+        state["status"]["sriovResources"],
+        json!([{"resourceName": "nvidia.com/cx7_vf", "capacity": 0, "allocatable": 0}])
+    );
+
+    // VFs appear: the node's watch triggers a pass and the shortage is gone.
+    let controller = h.start();
+    h.api.patch(NODES, "node-1", &json!({"status": {"allocatable": {"nvidia.com/cx7_vf": "4"}}}));
+    h.until(Duration::from_secs(10), "VFs seen", |h| {
+        h.condition(PORTS, "cx7-vf", "Degraded").is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+    controller.abort();
+}
+
+#[tokio::test]
+async fn nodes_without_a_config_lose_their_config_map_and_state() {
+    let h = harness().await;
+    h.api.put(NODES, node("node-1", json!({})));
+    h.api.put(NODES, node("node-2", json!({})));
+    h.api.put(PORTS, sample("port-socket.yaml", 0));
+    controller::sync(&h.ctx).await.unwrap();
+    let names = |c: &str| -> Vec<String> {
+        h.api.list(c).iter().map(|o| o["metadata"]["name"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(names(CONFIG_MAPS), ["daqiri-gateway-config-node-1", "daqiri-gateway-config-node-2"]);
+    assert_eq!(names(STATES), ["node-1", "node-2"]);
+    h.api.patch(PORTS, "udp-rx", &json!({"spec": {"nodeSelector": {"kubernetes.io/hostname": "node-2"}}}));
+    controller::sync(&h.ctx).await.unwrap();
+    assert_eq!(names(CONFIG_MAPS), ["daqiri-gateway-config-node-2"]);
+    assert_eq!(names(STATES), ["node-2"]);
+    let sizes: BTreeMap<String, usize> = h
+        .api
+        .list(CONFIG_MAPS)
+        .iter()
+        .map(|c| (c["metadata"]["name"].as_str().unwrap().to_owned(), c["data"]["config.yaml"].as_str().unwrap().len()))
+        .collect();
+    assert!(sizes.values().all(|&s| s < 64 * 1024), "{sizes:?}");
 }
