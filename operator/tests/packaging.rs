@@ -119,6 +119,7 @@ fn values_files_shape_the_gateway_pod() {
         "key: nvidia.com/gpu",
         "mountPath: /var/run/k8s.cni.cncf.io/devinfo/dp, readOnly: true",
         "path: /var/run/k8s.cni.cncf.io/devinfo/dp, type: DirectoryOrCreate",
+        "kind: PodDisruptionBudget",
     ] {
         assert!(sriov.contains(needle), "sriov values: missing {needle}");
     }
@@ -130,16 +131,29 @@ fn values_files_shape_the_gateway_pod() {
     for needle in [
         "hostNetwork: true",
         "runAsNonRoot: true",
-        "--config=/etc/daqiri/config/$(NODE_NAME).yaml",
+        "--config=/etc/daqiri/config/config.yaml",
+        "- node-config",
         "maxUnavailable: 25%",
     ] {
         assert!(socket.contains(needle), "socket values: missing {needle}");
     }
-    for absent in ["pci-15b3", "priorityClassName", "devinfo"] {
+    for absent in ["pci-15b3", "priorityClassName", "devinfo", "apply-crds", "PodDisruptionBudget"] {
         assert!(!socket.contains(absent), "socket values: {absent} should not render");
     }
     assert!(!socket.contains("grafana_dashboard"), "dashboards disabled");
     let default = render(None);
+    for needle in [
+        "helm.sh/hook: pre-install,pre-upgrade",
+        "- apply-crds",
+        "- --label-namespace=daqiri",
+        "- --pod-security=privileged",
+        "resourceNames: [daqiri]",
+        "path: /readyz, port: metrics",
+        "serviceAccountToken: { path: token, expirationSeconds: 3607 }",
+    ] {
+        assert!(default.contains(needle), "default values: missing {needle}");
+    }
+    assert!(!default.contains("PodDisruptionBudget"), "one operator replica gets no PDB (it would block drains)");
     assert!(default.contains("grafana_dashboard: \"1\""), "dashboards ship as labelled ConfigMaps");
     assert!(default.contains("daqiri_rx_packets_total"), "the dashboard JSON is inside its ConfigMap");
     assert!(render(Some("ci/servicemonitor.yaml")).contains("kind: ServiceMonitor"));
@@ -159,6 +173,8 @@ fn the_chart_ships_the_generated_crds_and_its_schema_refuses_bad_values() {
     assert!(!ok && text.contains("/gateway/capabilities"), "{text}");
     let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "gateway.maxUnavailable=half"], None);
     assert!(!ok && text.contains("/gateway/maxUnavailable"), "{text}");
+    let (ok, text) = helm(&["lint", chart.to_str().unwrap(), "--set", "podSecurity.level=open"], None);
+    assert!(!ok && text.contains("/podSecurity/level"), "{text}");
     // CEL rules need 1.25: an older API server is refused at install, not silently weakened.
     let (ok, text) = helm(&["template", "rel", chart.to_str().unwrap(), "--kube-version", "1.24.0"], None);
     assert!(!ok && text.contains(">=1.25.0-0"), "{text}");
