@@ -21,13 +21,18 @@ struct Gateway {
 
 impl Gateway {
     fn start(tag: &str) -> Self {
+        Self::start_with(tag, 2048)
+    }
+
+    /// A gateway whose buffers hold `buf_size` bytes.
+    fn start_with(tag: &str, buf_size: u32) -> Self {
         let dir = scratch_dir(&format!("captures-{tag}"));
         let (admin, udp) = (free_port(), free_port());
         let config = dir.join("gateway.yaml");
         std::fs::write(
             &config,
             format!(
-                "daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 8192, buf_size: 2048 }}\n    interfaces:\n    - name: udp_rx\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:{udp}\" }}\n      rx:\n        queues:\n        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 32, timeout_us: 1000, memory_regions: [m] }}\n"
+                "daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 8192, buf_size: {buf_size} }}\n    interfaces:\n    - name: udp_rx\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:{udp}\" }}\n      rx:\n        queues:\n        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 32, timeout_us: 1000, memory_regions: [m] }}\n"
             ),
         )
         .unwrap();
@@ -63,6 +68,10 @@ impl Gateway {
     }
 
     fn send(&self, count: u64) {
+        self.send_sized(count, 200);
+    }
+
+    fn send_sized(&self, count: u64, payload_size: usize) {
         let out = Command::new(GATEWAY)
             .args([
                 "gen",
@@ -73,7 +82,7 @@ impl Gateway {
                 "--count",
                 &count.to_string(),
             ])
-            .args(["--payload-size", "200", "--src-port", &free_port().to_string()])
+            .args(["--payload-size", &payload_size.to_string(), "--src-port", &free_port().to_string()])
             .output()
             .unwrap();
         assert!(out.status.success());
@@ -229,4 +238,36 @@ fn client_subcommands_drive_a_capture_end_to_end() {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
+}
+
+fn resident_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
+}
+
+#[test]
+fn finished_captures_give_their_packet_copies_back() {
+    // Each capture's ring cycles through all its slots, each growing to the
+    // packet size: 8192 slots of 4 KB packets are 32 MiB per capture.
+    let gw = Gateway::start_with("release", 8192);
+    let capture = |name: &str| {
+        let body = format!(r#"{{"format": "pcap", "interface": "udp_rx", "name": "{name}"}}"#);
+        let (status, started) = gw.json("POST", "/api/v1/captures", &body);
+        assert_eq!(status, 201, "{started}");
+        gw.send_sized(9000, 4000);
+        std::thread::sleep(Duration::from_millis(200));
+        let (status, stopped) = gw.json("DELETE", &format!("/api/v1/captures/{}", started["id"]), "");
+        assert_eq!((status, &stopped["state"]), (200, &Value::from("finished")), "{stopped}");
+        let _ = std::fs::remove_file(stopped["files"][0].as_str().unwrap());
+    };
+    capture("warm-up");
+    let before = resident_mib(gw.child.id());
+    for i in 0..6 {
+        capture(&format!("c{i}"));
+    }
+    let after = resident_mib(gw.child.id());
+    let (status, list) = gw.json("GET", "/api/v1/captures", "");
+    assert_eq!((status, list.as_array().map(Vec::len)), (200, Some(7)), "finished captures stay listed");
+    assert!(after < before + 48, "six finished captures kept {} MiB (RSS {before} -> {after} MiB)", after - before);
 }

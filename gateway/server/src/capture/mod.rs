@@ -69,7 +69,7 @@ struct PortInfo {
 
 /// Where a queue's packets (or a plan's aggregates) keep bytes in GPU memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct DeviceSide {
+pub(crate) struct DeviceSide {
     gpu: u32,
     /// Most device bytes one packet (or aggregate) holds.
     bytes: usize,
@@ -262,7 +262,10 @@ impl CaptureManager {
         }
     }
 
-    pub(crate) fn session_ended(&self) {
+    pub(crate) fn session_ended(&self, session: &Session) {
+        // Taps run under this lock, and see the session stopped once it is released.
+        let _sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        session.release_ring();
         self.running.fetch_sub(1, Ordering::Relaxed);
     }
 

@@ -74,4 +74,12 @@ impl Ring {
     pub(crate) fn recycle(&self, record: Record) {
         let _ = self.free.push(record);
     }
+
+    /// Frees every slot's bytes once the capture has ended (a finished
+    /// capture stays listed; its copies must not stay in memory with it).
+    /// After this `slot` finds nothing, as for a full ring.
+    pub(crate) fn release(&self) {
+        while self.free.pop().is_some() {}
+        while self.filled.pop().is_some() {}
+    }
 }

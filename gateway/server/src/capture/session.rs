@@ -143,8 +143,12 @@ impl Session {
                     Err(e) => (CaptureState::Failed, format!("{e:#}")),
                 };
                 drop(output);
+                if state == CaptureState::Failed {
+                    tracing::warn!(capture = session.id, name = %session.plan.name, "capture failed: {reason}");
+                }
                 *session.end.lock().unwrap_or_else(|e| e.into_inner()) = Some((state, reason));
-                manager.session_ended();
+                session.stop.store(true, Relaxed);
+                manager.session_ended(&session);
             })?
         };
         *session.writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer);
@@ -216,6 +220,12 @@ impl Session {
         {
             end.1 = reason.to_owned();
         }
+    }
+
+    /// Drops the ring's packet copies; the capture manager calls it when the
+    /// writer has ended, under the lock that taps run under.
+    pub(crate) fn release_ring(&self) {
+        self.ring.release();
     }
 
     /// Copies the matching packets of a burst (application loop; never blocks).
