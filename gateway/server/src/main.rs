@@ -19,6 +19,7 @@ mod device_plugin;
 mod live;
 mod logging;
 mod run;
+mod seconds;
 mod sequence;
 mod shutdown;
 mod status;

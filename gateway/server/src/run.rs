@@ -30,13 +30,13 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub digest: bool,
     /// Stop after this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::seconds::positive)]
     pub duration: Option<f64>,
     /// Stop once traffic has been seen and then nothing arrived for this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::seconds::positive)]
     pub exit_when_idle: Option<f64>,
-    /// Seconds between status lines.
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds between status lines (at least 0.1).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::seconds::status_interval)]
     pub status_interval: f64,
     /// Write the summary as JSON to this file at exit.
     #[arg(long)]
@@ -107,9 +107,6 @@ pub(crate) fn run_gateway(
     args: &RunArgs,
     shutdown: &ShutdownFlag,
 ) -> anyhow::Result<serde_json::Value> {
-    if args.status_interval <= 0.0 {
-        bail!("--status-interval must be positive");
-    }
     let (live, yaml) = match config {
         Some(config) => (LiveEngine::new(Engine::new(config.valid).context("cannot start the engine")?), config.yaml),
         None => (LiveEngine::empty(), String::new()),

@@ -46,7 +46,7 @@ pub(crate) struct GenArgs {
     #[arg(long)]
     pub count: Option<u64>,
     /// Stop after this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::seconds::positive)]
     pub duration: Option<f64>,
     /// Payload offset of the u32 sequence number.
     #[arg(long)]

@@ -318,6 +318,18 @@ mod tests {
     }
 
     #[test]
+    fn a_duration_that_cannot_be_a_span_is_refused_by_field() {
+        for duration in ["1e300", "-1", "0"] {
+            let json = format!(r#"{{"format":"pcap","interface":"p","name":"a","duration_s":{duration}}}"#);
+            let request: CaptureRequest = serde_json::from_str(&json).unwrap();
+            match request.validate(&[]) {
+                Err(CaptureError::Invalid("duration_s", message)) => assert!(message.contains("seconds"), "{message}"),
+                other => panic!("{duration}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn captures_that_would_read_gpu_memory_say_what_lives_there() {
         let (small, large) = (DeviceSide { gpu: 0, bytes: 2048 }, DeviceSide { gpu: 0, bytes: 9000 });
         let port = PortInfo {

@@ -111,8 +111,8 @@ impl CaptureRequest {
         positive("rotate_bytes", self.rotate_bytes)?;
         positive("rotate_files", self.rotate_files.map(u64::from))?;
         positive("snaplen", self.snaplen.map(u64::from))?;
-        if self.duration_s.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
-            return Err(CaptureError::Invalid("duration_s", "duration_s must be a positive number of seconds".into()));
+        if let Some(Err(why)) = self.duration_s.map(|d| crate::seconds::check(d, 0.0)) {
+            return Err(CaptureError::Invalid("duration_s", format!("duration_s: {why}")));
         }
         // Rotation and snap length shape pcap files, which raw captures and
         // aggregate captures do not write.
