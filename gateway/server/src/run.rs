@@ -229,20 +229,37 @@ struct FileWatch {
     path: PathBuf,
     content: Option<Vec<u8>>,
     next_look: Instant,
+    /// The read error last logged, so a lasting one is logged once.
+    failing: Option<std::io::ErrorKind>,
 }
 
 impl FileWatch {
     fn new(path: PathBuf) -> Self {
         let content = std::fs::read(&path).ok();
-        Self { path, content, next_look: Instant::now() + Duration::from_secs(1) }
+        Self { path, content, next_look: Instant::now() + Duration::from_secs(1), failing: None }
     }
 
+    /// Only a file that is not there is "removed". Any other read error (no
+    /// descriptors left, I/O) changes nothing: unloading the engine or
+    /// re-applying the file over a config that was PUT would act on a
+    /// failure to look, not on the file.
     fn look(&mut self) -> FileChange {
         if Instant::now() < self.next_look {
             return FileChange::Same;
         }
         self.next_look = Instant::now() + Duration::from_secs(1);
-        let now = std::fs::read(&self.path).ok();
+        let now = match std::fs::read(&self.path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                if self.failing != Some(e.kind()) {
+                    tracing::warn!("cannot read {} ({e}); keeping the running config", self.path.display());
+                    self.failing = Some(e.kind());
+                }
+                return FileChange::Same;
+            }
+        };
+        self.failing = None;
         if now == self.content {
             return FileChange::Same;
         }
@@ -258,4 +275,34 @@ enum FileChange {
     Changed,
     /// Gone: the operator left no port on this node.
     Removed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_file_that_cannot_be_read_for_a_while_is_neither_removed_nor_changed() {
+        let dir = std::env::temp_dir().join(format!("file-watch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.yaml");
+        std::fs::write(&path, "a: 1\n").unwrap();
+        let mut watch = FileWatch::new(path.clone());
+        let mut look = |watch: &mut FileWatch| {
+            watch.next_look = Instant::now();
+            watch.look()
+        };
+        // A directory in its place: reading fails with an error other than "not found".
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert_eq!(look(&mut watch), FileChange::Same, "a read error is not a removal");
+        std::fs::remove_dir(&path).unwrap();
+        std::fs::write(&path, "a: 1\n").unwrap();
+        assert_eq!(look(&mut watch), FileChange::Same, "the same file back is no change to re-apply");
+        std::fs::write(&path, "a: 2\n").unwrap();
+        assert_eq!(look(&mut watch), FileChange::Changed);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(look(&mut watch), FileChange::Removed);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
