@@ -126,15 +126,17 @@ async fn apply_crds(pod_security: Option<(String, String)>) -> anyhow::Result<()
 struct Readiness(Arc<AtomicI64>);
 
 impl Readiness {
+    fn now() -> i64 {
+        SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+    }
+
     fn contacted(&self) {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        self.0.store(now, Ordering::Relaxed);
+        self.0.store(Self::now(), Ordering::Relaxed);
     }
 
     /// Ready while the API answered within the last few lease rounds.
     fn ready(&self) -> bool {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        now - self.0.load(Ordering::Relaxed) <= 3 * RETRY_PERIOD.as_secs() as i64 + 1
+        Self::now() - self.0.load(Ordering::Relaxed) <= 3 * RETRY_PERIOD.as_secs() as i64 + 1
     }
 }
 

@@ -16,7 +16,6 @@ use daqiri_operator::gateway::GatewayClient;
 use http::Method;
 use kube::runtime::events::{Recorder, Reporter};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples");
 const PORTS: &str = "/apis/daqiri.nvidia.com/v1alpha1/namespaces/default/daqiriports";
@@ -61,7 +60,7 @@ impl Gateway {
             .route(
                 "/api/v1/config",
                 put(move |body: String| async move {
-                    let sha: String = Sha256::digest(body.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+                    let sha = daqiri_operator::render::sha256_hex(&body);
                     let mut configs = configs.lock().unwrap();
                     let change = if configs.last() == Some(&body) { "unchanged" } else { "restart" };
                     configs.push(body);

@@ -17,16 +17,19 @@ pub(crate) fn check(value: f64, min: f64) -> Result<f64, String> {
     Err(format!("{value:?} is not a number of seconds {low} and at most {MAX} (ten years)"))
 }
 
+fn parse(text: &str, min: f64) -> Result<f64, String> {
+    let value: f64 = text.parse().map_err(|e| format!("{text:?} is not a number: {e}"))?;
+    check(value, min)
+}
+
 /// A clap value parser for a positive span of seconds.
 pub(crate) fn positive(text: &str) -> Result<f64, String> {
-    let value: f64 = text.parse().map_err(|e| format!("{text:?} is not a number: {e}"))?;
-    check(value, 0.0)
+    parse(text, 0.0)
 }
 
 /// A clap value parser for `--status-interval`.
 pub(crate) fn status_interval(text: &str) -> Result<f64, String> {
-    let value: f64 = text.parse().map_err(|e| format!("{text:?} is not a number: {e}"))?;
-    check(value, MIN_STATUS_INTERVAL)
+    parse(text, MIN_STATUS_INTERVAL)
 }
 
 #[cfg(test)]

@@ -7,10 +7,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
-use sha2::{Digest, Sha256};
 
 use super::{Context, Error, MANAGED_BY, MANAGER, NODE_LABEL, writes};
-use crate::render::Plan;
+use crate::render::{NodeConfig, Plan, sha256_hex};
 
 /// The key holding a node's DAQIRI YAML.
 pub const KEY: &str = "config.yaml";
@@ -25,17 +24,13 @@ pub fn name_for(prefix: &str, node: &str) -> String {
     if name.len() <= MAX_NAME {
         return name;
     }
-    let hash = hex_sha256(node);
+    let hash = sha256_hex(node);
     let keep = MAX_NAME - 1 - 16;
     format!("{}-{}", name[..keep].trim_end_matches(['-', '.']), &hash[..16])
 }
 
-fn hex_sha256(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn data_sha(config_map: &ConfigMap) -> String {
-    hex_sha256(config_map.data.as_ref().and_then(|d| d.get(KEY)).map_or("", String::as_str))
+    sha256_hex(config_map.data.as_ref().and_then(|d| d.get(KEY)).map_or("", String::as_str))
 }
 
 /// Whether the operator means `name` to exist.
@@ -56,17 +51,14 @@ pub fn drift(ctx: &Context, config_map: &ConfigMap) -> Option<u64> {
 /// `existing` are the managed ConfigMaps as listed at the start of the pass;
 /// every write carries the resourceVersion read there.
 pub async fn apply(ctx: &Context, plan: &Plan, existing: &[ConfigMap]) -> Result<(), Error> {
-    let desired: BTreeMap<String, (&str, &str)> = plan
-        .configs
-        .iter()
-        .map(|c| (name_for(&ctx.options.config_map, &c.node), (c.node.as_str(), c.yaml.as_str())))
-        .collect();
+    let desired: BTreeMap<String, &NodeConfig> =
+        plan.configs.iter().map(|c| (name_for(&ctx.options.config_map, &c.node), c)).collect();
     *ctx.expected_config_maps.lock().expect("not poisoned") =
-        desired.iter().map(|(name, (_, yaml))| (name.clone(), hex_sha256(yaml))).collect();
+        desired.iter().map(|(name, c)| (name.clone(), c.sha256.clone())).collect();
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.namespace);
-    for (name, (node, yaml)) in &desired {
+    for (name, NodeConfig { node, yaml, sha256, .. }) in desired.iter().map(|(n, c)| (n, *c)) {
         let current = existing.iter().find(|c| &c.name_any() == name);
-        if current.is_some_and(|c| data_sha(c) == hex_sha256(yaml)) {
+        if current.is_some_and(|c| data_sha(c) == *sha256) {
             continue;
         }
         let config_map = ConfigMap {
@@ -77,12 +69,12 @@ pub async fn apply(ctx: &Context, plan: &Plan, existing: &[ConfigMap]) -> Result
                     [(MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()), (NODE_LABEL.to_owned(), label_value(node))]
                         .into(),
                 ),
-                annotations: Some([(NODE_LABEL.to_owned(), (*node).to_owned())].into()),
+                annotations: Some([(NODE_LABEL.to_owned(), node.clone())].into()),
                 // Present: the write fails (409) if the ConfigMap changed since the pass read it.
                 resource_version: current.and_then(|c| c.resource_version()),
                 ..ObjectMeta::default()
             },
-            data: Some([(KEY.to_owned(), (*yaml).to_owned())].into()),
+            data: Some([(KEY.to_owned(), yaml.clone())].into()),
             ..ConfigMap::default()
         };
         api.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&config_map))
@@ -98,5 +90,5 @@ pub async fn apply(ctx: &Context, plan: &Plan, existing: &[ConfigMap]) -> Result
 /// A node name as a label value (63 characters at most): the name itself
 /// when it fits, otherwise its hash. The annotation keeps the full name.
 pub fn label_value(node: &str) -> String {
-    if node.len() <= 63 { node.to_owned() } else { hex_sha256(node)[..63].to_owned() }
+    if node.len() <= 63 { node.to_owned() } else { sha256_hex(node)[..63].to_owned() }
 }

@@ -77,11 +77,9 @@ pub fn desired(
         .and_then(|p| p.conditions.iter().find(|c| c.type_ == "Ready"))
         .filter(|c| c.status == status)
         .map_or_else(|| now.to_string(), |c| c.last_transition_time.clone());
-    let engine_state = gateway.engine.clone().or_else(|| {
-        Some(match gateway.outcome {
-            GatewayOutcome::NotFound => "NoGateway".to_owned(),
-            _ => "Unreachable".to_owned(),
-        })
+    let engine_state = gateway.engine.clone().unwrap_or_else(|| match gateway.outcome {
+        GatewayOutcome::NotFound => "NoGateway".to_owned(),
+        _ => "Unreachable".to_owned(),
     });
     NodeStateStatus {
         conditions: vec![Condition {
@@ -96,7 +94,7 @@ pub fn desired(
         applied_sha256,
         config_generation,
         gateway_pod: gateway.pod.clone(),
-        engine_state,
+        engine_state: Some(engine_state),
         ports: included(&config.ports),
         flows: included(&config.flows),
         last_error,

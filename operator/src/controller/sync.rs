@@ -129,18 +129,15 @@ pub async fn sync(ctx: &Context) -> Result<(), Error> {
         .configs
         .iter()
         .map(|config| {
-            let gateway = gateways.nodes.get(&config.node).cloned().unwrap_or(NodeGateway {
-                outcome: GatewayOutcome::NotFound,
-                pod: None,
-                engine: None,
-            });
+            // push_to_gateways answers for every config of the plan.
+            let gateway = &gateways.nodes[&config.node];
             let node = snapshot.nodes.iter().find(|n| n.name_any() == config.node);
             let on_node: Vec<&DaqiriPort> =
                 snapshot.ports.iter().filter(|p| config.ports.contains_key(&p.name_any())).collect();
             let previous = snapshot.node_states.iter().find(|s| s.name_any() == config.node);
             let status = node_states::desired(
                 config,
-                &gateway,
+                gateway,
                 node_states::sriov_resources(node, &on_node),
                 previous.and_then(|s| s.status.as_ref()),
                 now,

@@ -141,8 +141,13 @@ pub fn render_node(node: &NodeInfo, ports: &[DaqiriPort], flows: &[DaqiriFlow]) 
         rendered.flows.insert(flow.name_any(), verdict);
     }
     rendered.yaml = Document::engine_yaml(&config);
-    rendered.sha256 = Sha256::digest(rendered.yaml.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    rendered.sha256 = sha256_hex(&rendered.yaml);
     Some(rendered)
+}
+
+/// SHA-256 of `text` in lowercase hex, as the gateway reports its config's.
+pub fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn stream_class(backend: PortBackend) -> u8 {

@@ -271,33 +271,7 @@ impl Target {
 }
 
 fn parse_query(query: &str) -> BTreeMap<String, String> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .filter_map(|p| {
-            let (k, v) = p.split_once('=')?;
-            let decode = |s: &str| percent_decode(s);
-            Some((decode(k), decode(v)))
-        })
-        .collect()
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    form_urlencoded::parse(query.as_bytes()).into_owned().collect()
 }
 
 /// Equality label and field selectors, as the operator uses them.
