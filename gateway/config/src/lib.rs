@@ -42,6 +42,7 @@ pub use endpoint::{Endpoint, Transport};
 pub use model::EngineConfig;
 pub use placeholder::Placeholder;
 pub use valid::{InterfaceBackend, Link, SocketEndpoints, ValidConfig};
+pub use validate::limits;
 
 /// The JSON Schema of a DAQIRI document's `daqiri:` section.
 pub fn json_schema() -> schemars::Schema {

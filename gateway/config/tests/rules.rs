@@ -875,3 +875,57 @@ fn engine_af_xdp_drives_raw_interfaces_by_netdev_name() {
     let socket = edit(SOCKET, "    stream_type: socket\n", "    stream_type: socket\n    engine: af_xdp\n");
     assert_error(&socket, "daqiri.cfg.engine", "engine \"af_xdp\" cannot drive stream_type socket");
 }
+
+#[test]
+fn sizes_have_upper_bounds_named_in_the_message() {
+    assert_error(
+        &edit(SOCKET, "batch_size: 32", "batch_size: 4294967295"),
+        "daqiri.cfg.interfaces[0].rx.queues[0].batch_size",
+        "4294967295 is too large; at most 65536",
+    );
+    assert_error(
+        &edit(SOCKET, "num_bufs: 4096", "num_bufs: 4000000000"),
+        "daqiri.cfg.memory_regions[0].num_bufs",
+        "at most 67108864",
+    );
+    assert_error(
+        &edit(SOCKET, "buf_size: 2048", "buf_size: 1099511627776"),
+        "daqiri.cfg.memory_regions[0].buf_size",
+        "at most 1073741824",
+    );
+    assert_error(
+        &edit(SOCKET, "version: 1", "version: 1\n    rx_meta_buffers: 100000000"),
+        "daqiri.cfg.rx_meta_buffers",
+        "at most 65536",
+    );
+    assert_error(
+        &edit(SOCKET, "batch_size: 32,", "batch_size: 32, timeout_us: 18446744073709551615,"),
+        "daqiri.cfg.interfaces[0].rx.queues[0].timeout_us",
+        "at most 60000000",
+    );
+    assert_error(
+        &edit(SOCKET, "udp://127.0.0.1:5001\" }", "udp://127.0.0.1:5001\", max_payload_size: 4294967295 }"),
+        "daqiri.cfg.interfaces[0].socket_config.max_payload_size",
+        "at most 67108864",
+    );
+}
+
+#[test]
+fn regions_together_are_bounded() {
+    // 36 TiB: each region within its own bounds, the sum not.
+    let huge = "- { name: rx, kind: host, num_bufs: 40000000, buf_size: 1000000000 }";
+    assert_error(
+        &edit(SOCKET, "- { name: rx, kind: host, num_bufs: 4096, buf_size: 2048 }", huge),
+        "daqiri.cfg.memory_regions",
+        "at most 1.0 TiB",
+    );
+}
+
+#[test]
+fn servers_need_a_port_other_than_0() {
+    assert_error(
+        &edit(SOCKET, "udp://127.0.0.1:5001", "udp://127.0.0.1:0"),
+        "daqiri.cfg.interfaces[0].socket_config.local_addr",
+        "port 0 binds a port the kernel picks",
+    );
+}

@@ -73,6 +73,7 @@ impl Engine {
     /// YAML path (see [`crate::support`]), before anything is allocated.
     pub fn new(config: ValidConfig) -> Result<Self> {
         crate::support::require_supported(&config)?;
+        crate::preflight::check_memory(&config, crate::preflight::MemoryNeeds::default())?;
         let mut region_configs = config.config().memory_regions.clone();
         for raised in crate::preflight::raised_num_bufs(&config) {
             let region = &mut region_configs[raised.region];

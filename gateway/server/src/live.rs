@@ -13,6 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use daqiri::Engine;
+use daqiri::preflight::MemoryNeeds;
 use daqiri_config::ValidConfig;
 
 /// How long a restart waits for the application to drain the old engine.
@@ -34,6 +35,9 @@ pub(crate) struct Restart {
 /// Why a restart did not install the new config.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RestartError {
+    /// This host cannot give the new config its memory; the running engine was not touched.
+    #[error("the new config cannot start here ({0}); the running config is unchanged")]
+    Refused(daqiri::Error),
     /// The new config failed to start; the previous one runs again.
     #[error("the new config could not start ({0}); the previous config runs again")]
     RolledBack(daqiri::Error),
@@ -52,9 +56,10 @@ impl RestartError {
     /// The status the engine gave for the config that was asked for.
     pub(crate) fn engine_status(&self) -> daqiri::Status {
         match self {
-            RestartError::RolledBack(new) | RestartError::Down { new, .. } | RestartError::NotStarted(new) => {
-                new.status
-            }
+            RestartError::Refused(new)
+            | RestartError::RolledBack(new)
+            | RestartError::Down { new, .. }
+            | RestartError::NotStarted(new) => new.status,
         }
     }
 }
@@ -75,8 +80,14 @@ impl LiveEngine {
     }
 
     /// Stops the running engine, if any, and starts `next` in its place; when
-    /// `next` cannot start, starts `previous` again. The caller serialises restarts.
+    /// `next` cannot start, starts `previous` again. A config this host has not
+    /// the memory for is refused first, leaving the running engine as it is.
+    /// The caller serialises restarts.
     pub(crate) fn restart(&self, next: ValidConfig, previous: Option<ValidConfig>) -> Result<Restart, RestartError> {
+        // Refused before the old engine stops: counting what it frees, a
+        // config this host cannot hold would leave the gateway with nothing.
+        let freed = previous.as_ref().filter(|_| self.get().is_some()).map(MemoryNeeds::of).unwrap_or_default();
+        daqiri::preflight::check_memory(&next, freed).map_err(RestartError::Refused)?;
         let started = Instant::now();
         self.stop();
         let new = match Engine::new(next) {

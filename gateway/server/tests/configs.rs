@@ -34,7 +34,7 @@ fn a_template_passes_check_with_warnings_and_run_refuses_it_naming_each_placehol
     let file = dir.join("template.yaml");
     std::fs::write(
         &file,
-        "daqiri:\n  cfg:\n    version: 1\n    master_core: <CPU_CORE>\n    stream_type: socket\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: u\n      address: <192.0.2.1>\n      socket_config: { mode: server, local_addr: \"udp://127.0.0.1:0\" }\n      rx:\n        queues:\n        - { name: q, id: 0, cpu_core: <CPU_CORE>, batch_size: 4, memory_regions: [m] }\n",
+        "daqiri:\n  cfg:\n    version: 1\n    master_core: <CPU_CORE>\n    stream_type: socket\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: u\n      address: <192.0.2.1>\n      socket_config: { mode: server, local_addr: \"udp://127.0.0.1:5999\" }\n      rx:\n        queues:\n        - { name: q, id: 0, cpu_core: <CPU_CORE>, batch_size: 4, memory_regions: [m] }\n",
     )
     .unwrap();
     let check = std::process::Command::new(common::GATEWAY).arg("check").arg(&file).output().unwrap();
@@ -53,6 +53,35 @@ fn a_template_passes_check_with_warnings_and_run_refuses_it_naming_each_placehol
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(!run.status.success(), "run must refuse a template");
     assert!(err.matches("template placeholder").count() == 3, "run must name every placeholder:\n{err}");
+}
+
+/// `check` judges the config against this host too: a pool beyond its memory
+/// and a port another socket holds are warnings naming the path and numbers.
+#[test]
+fn check_reports_memory_this_host_lacks_and_ports_in_use() {
+    let dir = common::scratch_dir("check-host");
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let file = dir.join("host.yaml");
+    // 512 GiB of host memory: within the config's bounds, beyond any machine the suite runs on.
+    std::fs::write(
+        &file,
+        format!("daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 524288, buf_size: 1048576 }}\n    interfaces:\n    - name: u\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:{port}\" }}\n      rx:\n        queues:\n        - {{ name: q, id: 0, cpu_core: 0, batch_size: 4, memory_regions: [m] }}\n"),
+    )
+    .unwrap();
+    let check = std::process::Command::new(common::GATEWAY).arg("check").arg(&file).output().unwrap();
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        out.contains("warning: daqiri.cfg.memory_regions: host and host_pinned regions with their burst metadata need 512.0 GiB but"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "warning: daqiri.cfg.interfaces[0].socket_config.local_addr: udp://127.0.0.1:{port} is in use on this host"
+        )),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn tempfile_dir() -> PathBuf {

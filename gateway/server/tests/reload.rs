@@ -224,3 +224,34 @@ fn wait_for_config_runs_while_the_file_exists_and_serves_the_api_without_it() {
     gateway.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A config this host has not the memory for is refused before the running
+/// engine stops: the same engine keeps running, its counters intact.
+#[test]
+fn a_config_beyond_this_hosts_memory_is_refused_without_stopping_the_engine() {
+    let dir = scratch_dir("reload-memory");
+    let udp = free_udp_port();
+    let gateway = common::Gateway::run(GATEWAY, dir, &config(udp, 0));
+    let sent = Command::new(GATEWAY)
+        .args(["gen", "--dest", &format!("127.0.0.1:{udp}"), "--rate", "20000", "--count", "2000"])
+        .args(["--src-port", "30000"])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let received = || gateway.json("GET", "/api/v1/stats", "").1["interfaces"][0]["rx_queues"][0]["packets"].clone();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while received() != 2000 {
+        assert!(Instant::now() < deadline, "the gateway did not receive the 2,000 datagrams: {}", received());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // 512 GiB of host memory: within the config's bounds, beyond any machine the suite runs on.
+    let huge = config(udp, 0).replace("num_bufs: 8192, buf_size: 2048", "num_bufs: 524288, buf_size: 1048576");
+    let (status, body) = http(gateway.admin, "PUT", "/api/v1/config", &[("Content-Type", "application/yaml")], &huge);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, 422, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("cannot start here") && message.contains("need 512.0 GiB"), "{message}");
+    assert!(message.contains("the running config is unchanged"), "{message}");
+    assert_eq!(received(), 2000, "the engine that received them still runs (a restart starts from 0)");
+    assert_eq!(gateway.json("GET", "/api/v1/status", "").1["config"]["generation"], 1);
+}

@@ -267,6 +267,12 @@ fn socket_endpoints(
         SocketMode::Server if local.is_some_and(|l| l.port.is_none()) => {
             report.error(&path.key("local_addr"), "server mode needs a port in local_addr");
         }
+        SocketMode::Server if local.is_some_and(|l| l.port == Some(0)) => {
+            report.error(
+                &path.key("local_addr"),
+                "port 0 binds a port the kernel picks at random, which no sender can know; give the port they send to",
+            );
+        }
         SocketMode::Client if transport == Transport::Roce && local.is_none() => {
             report.error(&path.key("local_addr"), "RoCE clients need local_addr (roce://IP) to pick the RDMA device");
         }
@@ -277,6 +283,9 @@ fn socket_endpoints(
             );
         }
         _ => {}
+    }
+    if remote.is_some_and(|r| r.port == Some(0)) {
+        report.error(&path.key("remote_addr"), "port 0 cannot be sent or connected to; give the peer's port");
     }
     if socket.max_payload_size == Some(0) {
         report.error(&path.key("max_payload_size"), "must be at least 1 byte");

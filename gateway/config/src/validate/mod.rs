@@ -6,6 +6,7 @@
 
 mod flow;
 mod interface;
+pub mod limits;
 mod queue;
 mod reorder;
 
@@ -49,6 +50,7 @@ impl EngineConfig {
             report.error(&cfg.key("interfaces"), "no interfaces are defined; add at least one");
         }
         check_memory_regions(&self, &mut report);
+        limits::check_limits(&self, &mut report);
         let links = interface::check_interfaces(&self, &mut report);
         if report.has_errors() {
             return Err(report);

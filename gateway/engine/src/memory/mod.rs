@@ -8,6 +8,7 @@
 
 mod backing;
 mod device;
+mod host_memory;
 mod hugepages;
 // The table kernel-bypass backends (AF_XDP rings, RDMA work requests) park
 // lent buffers in; only the AF_XDP backend uses it so far.
@@ -19,6 +20,7 @@ mod region;
 
 pub use backing::Backing;
 pub use device::{DevicePtr, DeviceSlice};
+pub use host_memory::HostMemory;
 pub use hugepages::HugepageInfo;
 #[cfg(feature = "af_xdp")]
 pub(crate) use lent::LentBuffers;

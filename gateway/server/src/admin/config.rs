@@ -163,7 +163,7 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
     let previous = engine.map(|engine| (*engine.config()).clone());
     let restart = state.live.restart(valid, previous).map_err(|e| {
         let status = match e {
-            RestartError::RolledBack(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            RestartError::Refused(_) | RestartError::RolledBack(_) => StatusCode::UNPROCESSABLE_ENTITY,
             RestartError::Down { .. } | RestartError::NotStarted(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let message = e.to_string();

@@ -2,10 +2,12 @@
 //! `daqiri-gateway check` lists these as warnings; init fails on the ones
 //! that matter with a clear error.
 
-use daqiri_config::model::MemoryKind;
 use daqiri_config::{Diagnostic, InterfaceBackend, Severity, ValidConfig, YamlPath};
 
-use crate::memory::HugepageInfo;
+mod memory;
+mod ports;
+
+pub use memory::{MemoryNeeds, check_memory};
 
 /// Cores this process may run on.
 pub fn available_cores() -> usize {
@@ -125,12 +127,8 @@ pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
     for raised in raised_num_bufs(config) {
         warn(regions.index(raised.region).key("num_bufs"), raised.message());
     }
-    let mut huge_bytes = 0;
     let nodes = crate::memory::numa_nodes();
     for (i, region) in cfg.memory_regions.iter().enumerate() {
-        if region.kind == MemoryKind::Huge {
-            huge_bytes += region.total_bytes();
-        }
         if region.kind.cpu_addressable() && !nodes.contains(&region.affinity) {
             warn(
                 regions.index(i).key("affinity"),
@@ -138,22 +136,13 @@ pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
             );
         }
     }
-    if huge_bytes > 0 {
-        match HugepageInfo::read() {
-            Some(info) if info.free < info.pages_for(huge_bytes) => {
-                let pages = info.pages_for(huge_bytes);
-                warn(
-                    regions.clone(),
-                    format!(
-                        "huge regions need {pages} hugepages but {} are free; {}",
-                        info.free,
-                        info.how_to_reserve(pages - info.free)
-                    ),
-                );
-            }
-            Some(_) => {}
-            None => warn(regions.clone(), "huge regions need hugepages, which this kernel does not report".into()),
-        }
+    if let Err(e) = check_memory(config, MemoryNeeds::default()) {
+        let message = e.detail();
+        let message = message.strip_prefix("daqiri.cfg.memory_regions: ").unwrap_or(&message).to_owned();
+        warn(regions.clone(), message);
+    }
+    for (path, message) in ports::ports_in_use(config) {
+        warn(path, message);
     }
     out
 }
