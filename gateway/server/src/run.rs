@@ -288,7 +288,7 @@ mod tests {
         let path = dir.join("config.yaml");
         std::fs::write(&path, "a: 1\n").unwrap();
         let mut watch = FileWatch::new(path.clone());
-        let mut look = |watch: &mut FileWatch| {
+        let look = |watch: &mut FileWatch| {
             watch.next_look = Instant::now();
             watch.look()
         };
