@@ -9,6 +9,7 @@
 //!
 //! TCP: see [`tcp`] for how a byte stream maps onto bursts.
 
+mod kernel_drops;
 mod peer;
 mod sys;
 mod tcp;

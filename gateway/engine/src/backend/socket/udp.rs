@@ -3,7 +3,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -11,6 +11,7 @@ use daqiri_config::SocketEndpoints;
 use daqiri_config::model::{PollMode, SocketMode};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::kernel_drops::KernelDrops;
 use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use super::{SOCKET_BUFFER_BYTES, peer};
 use crate::backend::{DirectPoll, PortDriver};
@@ -175,6 +176,14 @@ impl PortDriver for UdpDriver {
     }
 }
 
+/// The socket `source` names: the peer's while one is connected.
+fn source_fd<'a>(shared: &'a Shared, peer: &Option<PeerSocket>, source: Source) -> BorrowedFd<'a> {
+    match (source, peer) {
+        (Source::Peer, Some(_)) => shared.peer_fd(),
+        _ => shared.socket.as_fd(),
+    }
+}
+
 /// How one datagram's bytes are laid out over a message's buffers.
 #[derive(Debug, Clone, Copy)]
 struct Layout {
@@ -216,7 +225,7 @@ pub(super) struct UdpReceiver {
     drain: Vec<u8>,
     /// Expected bytes per datagram: each buffer takes this much of a GRO run.
     segment: usize,
-    kernel_drops_seen: u32,
+    kernel_drops: KernelDrops,
     peer_seen: Option<SocketAddr>,
     /// Server mode: the socket connected to the first peer (see [`super::peer`]).
     peer: Option<PeerSocket>,
@@ -233,7 +242,7 @@ pub(super) struct UdpReceiver {
 /// (held in `Shared::peer_socket`), with that socket's own drop counter.
 #[derive(Debug)]
 struct PeerSocket {
-    kernel_drops_seen: u32,
+    kernel_drops: KernelDrops,
     /// The interface socket was read dry after the connect: no datagram of
     /// the peer can be left there.
     interface_drained: bool,
@@ -290,7 +299,7 @@ impl UdpReceiver {
             gather: vec![0u8; MAX_DATAGRAM],
             drain: vec![0u8; MAX_DATAGRAM],
             segment: regions.get(landing).buf_size(),
-            kernel_drops_seen: 0,
+            kernel_drops: KernelDrops::default(),
             peer_seen: None,
             peer: None,
             peer_tried: false,
@@ -306,16 +315,19 @@ impl UdpReceiver {
 
     /// Adds what the kernel dropped on `source`'s socket since the last look.
     fn count_kernel_drops(&mut self, p: &Port, source: Source) {
-        let (fd, seen) = match (source, &mut self.peer) {
-            (Source::Peer, Some(peer)) => (self.shared.peer_fd(), &mut peer.kernel_drops_seen),
-            _ => (self.shared.socket.as_fd(), &mut self.kernel_drops_seen),
-        };
+        let fd = source_fd(&self.shared, &self.peer, source);
         if let Ok(total) = sys::socket_memory(fd).map(|m| m.drops) {
-            let fresh = total.wrapping_sub(*seen);
+            let fresh = self.kernel_drops(source).fresh(total);
             if fresh > 0 {
-                p.rx_drops.dropped(DropReason::SocketOverflow, u64::from(fresh));
+                p.rx_drops.dropped(DropReason::SocketOverflow, fresh);
             }
-            *seen = total;
+        }
+    }
+
+    fn kernel_drops(&mut self, source: Source) -> &mut KernelDrops {
+        match (source, &mut self.peer) {
+            (Source::Peer, Some(peer)) => &mut peer.kernel_drops,
+            _ => &mut self.kernel_drops,
         }
     }
 
@@ -367,10 +379,7 @@ impl UdpReceiver {
                 None => break,
             }
         }
-        let fd = match (source, &self.peer) {
-            (Source::Peer, Some(_)) => self.shared.peer_fd(),
-            _ => self.shared.socket.as_fd(),
-        };
+        let fd = source_fd(&self.shared, &self.peer, source);
         let segment = self.segment;
         let received = if self.ready.is_empty() {
             // Pool exhausted: drain into scratch so the loss is counted as ours,
@@ -402,6 +411,8 @@ impl UdpReceiver {
             }
         };
         let full = count == self.batch.messages();
+        let datagrams_in_call = self.batch.last(count).iter().map(|m| layout(m).datagrams).sum();
+        self.kernel_drops(source).received(count, datagrams_in_call);
         // The kernel's drop counter, every few receives that returned data.
         self.receives_with_data = self.receives_with_data.wrapping_add(u32::from(count > 0));
         if count > 0 && self.receives_with_data % DROPS_EVERY == 1 {
@@ -480,7 +491,7 @@ impl UdpReceiver {
                     unreachable!("a peer socket is connected once per engine");
                 }
                 self.peer = Some(PeerSocket {
-                    kernel_drops_seen: 0,
+                    kernel_drops: KernelDrops::default(),
                     interface_drained: false,
                     interface_busy: false,
                     polls: 0,
