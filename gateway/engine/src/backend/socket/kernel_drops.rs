@@ -36,8 +36,8 @@ impl KernelDrops {
     pub(super) fn fresh(&mut self, total: u32) -> u64 {
         let buffers = u64::from(total.wrapping_sub(self.seen));
         self.seen = total;
-        if self.messages > 0 {
-            self.last_mean = self.datagrams * ONE / self.messages;
+        if let Some(mean) = (self.datagrams * ONE).checked_div(self.messages) {
+            self.last_mean = mean;
         }
         (self.messages, self.datagrams) = (0, 0);
         let mean = if self.last_mean == 0 { ONE } else { self.last_mean };
