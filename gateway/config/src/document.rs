@@ -34,9 +34,12 @@ impl Document {
     /// Parses YAML text. A type error (a string where a number belongs, an
     /// unknown enum value, a missing key) is reported with its YAML path.
     ///
+    /// A document over [`crate::nesting`]'s size or depth is refused before parsing.
+    ///
     /// Template placeholders are recorded, and a neutral value stands in for
     /// each one its field cannot hold (see [`crate::placeholder`]).
     pub fn parse(text: &str) -> Result<Self, Report> {
+        crate::nesting::check(text)?;
         let mut value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|err| {
             let mut report = Report::default();
             report.error(&YamlPath::from_text("(document)"), err.to_string());

@@ -32,6 +32,7 @@ mod diagnostic;
 mod document;
 mod endpoint;
 pub mod model;
+pub mod nesting;
 pub mod placeholder;
 mod valid;
 mod validate;

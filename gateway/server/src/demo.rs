@@ -38,6 +38,7 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         admin_addr: "127.0.0.1:9464".parse().expect("literal address"),
         no_admin: false,
         admin_token_file: None,
+        admin_read_token_file: None,
         capture_dir: std::env::temp_dir().join("daqiri-demo-captures"),
         capture_free_space_floor_mb: 256,
         wait_for_config: false,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 use daqiri::Engine;
 use daqiri_config::ValidConfig;
@@ -47,9 +47,15 @@ pub(crate) struct RunArgs {
     /// Do not serve the admin API.
     #[arg(long)]
     pub no_admin: bool,
-    /// File holding the bearer token that mutating admin endpoints require.
+    /// File holding the bearer token that mutating admin endpoints require
+    /// (it also grants reads).
     #[arg(long)]
     pub admin_token_file: Option<PathBuf>,
+    /// File holding the bearer token that reads need beyond health and
+    /// metrics: the config, stats, captures and their packets. Give the same
+    /// file as --admin-token-file for one token for all.
+    #[arg(long)]
+    pub admin_read_token_file: Option<PathBuf>,
     /// Directory captures are written to (names cannot leave it).
     #[arg(long, default_value = "captures")]
     pub capture_dir: PathBuf,
@@ -116,24 +122,17 @@ pub(crate) fn run_gateway(
     let admin = match args.no_admin {
         true => None,
         false => {
-            let token = match &args.admin_token_file {
-                Some(path) => Some(
-                    std::fs::read_to_string(path)
-                        .with_context(|| format!("cannot read --admin-token-file {}", path.display()))?
-                        .trim()
-                        .to_owned(),
-                ),
-                None => None,
-            };
-            if token.as_deref() == Some("") {
-                bail!("--admin-token-file is empty");
-            }
+            let tokens = crate::admin::Tokens::from_files(
+                args.admin_token_file.as_deref(),
+                args.admin_read_token_file.as_deref(),
+            )?;
+            tokens.warn_if_exposed(args.admin_addr);
             let state = crate::admin::AdminState::new(
                 Arc::clone(&live),
                 yaml,
                 args.config.clone(),
                 Arc::clone(&captures),
-                token,
+                tokens,
             )?;
             Some((crate::admin::serve(args.admin_addr, Arc::clone(&state))?, state))
         }

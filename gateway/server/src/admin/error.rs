@@ -57,3 +57,48 @@ impl IntoResponse for ApiError {
         (self.status, Json(self.body)).into_response()
     }
 }
+
+/// Most bytes of a plain-text error body carried into the JSON message.
+const PLAIN_ERROR_LIMIT: usize = 4096;
+
+/// Turns every error answer that is not JSON yet (axum's extractor
+/// rejections: 413, bad UTF-8, bad path ids; 405 from the router; body
+/// timeouts) into an [`ApiErrorBody`], so clients parse one shape.
+pub(crate) async fn json_errors(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let allow = response.headers().get(axum::http::header::ALLOW).cloned();
+    let text = match axum::body::to_bytes(response.into_body(), PLAIN_ERROR_LIMIT).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    // tower-http's body timeout reaches the extractor as a failed read (400).
+    let timed_out = text.contains("designated timeout");
+    let (status, message, field) = match (status, allow) {
+        (StatusCode::METHOD_NOT_ALLOWED, allow) => (
+            status,
+            match allow.as_ref().and_then(|a| a.to_str().ok()) {
+                Some(allow) => format!("{method} is not allowed on {path}; allowed: {allow}"),
+                None => format!("{method} is not allowed on {path}; the API is described at /api/v1/openapi.json"),
+            },
+            Some("method"),
+        ),
+        _ if timed_out => (
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the request body did not arrive within {:?}", super::listener::BODY_TIMEOUT),
+            Some("body"),
+        ),
+        _ if text.is_empty() => (status, status.canonical_reason().unwrap_or("error").to_owned(), None),
+        _ => (status, text, None),
+    };
+    ApiError::new(status, message, field).into_response()
+}

@@ -11,6 +11,7 @@ mod config;
 mod error;
 mod flows;
 mod health;
+mod listener;
 mod metrics;
 mod stats;
 mod status;
@@ -26,6 +27,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub(crate) use auth::Tokens;
 pub(crate) use config::{reload_from_file, unload};
 pub(crate) use error::ApiError;
 pub(crate) use stats::ReorderStats;
@@ -45,8 +47,8 @@ pub(crate) struct AdminState {
     pub rates: Mutex<stats::RateSampler>,
     pub telemetry: crate::telemetry::Telemetry,
     pub captures: Arc<crate::capture::CaptureManager>,
-    /// Bearer token required by mutating endpoints, when set.
-    pub token: Option<String>,
+    /// Bearer tokens for changes and for reads, when set.
+    pub tokens: auth::Tokens,
 }
 
 impl AdminState {
@@ -55,7 +57,7 @@ impl AdminState {
         config_yaml: String,
         config_path: Option<std::path::PathBuf>,
         captures: Arc<crate::capture::CaptureManager>,
-        token: Option<String>,
+        tokens: auth::Tokens,
     ) -> anyhow::Result<Arc<Self>> {
         let reloads = Arc::new(ReloadCounters::default());
         let rates = Mutex::new(stats::RateSampler::default());
@@ -71,7 +73,7 @@ impl AdminState {
             rates,
             telemetry,
             captures,
-            token,
+            tokens,
         }))
     }
 
@@ -147,7 +149,9 @@ pub(crate) fn router(state: Arc<AdminState>) -> (Router, utoipa::openapi::OpenAp
                 format!("no route {method} {}; the API is described at /api/v1/openapi.json", uri.path()),
                 None,
             )
-        });
+        })
+        .layer(axum::middleware::from_fn(error::json_errors))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(listener::BODY_TIMEOUT));
     (router, api)
 }
 
@@ -177,14 +181,7 @@ pub(crate) fn serve(addr: SocketAddr, state: Arc<AdminState>) -> anyhow::Result<
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new().name("admin-api".into()).spawn(move || {
         crate::control::pin_control_thread();
-        runtime.block_on(async move {
-            let served = axum::serve(listener, router).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(err) = served.await {
-                tracing::error!("admin API stopped: {err}");
-            }
-        });
+        runtime.block_on(listener::serve(listener, router, stopped));
     })?;
     tracing::info!("admin API on http://{addr}");
     Ok(AdminServer { stop: Some(stop), thread: Some(thread) })
@@ -202,319 +199,4 @@ impl Drop for AdminServer {
 }
 
 #[cfg(test)]
-mod tests {
-    use axum::body::{Body, to_bytes};
-    use axum::http::{Request, StatusCode};
-    use tower::ServiceExt;
-
-    use super::*;
-
-    const CONFIG: &str = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    loopback: sw\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: lo\n      address: loopback\n      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }\n";
-
-    fn app_with_token(token: Option<&str>) -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
-        let live = LiveEngine::new(Engine::from_yaml(CONFIG).unwrap());
-        let dir = std::env::temp_dir().join(format!(
-            "daqiri-admin-test-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let captures = crate::capture::CaptureManager::new(live.get().as_deref(), dir, 0).unwrap();
-        let state = AdminState::new(live, CONFIG.to_owned(), None, captures, token.map(str::to_owned)).unwrap();
-        let (router, api) = router(Arc::clone(&state));
-        (router, api, state)
-    }
-
-    fn app() -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
-        app_with_token(None)
-    }
-
-    async fn send(
-        router: &Router,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        body: &str,
-    ) -> (StatusCode, serde_json::Value) {
-        let mut request = Request::builder().method(method).uri(path).header("content-type", "application/json");
-        if let Some(token) = token {
-            request = request.header("authorization", format!("Bearer {token}"));
-        }
-        let response = router.clone().oneshot(request.body(Body::from(body.to_owned())).unwrap()).await.unwrap();
-        let status = response.status();
-        let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
-        (status, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
-    }
-
-    async fn get(router: &Router, path: &str) -> (StatusCode, String) {
-        let response = router.clone().oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
-        let status = response.status();
-        let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
-        (status, String::from_utf8(body.to_vec()).unwrap())
-    }
-
-    #[tokio::test]
-    async fn openapi_documents_exactly_the_routes() {
-        let (router, api, _) = app();
-        let documented: Vec<&String> = api.paths.paths.keys().collect();
-        assert_eq!(
-            documented,
-            [
-                "/api/v1/captures",
-                "/api/v1/captures/{id}",
-                "/api/v1/captures/{id}/download",
-                "/api/v1/config",
-                "/api/v1/config/reload",
-                "/api/v1/interfaces/{name}/flows",
-                "/api/v1/interfaces/{name}/flows/{id}",
-                "/api/v1/stats",
-                "/api/v1/status",
-                "/healthz",
-                "/metrics",
-                "/readyz"
-            ]
-        );
-        for path in documented.into_iter().filter(|p| !p.contains('{') && !p.ends_with("reload")) {
-            let (status, body) = get(&router, path).await;
-            assert_eq!(status, StatusCode::OK, "{path}: {body}");
-        }
-        let (status, body) = get(&router, "/api/v1/openapi.json").await;
-        assert_eq!(status, StatusCode::OK);
-        assert!(body.contains("\"/api/v1/stats\""), "{body}");
-    }
-
-    #[tokio::test]
-    async fn status_stats_and_config_describe_the_engine() {
-        let (router, _, state) = app();
-        let status: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/status").await.1).unwrap();
-        assert_eq!(status["interfaces"][0]["name"], "lo");
-        assert_eq!(status["interfaces"][0]["backend"], "sw_loopback");
-        assert_eq!(status["config"]["generation"], 1);
-        assert_eq!(status["config"]["sha256"], state.active.lock().unwrap().sha256);
-        let stats: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/stats").await.1).unwrap();
-        assert_eq!(stats["interfaces"][0]["rx_queues"][0]["name"], "r");
-        assert_eq!(stats["memory_regions"][0]["num_bufs"], 64);
-        assert_eq!(get(&router, "/api/v1/config").await.1, CONFIG);
-    }
-
-    #[tokio::test]
-    async fn readiness_follows_the_engine_and_unknown_routes_are_json() {
-        let (router, _, state) = app();
-        assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
-        state.live.shutdown();
-        let (status, body) = get(&router, "/readyz").await;
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        assert!(body.contains("shutting down"), "{body}");
-        let (status, body) = get(&router, "/api/v1/nothing").await;
-        assert_eq!(status, StatusCode::NOT_FOUND);
-        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
-        assert!(body["message"].as_str().unwrap().contains("no route GET /api/v1/nothing"));
-    }
-
-    #[tokio::test]
-    async fn metrics_use_daqiri_names_and_labels() {
-        let (router, _, _) = app();
-        let (status, text) = get(&router, "/metrics").await;
-        assert_eq!(status, StatusCode::OK);
-        for series in [
-            "daqiri_rx_packets_total{daqiri_engine=\"sw_loopback\",daqiri_interface_name=\"lo\",daqiri_port_id=\"0\",daqiri_queue_id=\"0\"",
-            "daqiri_rx_packets_total{daqiri_engine=\"sw_loopback\",daqiri_interface_name=\"lo\",daqiri_port_id=\"0\",daqiri_queue_id=\"all\"",
-            "daqiri_rx_bytes_total{",
-            "daqiri_memory_region_buffers{daqiri_memory_region_kind=\"host\",daqiri_memory_region_name=\"m\"",
-            "daqiri_memory_region_buffers_in_use{",
-            "daqiri_memory_region_bytes{daqiri_memory_region_kind=\"host\",daqiri_memory_region_name=\"m\"",
-        ] {
-            assert!(text.contains(series), "missing {series} in:\n{text}");
-        }
-    }
-
-    #[tokio::test]
-    async fn mutating_endpoints_need_the_token_when_one_is_set() {
-        let (router, _, _) = app_with_token(Some("s3cret"));
-        let body = r#"{"format": "pcap", "interface": "lo", "name": "t", "max_packets": 1}"#;
-        let (status, answer) = send(&router, "POST", "/api/v1/captures", None, body).await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED);
-        assert_eq!(answer["field"], "Authorization");
-        assert_eq!(send(&router, "POST", "/api/v1/captures", Some("wrong"), body).await.0, StatusCode::UNAUTHORIZED);
-        assert_eq!(send(&router, "POST", "/api/v1/captures", Some("s3cret"), body).await.0, StatusCode::CREATED);
-        assert_eq!(send(&router, "DELETE", "/api/v1/captures/1", None, "").await.0, StatusCode::UNAUTHORIZED);
-        assert_eq!(send(&router, "DELETE", "/api/v1/captures/1", Some("s3cret"), "").await.0, StatusCode::OK);
-        assert_eq!(get(&router, "/api/v1/captures").await.0, StatusCode::OK, "reads need no token");
-    }
-
-    #[tokio::test]
-    async fn capture_requests_are_checked_field_by_field() {
-        let (router, _, _) = app();
-        for (body, status, field) in [
-            (r#"{"format": "pcap", "interface": "nope", "name": "a"}"#, StatusCode::BAD_REQUEST, "interface"),
-            (r#"{"format": "pcap", "interface": "lo", "name": "../escape"}"#, StatusCode::BAD_REQUEST, "name"),
-            (r#"{"format": "pcap", "interface": "lo", "name": "a/b"}"#, StatusCode::BAD_REQUEST, "name"),
-            (r#"{"format": "gds", "interface": "lo", "name": "g"}"#, StatusCode::NOT_IMPLEMENTED, "format"),
-            (
-                r#"{"format": "pcap", "interface": "lo", "name": "a", "max_packets": 0}"#,
-                StatusCode::BAD_REQUEST,
-                "max_packets",
-            ),
-            (
-                r#"{"format": "raw", "interface": "lo", "name": "a", "rotate_bytes": 10}"#,
-                StatusCode::BAD_REQUEST,
-                "rotate_bytes",
-            ),
-            (
-                r#"{"format": "pcap", "interface": "lo", "name": "a", "rotate_files": 2}"#,
-                StatusCode::BAD_REQUEST,
-                "rotate_files",
-            ),
-            (r#"{"format": "tiff", "interface": "lo", "name": "a"}"#, StatusCode::BAD_REQUEST, "body"),
-        ] {
-            let (got, answer) = send(&router, "POST", "/api/v1/captures", None, body).await;
-            assert_eq!((got, answer["field"].as_str()), (status, Some(field)), "{body}: {answer}");
-            assert!(!answer["message"].as_str().unwrap().is_empty());
-        }
-        assert_eq!(get(&router, "/api/v1/captures/99").await.0, StatusCode::NOT_FOUND);
-    }
-
-    #[tokio::test]
-    async fn captures_refuse_to_start_below_the_free_space_floor() {
-        let live = LiveEngine::new(Engine::from_yaml(CONFIG).unwrap());
-        let dir = std::env::temp_dir().join(format!("daqiri-admin-floor-{}", std::process::id()));
-        let captures = crate::capture::CaptureManager::new(live.get().as_deref(), dir, u64::MAX).unwrap();
-        let state = AdminState::new(live, CONFIG.to_owned(), None, captures, None).unwrap();
-        let (router, _) = router(state);
-        let (status, answer) =
-            send(&router, "POST", "/api/v1/captures", None, r#"{"format": "pcap", "interface": "lo", "name": "a"}"#)
-                .await;
-        assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE);
-        assert!(answer["message"].as_str().unwrap().contains("below the"), "{answer}");
-    }
-
-    #[tokio::test]
-    async fn flows_are_added_and_deleted_at_runtime_and_survive_a_restart() {
-        let config = CONFIG.replace("rx: { queues:", "rx: { dynamic_flow_capacity: 1, queues:");
-        let live = LiveEngine::new(Engine::from_yaml(&config).unwrap());
-        let dir = std::env::temp_dir().join(format!("daqiri-admin-flows-{}", std::process::id()));
-        let captures = crate::capture::CaptureManager::new(live.get().as_deref(), dir, 0).unwrap();
-        let state = AdminState::new(live, config.clone(), None, captures, None).unwrap();
-        let (router, _) = router(Arc::clone(&state));
-        let flows = "/api/v1/interfaces/lo/flows";
-        let (status, list) = send(&router, "GET", flows, None, "").await;
-        assert_eq!((status, list["dynamic_flow_capacity"].as_u64()), (StatusCode::OK, Some(1)), "{list}");
-        assert_eq!(list["flows"], serde_json::json!([]));
-
-        let flow =
-            r#"{"name": "late", "id": 42, "action": {"type": "queue", "id": 0}, "match": {"udp_dst": "9000-9009"}}"#;
-        let (status, answer) = send(&router, "POST", flows, None, r#"{"name": "x"}"#).await;
-        assert_eq!((status, answer["field"].as_str()), (StatusCode::BAD_REQUEST, Some("body")), "{answer}");
-        let (status, answer) = send(&router, "POST", flows, None, &flow.replace("\"id\": 0", "\"id\": 3")).await;
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
-        assert!(answer["message"].as_str().unwrap().contains("flow.action"), "the bad field is named: {answer}");
-        let (status, list) = send(&router, "POST", flows, None, flow).await;
-        assert_eq!(status, StatusCode::CREATED, "{list}");
-        assert_eq!(
-            (list["flows"][0]["id"].as_u64(), list["flows"][0]["added_at_runtime"].as_bool()),
-            (Some(42), Some(true))
-        );
-        assert_eq!(list["flows"][0]["match"]["udp_dst"], "9000-9009");
-        let (status, answer) =
-            send(&router, "POST", flows, None, &flow.replace("42", "43").replace("late", "later")).await;
-        assert_eq!((status, answer["status"].as_str()), (StatusCode::CONFLICT, Some("NO_SPACE_AVAILABLE")), "{answer}");
-        assert_eq!(send(&router, "GET", "/api/v1/interfaces/nope/flows", None, "").await.0, StatusCode::NOT_FOUND);
-        assert_eq!(send(&router, "DELETE", &format!("{flows}/7"), None, "").await.0, StatusCode::NOT_FOUND);
-        assert_eq!(get(&router, "/api/v1/config").await.1, config, "the applied config text stays as applied");
-
-        // A change that restarts the engine adds the runtime flow again.
-        let request = Request::put("/api/v1/config").body(Body::from(config.replace("batch_size: 8", "batch_size: 4")));
-        let response = router.clone().oneshot(request.unwrap()).await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let (_, list) = send(&router, "GET", flows, None, "").await;
-        assert_eq!(list["flows"][0]["added_at_runtime"], true, "carried over the restart: {list}");
-        assert_eq!(state.live.get().unwrap().stats().ports[0].flows[0].id, 42);
-
-        let (status, list) = send(&router, "DELETE", &format!("{flows}/42"), None, "").await;
-        assert_eq!((status, list["flows"].as_array().map(Vec::len)), (StatusCode::OK, Some(0)), "{list}");
-    }
-
-    #[tokio::test]
-    async fn config_put_swaps_flows_restarts_for_the_rest_and_rolls_back_what_cannot_start() {
-        let (router, _, state) = app();
-        let put = |body: String| {
-            let router = router.clone();
-            async move {
-                let request = Request::put("/api/v1/config").body(Body::from(body)).unwrap();
-                let response = router.oneshot(request).await.unwrap();
-                let status = response.status();
-                let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
-                (status, serde_json::from_slice::<serde_json::Value>(&body).unwrap())
-            }
-        };
-        // Invalid: every error, with its path; nothing changes.
-        let invalid = CONFIG.replace("version: 1", "version: 7").replace("batch_size: 8", "batch_size: 0");
-        let (status, answer) = put(invalid).await;
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-        let paths: Vec<&str> = answer["errors"].as_array().unwrap().iter().filter_map(|e| e["path"].as_str()).collect();
-        assert!(
-            paths.contains(&"daqiri.cfg.version")
-                && paths.contains(&"daqiri.cfg.interfaces[0].rx.queues[0].batch_size"),
-            "{answer}"
-        );
-        assert_eq!(get(&router, "/api/v1/config").await.1, CONFIG);
-
-        // A flow added: applied live, generation 2.
-        let with_flow = CONFIG.replace(
-            "memory_regions: [m] }] }",
-            "memory_regions: [m] }], flows: [{ name: f, id: 3, action: { type: queue, id: 0 }, match: { udp_dst: 9 } }] }",
-        );
-        let (status, answer) = put(with_flow.clone()).await;
-        assert_eq!(
-            (status, answer["change"].as_str(), answer["generation"].as_u64()),
-            (StatusCode::OK, Some("flows"), Some(2)),
-            "{answer}"
-        );
-        assert_eq!(state.live.get().unwrap().stats().ports[0].flows[0].id, 3);
-        assert_eq!(put(with_flow.clone()).await.1["change"], "unchanged");
-
-        // A queue change restarts the engine on the new config.
-        let bigger = with_flow.replace("batch_size: 8", "batch_size: 16");
-        let (status, answer) = put(bigger.clone()).await;
-        assert_eq!(
-            (status, answer["change"].as_str(), answer["generation"].as_u64()),
-            (StatusCode::OK, Some("restart"), Some(3)),
-            "{answer}"
-        );
-        assert_eq!(answer["restart_reason"], "daqiri.cfg.interfaces[0].rx.queues", "{answer}");
-        assert!(answer["restart_ms"].as_f64().unwrap() > 0.0, "{answer}");
-        {
-            let engine = state.live.get().unwrap(); // let go before the next restart waits for holders
-            assert_eq!(engine.config().config().interfaces[0].rx.as_ref().unwrap().queues[0].batch_size, Some(16));
-            assert_eq!(engine.stats().ports[0].flows[0].id, 3);
-        }
-        assert!(
-            get(&router, "/metrics").await.1.contains("daqiri_engine_restarts_total{otel_scope_name=\"daqiri\"} 1")
-        );
-        assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
-
-        // A config that cannot start (its UDP port is taken): 422, the previous config runs again.
-        let taken = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let socket = format!(
-            "daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 64, buf_size: 2048 }}\n    interfaces:\n    - name: udp\n      socket_config: {{ mode: server, local_addr: \"udp://{}\" }}\n      rx: {{ queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }}] }}\n",
-            taken.local_addr().unwrap()
-        );
-        let (status, answer) = put(socket).await;
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
-        assert!(answer["message"].as_str().unwrap().contains("the previous config runs again"), "{answer}");
-        assert_eq!(answer["status"], "INVALID_PARAMETER", "the engine's own status travels with the answer");
-        assert!(
-            answer["message"].as_str().unwrap().contains("Address already in use"),
-            "the OS error is kept: {answer}"
-        );
-        assert_eq!(get(&router, "/api/v1/config").await.1, bigger);
-        let status: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/status").await.1).unwrap();
-        assert_eq!((status["config"]["generation"].as_u64(), status["engine"].as_str()), (Some(3), Some("running")));
-        assert_eq!(status["interfaces"][0]["backend"], "sw_loopback");
-        assert!(
-            get(&router, "/metrics")
-                .await
-                .1
-                .contains("daqiri_config_reload_failures_total{otel_scope_name=\"daqiri\"} 2")
-        );
-    }
-}
+mod tests;
