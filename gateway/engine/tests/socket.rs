@@ -320,3 +320,48 @@ daqiri:
         "{received} received + {overflow} dropped = {accounted} of {SENT} sent"
     );
 }
+
+/// A TCP client that connects and sends nothing cannot lock others out: once
+/// it has been silent for 5 s while another waits, it is closed and the
+/// waiting one served. Alone, a quiet connection is kept however long it pauses.
+#[test]
+fn a_silent_tcp_connection_gives_way_to_a_waiting_one_but_is_kept_alone() {
+    use std::io::{Read, Write};
+    let port = free_tcp_port();
+    let yaml = format!(
+        r#"
+daqiri:
+  cfg:
+    version: 1
+    stream_type: socket
+    memory_regions:
+    - {{ name: rx_mem, kind: host, num_bufs: 64, buf_size: 2048 }}
+    interfaces:
+    - name: server
+      socket_config: {{ mode: server, local_addr: "tcp://127.0.0.1:{port}" }}
+      rx: {{ queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: 1, timeout_us: 1000, memory_regions: [rx_mem] }}] }}
+"#
+    );
+    let engine = Engine::from_yaml(&yaml).unwrap();
+    let received = |within: Duration| -> Vec<u8> {
+        let deadline = Instant::now() + within;
+        let mut bytes = Vec::new();
+        while Instant::now() < deadline && bytes.is_empty() {
+            if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+                burst.packets().for_each(|p| bytes.extend_from_slice(p.data()));
+            }
+        }
+        bytes
+    };
+    let mut quiet = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::thread::sleep(Duration::from_millis(5500));
+    quiet.write_all(b"still here").unwrap();
+    assert_eq!(received(Duration::from_secs(2)), b"still here", "alone, a pause does not cost the connection");
+    let mut waiting = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    waiting.write_all(b"let me in").unwrap();
+    let started = Instant::now();
+    assert_eq!(received(Duration::from_secs(8)), b"let me in", "the waiting client is served");
+    assert!(started.elapsed() > Duration::from_secs(4), "after the silent one's 5 s: {:?}", started.elapsed());
+    quiet.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    assert_eq!(quiet.read(&mut [0u8; 16]).unwrap(), 0, "the silent connection was closed");
+}

@@ -1,7 +1,10 @@
 //! TCP sockets, and how a byte stream maps onto bursts.
 //!
 //! A TCP interface carries one connection at a time (a server accepts the
-//! next once the current one closes; a client reconnects). Received bytes
+//! next once the current one closes; a client reconnects). A connection
+//! silent for [`IDLE_YIELD`] while another waits to be accepted is closed,
+//! so a client that connects and sends nothing cannot lock every sender
+//! out; a lone quiet connection is kept however long it pauses. Received bytes
 //! land in buffers of the first RX queue's memory region: each packet is one
 //! `read` of up to `buf_size` bytes (or `max_payload_size`, if smaller), and
 //! packets and bursts go to the first RX queue in stream order. Packet
@@ -42,6 +45,8 @@ const READS_PER_POLL: usize = 64;
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
 /// A client retries a failed connect after this long.
 const CONNECT_RETRY: Duration = Duration::from_millis(100);
+/// Silence after which a server's connection gives way to a waiting one.
+pub(crate) const IDLE_YIELD: Duration = Duration::from_secs(5);
 /// How long a receiver alone on its core sleeps while the application holds
 /// every buffer or ring slot.
 const BACKPRESSURE_PAUSE: Duration = Duration::from_micros(20);
@@ -113,6 +118,7 @@ impl PortDriver for TcpDriver {
                 port: p.id,
                 connection: Connection::new(&self.shared),
                 assembler: Assembler::new(&p.rx[0]),
+                last_data: Instant::now(),
             };
             tasks.push(Task::receiver(p, Box::new(receiver)));
         }
@@ -249,13 +255,40 @@ struct TcpReceiver {
     port: u16,
     connection: Connection,
     assembler: Assembler,
+    /// When the connection last delivered bytes (or was made).
+    last_data: Instant,
+}
+
+impl TcpReceiver {
+    /// Closes a server's connection that has been silent for [`IDLE_YIELD`]
+    /// while another client waits in the listen backlog.
+    fn yield_if_idle(&mut self, stream: &TcpStream, name: &str) {
+        let shared = &*self.connection.shared;
+        let Some(listener) = shared.listener.as_ref() else { return };
+        if self.last_data.elapsed() < IDLE_YIELD
+            || !sys::wait_readable(listener.as_fd(), Duration::ZERO).unwrap_or(false)
+        {
+            return;
+        }
+        tracing::warn!(
+            interface = name,
+            peer = ?stream.peer_addr().ok(),
+            "TCP connection silent for {IDLE_YIELD:?} while another client waits: closing it"
+        );
+        let _ = stream.shutdown(Shutdown::Both);
+        self.connection.lose();
+    }
 }
 
 impl QueueTask for TcpReceiver {
     fn poll(&mut self, engine: &EngineState, wait: Option<Duration>) -> usize {
         let p = &engine.ports[self.port as usize];
         let queue = &p.rx[0];
+        let connected = self.connection.current().is_some();
         let Some(stream) = self.connection.current_or_establish(&p.name, wait) else { return 0 };
+        if !connected {
+            self.last_data = Instant::now();
+        }
         let landing = engine.regions.get(queue.segment_regions[0]);
         let read_size = self.connection.shared.max_read.unwrap_or(usize::MAX).min(landing.buf_size());
         let mut reads = 0;
@@ -280,6 +313,7 @@ impl QueueTask for TcpReceiver {
                 }
                 Ok(n) => {
                     reads += 1;
+                    self.last_data = Instant::now();
                     if p.drop_all.load(std::sync::atomic::Ordering::Relaxed) {
                         landing.release(token);
                         p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
@@ -289,10 +323,11 @@ impl QueueTask for TcpReceiver {
                 }
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
                     landing.release(token);
-                    if reads == 0
-                        && let Some(wait) = wait
-                    {
-                        let _ = sys::wait_readable(stream.as_fd(), wait);
+                    if reads == 0 {
+                        self.yield_if_idle(&stream, &p.name);
+                        if let Some(wait) = wait {
+                            let _ = sys::wait_readable(stream.as_fd(), wait);
+                        }
                     }
                     break;
                 }
