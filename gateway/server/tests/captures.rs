@@ -27,6 +27,11 @@ impl Gateway {
     /// A gateway whose buffers hold `buf_size` bytes.
     fn start_with(tag: &str, buf_size: u32) -> Self {
         let dir = scratch_dir(&format!("captures-{tag}"));
+        Self::start_in(dir.clone(), buf_size, &dir.join("out"), 1)
+    }
+
+    /// A gateway in `dir` that captures into `captures`, keeping `floor_mb` free there.
+    fn start_in(dir: PathBuf, buf_size: u32, captures: &std::path::Path, floor_mb: u64) -> Self {
         let (admin, udp) = (free_port(), free_port());
         let config = dir.join("gateway.yaml");
         std::fs::write(
@@ -43,12 +48,12 @@ impl Gateway {
                 "--admin-addr",
                 &format!("127.0.0.1:{admin}"),
                 "--capture-free-space-floor-mb",
-                "1",
+                &floor_mb.to_string(),
                 "--config",
             ])
             .arg(&config)
             .arg("--capture-dir")
-            .arg(dir.join("out"))
+            .arg(captures)
             .arg("--admin-token-file")
             .arg(dir.join("token"))
             .stdout(Stdio::null())
@@ -270,4 +275,125 @@ fn finished_captures_give_their_packet_copies_back() {
     let (status, list) = gw.json("GET", "/api/v1/captures", "");
     assert_eq!((status, list.as_array().map(Vec::len)), (200, Some(7)), "finished captures stay listed");
     assert!(after < before + 48, "six finished captures kept {} MiB (RSS {before} -> {after} MiB)", after - before);
+}
+
+fn start_capture(gw: &Gateway, name: &str) -> Value {
+    let body = format!(r#"{{"format": "pcap", "interface": "udp_rx", "name": "{name}"}}"#);
+    let (status, started) = gw.json("POST", "/api/v1/captures", &body);
+    assert_eq!(status, 201, "{started}");
+    started
+}
+
+/// Records in a pcap file, checking that it ends on a record boundary.
+fn pcap_records(path: &std::path::Path) -> u64 {
+    let bytes = std::fs::read(path).unwrap();
+    let (mut at, mut records) = (24, 0);
+    while at + 16 <= bytes.len() {
+        at += 16 + u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        records += 1;
+    }
+    assert_eq!(at, bytes.len(), "{} ends on a record boundary", path.display());
+    records
+}
+
+#[test]
+fn a_reused_name_is_refused_and_the_earlier_file_is_kept() {
+    let gw = Gateway::start("reuse");
+    let first = start_capture(&gw, "same");
+    gw.send(300);
+    std::thread::sleep(Duration::from_millis(200));
+    let (_, done) = gw.json("DELETE", &format!("/api/v1/captures/{}", first["id"]), "");
+    let file = PathBuf::from(done["files"][0].as_str().unwrap());
+    let before = std::fs::read(&file).unwrap();
+    let body = r#"{"format": "pcap", "interface": "udp_rx", "name": "same"}"#;
+    let (status, answer) = gw.json("POST", "/api/v1/captures", body);
+    assert_eq!((status, answer["field"].as_str()), (409, Some("name")), "{answer}");
+    assert!(answer["message"].as_str().unwrap().contains("never append"), "{answer}");
+    gw.send(300);
+    assert_eq!(std::fs::read(&file).unwrap(), before, "the earlier capture's file is untouched");
+}
+
+#[test]
+fn queue_and_flow_filters_are_checked_against_the_interface() {
+    let gw = Gateway::start("filters");
+    for (filter, field) in [(r#""queue": 9"#, "queue"), (r#""flow": 77"#, "flow")] {
+        let body = format!(r#"{{"format": "pcap", "interface": "udp_rx", "name": "f", {filter}}}"#);
+        let (status, answer) = gw.json("POST", "/api/v1/captures", &body);
+        assert_eq!((status, answer["field"].as_str()), (400, Some(field)), "{answer}");
+    }
+}
+
+#[test]
+fn removing_the_capture_directory_fails_the_capture_instead_of_finishing_it() {
+    let gw = Gateway::start("removed");
+    let started = start_capture(&gw, "doomed");
+    gw.send(500);
+    std::fs::remove_dir_all(gw.dir.join("out")).unwrap();
+    gw.send(500);
+    let (status, ended) = gw.json("DELETE", &format!("/api/v1/captures/{}", started["id"]), "");
+    assert_eq!((status, ended["state"].as_str()), (200, Some("failed")), "{ended}");
+    assert!(ended["reason"].as_str().unwrap().contains("removed or replaced"), "{ended}");
+}
+
+/// A tmpfs of `mib` MiB at a fresh directory, unmounted on drop.
+struct SmallFilesystem(PathBuf);
+
+impl SmallFilesystem {
+    fn mount(tag: &str, mib: u64) -> Self {
+        let dir = scratch_dir(&format!("tmpfs-{tag}"));
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount a {mib} MiB tmpfs (needs root)");
+        SmallFilesystem(dir)
+    }
+
+    fn free_bytes(&self) -> u64 {
+        let out = Command::new("df").args(["--output=avail", "-B1"]).arg(&self.0).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap()
+    }
+}
+
+impl Drop for SmallFilesystem {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+#[ignore = "needs root to mount a small tmpfs; run by tests/run.sh"]
+fn a_full_disk_fails_the_capture_and_its_count_matches_the_records_in_the_file() {
+    let disk = SmallFilesystem::mount("full", 4);
+    let gw = Gateway::start_in(scratch_dir("captures-full"), 2048, &disk.0, 0);
+    let started = start_capture(&gw, "full");
+    // Another writer fills the filesystem under the running capture, faster than its floor checks.
+    std::fs::write(disk.0.join("filler"), vec![0u8; 3 << 20]).unwrap();
+    gw.send_sized(4000, 1000); // 4 MB of records for the 1 MiB left
+    let ended = wait_for_capture_end(|| gw.json("GET", &format!("/api/v1/captures/{}", started["id"]), "").1);
+    assert_eq!(ended["state"], "failed", "{ended}");
+    assert!(ended["reason"].as_str().unwrap().contains("No space left"), "{ended}");
+    let file = PathBuf::from(ended["files"][0].as_str().unwrap());
+    let records = pcap_records(&file);
+    assert!(records > 100, "the filesystem filled: {records} records");
+    assert_eq!(ended["packets"].as_u64(), Some(records), "the API counts what the file holds: {ended}");
+    assert!(tshark(&file, &["frame.number"]).0, "tshark reads the cut file");
+}
+
+#[test]
+#[ignore = "needs root to mount a small tmpfs; run by tests/run.sh"]
+fn a_small_free_space_floor_is_never_crossed() {
+    const FLOOR_MIB: u64 = 3;
+    let disk = SmallFilesystem::mount("floor", 8);
+    let gw = Gateway::start_in(scratch_dir("captures-floor"), 2048, &disk.0, FLOOR_MIB);
+    let started = start_capture(&gw, "floor");
+    gw.send_sized(8000, 1000); // 8 MB: far past the floor
+    let ended = wait_for_capture_end(|| gw.json("GET", &format!("/api/v1/captures/{}", started["id"]), "").1);
+    assert_eq!(ended["state"], "finished", "{ended}");
+    assert!(ended["reason"].as_str().unwrap().contains("free-space floor"), "{ended}");
+    let free = disk.free_bytes();
+    assert!(free >= FLOOR_MIB << 20, "{free} bytes free, below the {FLOOR_MIB} MiB floor");
+    assert_eq!(ended["packets"].as_u64(), Some(pcap_records(&PathBuf::from(ended["files"][0].as_str().unwrap()))));
 }

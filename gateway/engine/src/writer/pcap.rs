@@ -56,9 +56,26 @@ pub struct PcapWriter {
     resolution: PcapResolution,
     snaplen: u32,
     scratch: Vec<u8>,
+    /// File length after the last successful flush: what is surely written.
+    flushed_len: u64,
 }
 
 impl PcapWriter {
+    /// Creates `path`, which must not exist yet, with a global header.
+    pub fn create(path: impl AsRef<Path>, resolution: PcapResolution, snaplen: Option<u32>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(|e| {
+            let status = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Status::InvalidParameter
+            } else {
+                Status::GenericFailure
+            };
+            Error::io(status, format!("cannot create {}", path.display()), e)
+        })?;
+        drop(file);
+        Self::open(path, resolution, snaplen)
+    }
+
     /// Opens `path` for appending, creating it with a global header when it
     /// is missing or empty. An existing file must be little-endian pcap v2.4,
     /// Ethernet, with the same resolution; a torn last record is cut off.
@@ -81,8 +98,15 @@ impl PcapWriter {
             }
             snaplen.unwrap_or(file_snaplen).min(file_snaplen)
         };
-        file.seek(SeekFrom::End(0)).map_err(fail)?;
-        Ok(Self { path, out: BufWriter::with_capacity(1 << 20, file), resolution, snaplen, scratch: Vec::new() })
+        let flushed_len = file.seek(SeekFrom::End(0)).map_err(fail)?;
+        Ok(Self {
+            path,
+            out: BufWriter::with_capacity(1 << 20, file),
+            resolution,
+            snaplen,
+            scratch: Vec::new(),
+            flushed_len,
+        })
     }
 
     /// The file's path.
@@ -150,9 +174,38 @@ impl PcapWriter {
 
     /// Pushes buffered records to the file.
     pub fn flush(&mut self) -> Result<()> {
-        self.out
-            .flush()
-            .map_err(|e| Error::io(Status::GenericFailure, format!("cannot write {}", self.path.display()), e))
+        let fail = |e| Error::io(Status::GenericFailure, format!("cannot write {}", self.path.display()), e);
+        self.out.flush().map_err(fail)?;
+        self.flushed_len = self.out.get_ref().stream_position().map_err(fail)?;
+        Ok(())
+    }
+
+    /// After a failed write or flush: drops what is still buffered and cuts
+    /// the file back to the last successful flush, so it ends on a record
+    /// that was counted as written.
+    pub fn discard_unflushed(&mut self) -> Result<()> {
+        let fail = |e| Error::io(Status::GenericFailure, format!("cannot truncate {}", self.path.display()), e);
+        let file = self.out.get_ref().try_clone().map_err(fail)?;
+        let (_, _buffered) = std::mem::replace(&mut self.out, BufWriter::with_capacity(1 << 20, file)).into_parts();
+        let file = self.out.get_mut();
+        file.set_len(self.flushed_len).map_err(fail)?;
+        file.seek(SeekFrom::Start(self.flushed_len)).map_err(fail)?;
+        Ok(())
+    }
+
+    /// Whether the file is still reachable at its path: not unlinked (its
+    /// directory removed) and not replaced by another file.
+    pub fn still_at_path(&self) -> std::io::Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let open = self.out.get_ref().metadata()?;
+        if open.nlink() == 0 {
+            return Ok(false);
+        }
+        match std::fs::metadata(&self.path) {
+            Ok(at_path) => Ok(at_path.dev() == open.dev() && at_path.ino() == open.ino()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Opens `path`, appends the burst and closes, on a writer thread.

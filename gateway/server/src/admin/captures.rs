@@ -20,6 +20,7 @@ impl From<CaptureError> for ApiError {
                 ApiError::new(StatusCode::NOT_IMPLEMENTED, message, Some("format"))
             }
             CaptureError::NoSpace(message) => ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message, None),
+            CaptureError::Conflict(field, message) => ApiError::new(StatusCode::CONFLICT, message, Some(field)),
             CaptureError::Failed(message) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message, None),
         }
     }
@@ -30,6 +31,7 @@ impl From<CaptureError> for ApiError {
     (status = 201, body = CaptureInfo),
     (status = 400, body = super::error::ApiErrorBody, description = "a field is invalid"),
     (status = 401, body = super::error::ApiErrorBody, description = "missing or wrong bearer token"),
+    (status = 409, body = super::error::ApiErrorBody, description = "a running capture has the name, or files of that name exist (captures never append)"),
     (status = 501, body = super::error::ApiErrorBody, description = "format gds where this gateway cannot run cuFile (no cuda feature, no GPU driver), or a pcap or raw capture of bytes in GPU memory"),
     (status = 507, body = super::error::ApiErrorBody, description = "the capture filesystem is below its free-space floor")
 ))]
@@ -38,7 +40,16 @@ pub(crate) async fn start_capture(
     request: Result<Json<CaptureRequest>, axum::extract::rejection::JsonRejection>,
 ) -> Result<(StatusCode, Json<CaptureInfo>), ApiError> {
     let Json(request) = request.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text(), Some("body")))?;
-    let info = state.captures.start(request)?;
+    let runtime_flows: Vec<u32> = state
+        .live
+        .get()
+        .map(|engine| super::flows::runtime_flows_of(&engine))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(interface, _)| *interface == request.interface)
+        .map(|(_, flow)| flow.id)
+        .collect();
+    let info = state.captures.start(request, &runtime_flows)?;
     Ok((StatusCode::CREATED, Json(info)))
 }
 

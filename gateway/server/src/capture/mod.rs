@@ -37,6 +37,8 @@ pub(crate) enum CaptureError {
     NotImplemented(String),
     /// The capture filesystem is below its free-space floor.
     NoSpace(String),
+    /// Files of that name exist already: (field, message).
+    Conflict(&'static str, String),
     /// Creating the capture failed.
     Failed(String),
 }
@@ -58,6 +60,9 @@ pub(crate) struct CaptureManager {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PortInfo {
     name: String,
+    /// RX queue ids, and the flow ids of the config's RX flows.
+    rx_queues: Vec<u16>,
+    flows: Vec<u32>,
     /// A socket port's local address (captured datagrams are framed with it).
     local: Option<SocketAddr>,
     /// Reorder plan names, in `reorder_configs` order.
@@ -76,6 +81,34 @@ pub(crate) struct DeviceSide {
 }
 
 impl PortInfo {
+    /// Refuses a queue or flow filter this interface cannot match.
+    fn check_filters(&self, plan: &request::Plan, runtime_flows: &[u32]) -> Result<(), CaptureError> {
+        let list = |ids: &mut dyn Iterator<Item = String>| {
+            let ids: Vec<String> = ids.collect();
+            if ids.is_empty() { "it has none".to_owned() } else { format!("valid: {}", ids.join(", ")) }
+        };
+        if let Some(queue) = plan.queue
+            && !self.rx_queues.contains(&queue)
+        {
+            let valid = list(&mut self.rx_queues.iter().map(u16::to_string));
+            return Err(CaptureError::Invalid(
+                "queue",
+                format!("interface \"{}\" has no RX queue {queue}; {valid}", self.name),
+            ));
+        }
+        if let Some(flow) = plan.flow
+            && !self.flows.contains(&flow)
+            && !runtime_flows.contains(&flow)
+        {
+            let valid = list(&mut self.flows.iter().chain(runtime_flows).map(u32::to_string));
+            return Err(CaptureError::Invalid(
+                "flow",
+                format!("interface \"{}\" has no RX flow with id {flow}; {valid}", self.name),
+            ));
+        }
+        Ok(())
+    }
+
     /// What of a capture `plan` lives in GPU memory, which captures copy
     /// with the CPU cannot read, and where; `None` when all is host memory.
     fn device_resident(&self, plan: &request::Plan) -> Option<(String, DeviceSide)> {
@@ -112,6 +145,8 @@ fn port_infos(engine: &Engine) -> Vec<PortInfo> {
             let plans = rx.map(|rx| rx.reorder_configs.as_slice()).unwrap_or_default();
             PortInfo {
                 name: p.name.clone(),
+                rx_queues: queues.iter().map(|q| q.id).collect(),
+                flows: rx.map(|rx| rx.flows.iter().map(|f| f.id).collect()).unwrap_or_default(),
                 local: engine.local_addr(p.id).ok().flatten(),
                 plans: p.reorder.iter().map(|plan| plan.name.clone()).collect(),
                 gpu_queues: queues
@@ -153,8 +188,13 @@ impl CaptureManager {
         &self.dir
     }
 
-    /// Starts a capture.
-    pub(crate) fn start(self: &Arc<Self>, request: CaptureRequest) -> Result<CaptureInfo, CaptureError> {
+    /// Starts a capture; `runtime_flows` are the interface's flows added
+    /// through the API, which a flow filter may name too.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        request: CaptureRequest,
+        runtime_flows: &[u32],
+    ) -> Result<CaptureInfo, CaptureError> {
         let ports = self.ports.read().unwrap_or_else(|e| e.into_inner()).clone();
         let port = ports.iter().position(|p| p.name == request.interface).ok_or_else(|| {
             let names: Vec<&str> = ports.iter().map(|p| p.name.as_str()).collect();
@@ -164,6 +204,7 @@ impl CaptureManager {
             )
         })?;
         let plan = request.validate(&ports[port].plans)?;
+        ports[port].check_filters(&plan, runtime_flows)?;
         let device = ports[port].device_resident(&plan);
         match (&device, plan.format) {
             (_, request::CaptureFormat::Gds) => gds_available()?,
@@ -181,9 +222,18 @@ impl CaptureManager {
         self.check_space()?;
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if sessions.values().any(|s| s.name() == plan.name && s.state() == CaptureState::Running) {
-            return Err(CaptureError::Invalid(
+            return Err(CaptureError::Conflict(
                 "name",
                 format!("a running capture is already called \"{}\"", plan.name),
+            ));
+        }
+        if let Some(existing) = session::existing_output(&self.dir, &plan.name) {
+            return Err(CaptureError::Conflict(
+                "name",
+                format!(
+                    "{} exists from an earlier capture; pick another name or remove its files (captures never append)",
+                    existing.display()
+                ),
             ));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -334,6 +384,8 @@ mod tests {
         let (small, large) = (DeviceSide { gpu: 0, bytes: 2048 }, DeviceSide { gpu: 0, bytes: 9000 });
         let port = PortInfo {
             name: "p".into(),
+            rx_queues: vec![0, 2, 3],
+            flows: vec![],
             local: None,
             plans: vec!["cpu_plan".into(), "gpu_plan".into()],
             gpu_queues: vec![(2, small), (3, large)],
@@ -355,6 +407,46 @@ mod tests {
             resident(r#"{"format":"gds","interface":"p","name":"a","reorder":"gpu_plan"}"#),
             Some(("reorder plan \"gpu_plan\"'s output".into(), DeviceSide { gpu: 0, bytes: 1 << 20 }))
         );
+    }
+
+    #[test]
+    fn queue_and_flow_filters_must_exist_on_the_interface() {
+        let port = PortInfo {
+            name: "p".into(),
+            rx_queues: vec![0, 1],
+            flows: vec![10],
+            local: None,
+            plans: vec![],
+            gpu_queues: vec![],
+            gpu_plans: vec![],
+        };
+        let check = |json: &str, runtime: &[u32]| port.check_filters(&request(json), runtime);
+        assert!(check(r#"{"format":"pcap","interface":"p","name":"a","queue":1,"flow":10}"#, &[]).is_ok());
+        match check(r#"{"format":"pcap","interface":"p","name":"a","queue":7}"#, &[]) {
+            Err(CaptureError::Invalid("queue", message)) => assert!(message.contains("valid: 0, 1"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        match check(r#"{"format":"pcap","interface":"p","name":"a","flow":11}"#, &[]) {
+            Err(CaptureError::Invalid("flow", message)) => assert!(message.contains("valid: 10"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(check(r#"{"format":"pcap","interface":"p","name":"a","flow":11}"#, &[11]).is_ok(), "a runtime flow");
+    }
+
+    #[test]
+    fn earlier_outputs_of_a_name_are_found_and_others_are_not() {
+        let dir = std::env::temp_dir().join(format!("daqiri-existing-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in ["a_b.pcap", "ab.pcap", "a_x1"] {
+            std::fs::write(dir.join(file), b"").unwrap();
+        }
+        assert_eq!(session::existing_output(&dir, "a"), None, "other captures' files are not a's");
+        for file in ["a.pcap", "a_0003.pcap", "a_17"] {
+            std::fs::write(dir.join(file), b"").unwrap();
+            assert_eq!(session::existing_output(&dir, "a"), Some(dir.join(file)));
+            std::fs::remove_file(dir.join(file)).unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

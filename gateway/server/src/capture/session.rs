@@ -20,8 +20,9 @@ use super::ring::{Record, Ring};
 
 /// Packets the ring holds between the application loop and the writer.
 const RING_SLOTS: usize = 8192;
-/// Records between free-space checks.
-const SPACE_CHECK_EVERY: u64 = 4096;
+/// Bytes written between commits: a flush, then the records it made durable
+/// are counted and the free-space floor is checked before the next chunk.
+const COMMIT_BYTES: u64 = 1 << 20;
 
 /// Where a capture is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -56,9 +57,9 @@ pub(crate) struct CaptureInfo {
     pub state: CaptureState,
     /// Why it ended.
     pub reason: Option<String>,
-    /// Packets written.
+    /// Packets written: flushed to the files, never more than they hold.
     pub packets: u64,
-    /// Bytes written to files.
+    /// Bytes written to files (flushed).
     pub bytes: u64,
     /// Copies dropped because the writer was behind (not RX drops).
     pub capture_drops: u64,
@@ -140,7 +141,13 @@ impl Session {
             std::thread::Builder::new().name(format!("capture-{id}")).spawn(move || {
                 let (state, reason) = match session.write_loop(&mut output, &manager) {
                     Ok(reason) => (CaptureState::Finished, reason),
-                    Err(e) => (CaptureState::Failed, format!("{e:#}")),
+                    Err(e) => {
+                        // The files end with the last record counted as written.
+                        if let Err(cut) = output.discard_unflushed() {
+                            tracing::warn!(capture = session.id, "{cut:#}");
+                        }
+                        (CaptureState::Failed, reason_of(&e))
+                    }
                 };
                 drop(output);
                 if state == CaptureState::Failed {
@@ -315,11 +322,14 @@ impl Session {
         if let Some(device) = &self.device {
             daqiri::gpu::bind_thread(device.gpu())?;
         }
-        let mut since_space_check = 0;
+        let mut pending = Pending::default();
+        // Bytes written since the free space was last looked at.
+        let mut unchecked = 0;
         loop {
             let Some(record) = self.ring.next() else {
-                output.flush()?;
+                self.commit(output, &mut pending)?;
                 if self.stop.load(Relaxed) {
+                    output.check_in_place()?;
                     return Ok("stop requested".into());
                 }
                 if self.plan.duration.is_some_and(|d| self.started.elapsed() >= d) {
@@ -332,26 +342,57 @@ impl Session {
             let written = output.write(self, &record);
             self.ring.recycle(record);
             let written = written?;
-            let packets = self.packets.fetch_add(1, Relaxed) + 1;
-            let bytes = self.bytes.fetch_add(written, Relaxed) + written;
-            if self.plan.max_packets.is_some_and(|m| packets >= m) {
+            pending.packets += 1;
+            pending.bytes += written;
+            unchecked += written;
+            let packets = self.packets.load(Relaxed) + pending.packets;
+            let bytes = self.bytes.load(Relaxed) + pending.bytes;
+            let limit = if self.plan.max_packets.is_some_and(|m| packets >= m) {
+                Some(format!("max_packets ({packets}) reached"))
+            } else if self.plan.max_bytes.is_some_and(|m| bytes >= m) {
+                Some(format!("max_bytes reached ({bytes} bytes)"))
+            } else {
+                None
+            };
+            if let Some(reason) = limit {
                 self.stop.store(true, Relaxed);
-                return Ok(format!("max_packets ({packets}) reached"));
+                self.commit(output, &mut pending)?;
+                output.check_in_place()?;
+                return Ok(reason);
             }
-            if self.plan.max_bytes.is_some_and(|m| bytes >= m) {
-                self.stop.store(true, Relaxed);
-                return Ok(format!("max_bytes reached ({bytes} bytes)"));
-            }
-            since_space_check += 1;
-            if since_space_check >= SPACE_CHECK_EVERY {
-                since_space_check = 0;
-                if manager.free_space().is_ok_and(|free| free < manager.free_space_floor()) {
+            if unchecked >= COMMIT_BYTES {
+                unchecked = 0;
+                self.commit(output, &mut pending)?;
+                output.check_in_place()?;
+                // Stop before the next chunk (and one record over it) could take
+                // the filesystem below the floor.
+                let margin = COMMIT_BYTES + u64::from(self.plan.snaplen) + 16;
+                if manager.free_space().is_ok_and(|free| free < manager.free_space_floor().saturating_add(margin)) {
                     self.stop.store(true, Relaxed);
                     return Ok("free-space floor reached on the capture filesystem".into());
                 }
             }
         }
     }
+
+    /// Flushes the records written since the last commit and counts them.
+    fn commit(&self, output: &mut Output, pending: &mut Pending) -> anyhow::Result<()> {
+        if pending.packets == 0 {
+            return Ok(());
+        }
+        output.flush()?;
+        self.packets.fetch_add(pending.packets, Relaxed);
+        self.bytes.fetch_add(pending.bytes, Relaxed);
+        *pending = Pending::default();
+        Ok(())
+    }
+}
+
+/// Records written but not flushed yet: not counted until they are.
+#[derive(Debug, Default)]
+struct Pending {
+    packets: u64,
+    bytes: u64,
 }
 
 /// The files a capture writes to.
@@ -390,7 +431,7 @@ impl PcapFile {
             *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer.mode().as_str());
             return Ok(PcapFile::Gds(writer));
         }
-        Ok(PcapFile::Host(PcapWriter::open(path, PcapResolution::Micros, Some(session.plan.snaplen))?))
+        Ok(PcapFile::Host(PcapWriter::create(path, PcapResolution::Micros, Some(session.plan.snaplen))?))
     }
 
     fn write(&mut self, session: &Session, record: &Record) -> anyhow::Result<u64> {
@@ -408,6 +449,22 @@ impl PcapFile {
             // cuFile and positioned writes leave nothing buffered.
             #[cfg(feature = "cuda")]
             PcapFile::Gds(_) => Ok(()),
+        }
+    }
+
+    fn discard_unflushed(&mut self) -> anyhow::Result<()> {
+        match self {
+            PcapFile::Host(writer) => Ok(writer.discard_unflushed()?),
+            #[cfg(feature = "cuda")]
+            PcapFile::Gds(_) => Ok(()),
+        }
+    }
+
+    fn path_in_place(&self) -> std::io::Result<bool> {
+        match self {
+            PcapFile::Host(writer) => writer.still_at_path(),
+            #[cfg(feature = "cuda")]
+            PcapFile::Gds(_) => Ok(true),
         }
     }
 }
@@ -456,8 +513,7 @@ impl Output {
                     Some(batch) => dir.join(format!("{}_{batch}", session.plan.name)),
                     None => dir.join(format!("{}_{next}", session.plan.name)),
                 };
-                std::fs::write(&path, &record.bytes)
-                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+                write_new(&path, &record.bytes)?;
                 *next += 1;
                 session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
                 Ok(record.bytes.len() as u64)
@@ -473,10 +529,37 @@ impl Output {
         }
     }
 
-    /// Pushes buffered records to disk (when the ring runs dry, and at the end).
+    /// Pushes buffered records to disk (at each commit).
     fn flush(&mut self) -> anyhow::Result<()> {
         if let Output::Pcap { file, .. } = self {
             file.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Cuts the current file back to its last flush, after a failure.
+    fn discard_unflushed(&mut self) -> anyhow::Result<()> {
+        if let Output::Pcap { file, .. } = self {
+            file.discard_unflushed()?;
+        }
+        Ok(())
+    }
+
+    /// Fails when the file being written was removed (its directory deleted)
+    /// or replaced: what was written to it is gone.
+    fn check_in_place(&self) -> anyhow::Result<()> {
+        let (removed, dir) = match self {
+            // A pcap file unlinked with its directory still takes writes: ask the file.
+            Output::Pcap { file, dir, .. } => (!file.path_in_place().unwrap_or(true), dir),
+            Output::Raw { dir, .. } => (!dir.is_dir(), dir),
+            #[cfg(feature = "cuda")]
+            Output::GdsAggregates { dir } => (!dir.is_dir(), dir),
+        };
+        if removed {
+            anyhow::bail!(
+                "the capture's files in {} were removed or replaced while being written; what they held is gone",
+                dir.display()
+            );
         }
         Ok(())
     }
@@ -489,4 +572,51 @@ fn pcap_path(plan: &Plan, dir: &Path, index: u32) -> PathBuf {
     } else {
         dir.join(format!("{}.pcap", plan.name))
     }
+}
+
+/// Writes a raw record file that must not exist yet; a partial one is removed.
+fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+    file.write_all(bytes).map_err(|e| {
+        let _ = std::fs::remove_file(path);
+        anyhow::anyhow!("cannot write {}: {e}", path.display())
+    })
+}
+
+/// A file a capture named `name` would write that exists already in `dir`:
+/// `<name>.pcap`, or `<name>_<digits>` with or without `.pcap` (rotated
+/// pcap files, raw records).
+pub(super) fn existing_output(dir: &Path, name: &str) -> Option<PathBuf> {
+    let ours = |file: &str| {
+        let Some(rest) = file.strip_prefix(name) else { return false };
+        if rest == ".pcap" {
+            return true;
+        }
+        let Some(index) = rest.strip_prefix('_') else { return false };
+        let index = index.strip_suffix(".pcap").unwrap_or(index);
+        !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit())
+    };
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(ours))
+}
+
+/// An error and its causes, each once: engine errors already print their
+/// system error, which is also their `source()`.
+fn reason_of(error: &anyhow::Error) -> String {
+    let mut reason = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !reason.contains(&cause) {
+            reason = format!("{reason}: {cause}");
+        }
+    }
+    reason
 }
