@@ -115,7 +115,7 @@ pub(crate) fn apply(state: &AdminState, yaml: String) -> Result<Applied, ApiErro
     counter.fetch_add(1, Relaxed);
     match &result {
         Ok(applied) => tracing::info!(generation = applied.generation, change = applied.change, "config applied"),
-        Err(err) => tracing::warn!("config refused: {}", err.body.message),
+        Err(err) => tracing::warn!("config refused: {}", err.reason()),
     }
     result
 }

@@ -45,6 +45,16 @@ impl ApiError {
         }
     }
 
+    /// The message with every finding behind it, for logs: a reload from
+    /// SIGHUP or the file poll has no client to read the body.
+    pub(crate) fn reason(&self) -> String {
+        let mut reason = self.body.message.clone();
+        for finding in self.body.errors.iter().filter(|d| d.severity == daqiri_config::Severity::Error) {
+            reason.push_str(&format!("; {}: {}", finding.path, finding.message));
+        }
+        reason
+    }
+
     /// Carries the engine's status in the body, as DAQIRI names it.
     pub(crate) fn with_engine_status(mut self, status: daqiri::Status) -> Self {
         self.body.status = Some(status.as_str());
@@ -101,4 +111,19 @@ pub(crate) async fn json_errors(request: axum::extract::Request, next: axum::mid
         _ => (status, text, None),
     };
     ApiError::new(status, message, field).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_logs_every_finding_with_its_path() {
+        let mut error = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "the config is invalid", None);
+        let mut report = daqiri_config::Report::default();
+        report.error(&daqiri_config::YamlPath::from_text("daqiri.cfg.version"), "only 1 is valid");
+        report.warn(&daqiri_config::YamlPath::from_text("daqiri.cfg.x"), "unknown key");
+        error.body.errors = report.diagnostics;
+        assert_eq!(error.reason(), "the config is invalid; daqiri.cfg.version: only 1 is valid");
+    }
 }
