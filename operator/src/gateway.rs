@@ -55,7 +55,8 @@ struct ErrorBody {
 }
 
 impl GatewayClient {
-    /// `token`: the bearer token the gateways require for mutating calls, if any.
+    /// `token`: the gateways' bearer token, if any; sent with every call, since
+    /// a gateway may protect reads with the same token (`adminTokenProtectsReads`).
     pub fn new(port: u16, token: Option<String>) -> Self {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
@@ -82,7 +83,8 @@ impl GatewayClient {
 
     /// Packets per second per interface and per flow, from `GET /api/v1/stats`.
     pub async fn rates(&self, ip: &str) -> Result<Rates, GatewayError> {
-        let stats: serde_json::Value = self.call(ip, self.http.get(self.url(ip, "/api/v1/stats"))).await?;
+        let stats: serde_json::Value =
+            self.call(ip, self.authorised(self.http.get(self.url(ip, "/api/v1/stats")))).await?;
         let mut rates = Rates::default();
         for iface in stats["interfaces"].as_array().into_iter().flatten() {
             let name = iface["name"].as_str().unwrap_or_default().to_owned();
@@ -100,7 +102,8 @@ impl GatewayClient {
     /// The engine's state from `GET /api/v1/status`: `running`, `restarting`,
     /// `waiting`, `stopped` or `down`.
     pub async fn engine_state(&self, ip: &str) -> Result<String, GatewayError> {
-        let status: serde_json::Value = self.call(ip, self.http.get(self.url(ip, "/api/v1/status"))).await?;
+        let status: serde_json::Value =
+            self.call(ip, self.authorised(self.http.get(self.url(ip, "/api/v1/status")))).await?;
         Ok(status["engine"].as_str().unwrap_or("unknown").to_owned())
     }
 
@@ -113,7 +116,8 @@ impl GatewayClient {
         name: &str,
         policy: &CapturePolicy,
     ) -> Result<bool, GatewayError> {
-        let list: Vec<serde_json::Value> = self.call(ip, self.http.get(self.url(ip, "/api/v1/captures"))).await?;
+        let list: Vec<serde_json::Value> =
+            self.call(ip, self.authorised(self.http.get(self.url(ip, "/api/v1/captures")))).await?;
         if list.iter().any(|c| c["name"] == name && c["state"] == "running") {
             return Ok(false);
         }

@@ -66,12 +66,13 @@ fn validate(manifests: &str, samples: &[PathBuf]) -> String {
     report
 }
 
-const VALUES: [Option<&str>; 5] = [
+const VALUES: [Option<&str>; 6] = [
     None,
     Some("ci/socket-only.yaml"),
     Some("ci/sriov-hugepages-gpu.yaml"),
     Some("ci/servicemonitor.yaml"),
     Some("ci/af-xdp.yaml"),
+    Some("ci/network-policy.yaml"),
 ];
 
 #[test]
@@ -157,6 +158,19 @@ fn values_files_shape_the_gateway_pod() {
     assert!(default.contains("grafana_dashboard: \"1\""), "dashboards ship as labelled ConfigMaps");
     assert!(default.contains("daqiri_rx_packets_total"), "the dashboard JSON is inside its ConfigMap");
     assert!(render(Some("ci/servicemonitor.yaml")).contains("kind: ServiceMonitor"));
+    let fenced = render(Some("ci/network-policy.yaml"));
+    for needle in [
+        "kind: NetworkPolicy",
+        "- { protocol: TCP, port: 9464 }",
+        "app.kubernetes.io/component: operator",
+        "kubernetes.io/metadata.name: monitoring",
+        "protocol: UDP",
+        "--admin-read-token-file=/var/run/daqiri/token/token",
+    ] {
+        assert!(fenced.contains(needle), "network-policy values: missing {needle}");
+    }
+    assert!(!default.contains("kind: NetworkPolicy"), "the policy is opt-in");
+    assert!(!default.contains("--admin-read-token-file"), "no token, nothing to protect reads with");
 }
 
 #[test]
