@@ -397,3 +397,28 @@ fn a_small_free_space_floor_is_never_crossed() {
     assert!(free >= FLOOR_MIB << 20, "{free} bytes free, below the {FLOOR_MIB} MiB floor");
     assert_eq!(ended["packets"].as_u64(), Some(pcap_records(&PathBuf::from(ended["files"][0].as_str().unwrap()))));
 }
+
+#[test]
+fn only_the_latest_64_ended_captures_stay_listed() {
+    let gw = Gateway::start("forget");
+    for i in 0..66 {
+        let body = format!(r#"{{"format": "pcap", "interface": "udp_rx", "name": "one{i}", "max_packets": 1}}"#);
+        assert_eq!(gw.json("POST", "/api/v1/captures", &body).0, 201);
+    }
+    gw.send(5);
+    let listed = || gw.json("GET", "/api/v1/captures", "").1;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while listed().as_array().unwrap().iter().any(|c| c["state"] == "running") {
+        assert!(std::time::Instant::now() < deadline, "the captures did not end: {}", listed());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The next start forgets the oldest ended ones; their files stay.
+    assert_eq!(
+        gw.json("POST", "/api/v1/captures", r#"{"format": "pcap", "interface": "udp_rx", "name": "last"}"#).0,
+        201
+    );
+    let ids: Vec<u64> = listed().as_array().unwrap().iter().map(|c| c["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), 65, "64 ended and the running one");
+    assert_eq!((ids[0], ids[64]), (3, 67), "captures 1 and 2 were forgotten");
+    assert!(gw.dir.join("out/one0.pcap").exists(), "a forgotten capture's file stays");
+}

@@ -243,6 +243,7 @@ impl CaptureManager {
         self.running.fetch_add(1, Ordering::Relaxed);
         let info = session.info();
         sessions.insert(id, session);
+        forget_oldest_ended(&mut sessions);
         Ok(info)
     }
 
@@ -341,6 +342,20 @@ impl CaptureManager {
 
     pub(crate) fn free_space_floor(&self) -> u64 {
         self.free_space_floor
+    }
+}
+
+/// Ended captures kept listed (and in the metrics); their files stay on disk.
+const ENDED_CAPTURES_LISTED: usize = 64;
+
+/// Forgets the oldest ended captures beyond [`ENDED_CAPTURES_LISTED`], so a
+/// gateway that captures every minute for months does not grow its list,
+/// its memory and its metric series without end.
+fn forget_oldest_ended(sessions: &mut BTreeMap<u64, Arc<Session>>) {
+    let ended: Vec<u64> =
+        sessions.iter().filter(|(_, s)| s.state() != CaptureState::Running).map(|(&id, _)| id).collect();
+    for id in ended.iter().take(ended.len().saturating_sub(ENDED_CAPTURES_LISTED)) {
+        sessions.remove(id);
     }
 }
 

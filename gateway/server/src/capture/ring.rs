@@ -4,6 +4,7 @@
 
 use std::time::SystemTime;
 
+use arc_swap::ArcSwapOption;
 use crossbeam_queue::ArrayQueue;
 
 /// One captured packet.
@@ -35,6 +36,13 @@ pub(crate) enum Piece {
 
 #[derive(Debug)]
 pub(crate) struct Ring {
+    /// The slots; gone once the capture ended, so a finished capture that
+    /// stays listed keeps neither its copies nor the queues that held them.
+    queues: ArcSwapOption<Queues>,
+}
+
+#[derive(Debug)]
+struct Queues {
     free: ArrayQueue<Record>,
     filled: ArrayQueue<Record>,
 }
@@ -54,32 +62,35 @@ impl Ring {
                 slot: _slot,
             });
         }
-        Self { free, filled: ArrayQueue::new(slots) }
+        let queues = Queues { free, filled: ArrayQueue::new(slots) };
+        Self { queues: ArcSwapOption::from_pointee(queues) }
     }
 
-    /// A slot to fill, or `None` when the writer is behind.
+    /// A slot to fill, or `None` when the writer is behind (or the capture ended).
     pub(crate) fn slot(&self) -> Option<Record> {
-        self.free.pop()
+        self.queues.load().as_ref()?.free.pop()
     }
 
     pub(crate) fn submit(&self, record: Record) {
         // Cannot fail: a slot taken from `free` always has room in `filled`.
-        let _ = self.filled.push(record);
+        if let Some(queues) = self.queues.load().as_ref() {
+            let _ = queues.filled.push(record);
+        }
     }
 
     pub(crate) fn next(&self) -> Option<Record> {
-        self.filled.pop()
+        self.queues.load().as_ref()?.filled.pop()
     }
 
     pub(crate) fn recycle(&self, record: Record) {
-        let _ = self.free.push(record);
+        if let Some(queues) = self.queues.load().as_ref() {
+            let _ = queues.free.push(record);
+        }
     }
 
-    /// Frees every slot's bytes once the capture has ended (a finished
-    /// capture stays listed; its copies must not stay in memory with it).
-    /// After this `slot` finds nothing, as for a full ring.
+    /// Frees the slots and their bytes once the capture has ended. After
+    /// this `slot` finds nothing, as for a full ring.
     pub(crate) fn release(&self) {
-        while self.free.pop().is_some() {}
-        while self.filled.pop().is_some() {}
+        self.queues.store(None);
     }
 }
