@@ -81,7 +81,7 @@ fn a_steady_stream_under_scrapes_captures_and_reloads_loses_nothing_and_keeps_me
         while started.elapsed() < Duration::from_secs(seconds) {
             std::thread::sleep(Duration::from_secs(1));
             tick += 1;
-            if tick % 5 == 0 {
+            if tick.is_multiple_of(5) {
                 // Sampled between captures: a running one holds its ring and file buffer.
                 rss.push(resident_kib(pid));
                 let body = format!(r#"{{"format": "pcap", "interface": "udp_rx", "name": "soak{tick}"}}"#);
@@ -93,7 +93,7 @@ fn a_steady_stream_under_scrapes_captures_and_reloads_loses_nothing_and_keeps_me
                 std::fs::remove_file(ended["files"][0].as_str().unwrap()).unwrap();
                 captures += 1;
             }
-            if tick % 7 == 0 {
+            if tick.is_multiple_of(7) {
                 let moved = config(udp, (reloads % 2 == 0).into());
                 let (status, applied) = http(admin, "PUT", "/api/v1/config", &[], &moved);
                 let applied: Value = serde_json::from_slice(&applied).unwrap();
