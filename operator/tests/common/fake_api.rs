@@ -276,13 +276,13 @@ fn parse_query(query: &str) -> BTreeMap<String, String> {
 
 /// Equality label and field selectors, as the operator uses them.
 fn selected(object: &Value, params: &BTreeMap<String, String>) -> bool {
-    let labels = params.get("labelSelector").map_or(true, |s| {
+    let labels = params.get("labelSelector").is_none_or(|s| {
         s.split(',').filter(|t| !t.is_empty()).all(|term| {
             let (k, v) = term.split_once('=').unwrap_or((term, ""));
             object["metadata"]["labels"][k] == json!(v)
         })
     });
-    let fields = params.get("fieldSelector").map_or(true, |s| {
+    let fields = params.get("fieldSelector").is_none_or(|s| {
         s.split(',').filter(|t| !t.is_empty()).all(|term| match term.split_once('=') {
             Some(("metadata.name", v)) => object["metadata"]["name"] == json!(v),
             Some(("metadata.namespace", v)) => object["metadata"]["namespace"] == json!(v),
