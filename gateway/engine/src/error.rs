@@ -54,7 +54,9 @@ impl fmt::Display for Status {
 }
 
 /// An engine error: a DAQIRI status, a message that says what to do, and
-/// the system error behind it where there is one (its `source()`).
+/// the system error behind it where there is one. The system error is part
+/// of the message ([`detail`](Self::detail)), not a `source()`, so error
+/// chains (`{:#}`) print it once.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{status}: {}", self.detail())]
 pub struct Error {
@@ -63,27 +65,26 @@ pub struct Error {
     /// What went wrong and how to fix it.
     pub message: String,
     /// The failed system call's error (shared, so the error stays `Clone`).
-    #[source]
-    source: Option<Arc<std::io::Error>>,
+    os_error: Option<Arc<std::io::Error>>,
 }
 
 impl Error {
     /// An error with a status and message.
     pub fn new(status: Status, message: impl Into<String>) -> Self {
-        Self { status, message: message.into(), source: None }
+        Self { status, message: message.into(), os_error: None }
     }
 
     /// The message with the system error behind it, for people to read.
     pub fn detail(&self) -> String {
-        match &self.source {
-            Some(source) => format!("{}: {source}", self.message),
+        match &self.os_error {
+            Some(os_error) => format!("{}: {os_error}", self.message),
             None => self.message.clone(),
         }
     }
 
     /// The system error behind this one, if any (to match on its kind).
     pub fn io_error(&self) -> Option<&std::io::Error> {
-        self.source.as_deref()
+        self.os_error.as_deref()
     }
 
     /// An `INVALID_PARAMETER` error.
@@ -92,7 +93,7 @@ impl Error {
     }
 
     pub(crate) fn io(status: Status, context: impl fmt::Display, err: std::io::Error) -> Self {
-        Self { status, message: context.to_string(), source: Some(Arc::new(err)) }
+        Self { status, message: context.to_string(), os_error: Some(Arc::new(err)) }
     }
 }
 

@@ -3,9 +3,9 @@
 //! that does not fit is not refused by `mmap` but killed by the OOM killer,
 //! and on a reload that would happen after the old engine stopped.
 
-use daqiri_config::ValidConfig;
 use daqiri_config::limits::human_bytes;
 use daqiri_config::model::{MemoryKind, PollMode, Queue};
+use daqiri_config::{ValidConfig, YamlPath};
 
 use super::raised_num_bufs;
 use crate::memory::{HostMemory, HugepageInfo};
@@ -68,21 +68,29 @@ fn entry_bytes(queue: &Queue) -> u64 {
 /// Refuses `config` when this host cannot give it its memory. `freed` is
 /// what the engine it replaces gives back first (nothing at start-up).
 pub fn check_memory(config: &ValidConfig, freed: MemoryNeeds) -> Result<()> {
+    match shortfall(config, freed) {
+        Some(why) => {
+            let at = YamlPath::cfg().key("memory_regions");
+            Err(Error::new(Status::NoFreePacketBuffers, format!("{at}: {why}")))
+        }
+        None => Ok(()),
+    }
+}
+
+/// What this host lacks to give `config` its memory, if anything.
+pub(super) fn shortfall(config: &ValidConfig, freed: MemoryNeeds) -> Option<String> {
     let needs = MemoryNeeds::of(config);
     if needs.host > 0
         && let Some(host) = HostMemory::read()
     {
         let available = host.available.saturating_add(freed.host);
         if needs.host > available {
-            return Err(Error::new(
-                Status::NoFreePacketBuffers,
-                format!(
-                    "daqiri.cfg.memory_regions: host and host_pinned regions with their burst metadata need {} but {} is available ({}{}); lower num_bufs, buf_size, batch_size or rx_meta_buffers/tx_meta_buffers, or give the gateway more memory",
-                    human_bytes(needs.host),
-                    human_bytes(available),
-                    host.limited_by.describe(),
-                    if freed.host > 0 { ", with what the running engine frees" } else { "" },
-                ),
+            return Some(format!(
+                "host and host_pinned regions with their burst metadata need {} but {} is available ({}{}); lower num_bufs, buf_size, batch_size or rx_meta_buffers/tx_meta_buffers, or give the gateway more memory",
+                human_bytes(needs.host),
+                human_bytes(available),
+                host.limited_by.describe(),
+                if freed.host > 0 { ", with what the running engine frees" } else { "" },
             ));
         }
     }
@@ -92,18 +100,15 @@ pub fn check_memory(config: &ValidConfig, freed: MemoryNeeds) -> Result<()> {
         let wanted = pages.pages_for(needs.huge);
         let free = pages.free.saturating_add(freed.huge / pages.page_size.max(1));
         if wanted > free {
-            return Err(Error::new(
-                Status::NoFreePacketBuffers,
-                format!(
-                    "daqiri.cfg.memory_regions: huge regions need {wanted} hugepages ({}) but {free} are free{}; {}",
-                    human_bytes(needs.huge),
-                    if freed.huge > 0 { " with what the running engine frees" } else { "" },
-                    pages.how_to_reserve(wanted - free)
-                ),
+            return Some(format!(
+                "huge regions need {wanted} hugepages ({}) but {free} are free{}; {}",
+                human_bytes(needs.huge),
+                if freed.huge > 0 { " with what the running engine frees" } else { "" },
+                pages.how_to_reserve(wanted - free)
             ));
         }
     }
-    Ok(())
+    None
 }
 
 #[cfg(test)]

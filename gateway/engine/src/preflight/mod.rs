@@ -136,10 +136,8 @@ pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
             );
         }
     }
-    if let Err(e) = check_memory(config, MemoryNeeds::default()) {
-        let message = e.detail();
-        let message = message.strip_prefix("daqiri.cfg.memory_regions: ").unwrap_or(&message).to_owned();
-        warn(regions.clone(), message);
+    if let Some(why) = memory::shortfall(config, MemoryNeeds::default()) {
+        warn(regions, why);
     }
     for (path, message) in ports::ports_in_use(config) {
         warn(path, message);

@@ -19,6 +19,8 @@ const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
 const LINKTYPE_ETHERNET: u32 = 1;
 const GLOBAL_HEADER: u64 = 24;
 const RECORD_HEADER: u64 = 16;
+/// Records buffered before they go to the file.
+const BUFFER_BYTES: usize = 1 << 20;
 /// Snap length written into new files and used when none is asked for.
 pub const DEFAULT_SNAPLEN: u32 = 262_144;
 
@@ -72,8 +74,7 @@ impl PcapWriter {
             };
             Error::io(status, format!("cannot create {}", path.display()), e)
         })?;
-        drop(file);
-        Self::open(path, resolution, snaplen)
+        Self::on_file(path, file, resolution, snaplen)
     }
 
     /// Opens `path` for appending, creating it with a global header when it
@@ -81,9 +82,20 @@ impl PcapWriter {
     /// Ethernet, with the same resolution; a torn last record is cut off.
     pub fn open(path: impl AsRef<Path>, resolution: PcapResolution, snaplen: Option<u32>) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io(Status::GenericFailure, format!("cannot open {}", path.display()), e))?;
+        Self::on_file(path, file, resolution, snaplen)
+    }
+
+    /// Writes the global header into an empty `file`, or checks an existing
+    /// one's, and positions it to append.
+    fn on_file(path: PathBuf, mut file: File, resolution: PcapResolution, snaplen: Option<u32>) -> Result<Self> {
         let fail = |e| Error::io(Status::GenericFailure, format!("cannot open {}", path.display()), e);
-        let mut file =
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(fail)?;
         let len = file.metadata().map_err(fail)?.len();
         let snaplen = if len == 0 {
             let snaplen = snaplen.unwrap_or(DEFAULT_SNAPLEN);
@@ -101,7 +113,7 @@ impl PcapWriter {
         let flushed_len = file.seek(SeekFrom::End(0)).map_err(fail)?;
         Ok(Self {
             path,
-            out: BufWriter::with_capacity(1 << 20, file),
+            out: BufWriter::with_capacity(BUFFER_BYTES, file),
             resolution,
             snaplen,
             scratch: Vec::new(),
@@ -186,7 +198,8 @@ impl PcapWriter {
     pub fn discard_unflushed(&mut self) -> Result<()> {
         let fail = |e| Error::io(Status::GenericFailure, format!("cannot truncate {}", self.path.display()), e);
         let file = self.out.get_ref().try_clone().map_err(fail)?;
-        let (_, _buffered) = std::mem::replace(&mut self.out, BufWriter::with_capacity(1 << 20, file)).into_parts();
+        let (_, _buffered) =
+            std::mem::replace(&mut self.out, BufWriter::with_capacity(BUFFER_BYTES, file)).into_parts();
         let file = self.out.get_mut();
         file.set_len(self.flushed_len).map_err(fail)?;
         file.seek(SeekFrom::Start(self.flushed_len)).map_err(fail)?;

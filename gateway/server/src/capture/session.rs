@@ -146,7 +146,7 @@ impl Session {
                         if let Err(cut) = output.discard_unflushed() {
                             tracing::warn!(capture = session.id, "{cut:#}");
                         }
-                        (CaptureState::Failed, reason_of(&e))
+                        (CaptureState::Failed, format!("{e:#}"))
                     }
                 };
                 drop(output);
@@ -606,17 +606,4 @@ pub(super) fn existing_output(dir: &Path, name: &str) -> Option<PathBuf> {
         .flatten()
         .map(|e| e.path())
         .find(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(ours))
-}
-
-/// An error and its causes, each once: engine errors already print their
-/// system error, which is also their `source()`.
-fn reason_of(error: &anyhow::Error) -> String {
-    let mut reason = error.to_string();
-    for cause in error.chain().skip(1) {
-        let cause = cause.to_string();
-        if !reason.contains(&cause) {
-            reason = format!("{reason}: {cause}");
-        }
-    }
-    reason
 }

@@ -284,11 +284,14 @@ impl QueueTask for TcpReceiver {
     fn poll(&mut self, engine: &EngineState, wait: Option<Duration>) -> usize {
         let p = &engine.ports[self.port as usize];
         let queue = &p.rx[0];
-        let connected = self.connection.current().is_some();
-        let Some(stream) = self.connection.current_or_establish(&p.name, wait) else { return 0 };
-        if !connected {
-            self.last_data = Instant::now();
-        }
+        let stream = match self.connection.current() {
+            Some(stream) => stream,
+            None => {
+                let Some(stream) = self.connection.establish(&p.name, wait) else { return 0 };
+                self.last_data = Instant::now();
+                stream
+            }
+        };
         let landing = engine.regions.get(queue.segment_regions[0]);
         let read_size = self.connection.shared.max_read.unwrap_or(usize::MAX).min(landing.buf_size());
         let mut reads = 0;

@@ -411,13 +411,6 @@ impl UdpReceiver {
             }
         };
         let full = count == self.batch.messages();
-        let datagrams_in_call = self.batch.last(count).iter().map(|m| layout(m).datagrams).sum();
-        self.kernel_drops(source).received(count, datagrams_in_call);
-        // The kernel's drop counter, every few receives that returned data.
-        self.receives_with_data = self.receives_with_data.wrapping_add(u32::from(count > 0));
-        if count > 0 && self.receives_with_data % DROPS_EVERY == 1 {
-            self.count_kernel_drops(p, source);
-        }
         let mut view = PollView {
             port: p,
             regions,
@@ -469,6 +462,13 @@ impl UdpReceiver {
             }
         }
         self.follow_coalescing(count);
+        // The kernel's drop counter, every few receives that returned data;
+        // what this call held scales the runs it dropped.
+        self.kernel_drops(source).received(count, datagrams);
+        self.receives_with_data = self.receives_with_data.wrapping_add(u32::from(count > 0));
+        if count > 0 && self.receives_with_data % DROPS_EVERY == 1 {
+            self.count_kernel_drops(p, source);
+        }
         if let Some(peer) = self.peer_seen
             && !self.peer_tried
             && self.shared.mode == SocketMode::Server
