@@ -911,6 +911,17 @@ fn sizes_have_upper_bounds_named_in_the_message() {
 }
 
 #[test]
+fn a_source_buffer_beyond_its_bound_is_reported_not_overflowed_by_the_reorder_check() {
+    // Found by the config fuzz target: the batch-size check multiplied first.
+    let yaml = edit(
+        RAW,
+        "{ name: rx_gpu, kind: device, num_bufs: 51200, buf_size: 1000 }",
+        "{ name: rx_gpu, kind: device, num_bufs: 51200, buf_size: 20488888888888888 }",
+    );
+    assert_error(&yaml, "daqiri.cfg.memory_regions[1].buf_size", "at most 1073741824");
+}
+
+#[test]
 fn regions_together_are_bounded() {
     // 36 TiB: each region within its own bounds, the sum not.
     let huge = "- { name: rx, kind: host, num_bufs: 40000000, buf_size: 1000000000 }";

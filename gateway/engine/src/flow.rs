@@ -14,7 +14,7 @@ use crate::stats::FlowStats;
 
 /// Where a packet goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Steering {
+pub enum Steering {
     /// Matched rule `rule` and goes to queue index `queue`.
     Flow { rule: usize, queue: usize },
     /// Unmatched, delivered to the default queue (isolation off).

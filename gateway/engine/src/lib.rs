@@ -56,6 +56,8 @@ mod burst;
 mod engine;
 mod error;
 mod flow;
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod headers;

@@ -134,10 +134,14 @@ fn check_output_region(ctx: &InterfaceCtx<'_>, plan: &ReorderConfig, path: &Yaml
             .max();
         if let Some(source) = source {
             let payload = source.saturating_sub(u64::from(plan.payload_byte_offset));
+            // Saturating: sizes beyond their bounds are reported by the limits
+            // check, and must not overflow here first.
             let (needed, converted) = match &plan.data_types {
-                None => (payload * packets, String::new()),
+                None => (payload.saturating_mul(packets), String::new()),
                 Some(t) => (
-                    payload * 8 / u64::from(t.input_type.bits()) * u64::from(t.output_type.bytes()) * packets,
+                    (payload.saturating_mul(8) / u64::from(t.input_type.bits()))
+                        .saturating_mul(u64::from(t.output_type.bytes()))
+                        .saturating_mul(packets),
                     format!(
                         " converted from {}-bit input to {}-byte samples",
                         t.input_type.bits(),

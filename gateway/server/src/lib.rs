@@ -1,0 +1,91 @@
+//! `daqiri-gateway`: the DAQIRI engine as a command.
+//!
+//! `run` is the main job (the engine on a config, an application loop that
+//! drains every queue, a status line per second); `check` validates configs;
+//! `gen` sends paced UDP or TCP traffic; `demo` runs gateway and generator
+//! together.
+//!
+//! The binary (`main.rs`) calls [`main`]; the library exists so the fuzz
+//! targets in `fuzz/` can drive the admin API in-process ([`fuzzing`]).
+
+#![forbid(unsafe_code)]
+
+mod admin;
+mod capture;
+mod check;
+mod client;
+mod config_text;
+mod consumer;
+mod control;
+mod demo;
+mod device_plugin;
+pub mod fuzzing;
+mod live;
+mod logging;
+mod run;
+mod seconds;
+mod sequence;
+mod shutdown;
+mod status;
+mod telemetry;
+mod traffic_gen;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The DAQIRI configuration the gateway runs when no `--config` is given.
+pub(crate) const DEFAULT_CONFIG: &str = include_str!("../../../configs/default.yaml");
+
+#[derive(Debug, Parser)]
+#[command(name = "daqiri-gateway", version, about = "Packet acquisition with NVIDIA DAQIRI's configs, in Rust")]
+struct Cli {
+    /// Log as JSON lines instead of human-readable text.
+    #[arg(long, global = true)]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the engine on a config (the embedded default when none is given).
+    Run(run::RunArgs),
+    /// Validate config files; exit 0 only when all are valid.
+    Check(check::CheckArgs),
+    /// Send paced UDP or TCP traffic.
+    Gen(traffic_gen::GenArgs),
+    /// Run the gateway on its default config with generated traffic.
+    Demo(demo::DemoArgs),
+    /// Print the JSON Schema of the DAQIRI config format.
+    Schema,
+    /// Show a running gateway's status and statistics.
+    Status(client::StatusArgs),
+    /// Start, list, stop or download captures of a running gateway.
+    Capture(client::CaptureArgs),
+}
+
+/// The `daqiri-gateway` command line: parses the arguments and runs the subcommand.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.log_json);
+    let result = match cli.command {
+        Command::Run(args) => run::main(args),
+        Command::Check(args) => check::main(args),
+        Command::Gen(args) => traffic_gen::main(args),
+        Command::Demo(args) => demo::main(args),
+        Command::Status(args) => client::status(args),
+        Command::Capture(args) => client::capture(args),
+        Command::Schema => {
+            println!("{}", serde_json::to_string_pretty(&daqiri_config::json_schema()).expect("schema serialises"));
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
