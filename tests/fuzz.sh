@@ -5,15 +5,16 @@
 #   pcap_append  the capture writer's reader of existing pcap files
 #   admin_api    HTTP requests through the admin API's router
 #
-#   tests/fuzz.sh [--seconds N] [--execs N] [--jobs N] [--fresh] [TARGET...]
+#   tests/fuzz.sh [--seconds N] [--execs N] [--instances N] [--jobs N] [--fresh] [TARGET...]
 #
-# Each target runs until N seconds (default 60) or N executions pass, on
-# --jobs cores at once (default all). A first run starts from the corpus
-# fuzz/seeds.py writes; later runs resume what earlier ones kept
-# (target/fuzz/<target>/out), and their counts add up; --fresh starts over.
-# Prints one line per target with its
-# executions, crashes and hangs; exits 1 when any target crashed or hung,
-# naming the inputs (replay one: fuzz/target/release/TARGET < FILE).
+# Each target runs for N seconds (default 60), or until N executions per
+# instance, as --instances AFL++ instances sharing one corpus (default 1);
+# at most --jobs instances run at once (default: the cores). A first run
+# starts from the corpus fuzz/seeds.py writes; later runs resume what
+# earlier ones kept (target/fuzz/<target>/out) and their counts add up;
+# --fresh starts over. Prints one line per target with its executions,
+# crashes and hangs, summed over its instances; exits 1 when a target
+# crashed or hung, naming the inputs (replay: fuzz/target/release/TARGET < FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,14 +22,16 @@ seconds=60
 execs=""
 jobs=$(nproc)
 fresh=0
+instances=1
 targets=()
 while (($#)); do
     case $1 in
         --seconds) seconds=$2; shift 2 ;;
         --execs) execs=$2; shift 2 ;;
         --jobs) jobs=$2; shift 2 ;;
+        --instances) instances=$2; shift 2 ;;
         --fresh) fresh=1; shift ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) targets+=("$1"); shift ;;
     esac
@@ -55,49 +58,56 @@ python3 fuzz/seeds.py "$seeds"
 # core dumps piped to a handler): it fuzzes, slower, instead of refusing.
 export AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_AFFINITY=1
 
+# One AFL++ instance: the first of a target is its main (-M), others -S.
 fuzz_one() {
-    local target=$1 dir=$runs/$1
-    ((fresh)) && rm -rf "$dir"
-    mkdir -p "$dir"
-    # A resumed run keeps its queue; a first run starts from the seeds.
-    local input=$seeds/$target
-    [[ -d $dir/out/default/queue ]] && input=-
+    local target=$1 instance=$2 out=$runs/$1/out
+    local role=(-M main)
+    ((instance > 1)) && role=(-S "s$instance")
     local limit=(-V "$seconds")
     [[ -n $execs ]] && limit+=(-E "$execs")
     # -t: an input running over 5 s is a hang (a config PUT restarts an engine: milliseconds).
-    cargo afl fuzz -i "$input" -o "$dir/out" "${limit[@]}" -t 5000 -- "fuzz/target/release/$target" \
-        >"$dir/afl.log" 2>&1 || true
+    cargo afl fuzz -i "$seeds/$target" -o "$out" "${role[@]}" "${limit[@]}" -t 5000 \
+        -- "fuzz/target/release/$target" >"$runs/$target/afl-$instance.log" 2>&1 || true
 }
 
+for t in "${targets[@]}"; do
+    ((fresh)) && rm -rf "${runs:?}/$t"
+    mkdir -p "$runs/$t"
+done
+# An existing output directory is resumed, its counts carried on.
+export AFL_AUTORESUME=1
 running=0
 for t in "${targets[@]}"; do
-    fuzz_one "$t" &
-    running=$((running + 1))
-    if ((running >= jobs)); then
-        wait -n
-        running=$((running - 1))
-    fi
+    for i in $(seq 1 "$instances"); do
+        fuzz_one "$t" "$i" &
+        running=$((running + 1))
+        if ((running >= jobs)); then
+            wait -n
+            running=$((running - 1))
+        fi
+    done
 done
 wait
 
-stat() { sed -n "s/^$1 *: *//p" "$2"; }
+# Sums a fuzzer_stats field over a target's instances.
+total() { cat "$runs/$2"/out/*/fuzzer_stats | awk -v k="$1" '$1 == k { n += $3 } END { printf "%d", n }'; }
 failed=0
-printf '%-12s %14s %10s %8s %8s %6s %10s\n' target executions exec/s corpus crashes hangs stability
+printf '%-12s %9s %14s %10s %8s %8s %6s\n' target instances executions exec/s corpus crashes hangs
 for t in "${targets[@]}"; do
-    stats=$runs/$t/out/default/fuzzer_stats
-    if [[ ! -f $stats ]]; then
+    main=$runs/$t/out/main/fuzzer_stats
+    if [[ ! -f $main ]]; then
         echo "$t: AFL did not start; its log:" >&2
-        tail -20 "$runs/$t/afl.log" >&2
+        tail -20 "$runs/$t/afl-1.log" >&2
         failed=1
         continue
     fi
-    crashes=$(stat saved_crashes "$stats")
-    hangs=$(stat saved_hangs "$stats")
-    printf '%-12s %14s %10s %8s %8s %6s %10s\n' "$t" "$(stat execs_done "$stats")" \
-        "$(stat execs_per_sec "$stats")" "$(stat corpus_count "$stats")" "$crashes" "$hangs" "$(stat stability "$stats")"
+    crashes=$(total saved_crashes "$t")
+    hangs=$(total saved_hangs "$t")
+    printf '%-12s %9s %14s %10s %8s %8s %6s\n' "$t" "$(ls -d "$runs/$t"/out/*/ | wc -l)" "$(total execs_done "$t")" \
+        "$(total execs_per_sec "$t")" "$(sed -n 's/^corpus_count *: *//p' "$main")" "$crashes" "$hangs"
     if ((crashes + hangs > 0)); then
         failed=1
-        ls -1 "$runs/$t"/out/default/{crashes,hangs}/id:* 2>/dev/null | sed 's/^/  /'
+        ls -1 "$runs/$t"/out/*/{crashes,hangs}/id:* 2>/dev/null | sed 's/^/  /'
     fi
 done
 exit "$failed"

@@ -17,3 +17,6 @@ cargo nextest run -p daqiri --features dpdk,af_xdp --lib --test dpdk --test af_x
 # reported as skipped (tests/gpu/run.sh on the GPU machine runs them).
 tests/gpu/build.sh >/dev/null
 target/gpu-tests/run.sh
+# A short fuzzing run of every target from its seeds (the campaigns behind
+# the execution counts in README.md's Tests section ran longer).
+tests/fuzz.sh --seconds 30 --fresh
