@@ -90,7 +90,7 @@ done
 wait
 
 # Sums a fuzzer_stats field over a target's instances.
-total() { cat "$runs/$2"/out/*/fuzzer_stats | awk -v k="$1" '$1 == k { n += $3 } END { printf "%d", n }'; }
+total() { awk -v k="$1" '$1 == k { n += $3 } END { printf "%d", n }' "$runs/$2"/out/*/fuzzer_stats; }
 failed=0
 printf '%-12s %9s %14s %10s %8s %8s %6s\n' target instances executions exec/s corpus crashes hangs
 for t in "${targets[@]}"; do

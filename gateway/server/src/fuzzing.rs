@@ -9,12 +9,9 @@ use anyhow::Context;
 use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::http::Request;
-use daqiri::Engine;
 use tower::ServiceExt;
 
 use crate::admin::{AdminState, Tokens};
-use crate::capture::CaptureManager;
-use crate::live::LiveEngine;
 
 /// The token that grants changes.
 pub const WRITE_TOKEN: &str = "fuzz-write-token";
@@ -70,11 +67,8 @@ impl AdminHarness {
     pub fn new(capture_dir: PathBuf) -> anyhow::Result<Self> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         std::fs::create_dir_all(&capture_dir).with_context(|| format!("cannot create {}", capture_dir.display()))?;
-        let live = LiveEngine::new(Engine::from_yaml(CONFIG)?);
-        let captures = CaptureManager::new(live.get().as_deref(), capture_dir.clone(), 0)?;
         let tokens = Tokens { write: Some(WRITE_TOKEN.to_owned()), read: Some(READ_TOKEN.to_owned()) };
-        let state = AdminState::new(live, CONFIG.to_owned(), None, captures, tokens)?;
-        let (router, _) = crate::admin::router(Arc::clone(&state));
+        let (router, _, state) = crate::admin::in_process(CONFIG, capture_dir.clone(), 0, tokens)?;
         Ok(Self { runtime, router, state, capture_dir })
     }
 

@@ -155,6 +155,21 @@ pub(crate) fn router(state: Arc<AdminState>) -> (Router, utoipa::openapi::OpenAp
     (router, api)
 }
 
+/// The admin API over an engine started on `config`, served by no socket:
+/// the route tests and the fuzz harness send requests through the router.
+pub(crate) fn in_process(
+    config: &str,
+    capture_dir: std::path::PathBuf,
+    capture_free_space_floor: u64,
+    tokens: Tokens,
+) -> anyhow::Result<(Router, utoipa::openapi::OpenApi, Arc<AdminState>)> {
+    let live = LiveEngine::new(Engine::from_yaml(config)?);
+    let captures = crate::capture::CaptureManager::new(live.get().as_deref(), capture_dir, capture_free_space_floor)?;
+    let state = AdminState::new(live, config.to_owned(), None, captures, tokens)?;
+    let (router, api) = router(Arc::clone(&state));
+    Ok((router, api, state))
+}
+
 /// A running admin server; dropping it stops the server.
 #[derive(Debug)]
 pub(crate) struct AdminServer {

@@ -13,16 +13,12 @@ fn app_with_token(token: Option<&str>) -> (Router, utoipa::openapi::OpenApi, Arc
 }
 
 fn app_with_tokens(tokens: auth::Tokens) -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
-    let live = LiveEngine::new(Engine::from_yaml(CONFIG).unwrap());
     let dir = std::env::temp_dir().join(format!(
         "daqiri-admin-test-{}-{:?}",
         std::process::id(),
         std::thread::current().id()
     ));
-    let captures = crate::capture::CaptureManager::new(live.get().as_deref(), dir, 0).unwrap();
-    let state = AdminState::new(live, CONFIG.to_owned(), None, captures, tokens).unwrap();
-    let (router, api) = router(Arc::clone(&state));
-    (router, api, state)
+    in_process(CONFIG, dir, 0, tokens).unwrap()
 }
 
 fn app() -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
@@ -176,11 +172,8 @@ async fn capture_requests_are_checked_field_by_field() {
 
 #[tokio::test]
 async fn captures_refuse_to_start_below_the_free_space_floor() {
-    let live = LiveEngine::new(Engine::from_yaml(CONFIG).unwrap());
     let dir = std::env::temp_dir().join(format!("daqiri-admin-floor-{}", std::process::id()));
-    let captures = crate::capture::CaptureManager::new(live.get().as_deref(), dir, u64::MAX).unwrap();
-    let state = AdminState::new(live, CONFIG.to_owned(), None, captures, auth::Tokens::default()).unwrap();
-    let (router, _) = router(state);
+    let (router, _, _) = in_process(CONFIG, dir, u64::MAX, auth::Tokens::default()).unwrap();
     let (status, answer) =
         send(&router, "POST", "/api/v1/captures", None, r#"{"format": "pcap", "interface": "lo", "name": "a"}"#).await;
     assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE);
@@ -190,11 +183,8 @@ async fn captures_refuse_to_start_below_the_free_space_floor() {
 #[tokio::test]
 async fn flows_are_added_and_deleted_at_runtime_and_survive_a_restart() {
     let config = CONFIG.replace("rx: { queues:", "rx: { dynamic_flow_capacity: 1, queues:");
-    let live = LiveEngine::new(Engine::from_yaml(&config).unwrap());
     let dir = std::env::temp_dir().join(format!("daqiri-admin-flows-{}", std::process::id()));
-    let captures = crate::capture::CaptureManager::new(live.get().as_deref(), dir, 0).unwrap();
-    let state = AdminState::new(live, config.clone(), None, captures, auth::Tokens::default()).unwrap();
-    let (router, _) = router(Arc::clone(&state));
+    let (router, _, state) = in_process(&config, dir, 0, auth::Tokens::default()).unwrap();
     let flows = "/api/v1/interfaces/lo/flows";
     let (status, list) = send(&router, "GET", flows, None, "").await;
     assert_eq!((status, list["dynamic_flow_capacity"].as_u64()), (StatusCode::OK, Some(1)), "{list}");
