@@ -65,8 +65,10 @@ fuzz_one() {
     ((instance > 1)) && role=(-S "s$instance")
     local limit=(-V "$seconds")
     [[ -n $execs ]] && limit+=(-E "$execs")
+    # The targets' scratch files (capture folders) stay in the run's folder, which --fresh clears.
+    mkdir -p "$runs/$target/tmp"
     # -t: an input running over 5 s is a hang (a config PUT restarts an engine: milliseconds).
-    cargo afl fuzz -i "$seeds/$target" -o "$out" "${role[@]}" "${limit[@]}" -t 5000 \
+    TMPDIR=$PWD/$runs/$target/tmp cargo afl fuzz -i "$seeds/$target" -o "$out" "${role[@]}" "${limit[@]}" -t 5000 \
         -- "fuzz/target/release/$target" >"$runs/$target/afl-$instance.log" 2>&1 || true
 }
 

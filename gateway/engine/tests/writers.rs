@@ -1,7 +1,7 @@
 //! Burst writers read back by real tools: capinfos and tshark for pcap,
 //! plain file reads for raw writes. `tests/setup.sh` installs tshark.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -29,11 +29,9 @@ daqiri:
       rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 32, timeout_us: 1000, memory_regions: [hdr, pay] }] }
 "#;
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("daqiri-writers-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory, removed with its files on drop.
+fn dir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("daqiri-writers-").tempdir().unwrap()
 }
 
 fn payload(i: usize) -> Vec<u8> {
@@ -78,7 +76,8 @@ fn tool(name: &str, args: &[&str], file: &Path) -> String {
 #[test]
 fn pcap_reads_back_in_capinfos_and_tshark_byte_for_byte_and_appends() {
     let engine = Engine::from_yaml(CONFIG).unwrap();
-    let path = dir("pcap").join("capture.pcap");
+    let dir = dir();
+    let path = dir.path().join("capture.pcap");
     let first = received_burst(&engine, 10);
     PcapWriter::open(&path, PcapResolution::Micros, None).unwrap().write_burst(&first).unwrap();
     // The asynchronous path appends to the same file and hands the burst back.
@@ -107,7 +106,8 @@ fn pcap_reads_back_in_capinfos_and_tshark_byte_for_byte_and_appends() {
 #[test]
 fn nanosecond_pcap_is_read_as_such() {
     let engine = Engine::from_yaml(CONFIG).unwrap();
-    let path = dir("nanos").join("capture.pcap");
+    let dir = dir();
+    let path = dir.path().join("capture.pcap");
     PcapWriter::open(&path, PcapResolution::Nanos, None).unwrap().write_burst(&received_burst(&engine, 3)).unwrap();
     let info = tool("capinfos", &["-M", "-T", "-c", "-a"], &path);
     assert!(info.lines().nth(1).unwrap().contains("\t3\t"), "{info}");
@@ -119,7 +119,8 @@ fn nanosecond_pcap_is_read_as_such() {
 #[test]
 fn raw_writes_one_file_per_packet_skipping_the_offset() {
     let engine = Engine::from_yaml(CONFIG).unwrap();
-    let out = dir("raw");
+    let dir = dir();
+    let out = dir.path();
     let burst = received_burst(&engine, 4);
     // 42 bytes of headers live in segment 0: an offset of 42 writes only the payload.
     let writer = RawWriter::new(&out, "group", 42).unwrap();
@@ -147,7 +148,8 @@ fn socket_datagrams_become_frames_that_tshark_dissects() {
         }
         assert!(Instant::now() < deadline, "no burst");
     };
-    let path = dir("socket").join("udp.pcap");
+    let dir = dir();
+    let path = dir.path().join("udp.pcap");
     let local = engine.local_addr(0).unwrap().unwrap();
     let written =
         PcapWriter::open(&path, PcapResolution::Micros, None).unwrap().write_burst_as_udp(&burst, local).unwrap();

@@ -101,5 +101,4 @@ fn listening_beyond_loopback_without_tokens_warns() {
     let log = String::from_utf8_lossy(&output.stderr);
     assert!(log.contains("beyond loopback, without --admin-token-file"), "{log}");
     assert!(log.contains("beyond loopback, without --admin-read-token-file"), "{log}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

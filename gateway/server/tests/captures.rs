@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::{GATEWAY, free_tcp_port as free_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
+use common::{GATEWAY, ScratchDir, free_tcp_port as free_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
 
 struct Gateway {
     child: Child,
     admin: u16,
     udp: u16,
-    dir: PathBuf,
+    dir: ScratchDir,
 }
 
 impl Gateway {
@@ -27,11 +27,12 @@ impl Gateway {
     /// A gateway whose buffers hold `buf_size` bytes.
     fn start_with(tag: &str, buf_size: u32) -> Self {
         let dir = scratch_dir(&format!("captures-{tag}"));
-        Self::start_in(dir.clone(), buf_size, &dir.join("out"), 1)
+        let captures = dir.join("out");
+        Self::start_in(dir, buf_size, &captures, 1)
     }
 
     /// A gateway in `dir` that captures into `captures`, keeping `floor_mb` free there.
-    fn start_in(dir: PathBuf, buf_size: u32, captures: &std::path::Path, floor_mb: u64) -> Self {
+    fn start_in(dir: ScratchDir, buf_size: u32, captures: &std::path::Path, floor_mb: u64) -> Self {
         let (admin, udp) = (free_port(), free_port());
         let config = dir.join("gateway.yaml");
         std::fs::write(
@@ -98,7 +99,6 @@ impl Drop for Gateway {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -336,7 +336,7 @@ fn removing_the_capture_directory_fails_the_capture_instead_of_finishing_it() {
 }
 
 /// A tmpfs of `mib` MiB at a fresh directory, unmounted on drop.
-struct SmallFilesystem(PathBuf);
+struct SmallFilesystem(ScratchDir);
 
 impl SmallFilesystem {
     fn mount(tag: &str, mib: u64) -> Self {
@@ -359,7 +359,6 @@ impl SmallFilesystem {
 impl Drop for SmallFilesystem {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

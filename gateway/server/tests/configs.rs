@@ -30,7 +30,7 @@ mod common;
 /// its placeholders, listing each, and `run` refuses it naming every one.
 #[test]
 fn a_template_passes_check_with_warnings_and_run_refuses_it_naming_each_placeholder() {
-    let dir = tempfile_dir();
+    let dir = common::scratch_dir("template");
     let file = dir.join("template.yaml");
     std::fs::write(
         &file,
@@ -81,11 +81,4 @@ fn check_reports_memory_this_host_lacks_and_ports_in_use() {
         )),
         "{out}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn tempfile_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("daqiri-template-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }

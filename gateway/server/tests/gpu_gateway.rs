@@ -170,7 +170,7 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     let dir = scratch_dir("gpu-gateway");
     let (udp, landed_udp) = (free_udp_port(), free_udp_port());
     let sources = [free_udp_port(), free_udp_port(), free_udp_port()];
-    let gw = Gateway::run(&gateway, dir.clone(), &config(udp, landed_udp, sources, false));
+    let gw = Gateway::run(&gateway, dir, &config(udp, landed_udp, sources, false));
 
     // What lives in GPU memory cannot be captured by host copies.
     let (status, error) =
@@ -221,7 +221,7 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     for (plan, id) in PLANS.iter().zip(aggregates) {
         finished(&gw, id, BATCHES);
         for batch in 0..BATCHES as u64 {
-            let file = dir.join("out").join(format!("{}_{batch}", plan.name));
+            let file = gw.dir.join("out").join(format!("{}_{batch}", plan.name));
             let written = std::fs::read(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             assert!(written == expected[&(plan.name, batch)], "{} differs from the CPU oracle", file.display());
         }

@@ -92,7 +92,6 @@ fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_noth
     assert!(sender.wait_with_output().unwrap().status.success());
     assert!(gateway.wait().unwrap().success());
     let summary: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 
     let queues = &summary["ports"][0]["rx_queues"];
     let (q0, q1) = (queues[0]["packets"].as_u64().unwrap(), queues[1]["packets"].as_u64().unwrap());
@@ -137,7 +136,6 @@ fn a_configmap_style_symlink_swap_is_picked_up_without_a_signal() {
     }
     gateway.kill().unwrap();
     gateway.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -166,7 +164,6 @@ fn a_queue_change_restarts_the_engine_during_traffic_and_loses_only_its_window()
     assert!(sender.wait_with_output().unwrap().status.success(), "the sender survives the window");
     assert!(gateway.wait().unwrap().success());
     let summary: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 
     let consumed = summary["consumed"]["packets"].as_u64().unwrap();
     let lost = count - consumed;
@@ -187,9 +184,7 @@ fn a_queue_change_restarts_the_engine_during_traffic_and_loses_only_its_window()
 
 #[test]
 fn wait_for_config_runs_while_the_file_exists_and_serves_the_api_without_it() {
-    let dir = std::env::temp_dir().join(format!("daqiri-reload-wait-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("reload-wait");
     let (udp, admin) = (free_udp_port(), free_tcp_port());
     let file = dir.join("node-1.yaml");
     let mut gateway = Command::new(GATEWAY)
@@ -222,7 +217,6 @@ fn wait_for_config_runs_while_the_file_exists_and_serves_the_api_without_it() {
     assert!(std::net::UdpSocket::bind(("127.0.0.1", udp)).is_ok(), "the stopped engine let go of its port");
     gateway.kill().unwrap();
     gateway.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A config this host has not the memory for is refused before the running

@@ -44,7 +44,7 @@ daqiri:
 "#,
         out = PACKETS_PER_BATCH * PAYLOAD,
     );
-    let gw = Gateway::run(GATEWAY, dir.clone(), &config);
+    let gw = Gateway::run(GATEWAY, dir, &config);
 
     // Requests the plan cannot serve name the field.
     let (status, error) = gw.json(
@@ -81,7 +81,7 @@ daqiri:
     assert_eq!(info["reorder"], "by_batch");
 
     for batch in 0..BATCHES {
-        let bytes = std::fs::read(dir.join("out").join(format!("agg_{batch}"))).unwrap();
+        let bytes = std::fs::read(gw.dir.join("out").join(format!("agg_{batch}"))).unwrap();
         assert_eq!(bytes.len(), PACKETS_PER_BATCH * PAYLOAD, "batch {batch}");
         for (slot, payload) in bytes.chunks(PAYLOAD).enumerate() {
             let seq = (batch * PACKETS_PER_BATCH + slot) as u32;

@@ -107,7 +107,6 @@ fn a_steady_stream_under_scrapes_captures_and_reloads_loses_nothing_and_keeps_me
     assert!(sender.wait_with_output().unwrap().status.success());
     assert!(gateway.wait().unwrap().success());
     let summary: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 
     eprintln!(
         "soak {seconds} s: {count} datagrams, {scrapes} scrapes, {captures} captures, {reloads} reloads; RSS {:?} KiB",

@@ -309,10 +309,11 @@ fn last_whole_record(file: &mut File, len: u64) -> std::io::Result<u64> {
 mod tests {
     use super::*;
 
-    fn temp(name: &str) -> PathBuf {
-        let path = std::env::temp_dir().join(format!("daqiri-pcap-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        path
+    /// A path in a fresh directory that goes, with the file, when the guard drops.
+    fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::Builder::new().prefix("daqiri-pcap-").tempdir().unwrap();
+        let path = dir.path().join(name);
+        (dir, path)
     }
 
     fn records(path: &Path) -> usize {
@@ -329,7 +330,7 @@ mod tests {
 
     #[test]
     fn appends_to_a_compatible_file() {
-        let path = temp("append");
+        let (_dir, path) = temp("append");
         for _ in 0..2 {
             let mut w = PcapWriter::open(&path, PcapResolution::Micros, None).unwrap();
             w.write_packet([&b"abc"[..], b"def"].into_iter(), SystemTime::now()).unwrap();
@@ -340,7 +341,7 @@ mod tests {
 
     #[test]
     fn refuses_incompatible_files_with_the_reason() {
-        let path = temp("nanos");
+        let (_dir, path) = temp("nanos");
         drop(PcapWriter::open(&path, PcapResolution::Nanos, None).unwrap());
         let err = PcapWriter::open(&path, PcapResolution::Micros, None).unwrap_err();
         assert!(err.message.contains("nanosecond timestamps, this capture writes microsecond"), "{err}");
@@ -352,7 +353,7 @@ mod tests {
 
     #[test]
     fn cuts_a_torn_record_before_appending() {
-        let path = temp("torn");
+        let (_dir, path) = temp("torn");
         let mut w = PcapWriter::open(&path, PcapResolution::Micros, None).unwrap();
         w.write_packet(std::iter::once(&[7u8; 100][..]), SystemTime::now()).unwrap();
         drop(w);
@@ -369,7 +370,7 @@ mod tests {
 
     #[test]
     fn snaplen_cuts_records_but_keeps_the_original_length() {
-        let path = temp("snap");
+        let (_dir, path) = temp("snap");
         let mut w = PcapWriter::open(&path, PcapResolution::Micros, Some(64)).unwrap();
         w.write_packet(std::iter::once(&[1u8; 1000][..]), SystemTime::now()).unwrap();
         drop(w);

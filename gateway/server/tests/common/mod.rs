@@ -10,12 +10,26 @@ use std::time::{Duration, Instant};
 /// The gateway binary under test.
 pub const GATEWAY: &str = env!("CARGO_BIN_EXE_daqiri-gateway");
 
-/// An empty directory for one test's files, unique to this test process.
-pub fn scratch_dir(tag: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("daqiri-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// An empty directory for one test's files, removed with everything in it when dropped
+/// (a Prometheus TSDB alone preallocates over 100 MB).
+#[derive(Debug)]
+pub struct ScratchDir(tempfile::TempDir);
+
+impl std::ops::Deref for ScratchDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for ScratchDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.path().as_os_str()
+    }
+}
+
+pub fn scratch_dir(tag: &str) -> ScratchDir {
+    ScratchDir(tempfile::Builder::new().prefix(&format!("daqiri-{tag}-")).tempdir().unwrap())
 }
 
 /// A TCP port nobody listens on right now.
@@ -71,12 +85,12 @@ pub fn wait_for_capture_end(get: impl Fn() -> serde_json::Value) -> serde_json::
 pub struct Gateway {
     pub child: std::process::Child,
     pub admin: u16,
-    pub dir: std::path::PathBuf,
+    pub dir: ScratchDir,
 }
 
 impl Gateway {
     /// Writes `config` into `dir` and starts `binary` on it; returns once the admin API answers.
-    pub fn run(binary: &str, dir: std::path::PathBuf, config: &str) -> Self {
+    pub fn run(binary: &str, dir: ScratchDir, config: &str) -> Self {
         let admin = free_tcp_port();
         let path = dir.join("gateway.yaml");
         std::fs::write(&path, config).unwrap();
@@ -105,6 +119,5 @@ impl Drop for Gateway {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
