@@ -123,13 +123,13 @@ fn raw_writes_one_file_per_packet_skipping_the_offset() {
     let out = dir.path();
     let burst = received_burst(&engine, 4);
     // 42 bytes of headers live in segment 0: an offset of 42 writes only the payload.
-    let writer = RawWriter::new(&out, "group", 42).unwrap();
+    let writer = RawWriter::new(out, "group", 42).unwrap();
     let (_, result) = writer.write_async(burst).unwrap().wait();
     assert_eq!(result.unwrap().packets, 4);
     for i in 0..4 {
         assert_eq!(std::fs::read(writer.path(i)).unwrap(), payload(i), "file {i}");
     }
-    assert!(RawWriter::new(&out, "../escape", 0).is_err());
+    assert!(RawWriter::new(out, "../escape", 0).is_err());
 }
 
 #[test]

@@ -8,20 +8,25 @@ use super::*;
 
 const CONFIG: &str = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    loopback: sw\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: lo\n      address: loopback\n      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }\n";
 
-fn app_with_token(token: Option<&str>) -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
+/// The router, its OpenAPI document, its state, and the capture folder (removed on drop).
+type App = (Router, utoipa::openapi::OpenApi, Arc<AdminState>, tempfile::TempDir);
+
+fn app_with_token(token: Option<&str>) -> App {
     app_with_tokens(auth::Tokens { write: token.map(str::to_owned), read: None })
 }
 
-fn app_with_tokens(tokens: auth::Tokens) -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
-    let dir = std::env::temp_dir().join(format!(
-        "daqiri-admin-test-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    in_process(CONFIG, dir, 0, tokens).unwrap()
+fn app_with_tokens(tokens: auth::Tokens) -> App {
+    app_with_config(CONFIG, 0, tokens)
 }
 
-fn app() -> (Router, utoipa::openapi::OpenApi, Arc<AdminState>) {
+fn app_with_config(config: &str, capture_free_space_floor: u64, tokens: auth::Tokens) -> App {
+    let captures = tempfile::Builder::new().prefix("daqiri-admin-test-").tempdir().unwrap();
+    let (router, api, state) =
+        in_process(config, captures.path().to_path_buf(), capture_free_space_floor, tokens).unwrap();
+    (router, api, state, captures)
+}
+
+fn app() -> App {
     app_with_token(None)
 }
 
@@ -51,7 +56,7 @@ async fn get(router: &Router, path: &str) -> (StatusCode, String) {
 
 #[tokio::test]
 async fn openapi_documents_exactly_the_routes() {
-    let (router, api, _) = app();
+    let (router, api, _, _captures) = app();
     let documented: Vec<&String> = api.paths.paths.keys().collect();
     assert_eq!(
         documented,
@@ -81,7 +86,7 @@ async fn openapi_documents_exactly_the_routes() {
 
 #[tokio::test]
 async fn status_stats_and_config_describe_the_engine() {
-    let (router, _, state) = app();
+    let (router, _, state, _captures) = app();
     let status: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/status").await.1).unwrap();
     assert_eq!(status["interfaces"][0]["name"], "lo");
     assert_eq!(status["interfaces"][0]["backend"], "sw_loopback");
@@ -95,7 +100,7 @@ async fn status_stats_and_config_describe_the_engine() {
 
 #[tokio::test]
 async fn readiness_follows_the_engine_and_unknown_routes_are_json() {
-    let (router, _, state) = app();
+    let (router, _, state, _captures) = app();
     assert_eq!(get(&router, "/readyz").await.0, StatusCode::OK);
     state.live.shutdown();
     let (status, body) = get(&router, "/readyz").await;
@@ -109,7 +114,7 @@ async fn readiness_follows_the_engine_and_unknown_routes_are_json() {
 
 #[tokio::test]
 async fn metrics_use_daqiri_names_and_labels() {
-    let (router, _, _) = app();
+    let (router, _, _, _captures) = app();
     let (status, text) = get(&router, "/metrics").await;
     assert_eq!(status, StatusCode::OK);
     for series in [
@@ -126,7 +131,7 @@ async fn metrics_use_daqiri_names_and_labels() {
 
 #[tokio::test]
 async fn mutating_endpoints_need_the_token_when_one_is_set() {
-    let (router, _, _) = app_with_token(Some("s3cret"));
+    let (router, _, _, _captures) = app_with_token(Some("s3cret"));
     let body = r#"{"format": "pcap", "interface": "lo", "name": "t", "max_packets": 1}"#;
     let (status, answer) = send(&router, "POST", "/api/v1/captures", None, body).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -140,7 +145,7 @@ async fn mutating_endpoints_need_the_token_when_one_is_set() {
 
 #[tokio::test]
 async fn capture_requests_are_checked_field_by_field() {
-    let (router, _, _) = app();
+    let (router, _, _, _captures) = app();
     for (body, status, field) in [
         (r#"{"format": "pcap", "interface": "nope", "name": "a"}"#, StatusCode::BAD_REQUEST, "interface"),
         (r#"{"format": "pcap", "interface": "lo", "name": "../escape"}"#, StatusCode::BAD_REQUEST, "name"),
@@ -172,8 +177,7 @@ async fn capture_requests_are_checked_field_by_field() {
 
 #[tokio::test]
 async fn captures_refuse_to_start_below_the_free_space_floor() {
-    let dir = std::env::temp_dir().join(format!("daqiri-admin-floor-{}", std::process::id()));
-    let (router, _, _) = in_process(CONFIG, dir, u64::MAX, auth::Tokens::default()).unwrap();
+    let (router, _, _, _captures) = app_with_config(CONFIG, u64::MAX, auth::Tokens::default());
     let (status, answer) =
         send(&router, "POST", "/api/v1/captures", None, r#"{"format": "pcap", "interface": "lo", "name": "a"}"#).await;
     assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE);
@@ -183,8 +187,7 @@ async fn captures_refuse_to_start_below_the_free_space_floor() {
 #[tokio::test]
 async fn flows_are_added_and_deleted_at_runtime_and_survive_a_restart() {
     let config = CONFIG.replace("rx: { queues:", "rx: { dynamic_flow_capacity: 1, queues:");
-    let dir = std::env::temp_dir().join(format!("daqiri-admin-flows-{}", std::process::id()));
-    let (router, _, state) = in_process(&config, dir, 0, auth::Tokens::default()).unwrap();
+    let (router, _, state, _captures) = app_with_config(&config, 0, auth::Tokens::default());
     let flows = "/api/v1/interfaces/lo/flows";
     let (status, list) = send(&router, "GET", flows, None, "").await;
     assert_eq!((status, list["dynamic_flow_capacity"].as_u64()), (StatusCode::OK, Some(1)), "{list}");
@@ -223,7 +226,7 @@ async fn flows_are_added_and_deleted_at_runtime_and_survive_a_restart() {
 
 #[tokio::test]
 async fn config_put_swaps_flows_restarts_for_the_rest_and_rolls_back_what_cannot_start() {
-    let (router, _, state) = app();
+    let (router, _, state, _captures) = app();
     let put = |body: String| {
         let router = router.clone();
         async move {
@@ -308,7 +311,8 @@ async fn raw(router: &Router, request: Request<Body>) -> (StatusCode, serde_json
 
 #[tokio::test]
 async fn reads_of_config_stats_and_captures_need_the_read_token_when_one_is_set() {
-    let (router, _, _) = app_with_tokens(auth::Tokens { write: Some("w".to_owned()), read: Some("r".to_owned()) });
+    let (router, _, _, _captures) =
+        app_with_tokens(auth::Tokens { write: Some("w".to_owned()), read: Some("r".to_owned()) });
     let read = |path: &str, authorization: Option<&str>| {
         let mut request = Request::get(path);
         if let Some(value) = authorization {
@@ -344,7 +348,7 @@ async fn reads_of_config_stats_and_captures_need_the_read_token_when_one_is_set(
 
 #[tokio::test]
 async fn every_error_answer_is_json_naming_what_is_wrong() {
-    let (router, _, _) = app();
+    let (router, _, _, _captures) = app();
     let (status, body) = raw(&router, Request::delete("/api/v1/config").body(Body::empty()).unwrap()).await;
     assert_eq!((status, body["field"].as_str()), (StatusCode::METHOD_NOT_ALLOWED, Some("method")), "{body}");
     assert!(body["message"].as_str().unwrap().contains("DELETE is not allowed on /api/v1/config"), "{body}");
@@ -367,7 +371,7 @@ async fn every_error_answer_is_json_naming_what_is_wrong() {
 
 #[tokio::test]
 async fn deeply_nested_yaml_is_refused_before_the_parser_sees_it() {
-    let (router, _, _) = app();
+    let (router, _, _, _captures) = app();
     let depth = 150_000;
     let bomb = format!("x: {}{}\n", "[".repeat(depth), "]".repeat(depth));
     let started = std::time::Instant::now();
