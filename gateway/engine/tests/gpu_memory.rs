@@ -110,3 +110,17 @@ fn gpu_an_absent_gpu_is_named() {
     assert!(err.to_string().contains("GPU 99 does not exist"), "{err}");
     assert!(err.to_string().contains("memory region \"gpu\""), "{err}");
 }
+
+#[test]
+fn gpu_device_regions_beyond_the_gpus_free_memory_are_refused_before_allocating() {
+    let (free, _) = daqiri::gpu::memory_info(0).expect("GPU 0's free memory");
+    let gib = 1usize << 30;
+    let yaml = config("pinned").replace(
+        "kind: device, affinity: 0, num_bufs: 64, buf_size: 65536",
+        &format!("kind: device, affinity: 0, num_bufs: {}, buf_size: {gib}", free / gib + 2),
+    );
+    let err = Engine::from_yaml(&yaml).unwrap_err();
+    assert_eq!(err.status, Status::NoFreePacketBuffers, "{err}");
+    let message = err.to_string();
+    assert!(message.contains("memory_regions") && message.contains("device regions on GPU 0 need"), "{message}");
+}

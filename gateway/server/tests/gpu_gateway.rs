@@ -53,6 +53,27 @@ impl PlanSpec {
     }
 }
 
+/// Where a test's gateway receives (the plans' interface, the landed one)
+/// and the source ports gen sends from (the two plans', the landed flow's).
+#[derive(Debug, Clone, Copy)]
+struct Ports {
+    udp: u16,
+    landed_udp: u16,
+    sources: [u16; 3],
+}
+
+/// The gateway under test on the GPU config (not the oracle's).
+fn start_gateway(tag: &str) -> (String, Ports, Gateway) {
+    let gateway = gateway_binary();
+    let ports = Ports {
+        udp: free_udp_port(),
+        landed_udp: free_udp_port(),
+        sources: [free_udp_port(), free_udp_port(), free_udp_port()],
+    };
+    let gw = Gateway::run(&gateway, scratch_dir(tag), &config(ports, false));
+    (gateway, ports, gw)
+}
+
 /// The `len`-byte payload gen sends for `seq` with `--fill`.
 fn gen_payload(seq: u32, len: usize) -> Vec<u8> {
     let mut bytes: Vec<u8> = (0..len).map(|j| seq.wrapping_add(j as u32) as u8).collect();
@@ -63,7 +84,7 @@ fn gen_payload(seq: u32, len: usize) -> Vec<u8> {
 /// The config: interface `plans` (pinned landing, the GPU plans) and
 /// interface `landed` (one queue in GPU memory). `oracle` turns it into
 /// the same plans on the CPU with host memory, for `Replay`.
-fn config(udp: u16, landed_udp: u16, sources: [u16; 3], oracle: bool) -> String {
+fn config(Ports { udp, landed_udp, sources }: Ports, oracle: bool) -> String {
     let (pinned, device, reorder_type) =
         if oracle { ("host", "host", "cpu") } else { ("host_pinned", "device", "gpu") };
     let mut regions = format!(
@@ -138,9 +159,11 @@ fn gateway_binary() -> String {
     std::env::var("DAQIRI_GATEWAY").unwrap_or_else(|_| GATEWAY.to_owned())
 }
 
-fn send(gateway: &str, dest: u16, source: u16, count: usize, payload: usize, shuffle: usize) {
+/// gen's `count` packets from sequence number `first` on.
+fn send(gateway: &str, dest: u16, source: u16, (first, count): (usize, usize), payload: usize, shuffle: usize) {
     let sent = Command::new(gateway)
         .args(["gen", "--dest", &format!("127.0.0.1:{dest}"), "--rate", "20000", "--fill"])
+        .args(["--seq-start", &first.to_string()])
         .args(["--count", &count.to_string(), "--payload-size", &payload.to_string()])
         .args(["--src-port", &source.to_string(), "--shuffle-window", &shuffle.to_string()])
         .output()
@@ -166,11 +189,8 @@ fn pcap_records(file: &[u8]) -> Vec<Vec<u8>> {
 
 #[test]
 fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
-    let gateway = gateway_binary();
-    let dir = scratch_dir("gpu-gateway");
-    let (udp, landed_udp) = (free_udp_port(), free_udp_port());
-    let sources = [free_udp_port(), free_udp_port(), free_udp_port()];
-    let gw = Gateway::run(&gateway, dir, &config(udp, landed_udp, sources, false));
+    let (gateway, ports, gw) = start_gateway("gpu-gateway");
+    let Ports { udp, landed_udp, sources } = ports;
 
     // What lives in GPU memory cannot be captured by host copies.
     let (status, error) =
@@ -192,14 +212,13 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
         &format!(r#"{{"format": "gds", "interface": "landed", "name": "landed", "max_packets": {LANDED}}}"#),
     );
     for (plan, source) in PLANS.iter().zip(sources) {
-        send(&gateway, udp, source, BATCHES * PACKETS_PER_BATCH, plan.payload, PACKETS_PER_BATCH);
+        send(&gateway, udp, source, (0, BATCHES * PACKETS_PER_BATCH), plan.payload, PACKETS_PER_BATCH);
     }
-    send(&gateway, landed_udp, sources[2], LANDED, LANDED_PAYLOAD, 1);
+    send(&gateway, landed_udp, sources[2], (0, LANDED), LANDED_PAYLOAD, 1);
 
     // Aggregates: equal, byte for byte, to the CPU plans on the same packets.
-    let oracle_config = daqiri::config::Document::parse(&config(udp, landed_udp, sources, true))
-        .and_then(|d| d.validate())
-        .expect("the oracle's config");
+    let oracle_config =
+        daqiri::config::Document::parse(&config(ports, true)).and_then(|d| d.validate()).expect("the oracle's config");
     let mut oracle = daqiri::reorder::Replay::new(&oracle_config, "plans").expect("the CPU plans");
     let mut expected = std::collections::BTreeMap::new();
     // Aggregates are taken as they complete: the output pools are small.
@@ -263,5 +282,84 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     let metrics = String::from_utf8_lossy(&metrics);
     for label in ["daqiri_memory_region_gpu=\"0\"", "daqiri_reorder_gpu=\"0\""] {
         assert!(metrics.contains(label), "/metrics lacks {label}");
+    }
+}
+
+#[test]
+fn an_ended_gds_capture_gives_its_gpu_memory_back() {
+    const MIB: usize = 1 << 20;
+    let (gateway, Ports { udp, sources, .. }, gw) = start_gateway("gpu-gateway-release");
+    let free_gpu_memory = || daqiri::gpu::memory_info(0).expect("GPU 0's free memory").0;
+    let plan = &PLANS[0];
+    // A ring of 64 KiB aggregates takes 256 MiB of device slots.
+    let ring = 256 * MIB;
+    let mut after_first = None;
+    for round in 0..3 {
+        let before = free_gpu_memory();
+        let id = start_capture(
+            &gw,
+            &format!(
+                r#"{{"format": "gds", "interface": "plans", "name": "round{round}", "reorder": "{}", "max_packets": {BATCHES}}}"#,
+                plan.name
+            ),
+        );
+        let running = free_gpu_memory();
+        assert!(before - running >= ring - 16 * MIB, "round {round}: the ring took {} MiB", (before - running) / MIB);
+        // Each round's batches follow the last round's: the plan has placed those.
+        let packets = BATCHES * PACKETS_PER_BATCH;
+        send(&gateway, udp, sources[0], (round * packets, packets), plan.payload, PACKETS_PER_BATCH);
+        finished(&gw, id, BATCHES);
+        // The writer frees the slots just after it reports the end.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let ended = loop {
+            let free = free_gpu_memory();
+            if free >= running + ring - 16 * MIB || std::time::Instant::now() >= deadline {
+                break free;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        eprintln!(
+            "round {round}: GPU memory free {} MiB before, {} while running, {} after",
+            before / MIB,
+            running / MIB,
+            ended / MIB
+        );
+        // The first round may leave cuFile's own buffers behind; later ones add nothing.
+        let baseline = *after_first.get_or_insert(ended);
+        assert!(
+            ended + 16 * MIB >= baseline,
+            "round {round}: {} MiB of GPU memory stayed taken after the capture ended",
+            (baseline - ended) / MIB
+        );
+    }
+    let (_, list) = gw.json("GET", "/api/v1/captures", "");
+    assert_eq!(list.as_array().map(Vec::len), Some(3), "ended captures stay listed: {list}");
+}
+
+#[test]
+fn a_config_beyond_the_gpus_free_memory_is_refused_without_stopping_the_engine() {
+    let (gateway, ports, gw) = start_gateway("gpu-gateway-preflight");
+    let running = config(ports, false);
+    let (free, _) = daqiri::gpu::memory_info(0).expect("GPU 0's free memory");
+    let gib = 1usize << 30;
+    let beyond = running.replace(
+        "name: on_gpu, kind: device, affinity: 0, num_bufs: 2048, buf_size: 2048",
+        &format!("name: on_gpu, kind: device, affinity: 0, num_bufs: {}, buf_size: {gib}", free / gib + 2),
+    );
+    assert_ne!(beyond, running);
+    let (status, body) = http(gw.admin, "PUT", "/api/v1/config", &[("Content-Type", "application/yaml")], &beyond);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, 422, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("device regions on GPU 0 need"), "{message}");
+    assert!(message.contains("the running config is unchanged"), "a refusal, not a rollback: {message}");
+    let (_, status) = gw.json("GET", "/api/v1/status", "");
+    assert_eq!(status["config"]["generation"], 1, "{status}");
+    send(&gateway, ports.landed_udp, ports.sources[2], (0, 100), LANDED_PAYLOAD, 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let landed = || gw.json("GET", "/api/v1/stats", "").1["interfaces"][1]["rx_queues"][0]["packets"].clone();
+    while landed() != 100 {
+        assert!(std::time::Instant::now() < deadline, "the running engine still receives: {}", landed());
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

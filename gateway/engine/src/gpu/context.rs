@@ -29,6 +29,12 @@ pub fn bind_thread(ordinal: u32) -> Result<(), Error> {
     context(ordinal)?.bind_to_thread().map_err(|e| cuda_error(format!("binding GPU {ordinal} to a thread"), e))
 }
 
+/// Bytes of GPU `ordinal`'s memory free now, every process's allocations
+/// counted, and its size.
+pub fn memory_info(ordinal: u32) -> Result<(usize, usize), Error> {
+    context(ordinal)?.mem_get_info().map_err(|e| cuda_error(format!("reading GPU {ordinal}'s free memory"), e))
+}
+
 /// The context of GPU `ordinal`, created on first use.
 pub(crate) fn context(ordinal: u32) -> Result<Arc<CudaContext>, Error> {
     static CONTEXTS: Mutex<Vec<(u32, Arc<CudaContext>)>> = Mutex::new(Vec::new());

@@ -10,7 +10,7 @@ mod memory;
 mod reorder;
 mod staging;
 
-pub use context::{bind_thread, gpu_count, new_stream};
+pub use context::{bind_thread, gpu_count, memory_info, new_stream};
 /// The CUDA bindings the GPU types come from, for applications that pass
 /// their own streams and events.
 pub use cudarc;

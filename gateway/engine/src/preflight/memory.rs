@@ -1,7 +1,11 @@
 //! Whether this host can give a config the memory it takes, asked before
 //! anything is allocated: a host region is populated when mapped, so one
 //! that does not fit is not refused by `mmap` but killed by the OOM killer,
-//! and on a reload that would happen after the old engine stopped.
+//! and on a reload that would happen after the old engine stopped. GPU
+//! memory is asked of the driver for the same reason as the second: a
+//! reload refused up front keeps the running engine receiving.
+
+use std::collections::BTreeMap;
 
 use daqiri_config::limits::human_bytes;
 use daqiri_config::model::{MemoryKind, PollMode, Queue};
@@ -19,12 +23,14 @@ const META_BYTES_PER_PACKET: u64 = 16 * crate::burst::MAX_SEGMENTS as u64 + 4 + 
 const META_BYTES_PER_ENTRY: u64 = 256;
 
 /// Memory a config takes from the host when it starts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemoryNeeds {
     /// Plain memory: `host` and `host_pinned` regions and burst metadata.
     pub host: u64,
     /// Hugepage memory: `huge` regions.
     pub huge: u64,
+    /// GPU memory: `device` regions, by GPU.
+    pub device: BTreeMap<u32, u64>,
 }
 
 impl MemoryNeeds {
@@ -41,7 +47,10 @@ impl MemoryNeeds {
             match region.kind {
                 MemoryKind::Host | MemoryKind::HostPinned => needs.host = needs.host.saturating_add(bytes),
                 MemoryKind::Huge => needs.huge = needs.huge.saturating_add(bytes),
-                MemoryKind::Device => {}
+                MemoryKind::Device => {
+                    let on_gpu = needs.device.entry(region.affinity).or_default();
+                    *on_gpu = on_gpu.saturating_add(bytes);
+                }
             }
         }
         let meta = |queues: &[Queue], entries: u32| -> u64 {
@@ -108,6 +117,21 @@ pub(super) fn shortfall(config: &ValidConfig, freed: MemoryNeeds) -> Option<Stri
             ));
         }
     }
+    #[cfg(feature = "cuda")]
+    for (&gpu, &bytes) in &needs.device {
+        // Without a driver or that GPU the engine's start says so itself.
+        let Ok((free, _)) = crate::gpu::memory_info(gpu) else { continue };
+        let given_back = freed.device.get(&gpu).copied().unwrap_or(0);
+        let available = (free as u64).saturating_add(given_back);
+        if bytes > available {
+            return Some(format!(
+                "device regions on GPU {gpu} need {} but {} of its memory is free{}; lower num_bufs or buf_size, or place regions on another GPU (affinity)",
+                human_bytes(bytes),
+                human_bytes(available),
+                if given_back > 0 { " with what the running engine frees" } else { "" },
+            ));
+        }
+    }
     None
 }
 
@@ -138,11 +162,13 @@ daqiri:
     #[test]
     fn needs_count_regions_by_kind_and_the_metadata() {
         let valid = config(
-            "{ name: rx, kind: host, num_bufs: 1000, buf_size: 2048 }, { name: h, kind: huge, num_bufs: 10, buf_size: 4096 }",
+            "{ name: rx, kind: host, num_bufs: 1000, buf_size: 2048 }, { name: h, kind: huge, num_bufs: 10, buf_size: 4096 }, \
+             { name: g1, kind: device, affinity: 1, num_bufs: 4, buf_size: 1024 }, { name: g1b, kind: device, affinity: 1, num_bufs: 1, buf_size: 8 }",
             "{ name: q, id: 0, cpu_core: 0, batch_size: 100, memory_regions: [rx] }",
         );
         let needs = MemoryNeeds::of(&valid);
         assert_eq!(needs.huge, 40_960);
+        assert_eq!(needs.device, BTreeMap::from([(1, 4104)]));
         assert_eq!(needs.host, 2_048_000 + 8 * (100 * META_BYTES_PER_PACKET + META_BYTES_PER_ENTRY));
     }
 
@@ -157,7 +183,7 @@ daqiri:
         assert_eq!(err.status, Status::NoFreePacketBuffers);
         assert!(err.to_string().contains("need 512.0 GiB but"), "{err}");
         // What the replaced engine frees counts as available.
-        let freed = MemoryNeeds { host: 1 << 40, huge: 0 };
+        let freed = MemoryNeeds { host: 1 << 40, ..MemoryNeeds::default() };
         check_memory(&valid, freed).unwrap();
     }
 }

@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+#[cfg(feature = "cuda")]
+use arc_swap::ArcSwapOption;
 use daqiri::writer::{PcapResolution, PcapWriter};
 use daqiri::{Burst, MAX_SEGMENTS};
 use serde::Serialize;
@@ -91,9 +93,10 @@ pub(crate) struct Session {
     end: Mutex<Option<(CaptureState, String)>>,
     files: Mutex<Vec<PathBuf>>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    /// A `gds` capture's device half of the ring, where it copies GPU bytes.
+    /// A `gds` capture's device half of the ring, where it copies GPU bytes;
+    /// emptied with the ring once the capture ended, which frees its GPU memory.
     #[cfg(feature = "cuda")]
-    device: Option<gds::DeviceSlots>,
+    device: Option<ArcSwapOption<gds::DeviceSlots>>,
     gds_mode: Mutex<Option<&'static str>>,
 }
 
@@ -111,7 +114,7 @@ impl Session {
         let device = match device {
             Some(side) if plan.format == CaptureFormat::Gds => {
                 slots = gds::DeviceSlots::ring_slots(side, RING_SLOTS);
-                Some(gds::DeviceSlots::new(side, slots)?)
+                Some(ArcSwapOption::from_pointee(gds::DeviceSlots::new(side, slots)?))
             }
             _ => None,
         };
@@ -229,10 +232,21 @@ impl Session {
         }
     }
 
-    /// Drops the ring's packet copies; the capture manager calls it when the
-    /// writer has ended, under the lock that taps run under.
+    /// Drops the ring's packet copies, and a `gds` capture's device slots;
+    /// the capture manager calls it when the writer has ended, under the
+    /// lock that taps run under.
     pub(crate) fn release_ring(&self) {
         self.ring.release();
+        #[cfg(feature = "cuda")]
+        if let Some(device) = &self.device {
+            device.store(None);
+        }
+    }
+
+    /// A `gds` capture's device slots while it runs.
+    #[cfg(feature = "cuda")]
+    fn device_slots(&self) -> Option<Arc<gds::DeviceSlots>> {
+        self.device.as_ref()?.load_full()
     }
 
     /// Copies the matching packets of a burst (application loop; never blocks).
@@ -246,7 +260,10 @@ impl Session {
         }
         #[cfg(feature = "cuda")]
         if let Some(device) = &self.device {
-            return self.tap_to_device(device, burst);
+            if let Some(slots) = device.load().as_ref() {
+                self.tap_to_device(slots, burst);
+            }
+            return;
         }
         let now = SystemTime::now();
         for (packet, mut record) in self.records_for(burst, now) {
@@ -319,7 +336,7 @@ impl Session {
     fn write_loop(&self, output: &mut Output, manager: &CaptureManager) -> anyhow::Result<String> {
         // cuFile takes device pointers from a thread with the GPU's context.
         #[cfg(feature = "cuda")]
-        if let Some(device) = &self.device {
+        if let Some(device) = self.device_slots() {
             daqiri::gpu::bind_thread(device.gpu())?;
         }
         let mut pending = Pending::default();
@@ -439,7 +456,7 @@ impl PcapFile {
         match self {
             PcapFile::Host(writer) => Ok(writer.write_packet(std::iter::once(&record.bytes[..]), record.time)?),
             #[cfg(feature = "cuda")]
-            PcapFile::Gds(writer) => gds::write_record(writer, session.device.as_ref(), record),
+            PcapFile::Gds(writer) => gds::write_record(writer, session.device_slots().as_deref(), record),
         }
     }
 
@@ -521,7 +538,7 @@ impl Output {
             #[cfg(feature = "cuda")]
             Output::GdsAggregates { dir } => {
                 let path = dir.join(format!("{}_{}", session.plan.name, record.batch_id.unwrap_or_default()));
-                let (written, mode) = gds::write_aggregate(&path, session.device.as_ref(), record)?;
+                let (written, mode) = gds::write_aggregate(&path, session.device_slots().as_deref(), record)?;
                 *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode.as_str());
                 session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
                 Ok(written)
