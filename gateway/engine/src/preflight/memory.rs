@@ -22,7 +22,7 @@ const META_BYTES_PER_PACKET: u64 = 16 * crate::burst::MAX_SEGMENTS as u64 + 4 + 
 /// Bytes of one metadata entry beside its per-packet columns.
 const META_BYTES_PER_ENTRY: u64 = 256;
 
-/// Memory a config takes from the host when it starts.
+/// Memory a config takes from the host and its GPUs when it starts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemoryNeeds {
     /// Plain memory: `host` and `host_pinned` regions and burst metadata.
