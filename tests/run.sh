@@ -4,18 +4,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ignored=$(tests/setup.sh)
 # The operator's end-to-end suite needs a cluster: without one nextest counts it as skipped.
-cluster=()
-[[ -n "${DAQIRI_TEST_KUBECONFIG:-}" ]] || cluster=(-E 'not test(/_through_a_real_api_server$/)')
-cargo nextest run --workspace --no-fail-fast "$ignored" "${cluster[@]}"
+# The conformance suite runs once, below, with every backend built in.
+filter='not binary_id(daqiri::conformance)'
+[[ -n "${DAQIRI_TEST_KUBECONFIG:-}" ]] || filter+=' and not test(/_through_a_real_api_server$/)'
+cargo nextest run --workspace --no-fail-fast "$ignored" -E "$filter"
 cargo test --workspace --doc
 # The kernel-bypass backends, built together: DPDK on its virtual devices
 # (setup.sh installed DPDK) and AF_XDP over veth pairs with our XDP program
 # (setup.sh installed clang and the BPF headers). The engine's unit tests
-# with them (the rte_flow translation, the XDP map layouts) and their tests.
-cargo nextest run -p daqiri --features dpdk,af_xdp --lib --test dpdk --test af_xdp --no-fail-fast "$ignored"
+# with them (the rte_flow translation, the XDP map layouts), their tests,
+# and the conformance suite, every scenario on every backend; its results
+# become docs/conformance.md, which must match them when every bed ran.
+rm -rf target/tmp/conformance
+cargo nextest run -p daqiri --features dpdk,af_xdp --lib --test dpdk --test af_xdp --test conformance \
+    --no-fail-fast "$ignored"
+if [[ $ignored == --run-ignored=all ]]; then
+    tests/conformance_table.py --check
+fi
 # GPU tests: built with the cuda feature, run where a GPU is, else each
 # reported as skipped (tests/gpu/run.sh on the GPU machine runs them).
-tests/gpu/build.sh >/dev/null
+# Without a GPU here they build with the test profile, beside the builds above.
+gpu_profile=--dev
+nvidia-smi -L >/dev/null 2>&1 && gpu_profile=""
+tests/gpu/build.sh $gpu_profile >/dev/null
 target/gpu-tests/run.sh
 # A short fuzzing run of every target from its seeds (the campaigns behind
 # the execution counts in README.md's Tests section ran longer).

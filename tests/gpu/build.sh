@@ -2,15 +2,23 @@
 # Builds the GPU test binaries and benchmarks (engine and gateway with the
 # cuda feature) and the gateway binary into one folder, with run.sh beside
 # them, for the GPU machine:
-#   tests/gpu/build.sh [folder]        (default target/gpu-tests)
-#   cd target/gpu-tests && ./run.sh    (on the GPU machine)
+#   tests/gpu/build.sh [--dev] [folder]   (default target/gpu-tests)
+#   cd target/gpu-tests && ./run.sh       (on the GPU machine)
 # cudarc loads libcuda and libnvrtc at run time, so this builds anywhere.
+# --dev builds with the test profile instead of release: for a machine with
+# no GPU, where the tests only need to build and be listed as skipped, it
+# reuses the workspace's test build instead of a second, optimised one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+profile=--release
+if [[ ${1:-} == --dev ]]; then
+    profile=--profile=dev
+    shift
+fi
 out=${1:-target/gpu-tests}
 mkdir -p "$out"
 rm -f "$out"/gpu_* "$out"/daqiri-gateway
-cargo build --release -p daqiri -p daqiri-gateway --features daqiri/cuda,daqiri-gateway/cuda \
+cargo build "$profile" -p daqiri -p daqiri-gateway --features daqiri/cuda,daqiri-gateway/cuda \
     --tests --benches --bins --message-format=json-render-diagnostics \
     | python3 -c '
 import json, sys

@@ -34,6 +34,8 @@ mod endpoint;
 pub mod model;
 pub mod nesting;
 pub mod placeholder;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod valid;
 mod validate;
 

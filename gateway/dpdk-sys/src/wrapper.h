@@ -1,5 +1,6 @@
 /* The DPDK headers the bindings cover. */
 #include <rte_config.h>
+#include <rte_dev.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>

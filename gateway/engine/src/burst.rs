@@ -94,7 +94,7 @@ impl PacketSlot {
     }
 
     /// Says that segment `index`'s bytes start `offset` bytes into its buffer.
-    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
     pub(crate) fn set_segment_offset(&mut self, index: usize, offset: u16) {
         self.offsets[index] = offset;
     }
@@ -115,15 +115,16 @@ impl PacketSlot {
         self.flow_id
     }
 
-    /// The first segment's buffer and length.
-    pub(crate) fn first_segment(&self) -> Option<(&BufToken, u32)> {
-        self.segments[0].as_ref().map(|(token, len)| (token, *len))
+    /// The first segment's buffer, where its bytes start in it, and their length.
+    pub(crate) fn first_segment(&self) -> Option<(&BufToken, u16, u32)> {
+        self.segments[0].as_ref().map(|(token, len)| (token, self.offsets[0], *len))
     }
 
-    /// Takes the first segment's buffer and length out of the packet.
+    /// Takes the first segment out of the packet: its buffer, where its
+    /// bytes start in it, and their length.
     #[cfg(feature = "cuda")]
-    pub(crate) fn take_first_segment(&mut self) -> Option<(BufToken, u32)> {
-        self.segments[0].take()
+    pub(crate) fn take_first_segment(&mut self) -> Option<(BufToken, u16, u32)> {
+        self.segments[0].take().map(|(token, len)| (token, self.offsets[0], len))
     }
 
     /// Returns the packet's buffers; segment `s` belongs to region `segment_regions[s]`.
@@ -626,12 +627,12 @@ impl<'a> Packet<'a> {
         self.meta.senders.get(usize::from(index)).copied()
     }
 
-    /// The NIC's receive timestamp, on queues of an interface with
-    /// `rx.hardware_timestamps` whose PMD stamped this packet: DPDK's
-    /// `rte_mbuf_timestamp_t` as the PMD fills it, whose unit DPDK leaves
-    /// to the PMD (`net_pcap`: the capture's time in microseconds since the
-    /// Unix epoch; NICs: their clock's ticks, nanoseconds where it runs in
-    /// real-time mode, as mlx5 can).
+    /// The NIC's receive timestamp in nanoseconds since the Unix epoch
+    /// (DAQIRI's unit), on queues of an interface with
+    /// `rx.hardware_timestamps` whose PMD stamped this packet. DPDK leaves
+    /// the unit to the PMD: `net_pcap`'s microseconds are scaled, a NIC's
+    /// clock ticks are converted at the rate measured at start (where the
+    /// NIC's clock follows PTP, as mlx5's real-time mode does, so does this).
     pub fn rx_timestamp(&self) -> Option<u64> {
         let stamp = *self.meta.rx_timestamps.as_ref()?.get(self.index)?;
         (stamp != NO_TIMESTAMP).then_some(stamp)

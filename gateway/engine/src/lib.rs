@@ -61,6 +61,7 @@ pub mod fuzzing;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 pub mod headers;
+mod inbox;
 mod memory;
 mod pacing;
 mod port;
@@ -87,5 +88,6 @@ pub use snapshot::{
     AfXdpLink, AfXdpSocket, EngineStats, FlowStatsEntry, LinkStats, PortStats, QueueStatsEntry, RegionStats,
 };
 pub use stats::{DropReason, QueueStatsSnapshot};
+pub use worker::WorkerThread;
 
 pub use daqiri_config as config;

@@ -59,6 +59,8 @@ pub(crate) struct Queue {
     pub(crate) busy_poll_us: Option<u32>,
     /// RX: the reorder plans whose flows steer here.
     pub(crate) plans: Vec<Arc<Plan>>,
+    /// The worker thread that runs this queue, once started (none in direct mode).
+    pub(crate) worker: std::sync::OnceLock<crate::worker::WorkerThread>,
     /// RX into a `device` region through a CPU backend: copies each burst's
     /// staged segments to the GPU as it is delivered.
     #[cfg(feature = "cuda")]
@@ -118,6 +120,7 @@ impl Queue {
             pacing_mbps: config.pacing_mbps.filter(|&mbps| mbps > 0),
             busy_poll_us: config.busy_poll_us,
             plans,
+            worker: std::sync::OnceLock::new(),
             #[cfg(feature = "cuda")]
             stager: std::sync::OnceLock::new(),
         })

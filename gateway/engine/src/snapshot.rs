@@ -97,6 +97,9 @@ pub struct QueueStatsEntry {
     pub ring_len: usize,
     /// Burst metadata entries in flight.
     pub meta_in_use: usize,
+    /// The worker thread running the queue; `None` in direct mode (the
+    /// application polls) or before the workers started.
+    pub worker: Option<crate::worker::WorkerThread>,
 }
 
 /// Counters of one flow.
@@ -155,6 +158,7 @@ fn queue_entry(q: &Queue) -> QueueStatsEntry {
         stats: q.stats.snapshot(),
         ring_len: q.ring.len(),
         meta_in_use: q.meta.capacity() - q.meta.available(),
+        worker: q.worker.get().cloned(),
     }
 }
 

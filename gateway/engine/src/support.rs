@@ -53,6 +53,9 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
         if backend == InterfaceBackend::Dpdk {
             dpdk_keys(iface, &path, &mut refuse);
         }
+        if backend == InterfaceBackend::Socket {
+            socket_keys(iface, &path, &mut refuse);
+        }
         #[cfg(feature = "af_xdp")]
         if backend == InterfaceBackend::AfXdp {
             af_xdp_keys(config, iface, &path, &mut refuse);
@@ -90,6 +93,49 @@ fn dpdk_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPat
                 format!(
                     "{} regions: DPDK buffer split lands a packet in two, its headers and its payload; give one or two",
                     queue.memory_regions.len()
+                ),
+            );
+        }
+    }
+}
+
+/// What one kernel socket per interface cannot do: it receives datagram
+/// payloads (nothing to split into headers and payload), lands each one
+/// before it is steered (so in one region), and is read by one worker
+/// (so on one core).
+fn socket_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPath, String)) {
+    let Some(rx) = &iface.rx else { return };
+    let Some(first) = rx.queues.first() else { return };
+    let queues = path.key("rx").key("queues");
+    for (i, queue) in rx.queues.iter().enumerate() {
+        let at = queues.index(i);
+        if queue.memory_regions.len() > 1 {
+            refuse(
+                at.key("memory_regions"),
+                format!(
+                    "{} regions ask for header-data split, and a socket receives only a datagram's payload: give one region",
+                    queue.memory_regions.len()
+                ),
+            );
+        } else if i > 0 && queue.memory_regions.first() != first.memory_regions.first() {
+            refuse(
+                at.key("memory_regions"),
+                format!(
+                    "the interface's socket lands every datagram before it is steered, in RX queue \"{}\"'s region \"{}\"; give queue \"{}\" that region too",
+                    first.name,
+                    first.memory_regions.first().map_or("", String::as_str),
+                    queue.name
+                ),
+            );
+        }
+        if i > 0 && queue.poll_mode == PollMode::Indirect && queue.cpu_core != first.cpu_core {
+            refuse(
+                at.key("cpu_core"),
+                format!(
+                    "the interface's one socket is read by one worker, on RX queue \"{}\"'s core {}; give queue \"{}\" that core too",
+                    first.name,
+                    first.cpu_core.map_or_else(|| "(none)".to_owned(), |c| c.0.to_string()),
+                    queue.name
                 ),
             );
         }

@@ -13,7 +13,7 @@ use crate::burst::{Burst, PacketSlot};
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::port::Port;
-use crate::queue::Queue;
+use crate::queue::{Direction, Queue};
 use crate::reorder::Reorderer;
 use crate::state::EngineState;
 use crate::stats::DropReason;
@@ -35,28 +35,70 @@ pub(crate) trait QueueTask: Send {
 
 /// A task with where and how it runs.
 pub(crate) struct Task {
-    /// Names the worker thread when the task runs alone (`rx-<port>`, `tx-<port>-<queue>`).
+    /// Names the worker thread when the task runs alone (`rx-<port>-<queue>`, `tx-<port>-<queue>`).
     pub(crate) name: String,
     /// The queue's `cpu_core`; tasks of one core share its worker.
     pub(crate) core: Option<u32>,
     /// How long the task may block when alone on its worker; `None` for
     /// tasks that cannot (a ring has nothing to wait on).
     pub(crate) max_wait: Option<Duration>,
+    /// The queues whose work this is: (port, direction, queue id). Each
+    /// records the worker that runs it, for the status.
+    pub(crate) serves: Vec<(u16, Direction, u16)>,
     pub(crate) work: Box<dyn QueueTask>,
 }
 
 impl Task {
-    /// The receive task of `port`, on its first RX queue's core; alone there,
-    /// it may wait in the kernel up to the queues' poll interval.
-    pub(crate) fn receiver(port: &Port, work: Box<dyn QueueTask>) -> Self {
+    /// The receive task of RX queue `queue` of `port`, on the queue's core;
+    /// alone there, it may wait in the kernel up to the queue's poll interval.
+    pub(crate) fn receiver(port: &Port, queue: &Queue, work: Box<dyn QueueTask>) -> Self {
+        Self {
+            name: format!("rx-{}-{}", port.name, queue.id),
+            core: queue.cpu_core,
+            max_wait: Some(poll_interval([queue])),
+            serves: vec![(port.id, Direction::Rx, queue.id)],
+            work,
+        }
+    }
+
+    /// The receive task of a port whose RX queues all share one source (a
+    /// socket) and so one worker: on the first RX queue's core, which the
+    /// config must give every RX queue (`support` refuses others by path).
+    pub(crate) fn port_receiver(port: &Port, work: Box<dyn QueueTask>) -> Self {
         let core = port.rx.first().and_then(|q| q.cpu_core);
-        Self { name: format!("rx-{}", port.name), core, max_wait: Some(poll_interval(&port.rx)), work }
+        let serves = port.rx.iter().map(|q| (port.id, Direction::Rx, q.id)).collect();
+        Self { name: format!("rx-{}", port.name), core, max_wait: Some(poll_interval(&port.rx)), serves, work }
     }
 
     /// The send task of TX queue `queue` of `port`.
     pub(crate) fn sender(port: &Port, queue: &Queue, work: Box<dyn QueueTask>) -> Self {
-        Self { name: format!("tx-{}-{}", port.name, queue.id), core: queue.cpu_core, max_wait: None, work }
+        Self {
+            name: format!("tx-{}-{}", port.name, queue.id),
+            core: queue.cpu_core,
+            max_wait: None,
+            serves: vec![(port.id, Direction::Tx, queue.id)],
+            work,
+        }
     }
+
+    /// A task that never blocks: a poll-mode driver or a ring has nothing
+    /// to wait on in the kernel.
+    pub(crate) fn polling(mut self) -> Self {
+        self.max_wait = None;
+        self
+    }
+}
+
+/// The thread that runs a queue's work, as `/api/v1/status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerThread {
+    /// Thread name (`rx-<interface>-<queue>`, `tx-...`, or `core-<n>` when
+    /// queues share the core).
+    pub name: String,
+    /// Kernel thread id (`/proc/<pid>/task/<tid>`).
+    pub tid: u32,
+    /// The core it is pinned to; `None` when it runs unpinned.
+    pub core: Option<u32>,
 }
 
 /// Starts the workers for every port's tasks: one per `cpu_core` (as in
@@ -72,7 +114,10 @@ pub(crate) fn start(engine: &Arc<EngineState>, tasks: Vec<Task>) -> Result<Vec<J
         }
     }
     groups.extend(by_core.into_iter().map(|(core, tasks)| (Some(core), tasks)));
-    groups
+    // Each worker says when it has filed itself under its queues, so the
+    // status shows every queue's thread as soon as the engine is up.
+    let (started, filed) = std::sync::mpsc::channel();
+    let handles = groups
         .into_iter()
         .map(|(core, tasks)| {
             let name = match (&tasks[..], core) {
@@ -80,10 +125,19 @@ pub(crate) fn start(engine: &Arc<EngineState>, tasks: Vec<Task>) -> Result<Vec<J
                 (_, Some(core)) => format!("core-{core}"),
                 (_, None) => unreachable!("tasks without a core run alone"),
             };
-            let engine = Arc::clone(engine);
-            spawn(name, core, move || run(&engine, tasks))
+            let (engine, started) = (Arc::clone(engine), started.clone());
+            spawn(name, core, move |pinned| {
+                record_worker(&engine, &tasks, pinned);
+                let _ = started.send(());
+                drop(started);
+                run(&engine, tasks)
+            })
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    drop(started);
+    // Ends once every worker has sent and dropped its sender (or died).
+    while filed.recv().is_ok() {}
+    Ok(handles)
 }
 
 /// The generic worker loop: polls each task in turn until the engine stops,
@@ -107,17 +161,40 @@ fn run(engine: &EngineState, mut tasks: Vec<Task>) {
     }
 }
 
-/// Spawns a named worker, pinned to `core` when this machine has it.
-fn spawn(name: String, core: Option<u32>, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+/// Files this thread under every queue its tasks serve.
+fn record_worker(engine: &EngineState, tasks: &[Task], core: Option<u32>) {
+    let thread = WorkerThread {
+        name: std::thread::current().name().unwrap_or_default().to_owned(),
+        tid: current_tid().unwrap_or(0),
+        core,
+    };
+    for &(port, direction, id) in tasks.iter().flat_map(|t| &t.serves) {
+        if let Some(queue) = engine.ports[usize::from(port)].queue(direction, id) {
+            let _ = queue.worker.set(thread.clone());
+        }
+    }
+}
+
+/// This thread's kernel id, read from `/proc/thread-self` (std has no gettid).
+fn current_tid() -> Option<u32> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    link.file_name()?.to_str()?.parse().ok()
+}
+
+/// Spawns a named worker, pinned to `core` when this machine has it; the
+/// body learns the core it is pinned to.
+fn spawn(name: String, core: Option<u32>, body: impl FnOnce(Option<u32>) + Send + 'static) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
-            if let Some(core) = core
-                && !core_affinity::set_for_current(core_affinity::CoreId { id: core as usize })
-            {
-                tracing::warn!(worker = %name, core, "cannot pin to core {core} (this machine has {}); running unpinned", crate::preflight::available_cores());
-            }
-            body();
+            let pinned = core.filter(|&core| {
+                let pinned = core_affinity::set_for_current(core_affinity::CoreId { id: core as usize });
+                if !pinned {
+                    tracing::warn!(worker = %name, core, "cannot pin to core {core} (this machine has {}); running unpinned", crate::preflight::available_cores());
+                }
+                pinned
+            });
+            body(pinned);
         })
         .map_err(|e| Error::io(Status::InternalError, "cannot spawn worker thread", e))
 }

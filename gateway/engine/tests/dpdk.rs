@@ -77,14 +77,41 @@ fn flow_isolation_drops_what_no_flow_matches_and_counts_it() {
 }
 
 #[test]
-fn several_queues_on_a_pmd_without_rte_flow_fail_with_its_reason() {
+fn several_queues_receive_on_their_own_cores_and_flows_among_them_need_rte_flow() {
     let two_queues = NULL_DEVICE.replace(
-        "memory_regions: [rx_mem] }\n",
-        "memory_regions: [rx_mem] }\n        - { name: q1, id: 1, cpu_core: 1, batch_size: 256, memory_regions: [rx_mem] }\n",
+        "cpu_core: 1, batch_size: 256, timeout_us: 1000, memory_regions: [rx_mem] }\n",
+        "cpu_core: 0, batch_size: 256, timeout_us: 1000, memory_regions: [rx_mem] }\n        - { name: q1, id: 1, cpu_core: 1, batch_size: 256, timeout_us: 1000, memory_regions: [rx_mem] }\n",
     );
-    let error = Engine::from_yaml(&two_queues).expect_err("two RX queues need rte_flow, which net_null lacks");
+    assert_ne!(two_queues, NULL_DEVICE);
+    // No flows: each queue receives what the device puts on it, on its own worker.
+    let engine = Engine::from_yaml(&two_queues).expect("two queues without flows need no rte_flow");
+    let stats = engine.stats();
+    let workers: Vec<_> = stats.ports[0].rx_queues.iter().map(|q| q.worker.clone().expect("a worker")).collect();
+    assert_eq!((workers[0].core, workers[1].core), (Some(0), Some(1)), "{workers:?}");
+    assert_ne!(workers[0].tid, workers[1].tid, "one thread per queue: {workers:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = [0usize; 2];
+    while got.iter().any(|&n| n < 1000) {
+        assert!(Instant::now() < deadline, "both queues receive: {got:?}");
+        for q in 0..2 {
+            if let Some(burst) = engine.get_rx_burst(0, q).unwrap() {
+                got[q as usize] += burst.num_packets();
+            }
+        }
+    }
+    drop(engine);
+
+    // A flow among several queues needs the NIC's flow engine, which net_null lacks.
+    let with_flow = two_queues.replace(
+        "      rx:\n",
+        "      rx:\n        flows:\n        - { name: a, id: 5, action: { type: queue, id: 1 }, match: { udp_dst: 5000 } }\n",
+    );
+    let error = Engine::from_yaml(&with_flow).expect_err("steering among two queues needs rte_flow");
     assert_eq!(error.status, daqiri::Status::NotSupported);
-    assert!(error.message.contains("the net_null PMD cannot program its flows"), "{error}");
+    assert!(
+        error.message.contains("rx.flows of interface \"null_port\": the net_null PMD cannot program its flows"),
+        "{error}"
+    );
 
     // The device was given back: the one-queue config starts again.
     let engine = Engine::from_yaml(NULL_DEVICE).expect("net_null0 after a failed start");
@@ -372,8 +399,9 @@ fn pcap_file(path: &std::path::Path, frames: &[Vec<u8>], first_second: u32, micr
 
 #[test]
 fn hardware_timestamps_come_from_the_pmd_and_a_pmd_without_them_is_named() {
-    // net_pcap replays a capture and stamps each packet with its capture time
-    // (in microseconds: DPDK leaves a timestamp's unit to the PMD).
+    // net_pcap replays a capture and stamps each packet with its capture time,
+    // in microseconds (DPDK leaves a timestamp's unit to the PMD); bursts carry
+    // DAQIRI's unit, nanoseconds since the epoch.
     let path = std::env::temp_dir().join(format!("daqiri-stamps-{}.pcap", std::process::id()));
     let frames: Vec<Vec<u8>> = (0..20).map(|seq| udp_frame(1234, 5000, seq)).collect();
     pcap_file(&path, &frames, 1_700_000_000, 123_456);
@@ -392,8 +420,8 @@ fn hardware_timestamps_come_from_the_pmd_and_a_pmd_without_them_is_named() {
         }
     }
     let expected: Vec<(u32, Option<u64>)> =
-        (0..20).map(|seq| (seq, Some((1_700_000_000 + u64::from(seq)) * 1_000_000 + 123_456))).collect();
-    assert_eq!(stamps, expected, "each packet carries its capture time (net_pcap: microseconds)");
+        (0..20).map(|seq| (seq, Some(((1_700_000_000 + u64::from(seq)) * 1_000_000 + 123_456) * 1000))).collect();
+    assert_eq!(stamps, expected, "each packet carries its capture time in nanoseconds");
     drop(engine);
     let _ = std::fs::remove_file(&path);
 

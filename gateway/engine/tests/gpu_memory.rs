@@ -124,3 +124,29 @@ fn gpu_device_regions_beyond_the_gpus_free_memory_are_refused_before_allocating(
     let message = err.to_string();
     assert!(message.contains("memory_regions") && message.contains("device regions on GPU 0 need"), "{message}");
 }
+
+#[test]
+fn gpu_the_raw_and_pcap_writers_refuse_a_burst_in_device_memory_whole() {
+    let engine = Engine::from_yaml(&config("headers, gpu")).expect("engine splitting headers from payload");
+    let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
+    burst.packet_mut(0).write(&[7u8; 600]).unwrap();
+    engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+    let rx = loop {
+        if let Some(b) = engine.get_rx_burst(0, 0).unwrap() {
+            break b;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let raw = daqiri::writer::RawWriter::new(dir.path(), "pkt", 0).unwrap();
+    let err = raw.write(&rx).expect_err("the raw writer cannot read GPU memory");
+    assert_eq!(err.status, Status::NotSupported, "{err}");
+    assert!(err.message.contains("packet 0 segment 1 lies in GPU memory"), "{err}");
+    assert!(!raw.path(0).exists(), "nothing is written, not even the host segment");
+    let pcap_path = dir.path().join("c.pcap");
+    let mut pcap =
+        daqiri::writer::PcapWriter::create(&pcap_path, daqiri::writer::PcapResolution::Micros, None).unwrap();
+    let err = pcap.write_burst(&rx).expect_err("the pcap writer cannot read GPU memory");
+    assert_eq!(err.status, Status::NotSupported, "{err}");
+    drop(pcap);
+    assert_eq!(std::fs::metadata(&pcap_path).unwrap().len(), 24, "the file holds its header and no record");
+}

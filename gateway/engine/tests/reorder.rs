@@ -342,6 +342,15 @@ fn a_full_window_emits_its_oldest_batch_and_refuses_older_ones() {
     // A packet of batch 10 now is late; one of batch 2 (16 behind) is out of window.
     order.extend([10 * 4 + 1, 2 * 4]);
     send_payloads(&engine, 5000, &order.iter().map(|&seq| sequenced(seq)).collect::<Vec<_>>());
+    // The RX queue's own worker takes what the loop carried: wait until the plan saw every packet.
+    let seen = |s: &daqiri::PlanStats| {
+        s.packets_placed + s.packets_late + s.packets_duplicate + s.packets_out_of_window + s.packets_rejected
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while seen(&engine.stats().ports[0].reorder[0]) < order.len() as u64 {
+        assert!(Instant::now() < deadline, "the plan saw {:?}", engine.stats().ports[0].reorder[0]);
+        std::thread::yield_now();
+    }
     let stats = engine.stats().ports[0].reorder[0].clone();
     assert_eq!(MAX_OPEN_BATCHES, 8);
     assert_eq!(stats.open_batches, 8, "{stats:?}");

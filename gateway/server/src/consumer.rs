@@ -34,10 +34,86 @@ pub(crate) struct ConsumerReport {
     pub digests: BTreeMap<u16, String>,
 }
 
+/// What one consumer drains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Drains {
+    /// Every RX queue of every port, on `master_core` (the default).
+    Everything,
+    /// One RX queue, on its own core (`run --consumer-cores`): the
+    /// application side of a multi-queue receive is then never the limit.
+    Queue { port: u16, queue: u16, core: usize },
+}
+
+impl Drains {
+    fn next(self, engine: &Engine) -> Option<daqiri::Burst> {
+        match self {
+            Drains::Everything => engine.get_rx_burst_any(),
+            Drains::Queue { port, queue, .. } => engine.get_rx_burst(port, queue).ok().flatten(),
+        }
+    }
+
+    fn pin(self) {
+        match self {
+            // Off the workers' cores, beside the control threads (follows master_core across reloads).
+            Drains::Everything => crate::control::pin_control_thread(),
+            Drains::Queue { .. } => {}
+        }
+    }
+}
+
+/// One consumer per RX queue of `config`, pinned to `cores` in turn.
+pub(crate) fn per_queue(config: &daqiri::config::ValidConfig, cores: &[usize]) -> Vec<Drains> {
+    config
+        .interfaces()
+        .flat_map(|(port, iface)| iface.rx_queues().iter().map(move |q| (port as u16, q.id)))
+        .zip(cores.iter().cycle())
+        .map(|((port, queue), &core)| Drains::Queue { port, queue, core })
+        .collect()
+}
+
+/// Starts a consumer thread for each of `drains`; the handles give their reports.
+pub(crate) fn spawn(
+    drains: Vec<Drains>,
+    live: &Arc<LiveEngine>,
+    options: ConsumerOptions,
+    stop: &Arc<AtomicBool>,
+    captures: &Arc<CaptureManager>,
+) -> std::io::Result<Vec<std::thread::JoinHandle<ConsumerReport>>> {
+    drains
+        .into_iter()
+        .map(|drains| {
+            let (live, stop, captures) = (Arc::clone(live), Arc::clone(stop), Arc::clone(captures));
+            let name = match drains {
+                Drains::Everything => "consumer".to_owned(),
+                Drains::Queue { port, queue, .. } => format!("consumer-{port}-{queue}"),
+            };
+            std::thread::Builder::new().name(name).spawn(move || {
+                if let Drains::Queue { core, .. } = drains
+                    && !core_affinity::set_for_current(core_affinity::CoreId { id: core })
+                {
+                    tracing::warn!(core, "cannot pin a consumer to core {core}; it runs unpinned");
+                }
+                run(&live, drains, options, &stop, &captures)
+            })
+        })
+        .collect()
+}
+
+impl ConsumerReport {
+    /// Adds another consumer's report (consumers drain disjoint queues).
+    pub(crate) fn merge(&mut self, other: ConsumerReport) {
+        self.packets += other.packets;
+        self.bytes += other.bytes;
+        self.sequences.extend(other.sequences);
+        self.digests.extend(other.digests);
+    }
+}
+
 /// Drains bursts until `stop` is set and the engine is shut down and empty.
 /// When a reload restarts the engine, drains the old one, then follows the new.
 pub(crate) fn run(
     live: &LiveEngine,
+    drains: Drains,
     options: ConsumerOptions,
     stop: &AtomicBool,
     captures: &CaptureManager,
@@ -47,7 +123,7 @@ pub(crate) fn run(
     let mut idle_rounds = 0u32;
     let mut engine: Option<Arc<Engine>> = live.get();
     loop {
-        let Some(burst) = engine.as_ref().and_then(|e| e.get_rx_burst_any()) else {
+        let Some(burst) = engine.as_ref().and_then(|e| drains.next(e)) else {
             let drained = engine.as_ref().is_none_or(|e| e.has_stopped());
             if drained && stop.load(Ordering::Relaxed) {
                 break;
@@ -57,8 +133,7 @@ pub(crate) fn run(
                 engine = live.get().filter(|e| !e.has_stopped());
             }
             idle_rounds += 1;
-            // Off the workers' cores, beside the control threads (follows master_core across reloads).
-            crate::control::pin_control_thread();
+            drains.pin();
             if idle_rounds > 64 {
                 std::thread::sleep(Duration::from_micros(50));
             } else {

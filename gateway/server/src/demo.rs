@@ -31,6 +31,7 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         config: None,
         seq_offset: Some(0),
         digest: false,
+        consumer_cores: None,
         duration: None,
         exit_when_idle: Some(1.0),
         status_interval: 1.0,

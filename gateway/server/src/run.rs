@@ -27,8 +27,13 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub seq_offset: Option<usize>,
     /// Hash each port's received bytes (SHA-256), e.g. to verify a TCP stream.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "consumer_cores")]
     pub digest: bool,
+    /// Drain each RX queue on its own consumer thread, pinned to these cores
+    /// in turn (e.g. `8-11` or `8,9`); by default one consumer drains every
+    /// queue on master_core. For benchmarks whose receive spans several cores.
+    #[arg(long, value_parser = parse_cores)]
+    pub consumer_cores: Option<Vec<usize>>,
     /// Stop after this many seconds.
     #[arg(long, value_parser = crate::seconds::positive)]
     pub duration: Option<f64>,
@@ -141,12 +146,11 @@ pub(crate) fn run_gateway(
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hangup)).context("cannot watch SIGHUP")?;
     let options = ConsumerOptions { seq_offset: args.seq_offset, digest: args.digest };
     let consumer_stop = Arc::new(AtomicBool::new(false));
-    let consumer = {
-        let (live, stop, captures) = (Arc::clone(&live), Arc::clone(&consumer_stop), Arc::clone(&captures));
-        std::thread::Builder::new()
-            .name("consumer".into())
-            .spawn(move || consumer::run(&live, options, &stop, &captures))?
+    let drains = match (&args.consumer_cores, live.get()) {
+        (Some(cores), Some(engine)) => consumer::per_queue(&engine.config(), cores),
+        _ => vec![consumer::Drains::Everything],
     };
+    let consumers = consumer::spawn(drains, &live, options, &consumer_stop, &captures)?;
     let mut meter = StatusMeter::new(live.get().map(|e| e.stats()).unwrap_or_default());
     let interval = Duration::from_secs_f64(args.status_interval);
     let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
@@ -196,7 +200,10 @@ pub(crate) fn run_gateway(
     drop(admin);
     live.shutdown();
     consumer_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let report = consumer.join().map_err(|_| anyhow::anyhow!("the consumer thread panicked"))?;
+    let mut report = consumer::ConsumerReport::default();
+    for consumer in consumers {
+        report.merge(consumer.join().map_err(|_| anyhow::anyhow!("a consumer thread panicked"))?);
+    }
     captures.stop_all();
     let stats = live.get().map(|e| e.stats()).unwrap_or_default();
     print!("{}", summary_text(&stats, &report, meter.elapsed()));
@@ -276,6 +283,26 @@ enum FileChange {
     Removed,
 }
 
+/// A core list: `8`, `8,9`, `8-11`, or a mix (`0,4-6`).
+fn parse_cores(text: &str) -> Result<Vec<usize>, String> {
+    let mut cores = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bad = || format!("\"{part}\" is not a core or a range of cores (such as 8 or 8-11)");
+        match part.split_once('-') {
+            Some((first, last)) => {
+                let (first, last): (usize, usize) =
+                    (first.trim().parse().map_err(|_| bad())?, last.trim().parse().map_err(|_| bad())?);
+                if first > last {
+                    return Err(format!("range {part} runs backwards"));
+                }
+                cores.extend(first..=last);
+            }
+            None => cores.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    Ok(cores)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,5 +330,14 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         assert_eq!(look(&mut watch), FileChange::Removed);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn consumer_cores_read_lists_and_ranges_and_refuse_the_rest() {
+        assert_eq!(parse_cores("8").unwrap(), vec![8]);
+        assert_eq!(parse_cores("0,4-6").unwrap(), vec![0, 4, 5, 6]);
+        assert!(parse_cores("6-4").unwrap_err().contains("backwards"));
+        assert!(parse_cores("a").unwrap_err().contains("\"a\" is not a core"));
+        assert!(parse_cores("").is_err(), "an empty list names no core");
     }
 }

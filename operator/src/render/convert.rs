@@ -4,9 +4,9 @@
 
 use daqiri_config::EngineConfig;
 use daqiri_config::model::{
-    ActionType, BitField, CpuCore, DataTypes, EngineKind, Flow, FlowAction, FlowMatch, Interface, Loopback,
-    MemoryRegion, PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod, RoceConfig, RxConfig, SeqBatchNumber,
-    SeqPacketsPerBatch, SocketConfig, StreamType, TxConfig,
+    ActionType, BitField, CpuCore, DataTypes, EngineKind, Flow, FlowAction, FlowMatch, Interface, MemoryRegion,
+    PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod, RoceConfig, RxConfig, SeqBatchNumber, SeqPacketsPerBatch,
+    SocketConfig, StreamType, TxConfig,
 };
 use kube::ResourceExt;
 
@@ -28,19 +28,7 @@ pub fn engine_config(backend: PortBackend) -> EngineConfig {
         PortBackend::Socket | PortBackend::Rdma => (StreamType::Socket, None),
         PortBackend::Dpdk => (StreamType::Raw, Some(EngineKind::Dpdk)),
     };
-    EngineConfig {
-        version: 1,
-        master_core: None,
-        stream_type: Some(stream_type),
-        engine,
-        log_level: None,
-        debug: false,
-        loopback: Loopback::Off,
-        tx_meta_buffers: None,
-        rx_meta_buffers: None,
-        memory_regions: Vec::new(),
-        interfaces: Vec::new(),
-    }
+    EngineConfig::new(stream_type, engine)
 }
 
 /// A port's memory regions, named `<interface>-<region>`.

@@ -132,6 +132,24 @@ pub enum Loopback {
 }
 
 impl EngineConfig {
+    /// A config of one stream type (and engine override) with every global
+    /// key at DAQIRI's default and no regions or interfaces yet.
+    pub fn new(stream_type: StreamType, engine: Option<EngineKind>) -> Self {
+        Self {
+            version: 1,
+            master_core: None,
+            stream_type: Some(stream_type),
+            engine,
+            log_level: None,
+            debug: false,
+            loopback: Loopback::Off,
+            tx_meta_buffers: None,
+            rx_meta_buffers: None,
+            memory_regions: Vec::new(),
+            interfaces: Vec::new(),
+        }
+    }
+
     /// `rx_meta_buffers` with DAQIRI's default applied.
     pub fn rx_meta_buffers(&self) -> u32 {
         self.rx_meta_buffers.unwrap_or(DEFAULT_META_BUFFERS)

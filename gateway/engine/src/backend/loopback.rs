@@ -12,13 +12,14 @@ use super::PortDriver;
 use crate::burst::{Burst, PacketSlot};
 use crate::error::Result;
 use crate::flow::Steering;
+use crate::inbox::Inboxes;
 use crate::memory::RegionTable;
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::queue::Queue;
 use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::{self, Assembler, QueueTask, Task};
+use crate::worker::{Assembler, QueueTask, Task};
 
 /// Largest frame the loop carries (jumbo).
 const MAX_FRAME: usize = 16 * 1024;
@@ -31,45 +32,85 @@ pub(super) fn open(port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDri
     Ok(Box::new(LoopbackDriver))
 }
 
+/// Packets an RX queue's inbox holds at least; and at least two of the
+/// largest TX bursts, so one whole burst lands while the RX worker is
+/// still assembling the last.
+const INBOX_PACKETS: usize = 4096;
+
 impl PortDriver for LoopbackDriver {
-    /// One task carries every TX queue's bursts to the RX side, on the first TX queue's core.
+    /// A carrier per TX queue on its core (the "wire"), a receiver per RX
+    /// queue on its core (burst assembly, reorder).
     fn tasks(&mut self, _engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
-        let Some(first) = p.tx.first() else { return Vec::new() };
-        let carrier = Carrier {
-            port: p.id,
-            assemblers: p.rx.iter().map(Assembler::new).collect(),
-            frame: vec![0u8; MAX_FRAME],
-            pacers: p.tx.iter().map(Pacer::for_queue).collect(),
-        };
-        vec![Task { name: format!("loop-{}", p.name), core: first.cpu_core, max_wait: None, work: Box::new(carrier) }]
+        let largest_burst = p.tx.iter().map(|q| q.batch_size).max().unwrap_or(0);
+        let capacity = INBOX_PACKETS.max(2 * largest_burst);
+        let inboxes = Arc::new(Inboxes::new(p.rx.len(), capacity, p.rx.len() + p.tx.len()));
+        let carriers = p.tx.iter().enumerate().map(|(queue, q)| {
+            let carrier = Carrier {
+                port: p.id,
+                queue,
+                inboxes: Arc::clone(&inboxes),
+                frame: vec![0u8; MAX_FRAME],
+                pacer: Pacer::for_queue(q),
+            };
+            Task::sender(p, q, Box::new(carrier))
+        });
+        let receivers = p.rx.iter().enumerate().map(|(queue, q)| {
+            let receiver = Receiver { port: p.id, queue, assembler: Assembler::new(q), inboxes: Arc::clone(&inboxes) };
+            Task::receiver(p, q, Box::new(receiver)).polling()
+        });
+        carriers.chain(receivers).collect()
     }
 }
 
-/// The loop's "wire": TX rings in, RX assemblers out.
+/// One TX queue's side of the loop's "wire": its ring in, RX inboxes out.
 struct Carrier {
     port: u16,
-    assemblers: Vec<Assembler>,
+    queue: usize,
+    inboxes: Arc<Inboxes>,
     frame: Vec<u8>,
-    /// One per TX queue.
-    pacers: Vec<Option<Pacer>>,
+    pacer: Option<Pacer>,
 }
 
 impl QueueTask for Carrier {
     fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
         let p = &engine.ports[self.port as usize];
+        let q = &p.tx[self.queue];
         let mut moved = 0;
-        for (q, pacer) in p.tx.iter().zip(&mut self.pacers) {
-            while let Some(burst) = pacing::next_burst(q, pacer.as_mut()) {
-                moved += burst.num_packets().max(1);
-                carry(p, &engine.regions, q, &burst, &mut self.assemblers, &mut self.frame);
-            }
+        while let Some(burst) = pacing::next_burst(q, self.pacer.as_mut()) {
+            moved += burst.num_packets().max(1);
+            carry(p, &engine.regions, q, &burst, &self.inboxes, &mut self.frame);
         }
-        worker::flush_due(&mut self.assemblers, &p.rx, Instant::now(), &engine.regions);
         moved
     }
 
     fn finish(&mut self, engine: &EngineState) {
-        worker::finish_all(&mut self.assemblers, &engine.ports[self.port as usize].rx, &engine.regions);
+        self.inboxes.task_finished(&engine.ports[self.port as usize].rx, &engine.regions);
+    }
+}
+
+/// One RX queue's side: assembles what the carriers posted.
+struct Receiver {
+    port: u16,
+    queue: usize,
+    assembler: Assembler,
+    inboxes: Arc<Inboxes>,
+}
+
+impl QueueTask for Receiver {
+    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
+        let p = &engine.ports[self.port as usize];
+        let rx = &p.rx[self.queue];
+        let taken = self.inboxes.of(self.queue).drain_into(&mut self.assembler, rx, &engine.regions);
+        self.assembler.flush_if_due(rx, Instant::now(), &engine.regions);
+        taken
+    }
+
+    fn finish(&mut self, engine: &EngineState) {
+        let p = &engine.ports[self.port as usize];
+        let rx = &p.rx[self.queue];
+        self.inboxes.of(self.queue).drain_into(&mut self.assembler, rx, &engine.regions);
+        self.assembler.finish(rx, &engine.regions);
+        self.inboxes.task_finished(&p.rx, &engine.regions);
     }
 }
 
@@ -80,7 +121,7 @@ pub(crate) fn port_mac(port: u16) -> [u8; 6] {
 }
 
 /// Moves one TX burst onto the RX side.
-fn carry(p: &Port, regions: &RegionTable, tx: &Queue, burst: &Burst, assemblers: &mut [Assembler], frame: &mut [u8]) {
+fn carry(p: &Port, regions: &RegionTable, tx: &Queue, burst: &Burst, inboxes: &Inboxes, frame: &mut [u8]) {
     let (mut sent, mut bytes) = (0u64, 0u64);
     for packet in burst.packets() {
         let len = packet.len();
@@ -120,7 +161,7 @@ fn carry(p: &Port, regions: &RegionTable, tx: &Queue, burst: &Burst, assemblers:
             }
         };
         if let Some(slot) = land(&p.rx[queue], regions, frame, flow_id) {
-            assemblers[queue].push(&p.rx[queue], slot, regions);
+            inboxes.of(queue).post(&p.rx[queue], slot, regions);
         }
     }
     tx.stats.delivered(sent, bytes);

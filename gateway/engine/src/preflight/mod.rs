@@ -92,7 +92,6 @@ pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
     let interfaces = YamlPath::cfg().key("interfaces");
     for (port, iface) in config.interfaces() {
         let path = interfaces.index(port);
-        let backend = config.backend(port);
         for (dir, queues) in [("rx", iface.rx_queues()), ("tx", iface.tx_queues())] {
             for (i, q) in queues.iter().enumerate() {
                 if let Some(core) = q.cpu_core
@@ -103,18 +102,6 @@ pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
                         format!("core {core} does not exist here ({cores} cores); the worker runs unpinned"),
                     );
                 }
-            }
-        }
-        if backend == InterfaceBackend::Socket && !iface.rx_queues().is_empty() {
-            let regions: Vec<&String> = iface.rx_queues().iter().flat_map(|q| q.memory_regions.first()).collect();
-            if regions.windows(2).any(|w| w[0] != w[1]) {
-                warn(
-                    path.key("rx").key("queues"),
-                    format!(
-                        "a socket lands every datagram in its first RX queue's region (\"{}\") before steering; other queues' regions are not used for receive",
-                        regions[0]
-                    ),
-                );
             }
         }
     }

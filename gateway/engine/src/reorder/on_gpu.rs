@@ -74,12 +74,20 @@ impl GpuPlan {
     }
 }
 
+/// A packet a GPU plan keeps until its kernel has read it: its buffer and
+/// where the frame starts in it (after a NIC's headroom).
+#[derive(Debug)]
+pub(super) struct HeldPacket {
+    pub(super) token: BufToken,
+    pub(super) offset: u16,
+}
+
 /// A batch ready for its kernel: the output buffer, and per slot the
-/// buffer of the packet placed there.
+/// packet placed there.
 #[derive(Debug)]
 pub(super) struct HeldBatch {
     pub(super) output: BufToken,
-    pub(super) held: Vec<Option<BufToken>>,
+    pub(super) held: Vec<Option<HeldPacket>>,
     /// Payload bytes per packet, and output bytes per slot.
     pub(super) payload_len: usize,
     pub(super) slot_len: usize,
@@ -158,8 +166,9 @@ impl InFlight {
             .held
             .iter()
             .map(|held| {
-                held.as_ref().map(|token| {
-                    source.device_segment(token, plan.payload_offset, in_len).expect("validated: GPU-addressable")
+                held.as_ref().map(|packet| {
+                    let payload = usize::from(packet.offset) + plan.payload_offset;
+                    source.device_segment(&packet.token, payload, in_len).expect("validated: GPU-addressable")
                 })
             })
             .collect();
@@ -167,7 +176,7 @@ impl InFlight {
         let out = output.device_segment(&batch.output, 0, bytes).expect("validated: GPU-addressable");
         let launched =
             gpu.kernels().launch(plan.data_types.as_ref(), Slots { sources: &sources, in_len }, out, batch.slot_len);
-        let held = batch.held.into_iter().flatten().collect::<Vec<_>>();
+        let held = batch.held.into_iter().flatten().map(|packet| packet.token).collect::<Vec<_>>();
         let event = match launched {
             Ok(event) => event,
             Err(e) => {

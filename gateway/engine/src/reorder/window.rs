@@ -46,16 +46,17 @@ impl Reorderer {
         #[cfg(feature = "cuda")]
         if self.windows[plan].0.gpu.is_some() {
             let mut slot = slot;
-            if let Some((token, len)) = slot.take_first_segment() {
+            if let Some((token, offset, len)) = slot.take_first_segment() {
                 let (plan, window) = &mut self.windows[plan];
-                window.hold(plan, token, len as usize, queue, regions);
+                window.hold(plan, on_gpu::HeldPacket { token, offset }, len as usize, queue, regions);
             }
             slot.release(regions, &queue.segment_regions);
             return None;
         }
-        if let Some((token, len)) = slot.first_segment() {
+        if let Some((token, offset, len)) = slot.first_segment() {
             let source = regions.get(queue.segment_regions[0]);
-            self.place(plan, queue, &source.bytes(token)[..len as usize], regions);
+            let frame = &source.bytes(token)[usize::from(offset)..][..len as usize];
+            self.place(plan, queue, frame, regions);
         }
         slot.release(regions, &queue.segment_regions);
         None
@@ -146,7 +147,7 @@ struct OpenBatch {
     /// GPU plans: per slot, the buffer of the packet placed there, and
     /// payload bytes per packet.
     #[cfg(feature = "cuda")]
-    held: Vec<Option<BufToken>>,
+    held: Vec<Option<on_gpu::HeldPacket>>,
     #[cfg(feature = "cuda")]
     payload_len: usize,
 }
@@ -182,18 +183,18 @@ impl Window {
         self.filled(plan, Target { at, slot }, queue, regions);
     }
 
-    /// GPU plans: keeps the packet's buffer (`len` bytes landed) in its
+    /// GPU plans: keeps the packet's buffer (a frame of `len` bytes) in its
     /// slot until the batch's kernel has read it; gives it back otherwise.
     #[cfg(feature = "cuda")]
-    fn hold(&mut self, plan: &Plan, token: BufToken, len: usize, queue: &Queue, regions: &RegionTable) {
+    fn hold(&mut self, plan: &Plan, packet: on_gpu::HeldPacket, len: usize, queue: &Queue, regions: &RegionTable) {
         let source = regions.get(queue.segment_regions[0]);
-        let data = &source.bytes(&token)[..len];
+        let data = &source.bytes(&packet.token)[usize::from(packet.offset)..][..len];
         let Some(Target { at, slot }) = self.locate(plan, data, queue, regions) else {
-            return source.release(token);
+            return source.release(packet.token);
         };
         let batch = &mut self.open[at];
         batch.payload_len = len - plan.payload_offset;
-        batch.held[slot] = Some(token);
+        batch.held[slot] = Some(packet);
         self.filled(plan, Target { at, slot }, queue, regions);
     }
 
@@ -353,7 +354,7 @@ impl Window {
             bump(&counters.batches_dropped);
             queue.stats.dropped(DropReason::NoFreeBurstBuffers, u64::from(batch.placed));
             #[cfg(feature = "cuda")]
-            regions.get(queue.segment_regions[0]).release_all(batch.held.into_iter().flatten());
+            regions.get(queue.segment_regions[0]).release_all(batch.held.into_iter().flatten().map(|p| p.token));
             region.release(batch.token);
         };
         let Some(mut burst) = plan.meta.take() else { return dropped(batch) };

@@ -38,6 +38,25 @@ pub struct WriteSummary {
     pub bytes: u64,
 }
 
+/// Refuses a burst any of whose segments lies in GPU memory, before a byte
+/// is written: these writers read host memory, and a packet written without
+/// its device segments would be a silent loss.
+pub(crate) fn host_only(burst: &crate::Burst, writer: &str) -> crate::Result<()> {
+    for (index, packet) in burst.packets().enumerate() {
+        for segment in 0..crate::MAX_SEGMENTS {
+            if let Some(crate::SegmentMemory::Device(_)) = packet.segment_memory(segment) {
+                return Err(crate::Error::new(
+                    crate::Status::NotSupported,
+                    format!(
+                        "packet {index} segment {segment} lies in GPU memory, which the {writer} cannot read: write bursts in device regions with the GDS writer (a cuda build)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The logical bytes of a packet: its segments in order.
 pub(crate) fn logical_packet<'a>(packet: &crate::Packet<'a>) -> impl Iterator<Item = &'a [u8]> + Clone + use<'a> {
     let packet = *packet;

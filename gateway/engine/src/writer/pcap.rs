@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{FileWriteHandle, WriteSummary, logical_packet};
+use super::{FileWriteHandle, WriteSummary, host_only, logical_packet};
 use crate::burst::Burst;
 use crate::error::{Error, Result, Status};
 use crate::headers;
@@ -146,8 +146,10 @@ impl PcapWriter {
         Ok(RECORD_HEADER + incl_len as u64)
     }
 
-    /// Appends every packet of a burst and flushes, so the file is whole on disk.
+    /// Appends every packet of a burst and flushes, so the file is whole on
+    /// disk. A burst with segments in GPU memory is refused (`NOT_SUPPORTED`) whole.
     pub fn write_burst(&mut self, burst: &Burst) -> Result<WriteSummary> {
+        host_only(burst, "pcap writer")?;
         let mut summary = WriteSummary::default();
         for packet in burst.packets() {
             summary.bytes += self.write_packet(logical_packet(&packet), SystemTime::now())?;
@@ -167,6 +169,7 @@ impl PcapWriter {
                 "synthesised frames are IPv4 only; write IPv6 streams as raw",
             ));
         };
+        host_only(burst, "pcap writer")?;
         let mut summary = WriteSummary::default();
         let mut frame = std::mem::take(&mut self.scratch);
         for packet in burst.packets() {

@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{FileWriteHandle, WriteSummary, logical_packet};
+use super::{FileWriteHandle, WriteSummary, host_only, logical_packet};
 use crate::burst::Burst;
 use crate::error::{Error, Result, Status};
 
@@ -32,8 +32,10 @@ impl RawWriter {
         name.into()
     }
 
-    /// Writes every packet of the burst, truncating existing files.
+    /// Writes every packet of the burst, truncating existing files. A burst
+    /// with segments in GPU memory is refused (`NOT_SUPPORTED`) whole.
     pub fn write(&self, burst: &Burst) -> Result<WriteSummary> {
+        host_only(burst, "raw writer")?;
         let mut summary = WriteSummary::default();
         for (index, packet) in burst.packets().enumerate() {
             let path = self.path(index);

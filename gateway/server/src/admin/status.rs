@@ -127,6 +127,20 @@ pub(crate) struct QueueStatus {
     name: String,
     /// `running` or `stopped`.
     state: &'static str,
+    /// The worker thread that runs the queue; null in direct mode (the
+    /// application polls it) and while the engine is down.
+    worker: Option<WorkerStatus>,
+}
+
+/// The thread running a queue.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct WorkerStatus {
+    /// Thread name (`rx-<interface>-<queue>`, `tx-...`, `core-<n>` when queues share a core).
+    thread: String,
+    /// Kernel thread id.
+    tid: u32,
+    /// The core it is pinned to; null when it runs unpinned.
+    core: Option<u32>,
 }
 
 /// One flow.
@@ -156,7 +170,14 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
         None => "restarting",
     };
     let queues = |qs: &[daqiri::QueueStatsEntry]| {
-        qs.iter().map(|q| QueueStatus { id: q.id, name: q.name.clone(), state: running }).collect::<Vec<_>>()
+        qs.iter()
+            .map(|q| QueueStatus {
+                id: q.id,
+                name: q.name.clone(),
+                state: running,
+                worker: q.worker.as_ref().map(|w| WorkerStatus { thread: w.name.clone(), tid: w.tid, core: w.core }),
+            })
+            .collect::<Vec<_>>()
     };
     let interfaces = stats
         .ports

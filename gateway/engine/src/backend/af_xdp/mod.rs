@@ -23,6 +23,7 @@ pub(crate) use program::{MAX_RSS_QUEUES, MAX_RULES, MAX_SOCKETS};
 use super::PortDriver;
 use crate::error::{Error, Result, Status};
 use crate::flow::FlowTable;
+use crate::inbox::Inboxes;
 use crate::memory::RegionTable;
 use crate::pacing::Pacer;
 use crate::port::Port;
@@ -34,6 +35,11 @@ use program::SteeringProgram;
 use receiver::{Receiver, RxSocket};
 use sender::Sender;
 use xsk::{QueueSocket, SocketHandle, SocketPlan};
+
+/// Frames one RX queue's inbox holds, steered there from other queues'
+/// sockets: a fill ring's worth, so a burst of misdirected frames waits
+/// for the target queue's next poll instead of being dropped.
+const INBOX_PACKETS: usize = 2048;
 
 /// A port's AF_XDP sockets and the XDP program that feeds them.
 #[derive(Debug)]
@@ -164,15 +170,19 @@ impl PortDriver for AfXdpDriver {
     fn tasks(&mut self, engine: &Arc<EngineState>, port: &Port) -> Vec<Task> {
         let sockets = std::mem::take(&mut *self.sockets.lock().unwrap_or_else(|e| e.into_inner()));
         let mac = netdev_mac(&self.netdev);
-        let mut rx_sockets = Vec::new();
+        let rx_sockets = sockets.iter().filter(|s| s.rx.is_some()).count();
+        let inboxes = Arc::new(Inboxes::new(port.rx.len(), INBOX_PACKETS, rx_sockets));
         let mut tasks = Vec::new();
         for socket in sockets {
             let k = socket.nic_queue as usize;
             if let Some((fill, rx)) = socket.rx {
-                let region = engine.regions.get(port.rx[k].segment_regions[0]);
-                let handle = socket.handle;
-                let busy = port.rx[k].busy_poll_us.is_some();
-                rx_sockets.push(RxSocket::new(k, fill, rx, handle, region, busy));
+                let q = &port.rx[k];
+                let region = engine.regions.get(q.segment_regions[0]);
+                let busy = q.busy_poll_us.is_some();
+                let socket = RxSocket::new(k, fill, rx, socket.handle, region, busy);
+                let receiver = Receiver::new(port, socket, Arc::clone(&inboxes), self.tag);
+                // The rings are polled; nothing here blocks.
+                tasks.push(Task::receiver(port, q, Box::new(receiver)).polling());
             }
             if let Some(halves) = socket.tx {
                 let q = &port.tx[k];
@@ -181,12 +191,6 @@ impl PortDriver for AfXdpDriver {
                 let sender = Sender::new(port.id, k, halves, region, mac, Pacer::for_queue(q));
                 tasks.push(Task::sender(port, q, Box::new(sender)));
             }
-        }
-        if !rx_sockets.is_empty() {
-            let mut task = Task::receiver(port, Box::new(Receiver::new(port, rx_sockets, self.tag)));
-            // The rings are polled; nothing here blocks.
-            task.max_wait = None;
-            tasks.push(task);
         }
         tasks
     }

@@ -1,13 +1,16 @@
-//! The receive side of an AF_XDP port: one task polls every RX socket,
-//! turns each frame address back into the region buffer it is, and hands
-//! it to the queue the XDP program chose, zero-copy.
+//! The receive side of an AF_XDP port: a task per RX socket, on its RX
+//! queue's core, turns each frame address back into the region buffer it
+//! is and hands it to the queue the XDP program chose, zero-copy.
 //!
 //! The kernel delivers a frame only to the socket of the NIC queue it
 //! arrived on, so the program's choice of queue travels in the frame's
 //! metadata and the frame moves here: to the same region it lies in
-//! without a copy, to another region by one copy. Without metadata (a
-//! generic-mode driver) the frame is steered in software, as on sockets.
+//! without a copy, to another region by one copy. A frame for another
+//! queue goes to that queue's [`Inbox`](crate::inbox::Inbox), which its
+//! own task drains. Without metadata (a generic-mode driver) the frame is
+//! steered in software, as on sockets.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use xdpilone::{FillQueue, RingRx};
@@ -16,11 +19,12 @@ use super::program::{NO_FLOW, SteerMeta};
 use super::xsk::{SocketCounters, SocketHandle};
 use crate::burst::PacketSlot;
 use crate::flow::{FlowTable, Steering};
+use crate::inbox::Inboxes;
 use crate::memory::{BufToken, LentBuffers, PoolCache, Region, RegionTable};
 use crate::queue::Queue;
 use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::{self, Assembler, QueueTask};
+use crate::worker::{Assembler, QueueTask};
 
 /// Most frames read from one RX ring per poll.
 const RX_BATCH: u32 = 64;
@@ -104,30 +108,28 @@ impl RxSocket {
 
 pub(super) struct Receiver {
     port: u16,
-    sockets: Vec<RxSocket>,
-    assemblers: Vec<Assembler>,
+    socket: RxSocket,
+    /// The assembler of the socket's own RX queue.
+    assembler: Assembler,
+    /// Every RX queue's inbox, for frames steered to another queue.
+    inboxes: Arc<Inboxes>,
     /// The tag the program writes in metadata it wrote.
     tag: u32,
     next_count: Instant,
 }
 
 impl Receiver {
-    pub(super) fn new(port: &crate::port::Port, sockets: Vec<RxSocket>, tag: u32) -> Self {
-        Self {
-            port: port.id,
-            sockets,
-            assemblers: port.rx.iter().map(Assembler::new).collect(),
-            tag,
-            next_count: Instant::now(),
-        }
+    pub(super) fn new(port: &crate::port::Port, socket: RxSocket, inboxes: Arc<Inboxes>, tag: u32) -> Self {
+        let assembler = Assembler::new(&port.rx[socket.queue]);
+        Self { port: port.id, socket, assembler, inboxes, tag, next_count: Instant::now() }
     }
 
-    /// Reads up to a batch from socket `s` and delivers it; frames received.
-    fn receive(&mut self, engine: &EngineState, s: usize) -> usize {
+    /// Reads up to a batch from the socket and delivers it; frames received.
+    fn receive(&mut self, engine: &EngineState) -> usize {
         let p = &engine.ports[usize::from(self.port)];
         let flows = p.flows.load();
         let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
-        let socket = &mut self.sockets[s];
+        let socket = &mut self.socket;
         let arrival = socket.queue;
         let region_index = p.rx[arrival].segment_regions[0];
         let region = engine.regions.get(region_index);
@@ -172,7 +174,11 @@ impl Receiver {
             };
             let mut slot = PacketSlot::single(token, desc.len, flow_id);
             slot.set_segment_offset(0, offset as u16);
-            self.assemblers[queue].push(target, slot, &engine.regions);
+            if queue == arrival {
+                self.assembler.push(target, slot, &engine.regions);
+            } else {
+                self.inboxes.of(queue).post(target, slot, &engine.regions);
+            }
         }
         read.release();
         drop(read);
@@ -180,15 +186,14 @@ impl Receiver {
         received
     }
 
-    /// Adds what the kernel dropped on each socket since the last look.
+    /// Adds what the kernel dropped on the socket since the last look.
     fn count_kernel_drops(&mut self, engine: &EngineState) {
         let drops = &engine.ports[usize::from(self.port)].rx_drops;
-        for socket in &mut self.sockets {
-            let now = socket.handle.counters();
-            let before = std::mem::replace(&mut socket.counted, now);
-            drops.dropped(DropReason::NoFreePacketBuffers, now.rx_dropped.saturating_sub(before.rx_dropped));
-            drops.dropped(DropReason::NicMissed, now.rx_ring_full.saturating_sub(before.rx_ring_full));
-        }
+        let socket = &mut self.socket;
+        let now = socket.handle.counters();
+        let before = std::mem::replace(&mut socket.counted, now);
+        drops.dropped(DropReason::NoFreePacketBuffers, now.rx_dropped.saturating_sub(before.rx_dropped));
+        drops.dropped(DropReason::NicMissed, now.rx_ring_full.saturating_sub(before.rx_ring_full));
     }
 }
 
@@ -240,13 +245,11 @@ fn land(
 
 impl QueueTask for Receiver {
     fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
-        let mut received = 0;
-        for s in 0..self.sockets.len() {
-            received += self.receive(engine, s);
-        }
-        let p = &engine.ports[usize::from(self.port)];
+        let mut received = self.receive(engine);
+        let own = &engine.ports[usize::from(self.port)].rx[self.socket.queue];
+        received += self.inboxes.of(self.socket.queue).drain_into(&mut self.assembler, own, &engine.regions);
         let now = Instant::now();
-        worker::flush_due(&mut self.assemblers, &p.rx, now, &engine.regions);
+        self.assembler.flush_if_due(own, now, &engine.regions);
         if now >= self.next_count {
             self.count_kernel_drops(engine);
             self.next_count = now + COUNTER_PERIOD;
@@ -257,12 +260,13 @@ impl QueueTask for Receiver {
     fn finish(&mut self, engine: &EngineState) {
         self.count_kernel_drops(engine);
         let p = &engine.ports[usize::from(self.port)];
-        worker::finish_all(&mut self.assemblers, &p.rx, &engine.regions);
-        // The sockets close with this task; what their fill rings held comes back.
-        for socket in &mut self.sockets {
-            let region = engine.regions.get(p.rx[socket.queue].segment_regions[0]);
-            region.release_all(socket.lent.reclaim_all());
-            region.drain_cache(&mut socket.cache);
-        }
+        let own = &p.rx[self.socket.queue];
+        self.inboxes.of(self.socket.queue).drain_into(&mut self.assembler, own, &engine.regions);
+        self.assembler.finish(own, &engine.regions);
+        // The socket closes with this task; what its fill ring held comes back.
+        let region = engine.regions.get(own.segment_regions[0]);
+        region.release_all(self.socket.lent.reclaim_all());
+        region.drain_cache(&mut self.socket.cache);
+        self.inboxes.task_finished(&p.rx, &engine.regions);
     }
 }

@@ -118,10 +118,12 @@ pub(crate) enum Marking {
 }
 
 /// Whether `table` needs the NIC's flow engine at all on a port with
-/// `rx_queues` queues: steering to one of several queues, or a header
-/// transform. Otherwise software steering does the same job.
+/// `rx_queues` queues: steering flows to one of several queues, or a header
+/// transform. Otherwise software steering does the same job. Several
+/// queues with no flows need none: each receives what the device's own
+/// distribution (RSS, a socket fanout) puts on it, as on a NIC without rules.
 pub(crate) fn needs_flow_engine(table: &FlowTable, rx_queues: usize) -> bool {
-    rx_queues > 1 || table.rules.iter().any(|r| !r.transforms().is_empty())
+    (rx_queues > 1 && !table.rules.is_empty()) || table.rules.iter().any(|r| !r.transforms().is_empty())
 }
 
 /// The rules that program `table` on a port with `rx_queues` queues
@@ -140,7 +142,8 @@ pub(crate) fn rules(table: &FlowTable, rx_queues: usize, isolated: bool, marking
             actions: actions(rule, marking),
         })
         .collect();
-    if !table.isolation() && (rx_queues > 1 || isolated) {
+    // Unmatched packets go to the first queue, as in software steering.
+    if !table.isolation() && ((rx_queues > 1 && !table.rules.is_empty()) || isolated) {
         out.push(RuleSpec {
             flow: None,
             priority: priorities.iter().max().map_or(0, |p| p + 1),

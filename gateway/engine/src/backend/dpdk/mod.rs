@@ -131,6 +131,27 @@ fn install_tx_flows(eth: &EthPort, flows: &[Flow]) -> Result<Vec<InstalledFlow>>
         .collect()
 }
 
+/// Maps every pool a PCI device's queues use for its DMA. Virtual devices
+/// (`net_*`) move bytes with the CPU and need no mapping.
+fn map_for_dma<'a>(
+    eth: &EthPort,
+    address: &str,
+    pools: impl Iterator<Item = &'a Arc<Mempool>>,
+    regions: &RegionTable,
+) -> Result<()> {
+    if address.starts_with("net_") {
+        return Ok(());
+    }
+    let device = eth.device().ok_or_else(|| {
+        Error::new(Status::InternalError, format!("DPDK port {address} has no EAL device to map memory for"))
+    })?;
+    for pool in pools {
+        let region = regions.iter().find(|r| r.mempool().is_some_and(|m| Arc::ptr_eq(m, pool)));
+        pool.map_for_dma(device, region.map_or("?", |r| r.name()), address)?;
+    }
+    Ok(())
+}
+
 fn mempool_of(regions: &RegionTable, region: u16) -> Result<Arc<Mempool>> {
     let region = regions.get(region);
     region
@@ -160,13 +181,19 @@ pub(super) fn open(
         .map(|q| q.segment_regions.iter().map(|&r| mempool_of(regions, r)).collect::<Result<_>>())
         .collect::<Result<_>>()?;
     let eth = EthPort::find(address)?;
+    map_for_dma(
+        &eth,
+        address,
+        pools.iter().flat_map(|p| std::iter::once(&p.head).chain(&p.payload)).chain(tx_pools.iter().flatten()),
+        regions,
+    )?;
     let table: Arc<FlowTable> = port.flows.load_full();
     let steering = PortSteering::prepare(&eth, &table, pools.len());
     let stamping = port.rx_timestamps.then(|| TimestampSource::of(&eth)).transpose()?;
     eth.start(&pools, tx_pools.len() as u16, RX_DESCRIPTORS, stamping.map_or(0, TimestampSource::rx_offloads))?;
     let timestamps = match stamping {
         None => None,
-        Some(_) => Some(TimestampField::lookup().ok_or_else(|| {
+        Some(source) => Some(TimestampField::lookup(source.clock(&eth)?).ok_or_else(|| {
             Error::new(
                 Status::GenericFailure,
                 format!("rx.hardware_timestamps: the {} PMD registered no mbuf timestamp field", eth.driver_name()),
@@ -213,12 +240,11 @@ impl PortDriver for DpdkDriver {
                 Task::sender(port, q, Box::new(sender))
             })
             .collect();
-        let receiver = Receiver::new(port, Arc::clone(&self.port), self.pools.clone(), self.timestamps);
-        if !port.rx.is_empty() {
-            let mut task = Task::receiver(port, Box::new(receiver));
-            // A poll-mode driver has nothing to block on.
-            task.max_wait = None;
-            tasks.push(task);
+        // A receiver per RX queue, each on its queue's core; a poll-mode
+        // driver has nothing to block on.
+        for (queue, (q, pools)) in port.rx.iter().zip(&self.pools).enumerate() {
+            let receiver = Receiver::new(port, queue, Arc::clone(&self.port), pools.clone(), self.timestamps);
+            tasks.push(Task::receiver(port, q, Box::new(receiver)).polling());
         }
         tasks
     }

@@ -1,8 +1,9 @@
-//! The receive side of a DPDK port: polls every RX queue, turns each mbuf
-//! back into the region buffer it is (or, split, the two buffers of its
-//! headers and payload), steers, and assembles bursts. The NIC chose the
-//! queue; the flow id is the packet's MARK or, without one, the first flow
-//! that matches it, as in software steering.
+//! The receive side of one DPDK RX queue, on the queue's own core: polls
+//! its `rte_eth_rx_burst`, turns each mbuf back into the region buffer it
+//! is (or, split, the two buffers of its headers and payload), steers, and
+//! assembles bursts. The NIC chose the queue; the flow id is the packet's
+//! MARK or, without one, the first flow that matches it, as in software
+//! steering. The port's NIC drop counters are read by queue 0's receiver.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use crate::memory::{BufToken, Region, RegionTable};
 use crate::queue::Queue;
 use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::{self, Assembler, QueueTask};
+use crate::worker::{Assembler, QueueTask};
 
 /// Most mbufs one `rte_eth_rx_burst` returns (DPDK's usual burst).
 const RX_BURST: usize = 64;
@@ -23,55 +24,60 @@ const COUNTER_PERIOD: Duration = Duration::from_millis(100);
 
 pub(super) struct Receiver {
     port: u16,
+    /// The RX queue's position in the port (its DPDK queue id).
+    queue: usize,
     eth: Arc<EthPort>,
-    /// Each RX queue's pools.
-    pools: Vec<RxPools>,
-    assemblers: Vec<Assembler>,
+    pools: RxPools,
+    assembler: Assembler,
     mbufs: RxMbufs,
     timestamps: Option<TimestampField>,
     registered: bool,
-    /// The NIC's counters as last turned into drops.
-    counted: PortCounters,
+    /// The NIC's counters as last turned into drops (queue 0 only: they are the port's).
+    counted: Option<PortCounters>,
     next_count: Instant,
 }
 
 impl Receiver {
+    /// The receiver of RX queue `queue` of `port`.
     pub(super) fn new(
         port: &crate::port::Port,
+        queue: usize,
         eth: Arc<EthPort>,
-        pools: Vec<RxPools>,
+        pools: RxPools,
         timestamps: Option<TimestampField>,
     ) -> Self {
         Self {
             port: port.id,
+            queue,
             eth,
             pools,
-            assemblers: port.rx.iter().map(Assembler::new).collect(),
+            assembler: Assembler::new(&port.rx[queue]),
             mbufs: RxMbufs::with_capacity(RX_BURST),
             timestamps,
             registered: false,
-            counted: PortCounters::default(),
+            counted: (queue == 0).then(PortCounters::default),
             next_count: Instant::now(),
         }
     }
 
     /// Adds what the NIC dropped since the last look to the port's drops.
     fn count_nic_drops(&mut self, engine: &EngineState) {
+        let Some(counted) = &mut self.counted else { return };
         let now = self.eth.counters();
         let drops = &engine.ports[usize::from(self.port)].rx_drops;
-        let before = std::mem::replace(&mut self.counted, now);
+        let before = std::mem::replace(counted, now);
         drops.dropped(DropReason::NicMissed, now.rx_missed.saturating_sub(before.rx_missed));
         drops.dropped(DropReason::NicRxError, now.rx_errors.saturating_sub(before.rx_errors));
         drops.dropped(DropReason::NoFreePacketBuffers, now.rx_no_mbuf.saturating_sub(before.rx_no_mbuf));
     }
 
-    /// Lands, steers and assembles what the last poll of RX queue `queue` received.
-    fn deliver(&mut self, engine: &EngineState, queue: usize) {
+    /// Lands, steers and assembles what the last poll received.
+    fn deliver(&mut self, engine: &EngineState) {
         let p = &engine.ports[usize::from(self.port)];
-        let rx = &p.rx[queue];
+        let rx = &p.rx[self.queue];
         let flows = p.flows.load();
         let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
-        for (at, packet) in self.mbufs.received(&self.pools[queue], self.timestamps) {
+        for (at, packet) in self.mbufs.received(&self.pools, self.timestamps) {
             let landed = match Landed::from(&self.mbufs, at, &packet, rx, &engine.regions) {
                 Ok(landed) => landed,
                 Err(reason) => {
@@ -96,7 +102,7 @@ impl Receiver {
             });
             let mut slot = landed.into_slot(flow_id);
             slot.set_rx_timestamp(packet.timestamp);
-            self.assemblers[queue].push(rx, slot, &engine.regions);
+            self.assembler.push(rx, slot, &engine.regions);
         }
     }
 }
@@ -107,17 +113,13 @@ impl QueueTask for Receiver {
             rte::register_thread();
             self.registered = true;
         }
-        let mut received = 0;
-        for queue in 0..self.pools.len() {
-            let n = self.eth.rx_burst(queue as u16, &mut self.mbufs);
-            if n > 0 {
-                received += n;
-                self.deliver(engine, queue);
-            }
+        let received = self.eth.rx_burst(self.queue as u16, &mut self.mbufs);
+        if received > 0 {
+            self.deliver(engine);
         }
-        let p = &engine.ports[usize::from(self.port)];
+        let rx = &engine.ports[usize::from(self.port)].rx[self.queue];
         let now = Instant::now();
-        worker::flush_due(&mut self.assemblers, &p.rx, now, &engine.regions);
+        self.assembler.flush_if_due(rx, now, &engine.regions);
         if now >= self.next_count {
             self.count_nic_drops(engine);
             self.next_count = now + COUNTER_PERIOD;
@@ -127,7 +129,7 @@ impl QueueTask for Receiver {
 
     fn finish(&mut self, engine: &EngineState) {
         self.count_nic_drops(engine);
-        worker::finish_all(&mut self.assemblers, &engine.ports[usize::from(self.port)].rx, &engine.regions);
+        self.assembler.finish(&engine.ports[usize::from(self.port)].rx[self.queue], &engine.regions);
     }
 }
 

@@ -92,9 +92,10 @@ impl PortSteering {
                 return Err(Error::new(
                     Status::NotSupported,
                     format!(
-                        "interface \"{}\": the {} PMD cannot program its flows: {reason}",
+                        "rx.flows of interface \"{}\": the {} PMD cannot program its flows, which {}: {reason}",
                         port.name,
-                        eth.driver_name()
+                        eth.driver_name(),
+                        if self.rx_queues > 1 { "steer to one of several RX queues" } else { "transform headers" }
                     ),
                 ));
             }

@@ -120,7 +120,7 @@ impl PortDriver for TcpDriver {
                 assembler: Assembler::new(&p.rx[0]),
                 last_data: Instant::now(),
             };
-            tasks.push(Task::receiver(p, Box::new(receiver)));
+            tasks.push(Task::port_receiver(p, Box::new(receiver)));
         }
         for (index, q) in p.tx.iter().enumerate() {
             let sender = TcpSender {

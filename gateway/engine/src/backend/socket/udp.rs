@@ -140,7 +140,7 @@ impl PortDriver for UdpDriver {
             if first.poll_mode == PollMode::Direct {
                 p.set_direct(Box::new(receiver));
             } else {
-                tasks.push(Task::receiver(p, Box::new(receiver)));
+                tasks.push(Task::port_receiver(p, Box::new(receiver)));
             }
         }
         for (index, q) in p.tx.iter().enumerate() {

@@ -237,6 +237,19 @@ impl EthPort {
     }
 
     /// The RX offloads the PMD advertises (`rx_offload_capa`).
+    /// The NIC's clock (`rte_eth_read_clock`), in its own ticks.
+    pub(crate) fn read_clock(&self) -> std::result::Result<u64, String> {
+        let mut ticks = 0u64;
+        // SAFETY: the port exists; `ticks` is a valid out pointer.
+        let rc = unsafe { dpdk_sys::rte_eth_read_clock(self.id, &mut ticks) };
+        if rc == 0 { Ok(ticks) } else { Err(super::errno_text(rc)) }
+    }
+
+    /// The EAL device behind the port, for DMA mappings.
+    pub(crate) fn device(&self) -> Option<super::mempool::DmaDevice> {
+        self.dev_info().and_then(|info| super::mempool::DmaDevice::new(info.device))
+    }
+
     pub(crate) fn rx_offload_capa(&self) -> u64 {
         self.dev_info().map_or(0, |info| info.rx_offload_capa)
     }
@@ -251,7 +264,7 @@ impl EthPort {
             return Err(Error::new(
                 Status::NotSupported,
                 format!(
-                    "RX queue {queue} of \"{}\" lands in two regions (header-data split), which needs DPDK buffer split: the {} PMD has none (RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT); give the queue one region",
+                    "rx.queues[{queue}].memory_regions: RX queue {queue} of \"{}\" lands in two regions (header-data split), which needs DPDK buffer split: the {} PMD has none (RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT); give the queue one region",
                     self.address,
                     self.driver_name()
                 ),

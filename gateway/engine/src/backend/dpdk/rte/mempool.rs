@@ -2,9 +2,15 @@
 //! external buffers): buffer `i` of the region is the data room of exactly
 //! one mbuf, so a received mbuf names our buffer, and the mempool is the
 //! region's free list (a [`BufferPool`]) while the engine runs.
+//!
+//! The memory is registered with its IOVA addresses (IOVA as VA: the
+//! address itself, which an IOMMU translates), so every mbuf carries the
+//! address a NIC writes to, and is DMA-mapped to each PCI device whose
+//! queues use it ([`Mempool::map_for_dma`]); Drop unmaps it again.
 
 use std::ffi::CString;
 use std::ptr::NonNull;
+use std::sync::Mutex;
 
 use dpdk_sys::{rte_mbuf, rte_mempool};
 
@@ -25,6 +31,26 @@ pub(crate) struct Mempool {
     base: usize,
     buf_size: usize,
     len: usize,
+    /// What was registered with EAL: `len` rounded up to whole pages.
+    registered: usize,
+    /// The IOVA of `base`; `None` when EAL runs IOVA as PA, where our pages
+    /// have no contiguous IOVA range and no device may DMA into them.
+    iova: Option<u64>,
+    /// The devices the memory is DMA-mapped to, unmapped on drop.
+    mapped: Mutex<Vec<DmaDevice>>,
+}
+
+/// A DPDK device (`struct rte_device`) that memory is DMA-mapped to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DmaDevice(NonNull<dpdk_sys::rte_device>);
+
+// SAFETY: a handle EAL owns for the process's life; only passed back to EAL.
+unsafe impl Send for DmaDevice {}
+
+impl DmaDevice {
+    pub(super) fn new(device: *mut dpdk_sys::rte_device) -> Option<Self> {
+        NonNull::new(device).map(Self)
+    }
 }
 
 // SAFETY: a DPDK mempool is multi-producer, multi-consumer; the mbuf table
@@ -40,21 +66,31 @@ impl Mempool {
     pub(crate) fn over(name: &str, base: NonNull<u8>, buf_size: usize, num_bufs: u32) -> Result<Self> {
         let len = buf_size * num_bufs as usize;
         let page = page_size();
+        // The region is a whole-page mapping, so the rounded range is ours.
+        let registered = len.next_multiple_of(page);
         let failed = |doing: &str| {
             Error::new(
                 Status::GenericFailure,
                 format!("memory region \"{name}\": DPDK cannot {doing}: {}", super::last_error()),
             )
         };
-        // SAFETY: [base, base + len) is mapped memory the region owns; DPDK
-        // records it (no IOVA table: virtual devices and IOVA-as-VA need
-        // none) until Drop unregisters it.
-        if unsafe { dpdk_sys::rte_extmem_register(base.as_ptr().cast(), len, std::ptr::null_mut(), 0, page) } != 0 {
+        let iova = iova_as_va().then_some(base.as_ptr() as u64);
+        let mut pages: Vec<u64> = match iova {
+            Some(start) => (0..registered / page).map(|i| start + (i * page) as u64).collect(),
+            None => Vec::new(),
+        };
+        let table = if pages.is_empty() { std::ptr::null_mut() } else { pages.as_mut_ptr() };
+        // SAFETY: [base, base + registered) is mapped memory the region owns;
+        // `table` is null or holds one IOVA per page; DPDK records them
+        // until Drop unregisters the range.
+        let status =
+            unsafe { dpdk_sys::rte_extmem_register(base.as_ptr().cast(), registered, table, pages.len() as u32, page) };
+        if status != 0 {
             return Err(failed("register its memory"));
         }
         let ext = dpdk_sys::rte_pktmbuf_extmem {
             buf_ptr: base.as_ptr().cast(),
-            buf_iova: u64::MAX, // RTE_BAD_IOVA: filled from the registration where DMA needs it
+            buf_iova: iova.unwrap_or(u64::MAX), // RTE_BAD_IOVA where no device may DMA
             buf_len: len,
             elt_size: buf_size as u16,
         };
@@ -83,12 +119,52 @@ impl Mempool {
         let Some(pool) = NonNull::new(pool) else {
             let error = failed("create its mbuf pool");
             // SAFETY: registered above, unused by any pool.
-            unsafe { dpdk_sys::rte_extmem_unregister(base.as_ptr().cast(), len) };
+            unsafe { dpdk_sys::rte_extmem_unregister(base.as_ptr().cast(), registered) };
             return Err(error);
         };
-        let mut mempool = Self { pool, mbufs: Vec::new(), base: base.as_ptr() as usize, buf_size, len };
+        let mut mempool = Self {
+            pool,
+            mbufs: Vec::new(),
+            base: base.as_ptr() as usize,
+            buf_size,
+            len,
+            registered,
+            iova,
+            mapped: Mutex::new(Vec::new()),
+        };
         mempool.index_mbufs(num_bufs as usize)?;
         Ok(mempool)
+    }
+
+    /// Maps the pool's memory for DMA by `device` (a PCI NIC whose queues
+    /// use it), once per device. Refused under IOVA as PA, where the pages
+    /// have no contiguous IOVA range a NIC could be given.
+    pub(crate) fn map_for_dma(&self, device: DmaDevice, region: &str, address: &str) -> Result<()> {
+        let mut mapped = self.mapped.lock().unwrap_or_else(|e| e.into_inner());
+        if mapped.contains(&device) {
+            return Ok(());
+        }
+        let Some(iova) = self.iova else {
+            return Err(Error::new(
+                Status::NotSupported,
+                format!(
+                    "memory region \"{region}\" cannot be given to {address}: DPDK runs IOVA as PA, and the region's pages are not physically contiguous; bind the NIC to vfio-pci behind an IOMMU (IOVA as VA) or pass --iova-mode=va"
+                ),
+            ));
+        };
+        // SAFETY: the range is registered external memory (above); the
+        // device is live; the mapping is undone in Drop before unregistering.
+        let status = unsafe {
+            dpdk_sys::rte_dev_dma_map(device.0.as_ptr(), self.base as *mut std::os::raw::c_void, iova, self.registered)
+        };
+        if status != 0 {
+            return Err(Error::new(
+                Status::GenericFailure,
+                format!("memory region \"{region}\": DPDK cannot map it for DMA by {address}: {}", super::last_error()),
+            ));
+        }
+        mapped.push(device);
+        Ok(())
     }
 
     /// How many mbufs (buffers) the pool has.
@@ -204,9 +280,25 @@ impl Drop for Mempool {
         // SAFETY: the ports using the pool are stopped and every mbuf is back
         // (the engine stops its ports and drops its bursts first).
         unsafe { dpdk_sys::rte_mempool_free(self.pool.as_ptr()) };
-        // SAFETY: registered in `over`; no pool uses it any more.
-        unsafe { dpdk_sys::rte_extmem_unregister(self.base as *mut std::os::raw::c_void, self.len) };
+        let base = self.base as *mut std::os::raw::c_void;
+        for device in self.mapped.get_mut().unwrap_or_else(|e| e.into_inner()).drain(..) {
+            let iova = self.iova.expect("mapped only with an IOVA");
+            // SAFETY: mapped in `map_for_dma` with these arguments; the
+            // device's queues are stopped, so no DMA targets the range.
+            if unsafe { dpdk_sys::rte_dev_dma_unmap(device.0.as_ptr(), base, iova, self.registered) } != 0 {
+                tracing::warn!("unmapping a DPDK region for DMA failed: {}", super::last_error());
+            }
+        }
+        // SAFETY: registered in `over`; no pool or device uses it any more.
+        unsafe { dpdk_sys::rte_extmem_unregister(base, self.registered) };
     }
+}
+
+/// Whether EAL gives devices virtual addresses as IOVAs (vfio behind an
+/// IOMMU, or no device that needs physical addresses).
+fn iova_as_va() -> bool {
+    // SAFETY: reads EAL's configuration; EAL is initialised.
+    unsafe { dpdk_sys::rte_eal_iova_mode() == dpdk_sys::rte_iova_mode_RTE_IOVA_VA }
 }
 
 fn page_size() -> usize {

@@ -1,0 +1,292 @@
+//! Typed configs for tests and benchmarks (feature `testing`): a config is
+//! built from the model's own types, so a renamed key breaks the build, not
+//! a test's YAML at run time, and every test reads what it varies.
+//!
+//! ```
+//! use daqiri_config::testing::{TestConfig, rx};
+//! let config = TestConfig::udp_server(5001)
+//!     .region("mem", 1024, 2048)
+//!     .rx_queue(rx(0, "mem").core(0).batch(32))
+//!     .udp_flow(7, 0, 5001)
+//!     .validate()
+//!     .unwrap();
+//! assert_eq!(config.config().interfaces[0].rx_queues().len(), 1);
+//! ```
+
+use crate::model::{
+    ActionType, BitField, CpuCore, DaqiriBody, DaqiriSection, EngineConfig, EngineKind, Flow, FlowAction, FlowMatch,
+    Interface, Loopback, MemoryKind, MemoryRegion, PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod,
+    ReorderType, RxConfig, SeqPacketsPerBatch, SocketConfig, SocketMode, StreamType, TxConfig,
+};
+use crate::{Report, ValidConfig};
+
+/// A one-interface config under construction.
+#[derive(Debug, Clone)]
+pub struct TestConfig {
+    config: EngineConfig,
+}
+
+/// An RX queue `id` landing in `region`, indirect, with DAQIRI's defaults
+/// until the builder methods say otherwise.
+pub fn rx(id: u16, region: &str) -> QueueBuilder {
+    QueueBuilder(Queue {
+        name: format!("q{id}"),
+        id,
+        poll_mode: PollMode::Indirect,
+        cpu_core: Some(CpuCore(0)),
+        batch_size: Some(1),
+        memory_regions: vec![region.to_owned()],
+        timeout_us: None,
+        offloads: Vec::new(),
+        pacing_mbps: None,
+        busy_poll_us: None,
+    })
+}
+
+/// A TX queue `id` sending from `region`.
+pub fn tx(id: u16, region: &str) -> QueueBuilder {
+    let mut queue = rx(id, region);
+    queue.0.name = format!("t{id}");
+    queue
+}
+
+/// One queue's settings.
+#[derive(Debug, Clone)]
+pub struct QueueBuilder(Queue);
+
+impl QueueBuilder {
+    /// `cpu_core`.
+    pub fn core(mut self, core: u32) -> Self {
+        self.0.cpu_core = Some(CpuCore(core));
+        self
+    }
+
+    /// `batch_size`.
+    pub fn batch(mut self, packets: u32) -> Self {
+        self.0.batch_size = Some(packets);
+        self
+    }
+
+    /// `timeout_us`.
+    pub fn timeout_us(mut self, us: u64) -> Self {
+        self.0.timeout_us = Some(us);
+        self
+    }
+
+    /// A second region: header-data split (headers, then payload).
+    pub fn split_into(mut self, payload_region: &str) -> Self {
+        self.0.memory_regions.push(payload_region.to_owned());
+        self
+    }
+
+    /// `poll_mode: direct` (no core, batch or timeout).
+    pub fn direct(mut self) -> Self {
+        self.0.poll_mode = PollMode::Direct;
+        self.0.cpu_core = None;
+        self.0.batch_size = None;
+        self.0.timeout_us = None;
+        self
+    }
+
+    /// `name`.
+    pub fn named(mut self, name: &str) -> Self {
+        self.0.name = name.to_owned();
+        self
+    }
+}
+
+impl TestConfig {
+    fn with(stream_type: StreamType, engine: Option<EngineKind>, interface: Interface) -> Self {
+        let mut config = EngineConfig::new(stream_type, engine);
+        config.interfaces.push(interface);
+        Self { config }
+    }
+
+    fn interface(name: &str, address: &str) -> Interface {
+        Interface {
+            name: name.to_owned(),
+            address: address.to_owned(),
+            socket_config: None,
+            roce_config: None,
+            rx: None,
+            tx: None,
+        }
+    }
+
+    /// A socket interface `server` bound to `udp://127.0.0.1:port`.
+    pub fn udp_server(port: u16) -> Self {
+        Self::socket_server(&format!("udp://127.0.0.1:{port}"))
+    }
+
+    /// A socket interface `server` bound to `tcp://127.0.0.1:port`.
+    pub fn tcp_server(port: u16) -> Self {
+        Self::socket_server(&format!("tcp://127.0.0.1:{port}"))
+    }
+
+    fn socket_server(local: &str) -> Self {
+        let mut interface = Self::interface("server", "");
+        interface.socket_config = Some(SocketConfig {
+            mode: SocketMode::Server,
+            local_addr: Some(local.to_owned()),
+            remote_addr: None,
+            local_ip: None,
+            local_port: None,
+            remote_ip: None,
+            remote_port: None,
+            max_payload_size: None,
+        });
+        Self::with(StreamType::Socket, None, interface)
+    }
+
+    /// A raw interface on software loopback: TX comes back on RX.
+    pub fn loopback() -> Self {
+        let mut config = Self::with(StreamType::Raw, None, Self::interface("loop", "loopback"));
+        config.config.loopback = Loopback::Software;
+        config
+    }
+
+    /// A raw interface on the DPDK device `address` (a vdev such as
+    /// `net_af_packet0,iface=veth0`, or a PCI address).
+    pub fn dpdk(address: &str) -> Self {
+        Self::with(StreamType::Raw, Some(EngineKind::Dpdk), Self::interface("port", address))
+    }
+
+    /// A raw interface on netdev `netdev` through AF_XDP.
+    pub fn af_xdp(netdev: &str) -> Self {
+        Self::with(StreamType::Raw, Some(EngineKind::AfXdp), Self::interface("port", netdev))
+    }
+
+    /// A `host` region of `num_bufs` buffers of `buf_size` bytes.
+    pub fn region(self, name: &str, num_bufs: u32, buf_size: u64) -> Self {
+        self.region_of(name, MemoryKind::Host, num_bufs, buf_size)
+    }
+
+    /// A region of any kind.
+    pub fn region_of(mut self, name: &str, kind: MemoryKind, num_bufs: u32, buf_size: u64) -> Self {
+        self.config.memory_regions.push(MemoryRegion {
+            name: name.to_owned(),
+            kind,
+            affinity: 0,
+            access: Vec::new(),
+            num_bufs,
+            buf_size,
+        });
+        self
+    }
+
+    /// `rx_meta_buffers`.
+    pub fn rx_meta_buffers(mut self, entries: u32) -> Self {
+        self.config.rx_meta_buffers = Some(entries);
+        self
+    }
+
+    /// `master_core`.
+    pub fn master_core(mut self, core: u32) -> Self {
+        self.config.master_core = Some(CpuCore(core));
+        self
+    }
+
+    fn rx_config(&mut self) -> &mut RxConfig {
+        self.config.interfaces[0].rx.get_or_insert_with(RxConfig::default)
+    }
+
+    /// Adds an RX queue.
+    pub fn rx_queue(mut self, queue: QueueBuilder) -> Self {
+        self.rx_config().queues.push(queue.0);
+        self
+    }
+
+    /// Adds a TX queue.
+    pub fn tx_queue(mut self, queue: QueueBuilder) -> Self {
+        self.config.interfaces[0].tx.get_or_insert_with(TxConfig::default).queues.push(queue.0);
+        self
+    }
+
+    /// A flow `id` steering UDP datagrams to port `udp_dst` into RX queue `queue`.
+    pub fn udp_flow(self, id: u32, queue: u16, udp_dst: u16) -> Self {
+        let matches = FlowMatch { udp_dst: Some(PortMatch { first: udp_dst, last: udp_dst }), ..FlowMatch::default() };
+        self.flow(id, &[queue], matches)
+    }
+
+    /// A flow `id` steering UDP datagrams from port `udp_src` into RX queue `queue`.
+    pub fn udp_src_flow(self, id: u32, queue: u16, udp_src: u16) -> Self {
+        let matches = FlowMatch { udp_src: Some(PortMatch { first: udp_src, last: udp_src }), ..FlowMatch::default() };
+        self.flow(id, &[queue], matches)
+    }
+
+    /// A flow `id` with `matches`, spread over `queues` (one: a `queue`
+    /// action; several: RSS over them).
+    pub fn flow(mut self, id: u32, queues: &[u16], matches: FlowMatch) -> Self {
+        let action = FlowAction {
+            kind: ActionType::Queue,
+            id: (queues.len() == 1).then(|| queues[0]),
+            ids: (queues.len() > 1).then(|| queues.to_vec()),
+            vlan_id: None,
+            pcp: None,
+            dei: None,
+            ethertype: None,
+            tunnel: None,
+        };
+        self.rx_config().flows.push(Flow {
+            name: format!("flow{id}"),
+            id,
+            action: Some(action),
+            actions: None,
+            matches: Some(matches),
+        });
+        self
+    }
+
+    /// `flow_isolation: true`.
+    pub fn isolated(mut self) -> Self {
+        self.rx_config().flow_isolation = true;
+        self
+    }
+
+    /// A CPU reorder plan over `flow_ids` into `output_region`: each
+    /// packet carries a 32-bit sequence number `sequence_at` bytes in (its
+    /// headers before it), then the data the plan places;
+    /// `packets_per_batch` packets per batch.
+    pub fn cpu_reorder(
+        mut self,
+        name: &str,
+        flow_ids: &[u32],
+        output_region: &str,
+        sequence_at: u32,
+        packets_per_batch: u32,
+    ) -> Self {
+        let method = ReorderMethod {
+            seq_batch_number: None,
+            seq_packets_per_batch: Some(SeqPacketsPerBatch {
+                sequence_number: BitField { bit_offset: sequence_at * 8, bit_width: 32 },
+                packets_per_batch,
+            }),
+        };
+        self.rx_config().reorder_configs.push(ReorderConfig {
+            name: name.to_owned(),
+            reorder_type: ReorderType::Cpu,
+            memory_region: output_region.to_owned(),
+            payload_byte_offset: sequence_at + 4,
+            flow_ids: flow_ids.to_vec(),
+            data_types: None,
+            method,
+        });
+        self
+    }
+
+    /// The model, for a test that changes what no method covers.
+    pub fn model_mut(&mut self) -> &mut EngineConfig {
+        &mut self.config
+    }
+
+    /// The config as DAQIRI YAML text.
+    pub fn yaml(&self) -> String {
+        let section = DaqiriSection { daqiri: DaqiriBody { cfg: self.config.clone() } };
+        serde_yaml::to_string(&section).expect("the model serialises")
+    }
+
+    /// The config validated, through the same YAML text a user would write.
+    pub fn validate(&self) -> Result<ValidConfig, Report> {
+        crate::Document::parse(&self.yaml())?.validate()
+    }
+}

@@ -1,0 +1,102 @@
+//! A queue's inbox: packets that another queue's worker landed and steered
+//! here, waiting for this queue's own worker.
+//!
+//! Every RX queue is assembled (bursts, reorder, timeouts) on its own
+//! `cpu_core`. Where the packet is landed on another thread, an AF_XDP
+//! socket whose XDP program steered a frame to another queue, or the
+//! software loop's TX side, the landing thread posts it here and the
+//! queue's worker takes it in arrival order, so a flow keeps its order.
+//! Posting never blocks: a full inbox drops the packet, counted on the
+//! target queue as `ring_full`, as a full burst ring does.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crossbeam_queue::ArrayQueue;
+
+use crate::burst::PacketSlot;
+use crate::memory::RegionTable;
+use crate::queue::Queue;
+use crate::stats::DropReason;
+use crate::worker::Assembler;
+
+/// The inboxes of a port's RX queues, shared by the workers that post and
+/// take. The last of those workers to finish empties them all, so nothing
+/// posted after its queue's last drain stays out of its pool.
+#[derive(Debug)]
+pub(crate) struct Inboxes {
+    boxes: Vec<Inbox>,
+    running: AtomicUsize,
+}
+
+impl Inboxes {
+    /// One inbox of `capacity` packets per RX queue, for `workers` tasks
+    /// that post or take.
+    pub(crate) fn new(queues: usize, capacity: usize, workers: usize) -> Self {
+        Self { boxes: (0..queues).map(|_| Inbox::new(capacity)).collect(), running: AtomicUsize::new(workers) }
+    }
+
+    /// The inbox of RX queue `queue` (its position in the port).
+    pub(crate) fn of(&self, queue: usize) -> &Inbox {
+        &self.boxes[queue]
+    }
+
+    /// Called once by each task as it finishes; the last one discards
+    /// what is left in every inbox (`rx`: the port's RX queues).
+    pub(crate) fn task_finished(&self, rx: &[Queue], regions: &RegionTable) {
+        if self.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            for (inbox, queue) in self.boxes.iter().zip(rx) {
+                inbox.discard(queue, regions);
+            }
+        }
+    }
+}
+
+/// Packets waiting for one RX queue's worker.
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    slots: ArrayQueue<PacketSlot>,
+}
+
+impl Inbox {
+    /// An inbox holding up to `capacity` packets.
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self { slots: ArrayQueue::new(capacity.max(1)) }
+    }
+
+    /// Posts a packet landed for `queue`; when the inbox is full its buffers
+    /// go back and it is counted. Whether it was posted.
+    pub(crate) fn post(&self, queue: &Queue, slot: PacketSlot, regions: &RegionTable) -> bool {
+        match self.slots.push(slot) {
+            Ok(()) => true,
+            Err(slot) => {
+                slot.release(regions, &queue.segment_regions);
+                queue.stats.dropped(DropReason::RingFull, 1);
+                false
+            }
+        }
+    }
+
+    /// Hands what is waiting to the queue's assembler, oldest first; the
+    /// packets taken.
+    pub(crate) fn drain_into(&self, assembler: &mut Assembler, queue: &Queue, regions: &RegionTable) -> usize {
+        let mut taken = 0;
+        while let Some(slot) = self.slots.pop() {
+            assembler.push(queue, slot, regions);
+            taken += 1;
+        }
+        taken
+    }
+
+    /// After every worker stopped: what was posted too late for its queue's
+    /// last drain goes back to its pool, counted as flushed.
+    fn discard(&self, queue: &Queue, regions: &RegionTable) {
+        let mut packets = 0;
+        while let Some(slot) = self.slots.pop() {
+            slot.release(regions, &queue.segment_regions);
+            packets += 1;
+        }
+        if packets > 0 {
+            queue.stats.dropped(DropReason::Flushed, packets);
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The conformance suite: every shared feature (a scenario) run against
+//! every backend (a bed). A bed meets a scenario, refuses its config by
+//! YAML path with `NOT_SUPPORTED`, or the scenario does not apply to it;
+//! anything else fails. Each result is recorded, and
+//! `tests/conformance_table.py` turns them into docs/conformance.md.
+//!
+//! Beds on veth pairs need root (`tests/run.sh` runs them); DPDK and
+//! AF_XDP beds need their features (`--features dpdk,af_xdp`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod beds;
+mod outcome;
+mod scenarios;
+
+use beds::Bed;
+use outcome::{Outcome, record};
+
+/// Runs `scenario` on `bed` and records how it went.
+fn run(bed: &dyn Bed, name: &str, scenario: fn(&dyn Bed) -> Outcome) {
+    let outcome = scenario(bed);
+    eprintln!("{}: {name}: {outcome:?}", bed.name());
+    record(bed.name(), name, &outcome);
+}
+
+/// One test per scenario for a bed: `$bed` builds it (fresh per test).
+macro_rules! scenarios_on {
+    ($module:ident, $bed:expr $(, #[$attr:meta])?) => {
+        mod $module {
+            use super::*;
+            scenario_tests!($bed; [$(#[$attr])?];
+                delivery flows_to_queues worker_per_core pools_back_after_drain
+                cpu_reorder writers header_data_split drops_counted_when_stalled);
+        }
+    };
+}
+
+macro_rules! scenario_tests {
+    ($bed:expr; $attrs:tt; $($scenario:ident)*) => {
+        $(scenario_test!($bed; $attrs; $scenario);)*
+    };
+}
+
+macro_rules! scenario_test {
+    ($bed:expr; [$(#[$attr:meta])*]; $scenario:ident) => {
+        #[test]
+        $(#[$attr])*
+        fn $scenario() {
+            let bed = $bed;
+            run(&bed, stringify!($scenario), scenarios::$scenario);
+        }
+    };
+}
+
+scenarios_on!(udp, beds::Udp { port: common::free_udp_port() });
+scenarios_on!(tcp, beds::Tcp { port: common::free_tcp_port() });
+scenarios_on!(loopback, beds::Loopback);
+#[cfg(feature = "af_xdp")]
+scenarios_on!(af_xdp, beds::VethBed::af_xdp("ca", 2), #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]);
+#[cfg(feature = "dpdk")]
+scenarios_on!(dpdk_af_packet, beds::VethBed::dpdk_af_packet("cp", 2), #[ignore = "needs root for a veth pair; tests/run.sh runs it"]);

@@ -1,0 +1,31 @@
+//! How a bed met a scenario, recorded for the generated table
+//! (`tests/conformance_table.py` writes docs/conformance.md from them).
+
+use std::path::PathBuf;
+
+/// A scenario's result on one bed. A failure panics and records nothing.
+#[derive(Debug)]
+pub enum Outcome {
+    Passed,
+    /// Refused with `NOT_SUPPORTED` naming this YAML path.
+    Refused(String),
+    /// The scenario means nothing on this bed, and why.
+    NotApplicable(&'static str),
+}
+
+/// Where the results go: `target/tmp/conformance/<scenario>/<bed>`.
+fn results() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("conformance")
+}
+
+/// Records `outcome` of `scenario` on `bed`.
+pub fn record(bed: &str, scenario: &str, outcome: &Outcome) {
+    let dir = results().join(scenario);
+    std::fs::create_dir_all(&dir).expect("the results folder");
+    let text = match outcome {
+        Outcome::Passed => "passed".to_owned(),
+        Outcome::Refused(path) => format!("refused by path: `{path}`"),
+        Outcome::NotApplicable(why) => format!("not applicable: {why}"),
+    };
+    std::fs::write(dir.join(bed), text).expect("the result file");
+}

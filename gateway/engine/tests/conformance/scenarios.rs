@@ -1,0 +1,355 @@
+//! The shared features, each written once and run against every bed. A
+//! scenario returns how the bed met it; a failed expectation panics.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use daqiri::{DropReason, Engine, Status};
+use daqiri_config::testing::rx;
+
+use crate::beds::Bed;
+use crate::outcome::Outcome;
+
+/// Buffers in region `mem`, where every RX queue lands.
+const BUFS: u32 = 8192;
+
+/// What one queue received: each packet's flow id and bytes (segments joined).
+type Received = Vec<(Option<u32>, Vec<u8>)>;
+
+/// The payload of datagram `seq` of `len` bytes: the sequence number
+/// (big-endian), then bytes that depend on it.
+fn payload(seq: u32, len: usize) -> Vec<u8> {
+    let mut bytes: Vec<u8> = (0..len).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8).collect();
+    bytes[..4].copy_from_slice(&seq.to_be_bytes());
+    bytes
+}
+
+/// Polls every queue of port 0 until `want` packets arrived in all, or `within` passed.
+fn receive(engine: &Engine, queues: u16, want: usize, within: Duration) -> Vec<Received> {
+    let mut got = vec![Received::new(); usize::from(queues)];
+    let deadline = Instant::now() + within;
+    while got.iter().map(Vec::len).sum::<usize>() < want && Instant::now() < deadline {
+        for q in 0..queues {
+            if let Some(burst) = engine.get_rx_burst(0, q).expect("port 0 has the queue") {
+                for packet in burst.packets() {
+                    let bytes: Vec<u8> =
+                        (0..packet.num_segments()).filter_map(|s| packet.segment(s)).flatten().copied().collect();
+                    got[usize::from(q)].push((packet.flow_id(), bytes));
+                }
+            }
+        }
+    }
+    got
+}
+
+/// Starts the engine, or says how the bed refused the config: by the YAML
+/// path `path` with `NOT_SUPPORTED`, else the test fails.
+fn start_or_refusal(yaml: &str, path: &str) -> Result<Engine, Outcome> {
+    match Engine::from_yaml(yaml) {
+        Ok(engine) => Ok(engine),
+        Err(e) => {
+            assert_eq!(e.status, Status::NotSupported, "refused, but not as NOT_SUPPORTED: {e}");
+            assert!(e.message.contains(path), "the refusal names {path}: {e}");
+            Err(Outcome::Refused(path.to_owned()))
+        }
+    }
+}
+
+/// Every datagram of a flow arrives byte-exact, in the order sent, with its flow id.
+pub fn delivery(bed: &dyn Bed) -> Outcome {
+    const COUNT: u32 = 2000;
+    let sender = bed.sender(0);
+    let mut config =
+        bed.config().region("mem", BUFS, bed.buf_size()).rx_queue(rx(0, "mem").core(1).batch(32).timeout_us(200));
+    if bed.has_datagrams() {
+        config = config.udp_src_flow(7, 0, sender.port());
+    }
+    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    let sent: Vec<Vec<u8>> = (0..COUNT).map(|seq| payload(seq, 200)).collect();
+    for (i, p) in sent.iter().enumerate() {
+        sender.send(&engine, p);
+        pace(i);
+    }
+    let got = receive(&engine, 1, if bed.has_datagrams() { sent.len() } else { 1 }, Duration::from_secs(10));
+    if !bed.has_datagrams() {
+        // A byte stream: the bytes, in order, whatever the packet boundaries.
+        let mut stream: Vec<u8> = got[0].iter().flat_map(|(_, b)| b.clone()).collect();
+        let want: Vec<u8> = sent.concat();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while stream.len() < want.len() && Instant::now() < deadline {
+            stream.extend(receive(&engine, 1, 1, Duration::from_millis(100))[0].iter().flat_map(|(_, b)| b.clone()));
+        }
+        assert!(stream == want, "the stream arrived changed ({} of {} bytes)", stream.len(), want.len());
+        return Outcome::Passed;
+    }
+    assert_eq!(got[0].len(), sent.len(), "every datagram arrives");
+    for (i, ((flow, bytes), want)) in got[0].iter().zip(&sent).enumerate() {
+        assert_eq!(*flow, Some(7), "packet {i} carries its flow id");
+        assert_eq!(&bytes[bed.headers()..], &want[..], "packet {i} arrives byte-exact and in order");
+    }
+    Outcome::Passed
+}
+
+/// Two flows steer to two queues; each packet reaches its flow's queue.
+pub fn flows_to_queues(bed: &dyn Bed) -> Outcome {
+    if !bed.has_datagrams() {
+        return Outcome::NotApplicable("a byte stream has no datagrams to match");
+    }
+    let (a, b) = (bed.sender(0), bed.sender(1));
+    let config = bed
+        .config()
+        .region("mem", BUFS, bed.buf_size())
+        .rx_queue(rx(0, "mem").core(1).batch(16).timeout_us(200))
+        .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(200))
+        .udp_src_flow(10, 0, a.port())
+        .udp_src_flow(11, 1, b.port());
+    let engine = match start_or_refusal(&config.yaml(), "rx.flows") {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    for seq in 0..500u32 {
+        a.send(&engine, &payload(seq, 100));
+        b.send(&engine, &payload(seq, 120));
+        pace(seq as usize * 2);
+    }
+    let got = receive(&engine, 2, 1000, Duration::from_secs(10));
+    for (queue, (flow, len)) in [(10, 100), (11, 120)].into_iter().enumerate() {
+        assert_eq!(got[queue].len(), 500, "queue {queue} gets its flow's 500 datagrams");
+        for (seq, (id, bytes)) in got[queue].iter().enumerate() {
+            assert_eq!(*id, Some(flow));
+            assert_eq!(&bytes[bed.headers()..], &payload(seq as u32, len)[..], "queue {queue} datagram {seq}");
+        }
+    }
+    Outcome::Passed
+}
+
+/// Two RX queues that name cores 0 and 1 run on two threads, each pinned
+/// to its queue's core, as `/proc` shows and the status reports.
+pub fn worker_per_core(bed: &dyn Bed) -> Outcome {
+    let config = bed
+        .config()
+        .region("mem", BUFS, bed.buf_size())
+        .rx_queue(rx(0, "mem").core(0).batch(16))
+        .rx_queue(rx(1, "mem").core(1).batch(16));
+    let engine = match start_or_refusal(&config.yaml(), "rx.queues[1].cpu_core") {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    let stats = engine.stats();
+    let workers: Vec<_> = stats.ports[0]
+        .rx_queues
+        .iter()
+        .map(|q| q.worker.clone().unwrap_or_else(|| panic!("queue {} has a worker", q.id)))
+        .collect();
+    assert_ne!(workers[0].tid, workers[1].tid, "each core has its own thread: {workers:?}");
+    for (core, worker) in workers.iter().enumerate() {
+        assert_eq!(worker.core, Some(core as u32), "queue {core}'s worker is pinned to its core: {worker:?}");
+        let status = std::fs::read_to_string(format!("/proc/self/task/{}/status", worker.tid))
+            .unwrap_or_else(|e| panic!("thread {} ({}) exists: {e}", worker.tid, worker.name));
+        let allowed = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).expect("Cpus_allowed_list");
+        assert_eq!(allowed.trim(), core.to_string(), "the kernel runs {} on core {core} only", worker.name);
+    }
+    Outcome::Passed
+}
+
+/// Traffic received, the engine stopped, and what it delivered before the
+/// stop drained: every buffer of every region is back in its pool.
+pub fn pools_back_after_drain(bed: &dyn Bed) -> Outcome {
+    const SENT: u32 = 1000;
+    let config =
+        bed.config().region("mem", BUFS, bed.buf_size()).rx_queue(rx(0, "mem").core(1).batch(8).timeout_us(100));
+    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    let sender = bed.sender(0);
+    for seq in 0..SENT {
+        sender.send(&engine, &payload(seq, 300));
+        pace(seq as usize);
+    }
+    // Drained: every byte sent was read and its burst dropped.
+    let bytes = u64::from(SENT) * (300 + bed.headers() as u64);
+    let mut read = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while read < bytes {
+        assert!(Instant::now() < deadline, "{read} of {bytes} bytes arrived");
+        if let Some(burst) = engine.get_rx_burst(0, 0).expect("port 0 queue 0") {
+            read += burst.total_bytes();
+        }
+    }
+    engine.shutdown();
+    for region in engine.stats().regions {
+        assert_eq!(region.in_use, 0, "region {} has every buffer back", region.name);
+    }
+    Outcome::Passed
+}
+
+/// A CPU reorder plan over a flow whose packets arrive out of order puts
+/// each packet's data in its slot: the aggregate equals the oracle.
+pub fn cpu_reorder(bed: &dyn Bed) -> Outcome {
+    if !bed.has_datagrams() {
+        return Outcome::NotApplicable("a byte stream has no packets to reorder");
+    }
+    const PER_BATCH: u32 = 16;
+    const BATCHES: u32 = 4;
+    const DATA: usize = 96;
+    let sender = bed.sender(0);
+    let config = bed
+        .config()
+        .region("mem", BUFS, bed.buf_size())
+        .region("batches", 64, u64::from(PER_BATCH) * DATA as u64)
+        .rx_queue(rx(0, "mem").core(1).batch(PER_BATCH).timeout_us(20_000))
+        .udp_src_flow(3, 0, sender.port())
+        .cpu_reorder("plan", &[3], "batches", bed.headers() as u32, PER_BATCH);
+    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    // Each batch's packets in a scrambled order (a fixed permutation).
+    let mut order: Vec<u32> = (0..PER_BATCH * BATCHES).collect();
+    for batch in order.chunks_mut(PER_BATCH as usize) {
+        batch.reverse();
+        batch.swap(1, 7);
+    }
+    for (i, &seq) in order.iter().enumerate() {
+        sender.send(&engine, &payload(seq, 4 + DATA));
+        pace(i);
+    }
+    let mut aggregates = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while aggregates.len() < BATCHES as usize && Instant::now() < deadline {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap()
+            && let Some(id) = burst.batch_id()
+        {
+            aggregates.insert(id, burst.packet(0).data().to_vec());
+        }
+    }
+    assert_eq!(aggregates.len(), BATCHES as usize, "every batch is emitted");
+    for (id, aggregate) in aggregates {
+        let oracle: Vec<u8> =
+            (0..PER_BATCH).flat_map(|slot| payload(id as u32 * PER_BATCH + slot, 4 + DATA)[4..].to_vec()).collect();
+        assert!(
+            aggregate == oracle,
+            "batch {id} equals the oracle (first bytes {:?} vs {:?})",
+            &aggregate[..8],
+            &oracle[..8]
+        );
+    }
+    Outcome::Passed
+}
+
+/// Bursts written by the raw and pcap writers hold the packets' bytes exactly.
+pub fn writers(bed: &dyn Bed) -> Outcome {
+    let config =
+        bed.config().region("mem", BUFS, bed.buf_size()).rx_queue(rx(0, "mem").core(1).batch(10).timeout_us(500));
+    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    let sender = bed.sender(0);
+    let dir = tempfile::tempdir().unwrap();
+    let raw = daqiri::writer::RawWriter::new(dir.path(), "pkt", 0).unwrap();
+    let pcap_path = dir.path().join("capture.pcap");
+    let mut pcap = daqiri::writer::PcapWriter::create(&pcap_path, daqiri::writer::PcapResolution::Nanos, None).unwrap();
+    for seq in 0..10u32 {
+        sender.send(&engine, &payload(seq, 64 + seq as usize));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let burst = loop {
+        assert!(Instant::now() < deadline, "a burst arrives");
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            break burst;
+        }
+    };
+    let packets: Vec<Vec<u8>> = burst.packets().map(|p| p.data().to_vec()).collect();
+    raw.write(&burst).expect("the raw writer writes");
+    pcap.write_burst(&burst).expect("the pcap writer writes");
+    drop(pcap);
+    for (i, packet) in packets.iter().enumerate() {
+        assert_eq!(&std::fs::read(raw.path(i)).unwrap(), packet, "raw file {i} holds packet {i}");
+    }
+    let file = std::fs::read(&pcap_path).unwrap();
+    assert_eq!(&file[..4], &0xa1b2_3c4du32.to_le_bytes(), "a nanosecond pcap");
+    let mut at = 24;
+    for (i, packet) in packets.iter().enumerate() {
+        let incl = u32::from_le_bytes(file[at + 8..at + 12].try_into().unwrap()) as usize;
+        assert_eq!(&file[at + 16..at + 16 + incl], &packet[..], "pcap record {i} holds packet {i}");
+        at += 16 + incl;
+    }
+    assert_eq!(at, file.len(), "one record per packet");
+    Outcome::Passed
+}
+
+/// An RX queue of two regions splits each packet's first region's worth of
+/// bytes (its headers) from the rest, or the bed refuses it by path.
+pub fn header_data_split(bed: &dyn Bed) -> Outcome {
+    const HEAD: usize = 64;
+    let config = bed
+        .config()
+        .region("mem", BUFS, HEAD as u64)
+        .region("payload", BUFS, 2048)
+        .rx_queue(rx(0, "mem").core(1).batch(8).timeout_us(500).split_into("payload"));
+    let engine = match start_or_refusal(&config.yaml(), "rx.queues[0].memory_regions") {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    let sender = bed.sender(0);
+    let sent: Vec<Vec<u8>> = (0..8u32).map(|seq| payload(seq, 400)).collect();
+    for p in &sent {
+        sender.send(&engine, p);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = 0;
+    while seen < sent.len() {
+        assert!(Instant::now() < deadline, "{seen} of {} packets arrived", sent.len());
+        let Some(burst) = engine.get_rx_burst(0, 0).unwrap() else { continue };
+        for packet in burst.packets() {
+            let head = packet.segment(0).expect("the headers' segment");
+            let tail = packet.segment(1).expect("the payload's segment");
+            assert_eq!(head.len(), HEAD, "the first segment fills its region's buffer");
+            let joined = [head, tail].concat();
+            assert_eq!(&joined[bed.headers()..], &sent[seen][..], "packet {seen} split without a byte lost");
+            seen += 1;
+        }
+    }
+    Outcome::Passed
+}
+
+/// An application that stops reading loses packets only as counted drops:
+/// what reached the ring plus what was dropped, by reason, is what was sent.
+pub fn drops_counted_when_stalled(bed: &dyn Bed) -> Outcome {
+    if !bed.has_datagrams() {
+        return Outcome::NotApplicable("a byte stream is never dropped: TCP flow control slows the sender");
+    }
+    const SENT: u32 = 600;
+    let config = bed
+        .config()
+        .region("mem", BUFS, bed.buf_size())
+        .rx_meta_buffers(8)
+        .rx_queue(rx(0, "mem").core(1).batch(4).timeout_us(100));
+    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    let sender = bed.sender(0);
+    for seq in 0..SENT {
+        sender.send(&engine, &payload(seq, 100));
+        pace(seq as usize);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let accounted = || {
+        let stats = engine.stats();
+        let port = &stats.ports[0];
+        let queue = &port.rx_queues[0].stats;
+        let drops: u64 = DropReason::ALL.iter().map(|&r| queue.drops(r) + port.rx_port_drops.drops(r)).sum();
+        (queue.packets, drops, queue.drops(DropReason::RingFull) + queue.drops(DropReason::NoFreeBurstBuffers))
+    };
+    while {
+        let (delivered, drops, _) = accounted();
+        delivered + drops < u64::from(SENT)
+    } {
+        assert!(Instant::now() < deadline, "accounted for {:?} of {SENT}", accounted());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (delivered, drops, full) = accounted();
+    assert_eq!(delivered + drops, u64::from(SENT), "every packet is delivered or counted as dropped");
+    assert!(full > 0, "the stalled application's drops are counted as ring_full/no_free_burst_buffers");
+    Outcome::Passed
+}
+
+/// Datagrams sent back to back past the first few thousand would outrun a
+/// kernel queue on a busy 2-core machine; a short sleep now and then keeps
+/// the test about the engine.
+fn pace(i: usize) {
+    if i % 64 == 63 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# How the DPDK backend's receive scales with RX queues, each on its own
+# core, against dpdk-testpmd rxonly with as many queues and forwarding
+# cores, on net_null (a frame of SIZE bytes on every slot of every
+# rte_eth_rx_burst of every queue: the receivers themselves, no wire).
+#
+#   testpmd   -l 0-N, main lcore 0, --nb-cores=N --rxq=N, burst 64; rate =
+#             the mean of its per-second Rx-pps lines after the first two
+#   gateway   `daqiri-gateway run`, master_core 0, RX queue k on cpu_core k
+#             (1..N), 64 mbufs per rte_eth_rx_burst, batch_size 64, and
+#             `--consumer-cores N+1..2N`: each queue drained by its own
+#             application thread on a core of its own, so the application
+#             side is not what limits the figure; rate = packets those
+#             threads consumed / elapsed
+#
+# Needs 2N+1 cores (the GPU host has 16). Usage:
+#   tests/bench/dpdk_scaling.sh   (QUEUES="1 2 4", SIZE=64, SECONDS_EACH=10,
+#   GW=<a gateway built with --features dpdk>, TESTPMD=dpdk-testpmd)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+QUEUES=${QUEUES:-"1 2 4"}
+SIZE=${SIZE:-64}
+SECONDS_EACH=${SECONDS_EACH:-10}
+TESTPMD=${TESTPMD:-dpdk-testpmd}
+if [[ -z ${GW:-} ]]; then
+    cargo build --release -q -p daqiri-gateway --features dpdk
+    GW=$PWD/target/release/daqiri-gateway
+fi
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+testpmd_rate() { # queues
+    local n=$1
+    timeout -s INT $((SECONDS_EACH + 3)) "$TESTPMD" -l "0-$n" --main-lcore 0 --no-huge -m 1024 --no-pci --no-shconf \
+        --log-level=lib.eal:error --vdev "net_null0,size=$SIZE" -- \
+        --forward-mode=rxonly --burst=64 --nb-cores="$n" --rxq="$n" --txq="$n" --total-num-mbufs=$((16384 * n)) \
+        --stats-period=1 </dev/null >"$WORK/testpmd.log" 2>&1 || true
+    grep -o 'Rx-pps: *[0-9]*' "$WORK/testpmd.log" | awk '{print $2}' | tail -n +3 \
+        | awk '{s += $1; n++} END {if (n) printf "%.0f", s / n; else print 0}'
+}
+
+gateway_rate() { # queues
+    local n=$1 queues="" k
+    for ((k = 0; k < n; k++)); do
+        queues+="        - { name: q$k, id: $k, cpu_core: $((k + 1)), batch_size: 64, timeout_us: 1000, memory_regions: [rx_mem] }"$'\n'
+    done
+    cat >"$WORK/gateway.yaml" <<YAML
+daqiri:
+  cfg:
+    version: 1
+    stream_type: raw
+    master_core: 0
+    rx_meta_buffers: 1024
+    memory_regions:
+    - { name: rx_mem, kind: host, num_bufs: $((16384 * n)), buf_size: 2048 }
+    interfaces:
+    - name: bench_port
+      address: net_null0,size=$SIZE
+      rx:
+        queues:
+$queues
+YAML
+    "$GW" run --config "$WORK/gateway.yaml" --no-admin --duration "$SECONDS_EACH" --consumer-cores "$((n + 1))-$((2 * n))" \
+        --summary-json "$WORK/summary.json" >"$WORK/gateway.log" 2>&1 || { tail -5 "$WORK/gateway.log" >&2; }
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(round(s["consumed"]["packets"] / s["elapsed_s"]))' \
+        "$WORK/summary.json"
+}
+
+echo "| RX queues (cores) | dpdk-testpmd rxonly (pps) | gateway (pps) | gateway / testpmd | gateway / its 1-queue rate |"
+echo "|---|---|---|---|---|"
+one=""
+for n in $QUEUES; do
+    reference=$(testpmd_rate "$n")
+    ours=$(gateway_rate "$n")
+    one=${one:-$ours}
+    echo "| $n | $reference | $ours | $(python3 -c "print(f'{$ours / $reference:.2f}' if $reference else 'n/a')") | $(python3 -c "print(f'{$ours / $one:.2f}')") |"
+done
