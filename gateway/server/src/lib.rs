@@ -89,3 +89,22 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{Cli, Command};
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_reads_its_consumer_cores() {
+        let cli = Cli::try_parse_from(["daqiri-gateway", "run", "--consumer-cores", "5-6,9"]).expect("parses");
+        let Command::Run(args) = cli.command else { panic!("a run command") };
+        assert_eq!(args.consumer_cores.map(|c| c.0), Some(vec![5, 6, 9]));
+    }
+}

@@ -33,7 +33,7 @@ pub(crate) struct RunArgs {
     /// in turn (e.g. `8-11` or `8,9`); by default one consumer drains every
     /// queue on master_core. For benchmarks whose receive spans several cores.
     #[arg(long, value_parser = parse_cores)]
-    pub consumer_cores: Option<Vec<usize>>,
+    pub consumer_cores: Option<CoreList>,
     /// Stop after this many seconds.
     #[arg(long, value_parser = crate::seconds::positive)]
     pub duration: Option<f64>,
@@ -147,7 +147,7 @@ pub(crate) fn run_gateway(
     let options = ConsumerOptions { seq_offset: args.seq_offset, digest: args.digest };
     let consumer_stop = Arc::new(AtomicBool::new(false));
     let drains = match (&args.consumer_cores, live.get()) {
-        (Some(cores), Some(engine)) => consumer::per_queue(&engine.config(), cores),
+        (Some(cores), Some(engine)) => consumer::per_queue(&engine.config(), &cores.0),
         _ => vec![consumer::Drains::Everything],
     };
     let consumers = consumer::spawn(drains, &live, options, &consumer_stop, &captures)?;
@@ -283,8 +283,12 @@ enum FileChange {
     Removed,
 }
 
+/// CPU cores, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CoreList(pub Vec<usize>);
+
 /// A core list: `8`, `8,9`, `8-11`, or a mix (`0,4-6`).
-fn parse_cores(text: &str) -> Result<Vec<usize>, String> {
+fn parse_cores(text: &str) -> Result<CoreList, String> {
     let mut cores = Vec::new();
     for part in text.split(',').map(str::trim) {
         let bad = || format!("\"{part}\" is not a core or a range of cores (such as 8 or 8-11)");
@@ -300,7 +304,7 @@ fn parse_cores(text: &str) -> Result<Vec<usize>, String> {
             None => cores.push(part.parse().map_err(|_| bad())?),
         }
     }
-    Ok(cores)
+    Ok(CoreList(cores))
 }
 
 #[cfg(test)]
@@ -334,8 +338,8 @@ mod tests {
 
     #[test]
     fn consumer_cores_read_lists_and_ranges_and_refuse_the_rest() {
-        assert_eq!(parse_cores("8").unwrap(), vec![8]);
-        assert_eq!(parse_cores("0,4-6").unwrap(), vec![0, 4, 5, 6]);
+        assert_eq!(parse_cores("8").unwrap().0, vec![8]);
+        assert_eq!(parse_cores("0,4-6").unwrap().0, vec![0, 4, 5, 6]);
         assert!(parse_cores("6-4").unwrap_err().contains("backwards"));
         assert!(parse_cores("a").unwrap_err().contains("\"a\" is not a core"));
         assert!(parse_cores("").is_err(), "an empty list names no core");
