@@ -26,13 +26,35 @@ use crate::worker::Assembler;
 pub(crate) struct Inboxes {
     boxes: Vec<Inbox>,
     running: AtomicUsize,
+    /// Bursts a poster is part-way through posting (the software loop's
+    /// TX bursts, which arrive whole as on a wire).
+    in_transit: AtomicUsize,
 }
 
 impl Inboxes {
     /// One inbox of `capacity` packets per RX queue, for `workers` tasks
     /// that post or take.
     pub(crate) fn new(queues: usize, capacity: usize, workers: usize) -> Self {
-        Self { boxes: (0..queues).map(|_| Inbox::new(capacity)).collect(), running: AtomicUsize::new(workers) }
+        Self {
+            boxes: (0..queues).map(|_| Inbox::new(capacity)).collect(),
+            running: AtomicUsize::new(workers),
+            in_transit: AtomicUsize::new(0),
+        }
+    }
+
+    /// Posts a whole burst through `post`: until it returns, takers see the
+    /// burst as still arriving ([`Self::arriving`]), so none times out a
+    /// batch of it half-way.
+    pub(crate) fn whole_burst<T>(&self, post: impl FnOnce() -> T) -> T {
+        self.in_transit.fetch_add(1, Ordering::AcqRel);
+        let posted = post();
+        self.in_transit.fetch_sub(1, Ordering::AcqRel);
+        posted
+    }
+
+    /// Whether a burst is part-way posted.
+    pub(crate) fn arriving(&self) -> bool {
+        self.in_transit.load(Ordering::Acquire) > 0
     }
 
     /// The inbox of RX queue `queue` (its position in the port).
