@@ -17,7 +17,9 @@
 #   tests/bench/dpdk_scaling.sh   (QUEUES="1 2 4", SIZE=64, SECONDS_EACH=10,
 #   GW=<a gateway built with --features dpdk>, TESTPMD=dpdk-testpmd)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+cd "$here/../.."
 
 QUEUES=${QUEUES:-"1 2 4"}
 SIZE=${SIZE:-64}
@@ -41,30 +43,11 @@ testpmd_rate() { # queues
 }
 
 gateway_rate() { # queues
-    local n=$1 queues="" k
-    for ((k = 0; k < n; k++)); do
-        queues+="        - { name: q$k, id: $k, cpu_core: $((k + 1)), batch_size: 64, timeout_us: 1000, memory_regions: [rx_mem] }"$'\n'
-    done
-    cat >"$WORK/gateway.yaml" <<YAML
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    master_core: 0
-    rx_meta_buffers: 1024
-    memory_regions:
-    - { name: rx_mem, kind: host, num_bufs: $((16384 * n)), buf_size: 2048 }
-    interfaces:
-    - name: bench_port
-      address: net_null0,size=$SIZE
-      rx:
-        queues:
-$queues
-YAML
+    local n=$1
+    net_null_config "$WORK/gateway.yaml" "$n" 1 "$SIZE" 1024
     "$GW" run --config "$WORK/gateway.yaml" --no-admin --duration "$SECONDS_EACH" --consumer-cores "$((n + 1))-$((2 * n))" \
         --summary-json "$WORK/summary.json" >"$WORK/gateway.log" 2>&1 || { tail -5 "$WORK/gateway.log" >&2; }
-    python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(round(s["consumed"]["packets"] / s["elapsed_s"]))' \
-        "$WORK/summary.json"
+    consumed_rate "$WORK/summary.json"
 }
 
 echo "| RX queues (cores) | dpdk-testpmd rxonly (pps) | gateway (pps) | gateway / testpmd | gateway / its 1-queue rate |"

@@ -26,7 +26,7 @@ for binary in "$out"/bin/* "$out"/lib/*; do
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux.*)\.so' | while read -r lib; do
     [[ -e $out/lib/$(basename "$lib") ]] || cp -L "$lib" "$out/lib/"
 done
-cp tests/bench/dpdk_scaling.sh tests/bench/dpdk_null_repeat.sh tests/bench/dpdk_app_placement.sh "$out/"
+cp tests/bench/lib.sh tests/bench/dpdk_scaling.sh tests/bench/dpdk_null_repeat.sh tests/bench/dpdk_app_placement.sh "$out/"
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs a command with the packed DPDK, on a machine without DPDK: its
