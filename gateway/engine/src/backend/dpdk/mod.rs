@@ -131,23 +131,19 @@ fn install_tx_flows(eth: &EthPort, flows: &[Flow]) -> Result<Vec<InstalledFlow>>
         .collect()
 }
 
-/// Maps every pool a PCI device's queues use for its DMA. Virtual devices
-/// (`net_*`) move bytes with the CPU and need no mapping.
-fn map_for_dma<'a>(
-    eth: &EthPort,
-    address: &str,
-    pools: impl Iterator<Item = &'a Arc<Mempool>>,
-    regions: &RegionTable,
-) -> Result<()> {
+/// Maps the pool of every region `port`'s queues use for the device's DMA
+/// (once per region and device). Virtual devices (`net_*`) move bytes with
+/// the CPU and need no mapping.
+fn map_for_dma(eth: &EthPort, address: &str, port: &Port, regions: &RegionTable) -> Result<()> {
     if address.starts_with("net_") {
         return Ok(());
     }
     let device = eth.device().ok_or_else(|| {
         Error::new(Status::InternalError, format!("DPDK port {address} has no EAL device to map memory for"))
     })?;
-    for pool in pools {
-        let region = regions.iter().find(|r| r.mempool().is_some_and(|m| Arc::ptr_eq(m, pool)));
-        pool.map_for_dma(device, region.map_or("?", |r| r.name()), address)?;
+    for &r in port.rx.iter().chain(&port.tx).flat_map(|q| &q.segment_regions) {
+        let region = regions.get(r);
+        mempool_of(regions, r)?.map_for_dma(device, region.name(), address)?;
     }
     Ok(())
 }
@@ -181,12 +177,7 @@ pub(super) fn open(
         .map(|q| q.segment_regions.iter().map(|&r| mempool_of(regions, r)).collect::<Result<_>>())
         .collect::<Result<_>>()?;
     let eth = EthPort::find(address)?;
-    map_for_dma(
-        &eth,
-        address,
-        pools.iter().flat_map(|p| std::iter::once(&p.head).chain(&p.payload)).chain(tx_pools.iter().flatten()),
-        regions,
-    )?;
+    map_for_dma(&eth, address, port, regions)?;
     let table: Arc<FlowTable> = port.flows.load_full();
     let steering = PortSteering::prepare(&eth, &table, pools.len());
     let stamping = port.rx_timestamps.then(|| TimestampSource::of(&eth)).transpose()?;
