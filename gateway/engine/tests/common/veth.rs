@@ -30,6 +30,18 @@ impl Veth {
     /// is moved to a namespace of its own and both ends get addresses
     /// ([`Veth::SEND_IP`], [`Veth::RECEIVE_IP`]).
     pub fn with_queues(tag: &str, queues: u32, namespaced: bool) -> Self {
+        Self::build(tag, queues, namespaced, namespaced)
+    }
+
+    /// A pair of `queues` queues each way whose receiving kernel never
+    /// answers: the sending end sits in a namespace of its own and neither
+    /// end has an address, so a raw frame draws no ICMP or ARP back and the
+    /// receiving end sees only what the test sent.
+    pub fn quiet(tag: &str, queues: u32) -> Self {
+        Self::build(tag, queues, true, false)
+    }
+
+    fn build(tag: &str, queues: u32, namespaced: bool, addressed: bool) -> Self {
         let id = std::process::id() % 10_000;
         let veth = Veth {
             send: format!("dq{tag}{id}s"),
@@ -59,9 +71,15 @@ impl Veth {
                 let quiet = format!("net.ipv6.conf.{}.disable_ipv6=1", veth.send);
                 let status = Command::new("ip").args(["netns", "exec", ns, "sysctl", "-q", "-w", &quiet]).status();
                 assert!(status.is_ok_and(|s| s.success()), "disabling IPv6 on {} in {ns}", veth.send);
-                ip(&["-n", ns, "addr", "add", &format!("{}/24", Self::SEND_IP), "dev", &veth.send]);
                 ip(&["-n", ns, "link", "set", &veth.send, "up"]);
-                ip(&["addr", "add", &format!("{}/24", Self::RECEIVE_IP), "dev", &veth.receive]);
+                if addressed {
+                    ip(&["-n", ns, "addr", "add", &format!("{}/24", Self::SEND_IP), "dev", &veth.send]);
+                    ip(&["addr", "add", &format!("{}/24", Self::RECEIVE_IP), "dev", &veth.receive]);
+                } else {
+                    // Forwarding off: a frame for no local address is dropped
+                    // without an ICMP error (ip_error stays silent).
+                    let _ = std::fs::write(format!("/proc/sys/net/ipv4/conf/{}/forwarding", veth.receive), "0");
+                }
             }
         }
         veth

@@ -196,12 +196,12 @@ mod raw {
     impl VethBed {
         /// Our AF_XDP backend on a veth of `queues` queues.
         pub fn af_xdp(tag: &str, queues: u32) -> Self {
-            Self { veth: Veth::with_queues(tag, queues, true), kind: RawKind::AfXdp }
+            Self { veth: Veth::quiet(tag, queues), kind: RawKind::AfXdp }
         }
 
         /// DPDK's `net_af_packet` on a veth of `queues` queues.
         pub fn dpdk_af_packet(tag: &str, queues: u32) -> Self {
-            Self { veth: Veth::with_queues(tag, queues, true), kind: RawKind::DpdkAfPacket }
+            Self { veth: Veth::quiet(tag, queues), kind: RawKind::DpdkAfPacket }
         }
     }
 

@@ -340,7 +340,17 @@ pub fn drops_counted_when_stalled(bed: &dyn Bed) -> Outcome {
         std::thread::sleep(Duration::from_millis(10));
     }
     let (delivered, drops, full) = accounted();
-    assert_eq!(delivered + drops, u64::from(SENT), "every packet is delivered or counted as dropped");
+    let stats = engine.stats();
+    let by_reason: Vec<(&str, u64, u64)> = DropReason::ALL
+        .iter()
+        .map(|&r| (r.as_str(), stats.ports[0].rx_queues[0].stats.drops(r), stats.ports[0].rx_port_drops.drops(r)))
+        .filter(|&(_, queue, port)| queue + port > 0)
+        .collect();
+    assert_eq!(
+        delivered + drops,
+        u64::from(SENT),
+        "every packet is delivered or counted as dropped: {delivered} delivered, (reason, queue, port) {by_reason:?}"
+    );
     assert!(full > 0, "the stalled application's drops are counted as ring_full/no_free_burst_buffers");
     Outcome::Passed
 }
