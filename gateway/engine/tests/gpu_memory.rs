@@ -31,7 +31,7 @@ daqiri:
 }
 
 #[test]
-fn gpu_pinned_buffers_carry_packets_and_regions_name_their_gpu() {
+fn gpu_pinned_buffers_carry_packets_and_device_regions_name_their_gpu() {
     let engine = Engine::from_yaml(&config("pinned")).expect("engine with GPU regions");
     let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
     burst.packet_mut(0).write(b"through pinned memory").unwrap();
@@ -46,7 +46,8 @@ fn gpu_pinned_buffers_carry_packets_and_regions_name_their_gpu() {
     let regions = engine.stats().regions;
     let gpu_of = |name: &str| regions.iter().find(|r| r.name == name).map(|r| (r.kind, r.gpu));
     assert_eq!(gpu_of("tx"), Some(("host", None)));
-    assert_eq!(gpu_of("pinned"), Some(("host_pinned", Some(0))));
+    // Pinned memory is host memory on a NUMA node, mapped into every GPU.
+    assert_eq!(gpu_of("pinned"), Some(("host_pinned", None)));
     assert_eq!(gpu_of("gpu"), Some(("device", Some(0))));
 }
 
@@ -109,6 +110,19 @@ fn gpu_an_absent_gpu_is_named() {
     let err = Engine::from_yaml(&yaml).unwrap_err();
     assert!(err.to_string().contains("GPU 99 does not exist"), "{err}");
     assert!(err.to_string().contains("memory region \"gpu\""), "{err}");
+}
+
+#[test]
+fn gpu_a_pinned_regions_affinity_is_a_numa_node_as_in_daqiri() {
+    let nodes = std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("node")).count())
+        .unwrap_or(1);
+    let yaml =
+        config("pinned").replace("kind: host_pinned, affinity: 0", &format!("kind: host_pinned, affinity: {nodes}"));
+    let err = Engine::from_yaml(&yaml).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains(&format!("NUMA node {nodes} does not exist")), "{message}");
+    assert!(message.contains("memory region \"pinned\""), "{message}");
 }
 
 #[test]

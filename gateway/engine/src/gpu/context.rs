@@ -35,6 +35,27 @@ pub fn memory_info(ordinal: u32) -> Result<(usize, usize), Error> {
     context(ordinal)?.mem_get_info().map_err(|e| cuda_error(format!("reading GPU {ordinal}'s free memory"), e))
 }
 
+/// The NUMA node GPU `ordinal` sits on, as its PCI device says; node 0 when
+/// the kernel does not tell (a single-node machine says -1).
+pub(crate) fn numa_node(ordinal: u32) -> u32 {
+    use cudarc::driver::sys::CUdevice_attribute::{
+        CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
+    };
+    let Ok(ctx) = context(ordinal) else { return 0 };
+    let id = |attribute| ctx.attribute(attribute).ok();
+    let (Some(domain), Some(bus), Some(device)) = (
+        id(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+        id(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+        id(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID),
+    ) else {
+        return 0;
+    };
+    std::fs::read_to_string(format!("/sys/bus/pci/devices/{domain:04x}:{bus:02x}:{device:02x}.0/numa_node"))
+        .ok()
+        .and_then(|node| node.trim().parse::<u32>().ok())
+        .unwrap_or(0)
+}
+
 /// The context of GPU `ordinal`, created on first use.
 pub(crate) fn context(ordinal: u32) -> Result<Arc<CudaContext>, Error> {
     static CONTEXTS: Mutex<Vec<(u32, Arc<CudaContext>)>> = Mutex::new(Vec::new());

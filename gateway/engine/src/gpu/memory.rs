@@ -11,8 +11,8 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, result, sys};
 
 use super::{context, cuda_error};
-use crate::error::Error;
-use crate::memory::{DevicePtr, DeviceSlice};
+use crate::error::{Error, Status};
+use crate::memory::{DevicePtr, DeviceSlice, Mapping};
 
 /// Device memory on one GPU, owned.
 #[derive(Debug)]
@@ -74,42 +74,65 @@ unsafe impl Send for DeviceMemory {}
 // SAFETY: shared references only read the address and length.
 unsafe impl Sync for DeviceMemory {}
 
-/// Page-locked host memory, mapped into every GPU's address space.
+/// Page-locked host memory on one NUMA node, mapped into every GPU's
+/// address space. The pages are the engine's own mapping, bound to the
+/// node before they are faulted in and then registered with CUDA:
+/// `cuMemHostAlloc` picks no node, and its pinned pages cannot be moved.
 #[derive(Debug)]
 pub struct PinnedMemory {
     ctx: Arc<CudaContext>,
-    host: NonNull<u8>,
     device: sys::CUdeviceptr,
-    len: usize,
+    /// Unregistered in `drop`, unmapped after it (fields drop last).
+    pages: Mapping,
 }
 
 impl PinnedMemory {
-    /// `len` zeroed bytes, allocated through GPU `gpu`'s context.
-    pub(crate) fn new(gpu: u32, len: usize) -> Result<Self, Error> {
+    /// `len` zeroed bytes on NUMA node `node`, as a `host_pinned` region's
+    /// `affinity` places them (DAQIRI's meaning), registered through GPU 0:
+    /// portable memory is mapped into every GPU's address space alike.
+    pub(crate) fn on_node(node: u32, len: usize) -> Result<Self, Error> {
+        Self::register(0, node, len)
+    }
+
+    /// `len` zeroed bytes on GPU `gpu`'s NUMA node, for the engine's own
+    /// staging and tables of that GPU.
+    pub(crate) fn near_gpu(gpu: u32, len: usize) -> Result<Self, Error> {
+        Self::register(gpu, context::numa_node(gpu), len)
+    }
+
+    fn register(gpu: u32, node: u32, len: usize) -> Result<Self, Error> {
+        let pages = Mapping::host(len, node).map_err(|e| {
+            // As for `host` regions: a node that does not exist is refused, a shortage is one.
+            let status = if e.kind() == std::io::ErrorKind::Unsupported {
+                Status::NotSupported
+            } else {
+                Status::NoFreePacketBuffers
+            };
+            Error::new(status, format!("cannot map {len} bytes of host memory on NUMA node {node}: {e}"))
+        })?;
         let ctx = context::context(gpu)?;
-        let doing = || format!("allocating {len} bytes of pinned host memory for GPU {gpu}");
+        let doing = || format!("pinning {len} bytes of host memory on NUMA node {node} for the GPUs");
         ctx.bind_to_thread().map_err(|e| cuda_error(doing(), e))?;
-        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
-        // SAFETY: the context is current; the memory is zeroed below before
-        // anyone reads it and freed once, on drop.
-        let raw = unsafe { result::malloc_host(len.max(1), flags) }.map_err(|e| cuda_error(doing(), e))?;
-        let host = NonNull::new(raw.cast::<u8>()).ok_or_else(|| cuda_error(doing(), "null pointer"))?;
-        // SAFETY: `host` is `len` writable bytes just allocated.
-        unsafe { std::ptr::write_bytes(host.as_ptr(), 0, len) };
+        let host = pages.base().as_ptr().cast();
+        let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        // SAFETY: the context is current; `host` is `pages.len()` bytes of a
+        // live page-aligned mapping that outlives the registration (drop
+        // unregisters before the mapping goes).
+        unsafe { sys::cuMemHostRegister_v2(host, pages.len(), flags) }.result().map_err(|e| cuda_error(doing(), e))?;
         let mut device: sys::CUdeviceptr = 0;
-        // SAFETY: `raw` is a mapped pinned allocation of this context.
-        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, raw, 0) }
-            .result()
-            .map_err(|e| cuda_error(doing(), e))?;
-        Ok(Self { ctx, host, device, len })
+        // SAFETY: `host` was registered with DEVICEMAP just above.
+        let mapped = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0) }.result();
+        let pinned = Self { ctx, device, pages };
+        mapped.map_err(|e| cuda_error(doing(), e))?;
+        Ok(pinned)
     }
 
     /// Where the CPU reads the first byte.
     pub fn host(&self) -> NonNull<u8> {
-        self.host
+        self.pages.base()
     }
 
-    /// The GPU whose context allocated (and maps) the memory.
+    /// The GPU whose context registered the memory (every GPU maps it).
     pub fn gpu(&self) -> u32 {
         self.ctx.ordinal() as u32
     }
@@ -121,28 +144,30 @@ impl PinnedMemory {
 
     /// Bytes allocated.
     pub fn len(&self) -> usize {
-        self.len
+        self.pages.len()
     }
 
     /// Whether no bytes are allocated.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.pages.len() == 0
     }
 
     /// The bytes, for the CPU: the caller must know no GPU work is using them.
     pub(crate) fn host_bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: `len` bytes at `host` are this allocation's, and `&mut self`
+        // SAFETY: the mapping's bytes are this allocation's, and `&mut self`
         // makes this the only reference to them on the host.
-        unsafe { std::slice::from_raw_parts_mut(self.host.as_ptr(), self.len) }
+        unsafe { std::slice::from_raw_parts_mut(self.pages.base().as_ptr(), self.pages.len()) }
     }
 }
 
 impl Drop for PinnedMemory {
     fn drop(&mut self) {
-        // SAFETY: `host` came from `malloc_host` and is freed only here.
-        let freed = self.ctx.bind_to_thread().and_then(|()| unsafe { result::free_host(self.host.as_ptr().cast()) });
-        if let Err(e) = freed {
-            tracing::warn!(bytes = self.len, error = ?e, "freeing pinned memory failed");
+        let host = self.pages.base().as_ptr().cast();
+        // SAFETY: `host` was registered in `register` and is unregistered
+        // only here, before its mapping is unmapped.
+        let unpinned = self.ctx.bind_to_thread().and_then(|()| unsafe { sys::cuMemHostUnregister(host) }.result());
+        if let Err(e) = unpinned {
+            tracing::warn!(bytes = self.len(), error = ?e, "unpinning host memory failed");
         }
     }
 }

@@ -227,7 +227,7 @@ struct Table {
 
 impl Table {
     fn new(gpu: u32, bytes: usize) -> Result<Self, Error> {
-        Ok(Self { memory: PinnedMemory::new(gpu, bytes.next_power_of_two())?, last: None })
+        Ok(Self { memory: PinnedMemory::near_gpu(gpu, bytes.next_power_of_two())?, last: None })
     }
 }
 

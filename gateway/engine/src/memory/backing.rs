@@ -51,14 +51,15 @@ impl Backing {
         }
     }
 
-    /// The GPU whose memory this is, or that maps it; `None` for memory no GPU maps.
+    /// The GPU whose memory this is; `None` for host memory, pinned or not
+    /// (pinned memory is mapped into every GPU alike).
     pub fn gpu(&self) -> Option<u32> {
         match self {
             Backing::Host(_) | Backing::Hugetlb(_) => None,
             #[cfg(feature = "cuda")]
             Backing::Device(d) => Some(d.gpu()),
             #[cfg(feature = "cuda")]
-            Backing::HostPinned(p) => Some(p.gpu()),
+            Backing::HostPinned(_) => None,
         }
     }
 

@@ -88,7 +88,7 @@ impl Region {
             }
             #[cfg(feature = "cuda")]
             MemoryKind::HostPinned => {
-                Backing::HostPinned(crate::gpu::PinnedMemory::new(config.affinity, len).map_err(|e| {
+                Backing::HostPinned(crate::gpu::PinnedMemory::on_node(config.affinity, len).map_err(|e| {
                     Error::new(e.status, format!("memory region \"{}\" (kind host_pinned): {}", config.name, e.message))
                 })?)
             }
@@ -287,7 +287,7 @@ impl Region {
         if self.staging.get().is_some() || self.backing.host_base().is_some() {
             return Ok(());
         }
-        let twin = crate::gpu::PinnedMemory::new(gpu, self.backing.len())
+        let twin = crate::gpu::PinnedMemory::near_gpu(gpu, self.backing.len())
             .map_err(|e| Error::new(e.status, format!("staging memory for region \"{}\": {}", self.name, e.message)))?;
         let _ = self.staging.set(twin);
         Ok(())

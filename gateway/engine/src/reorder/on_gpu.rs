@@ -18,7 +18,7 @@ use super::Plan;
 use crate::burst::{Burst, Completion, PacketSlot};
 use crate::error::{Error, Result, Status};
 use crate::gpu::{GpuReorder, Slots};
-use crate::memory::{Backing, BufToken, Region, RegionTable};
+use crate::memory::{BufToken, Region, RegionTable};
 use crate::queue::Queue;
 
 /// The kernels of one GPU plan and the stream its batches run on.
@@ -36,8 +36,10 @@ pub(crate) struct GpuPlan {
 impl GpuPlan {
     /// The GPU side of plan `name`, reading packets from `source` and writing `output`.
     pub(crate) fn new(name: &str, (source, output): (&Region, &Region), regions: &Arc<RegionTable>) -> Result<Self> {
-        let ordinal = output.backing().gpu().expect("validated: GPU plans write GPU-addressable memory");
-        if let (Backing::Device(_), Some(other)) = (source.backing(), source.backing().gpu())
+        // The GPU that holds either side runs the plan; pinned memory is
+        // mapped into every GPU, so two pinned sides run on GPU 0.
+        let ordinal = output.backing().gpu().or(source.backing().gpu()).unwrap_or(0);
+        if let Some(other) = source.backing().gpu()
             && other != ordinal
         {
             return Err(Error::new(
