@@ -27,6 +27,8 @@ SCENARIOS = {
     "writers": "raw and pcap writers byte-exact",
     "header_data_split": "header-data split",
     "drops_counted_when_stalled": "drops counted when the application stalls",
+    "flow_reload_loses_nothing": "a flow reload loses nothing",
+    "isolation": "flow isolation drops and counts the rest",
 }
 
 
@@ -71,10 +73,12 @@ def page() -> str:
     lines += [
         "",
         "Not in this table yet: the VM test bed's rows (rte_flow on `net_tap`, a PCI NIC under",
-        "`vfio-pci`, soft-RoCE), the GPU rows (they run on the GPU host), and TX, flow reload and",
-        "RSS scenarios, which each backend's own tests cover today. `net_af_packet` has no rte_flow,",
+        "`vfio-pci`, soft-RoCE), the GPU rows (they run on the GPU host), and TX and RSS",
+        "scenarios, which each backend's own tests cover today. `net_af_packet` has no rte_flow,",
         "so DPDK's steering among queues is refused there; rte_flow on a real PMD needs the VM",
-        "test bed.",
+        "test bed. Under `flow_isolation`, AF_XDP hands what no flow matches to the kernel (as a",
+        "NIC in rte_flow isolated mode does) and counts it as `xdp_passed_unmatched`; the other",
+        "backends drop it and count it as `unmatched_flow`.",
         "",
     ]
     return "\n".join(lines)

@@ -24,6 +24,9 @@ use crate::{Report, ValidConfig};
 #[derive(Debug, Clone)]
 pub struct TestConfig {
     config: EngineConfig,
+    /// DPDK's `net_af_packet` wants one socket (`qpairs`) per RX queue:
+    /// the address gets as many as the config has RX queues when written.
+    af_packet_qpairs: bool,
 }
 
 /// An RX queue `id` landing in `region`, indirect, with DAQIRI's defaults
@@ -99,7 +102,7 @@ impl TestConfig {
     fn with(stream_type: StreamType, engine: Option<EngineKind>, interface: Interface) -> Self {
         let mut config = EngineConfig::new(stream_type, engine);
         config.interfaces.push(interface);
-        Self { config }
+        Self { config, af_packet_qpairs: false }
     }
 
     fn interface(name: &str, address: &str) -> Interface {
@@ -149,6 +152,14 @@ impl TestConfig {
     /// `net_af_packet0,iface=veth0`, or a PCI address).
     pub fn dpdk(address: &str) -> Self {
         Self::with(StreamType::Raw, Some(EngineKind::Dpdk), Self::interface("port", address))
+    }
+
+    /// A raw interface on DPDK's `net_af_packet` over netdev `netdev`,
+    /// with one socket per RX queue the config ends up with.
+    pub fn dpdk_af_packet(netdev: &str) -> Self {
+        let mut config = Self::dpdk(&format!("net_af_packet0,iface={netdev},framecnt=8192"));
+        config.af_packet_qpairs = true;
+        config
     }
 
     /// A raw interface on netdev `netdev` through AF_XDP.
@@ -281,7 +292,13 @@ impl TestConfig {
 
     /// The config as DAQIRI YAML text.
     pub fn yaml(&self) -> String {
-        let section = DaqiriSection { daqiri: DaqiriBody { cfg: self.config.clone() } };
+        let mut cfg = self.config.clone();
+        if self.af_packet_qpairs {
+            let interface = &mut cfg.interfaces[0];
+            let queues = interface.rx.as_ref().map_or(0, |rx| rx.queues.len()).max(1);
+            interface.address.push_str(&format!(",qpairs={queues}"));
+        }
+        let section = DaqiriSection { daqiri: DaqiriBody { cfg } };
         serde_yaml::to_string(&section).expect("the model serialises")
     }
 

@@ -133,6 +133,28 @@ fn af_xdp_over_veth_receives_through_a_staging_pool_with_flow_ids() {
     receives_an_independent_senders_frames_over_veth("x", |iface| format!("net_af_xdp0,iface={iface}"));
 }
 
+#[test]
+#[ignore = "needs root for a veth pair; tests/run.sh runs it"]
+fn af_packet_sockets_no_rx_queue_reads_are_refused_by_path() {
+    // Two sockets, one RX queue: the flows the kernel hashed to the second
+    // socket would never be read.
+    let veth = Veth::new("q");
+    let config = daqiri_config::testing::TestConfig::dpdk(&format!(
+        "net_af_packet0,iface={},qpairs=2,framecnt=8192",
+        veth.receive
+    ))
+    .master_core(0)
+    .region("mem", 4096, 4096)
+    .rx_queue(daqiri_config::testing::rx(0, "mem").core(1));
+    let error = Engine::from_yaml(&config.yaml()).expect_err("one RX queue for two sockets");
+    assert_eq!(error.status, daqiri::Status::NotSupported, "{error}");
+    assert!(error.message.contains("rx.queues of interface \"port\""), "{error}");
+    assert!(error.message.contains("opens 2 sockets (qpairs)") && error.message.contains("set qpairs=1"), "{error}");
+    // As many queues as sockets start.
+    let two = config.rx_queue(daqiri_config::testing::rx(1, "mem").core(1));
+    Engine::from_yaml(&two.yaml()).expect("two RX queues read two sockets");
+}
+
 /// A raw socket sends three flows' frames into one end of a veth pair; the
 /// engine, on the device `address` builds for the other end, must deliver
 /// every matched frame unchanged with its flow id and count the rest.

@@ -215,20 +215,7 @@ mod raw {
         fn config(&self) -> TestConfig {
             match self.kind {
                 RawKind::AfXdp => TestConfig::af_xdp(&self.veth.receive),
-                RawKind::DpdkAfPacket => {
-                    let queues = std::fs::read_dir(format!("/sys/class/net/{}/queues", self.veth.receive))
-                        .map(|d| {
-                            d.filter_map(Result::ok)
-                                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                                .count()
-                        })
-                        .unwrap_or(1);
-                    TestConfig::dpdk(&format!(
-                        "net_af_packet0,iface={},qpairs={queues},framecnt=8192",
-                        self.veth.receive
-                    ))
-                    .master_core(0)
-                }
+                RawKind::DpdkAfPacket => TestConfig::dpdk_af_packet(&self.veth.receive).master_core(0),
             }
         }
         fn headers(&self) -> usize {

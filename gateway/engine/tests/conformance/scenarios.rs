@@ -123,6 +123,105 @@ pub fn flows_to_queues(bed: &dyn Bed) -> Outcome {
     Outcome::Passed
 }
 
+/// A flow reload moves a flow to another queue while its datagrams are in
+/// flight: each datagram arrives exactly once, byte-exact, those before the
+/// swap on the old queue with the old id, the rest on the new one.
+pub fn flow_reload_loses_nothing(bed: &dyn Bed) -> Outcome {
+    if !bed.has_datagrams() {
+        return Outcome::NotApplicable("a byte stream has no datagrams to match");
+    }
+    const HALF: u32 = 1000;
+    let sender = bed.sender(0);
+    let queues = |config: daqiri_config::testing::TestConfig| {
+        config
+            .region("mem", BUFS, bed.buf_size())
+            .rx_queue(rx(0, "mem").core(1).batch(16).timeout_us(200))
+            .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(200))
+    };
+    let before = queues(bed.config()).udp_src_flow(20, 0, sender.port());
+    let after = queues(bed.config()).udp_src_flow(21, 1, sender.port());
+    let engine = match start_or_refusal(&before.yaml(), "rx.flows") {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    for seq in 0..HALF {
+        sender.send(&engine, &payload(seq, 150));
+        pace(seq as usize);
+    }
+    // No wait: the first half is still on its way through the receiver.
+    engine.reload_flows(after.validate().expect("a valid config")).expect("the flows reload");
+    for seq in HALF..2 * HALF {
+        sender.send(&engine, &payload(seq, 150));
+        pace(seq as usize);
+    }
+    let got = receive(&engine, 2, 2 * HALF as usize, Duration::from_secs(10));
+    let mut seen = vec![0u32; 2 * HALF as usize];
+    let mut last = [None::<u32>; 2];
+    for (queue, flow) in [(0, 20), (1, 21)] {
+        for (id, bytes) in &got[queue] {
+            let seq = u32::from_be_bytes(bytes[bed.headers()..][..4].try_into().unwrap());
+            assert_eq!(*id, Some(flow), "datagram {seq} on queue {queue} carries that queue's flow id");
+            assert_eq!(&bytes[bed.headers()..], &payload(seq, 150)[..], "datagram {seq} arrives byte-exact");
+            assert!(last[queue].is_none_or(|l| l < seq), "queue {queue} receives in order: {seq} after {last:?}");
+            last[queue] = Some(seq);
+            seen[seq as usize] += 1;
+        }
+    }
+    let lost: Vec<usize> = seen.iter().enumerate().filter(|&(_, &n)| n != 1).map(|(seq, _)| seq).collect();
+    assert!(lost.is_empty(), "every datagram arrives exactly once; not so: {:?}", &lost[..lost.len().min(20)]);
+    assert!(last[1].is_some(), "the reloaded flow steers to queue 1");
+    Outcome::Passed
+}
+
+/// Under `flow_isolation` only what a flow matches is received; the rest is
+/// dropped and counted as unmatched, or, where the backend can, handed to
+/// the kernel and counted so (as a NIC in rte_flow isolated mode does).
+pub fn isolation(bed: &dyn Bed) -> Outcome {
+    if !bed.has_datagrams() {
+        return Outcome::NotApplicable("a byte stream has no datagrams to match");
+    }
+    const EACH: u32 = 300;
+    let (matched, other) = (bed.sender(0), bed.sender(1));
+    let config = bed
+        .config()
+        .region("mem", BUFS, bed.buf_size())
+        .rx_queue(rx(0, "mem").core(1).batch(16).timeout_us(200))
+        .udp_src_flow(30, 0, matched.port())
+        .isolated();
+    let engine = match start_or_refusal(&config.yaml(), "rx.flow_isolation") {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    for seq in 0..EACH {
+        matched.send(&engine, &payload(seq, 80));
+        other.send(&engine, &payload(seq, 90));
+        pace(seq as usize * 2);
+    }
+    let got = receive(&engine, 1, EACH as usize, Duration::from_secs(10));
+    assert_eq!(got[0].len(), EACH as usize, "the matched flow's datagrams arrive");
+    for (seq, (id, bytes)) in got[0].iter().enumerate() {
+        assert_eq!(*id, Some(30));
+        assert_eq!(&bytes[bed.headers()..], &payload(seq as u32, 80)[..], "datagram {seq} is the matched flow's");
+    }
+    let unmatched = || {
+        let port = &engine.stats().ports[0];
+        let to_kernel =
+            port.link.nic_counters.iter().find(|(name, _)| name == "xdp_passed_unmatched").map_or(0, |c| c.1);
+        port.rx_port_drops.drops(DropReason::UnmatchedFlow) + to_kernel
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while unmatched() < u64::from(EACH) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        unmatched(),
+        u64::from(EACH),
+        "every other datagram is counted as unmatched (dropped or passed to the kernel)"
+    );
+    assert!(receive(&engine, 1, 1, Duration::from_millis(200))[0].is_empty(), "nothing else arrives");
+    Outcome::Passed
+}
+
 /// Two RX queues that name cores 0 and 1 run on two threads, each pinned
 /// to its queue's core, as `/proc` shows and the status reports.
 pub fn worker_per_core(bed: &dyn Bed) -> Outcome {

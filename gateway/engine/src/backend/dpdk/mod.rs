@@ -148,6 +148,25 @@ fn map_for_dma(eth: &EthPort, address: &str, port: &Port, regions: &RegionTable)
     Ok(())
 }
 
+/// net_af_packet opens all its `qpairs` sockets at probe, and the kernel
+/// fans frames out over them by flow hash; a socket no RX queue reads
+/// would swallow its flows unseen, so fewer RX queues than sockets are
+/// refused. (A NIC spreads only over the queues configured.)
+fn refuse_unread_sockets(eth: &EthPort, port: &Port, rx_queues: usize) -> Result<()> {
+    let sockets = usize::from(eth.max_rx_queues());
+    if eth.driver_name() != "net_af_packet" || rx_queues == 0 || rx_queues >= sockets {
+        return Ok(());
+    }
+    Err(Error::new(
+        Status::NotSupported,
+        format!(
+            "rx.queues of interface \"{}\": {} opens {sockets} sockets (qpairs), which the kernel fills by flow hash, but {rx_queues} RX queue(s) read them: the flows hashed to the others would be lost unseen; set qpairs={rx_queues} in the address or add RX queues",
+            port.name,
+            eth.address()
+        ),
+    ))
+}
+
 fn mempool_of(regions: &RegionTable, region: u16) -> Result<Arc<Mempool>> {
     let region = regions.get(region);
     region
@@ -177,6 +196,7 @@ pub(super) fn open(
         .map(|q| q.segment_regions.iter().map(|&r| mempool_of(regions, r)).collect::<Result<_>>())
         .collect::<Result<_>>()?;
     let eth = EthPort::find(address)?;
+    refuse_unread_sockets(&eth, port, pools.len())?;
     map_for_dma(&eth, address, port, regions)?;
     let table: Arc<FlowTable> = port.flows.load_full();
     let steering = PortSteering::prepare(&eth, &table, pools.len());

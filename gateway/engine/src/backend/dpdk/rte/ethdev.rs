@@ -236,7 +236,6 @@ impl EthPort {
         (unsafe { dpdk_sys::rte_eth_dev_info_get(self.id, &mut info) } == 0).then_some(info)
     }
 
-    /// The RX offloads the PMD advertises (`rx_offload_capa`).
     /// The NIC's clock (`rte_eth_read_clock`), in its own ticks.
     pub(crate) fn read_clock(&self) -> std::result::Result<u64, String> {
         let mut ticks = 0u64;
@@ -245,11 +244,17 @@ impl EthPort {
         if rc == 0 { Ok(ticks) } else { Err(super::errno_text(rc)) }
     }
 
+    /// The most RX queues the PMD offers (net_af_packet: its `qpairs`).
+    pub(crate) fn max_rx_queues(&self) -> u16 {
+        self.dev_info().map_or(0, |info| info.max_rx_queues)
+    }
+
     /// The EAL device behind the port, for DMA mappings.
     pub(crate) fn device(&self) -> Option<super::mempool::DmaDevice> {
         self.dev_info().and_then(|info| super::mempool::DmaDevice::new(info.device))
     }
 
+    /// The RX offloads the PMD advertises (`rx_offload_capa`).
     pub(crate) fn rx_offload_capa(&self) -> u64 {
         self.dev_info().map_or(0, |info| info.rx_offload_capa)
     }
