@@ -1,9 +1,11 @@
 //! The backends under test ("beds"): how each is configured, and how an
 //! independent sender puts datagrams on its wire.
 
+use std::io::Read;
 use std::net::UdpSocket;
+use std::time::{Duration, Instant};
 
-use daqiri::Engine;
+use daqiri::{Engine, PacketMut};
 use daqiri_config::testing::{TestConfig, tx};
 
 #[cfg(any(feature = "dpdk", feature = "af_xdp"))]
@@ -37,6 +39,49 @@ pub trait Bed {
 
     /// A sender; each has its own UDP source port, which flows match.
     fn sender(&self, index: u16) -> Box<dyn Sender>;
+
+    /// `config()` with TX queue 0 sending from region `tx_mem` (or `mem`,
+    /// where RX and TX must share one).
+    fn tx_config(&self) -> TestConfig {
+        self.config().region("tx_mem", 1024, 2048).tx_queue(tx(0, "tx_mem").batch(16))
+    }
+
+    /// The region `tx_config` sends from.
+    fn tx_region(&self) -> &'static str {
+        "tx_mem"
+    }
+
+    /// Writes `payload` into a TX packet as the bed's wire carries it: the
+    /// payload alone on sockets, in a UDP frame to [`TX_PORT`] on raw backends.
+    fn write_tx(&self, packet: &mut PacketMut<'_>, payload: &[u8]) {
+        packet.write(payload).expect("the payload fits");
+    }
+
+    /// An independent reader at the far end of the bed's wire.
+    fn tx_reader(&self) -> Box<dyn Reader>;
+}
+
+/// The UDP destination port of the frames raw backends send in TX scenarios.
+pub const TX_PORT: u16 = 6001;
+
+/// Reads what an engine's TX queue 0 put on a bed's wire.
+pub trait Reader {
+    /// Makes itself known to the running engine where it must be (a
+    /// socket server answers its last peer); returns once it is.
+    fn attach(&mut self, _engine: &Engine) {}
+
+    /// The next payload (a byte stream: the next bytes) that arrives within
+    /// `within`.
+    fn next(&mut self, engine: &Engine, within: Duration) -> Option<Vec<u8>>;
+}
+
+/// Waits until the engine's port 0 has heard from a peer.
+fn await_peer(engine: &Engine) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while engine.stats().ports[0].link.peer.is_none() {
+        assert!(Instant::now() < deadline, "the engine hears from the reader");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Puts datagrams on a bed's wire.
@@ -67,6 +112,30 @@ impl Bed for Udp {
         let socket = UdpSocket::bind("127.0.0.1:0").expect("a sender socket");
         socket.connect(("127.0.0.1", self.port)).expect("connect to the server");
         Box::new(UdpSender(socket))
+    }
+    fn tx_reader(&self) -> Box<dyn Reader> {
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("a reader socket");
+        socket.connect(("127.0.0.1", self.port)).expect("connect to the server");
+        Box::new(UdpReader { socket })
+    }
+}
+
+/// A client of the UDP server: its first datagram makes it the server's peer.
+struct UdpReader {
+    socket: UdpSocket,
+}
+
+impl Reader for UdpReader {
+    fn attach(&mut self, engine: &Engine) {
+        self.socket.send(b"hello").expect("greet the server");
+        await_peer(engine);
+    }
+    fn next(&mut self, _engine: &Engine, within: Duration) -> Option<Vec<u8>> {
+        self.socket.set_read_timeout(Some(within)).unwrap();
+        let mut buffer = vec![0u8; 65536];
+        let n = self.socket.recv(&mut buffer).ok()?;
+        buffer.truncate(n);
+        Some(buffer)
     }
 }
 
@@ -101,6 +170,30 @@ impl Bed for Tcp {
     }
     fn sender(&self, _index: u16) -> Box<dyn Sender> {
         Box::new(TcpSender { server: self.port, stream: std::sync::Mutex::new(None) })
+    }
+    fn tx_reader(&self) -> Box<dyn Reader> {
+        Box::new(TcpReader { server: self.port, stream: None })
+    }
+}
+
+/// A client of the TCP server, which sends to its connected peer.
+struct TcpReader {
+    server: u16,
+    stream: Option<std::net::TcpStream>,
+}
+
+impl Reader for TcpReader {
+    fn attach(&mut self, engine: &Engine) {
+        self.stream = Some(std::net::TcpStream::connect(("127.0.0.1", self.server)).expect("connect to the server"));
+        await_peer(engine);
+    }
+    fn next(&mut self, _engine: &Engine, within: Duration) -> Option<Vec<u8>> {
+        let stream = self.stream.as_mut().expect("attached");
+        stream.set_read_timeout(Some(within)).unwrap();
+        let mut buffer = vec![0u8; 65536];
+        let n = stream.read(&mut buffer).ok().filter(|&n| n > 0)?;
+        buffer.truncate(n);
+        Some(buffer)
     }
 }
 
@@ -140,6 +233,45 @@ impl Bed for Loopback {
     fn sender(&self, index: u16) -> Box<dyn Sender> {
         Box::new(LoopbackSender(40_000 + index))
     }
+    fn tx_config(&self) -> TestConfig {
+        self.config()
+    }
+    fn write_tx(&self, packet: &mut PacketMut<'_>, payload: &[u8]) {
+        packet.write_udp_frame(&tx_frame([2, 0, 0, 0, 0, 2]), payload).expect("the frame fits");
+    }
+    fn tx_reader(&self) -> Box<dyn Reader> {
+        Box::new(LoopbackReader)
+    }
+}
+
+/// The loopback's wire ends in the engine's own RX queue 0.
+struct LoopbackReader;
+
+impl Reader for LoopbackReader {
+    fn next(&mut self, engine: &Engine, within: Duration) -> Option<Vec<u8>> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(burst) = engine.get_rx_burst(0, 0).expect("port 0 queue 0") {
+                assert_eq!(burst.num_packets(), 1, "one frame per burst of one");
+                return Some(burst.packet(0).data()[RAW_HEADERS..].to_vec());
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+        }
+    }
+}
+
+/// The headers of the frames TX scenarios send on raw backends, to `dst_mac`.
+fn tx_frame(dst_mac: [u8; 6]) -> daqiri::headers::UdpFrame {
+    daqiri::headers::UdpFrame {
+        src_mac: [2, 0, 0, 0, 0, 9],
+        dst_mac,
+        src_ip: [10, 203, 0, 2].into(),
+        dst_ip: [10, 203, 0, 1].into(),
+        src_port: 6000,
+        dst_port: TX_PORT,
+    }
 }
 
 struct LoopbackSender(u16);
@@ -174,10 +306,12 @@ impl Sender for LoopbackSender {
 
 #[cfg(any(feature = "dpdk", feature = "af_xdp"))]
 mod raw {
-    use daqiri::Engine;
-    use daqiri_config::testing::TestConfig;
+    use std::time::{Duration, Instant};
 
-    use super::{Bed, RAW_HEADERS, Sender};
+    use daqiri::{Engine, PacketMut};
+    use daqiri_config::testing::{TestConfig, tx};
+
+    use super::{Bed, RAW_HEADERS, Reader, Sender, TX_PORT};
     use crate::common::veth::{RawSocket, Veth, udp_frame_to};
 
     /// A veth pair whose receiving end a raw backend drives; senders are raw
@@ -230,6 +364,43 @@ mod raw {
         }
         fn sender(&self, index: u16) -> Box<dyn Sender> {
             Box::new(RawSender { socket: self.veth.sender(), port: 40_000 + index, mac: self.veth.receive_mac() })
+        }
+        fn tx_config(&self) -> TestConfig {
+            match self.kind {
+                // The kernel takes one UMEM per NIC queue: TX sends from RX's region.
+                RawKind::AfXdp => self.config().tx_queue(tx(0, "mem").batch(16)),
+                RawKind::DpdkAfPacket => self.config().region("tx_mem", 1024, 2048).tx_queue(tx(0, "tx_mem").batch(16)),
+            }
+        }
+        fn tx_region(&self) -> &'static str {
+            match self.kind {
+                RawKind::AfXdp => "mem",
+                RawKind::DpdkAfPacket => "tx_mem",
+            }
+        }
+        fn write_tx(&self, packet: &mut PacketMut<'_>, payload: &[u8]) {
+            packet.write_udp_frame(&super::tx_frame([0xff; 6]), payload).expect("the frame fits");
+        }
+        fn tx_reader(&self) -> Box<dyn Reader> {
+            Box::new(RawReader(self.veth.sender()))
+        }
+    }
+
+    /// A raw socket on the far end of the veth, in its namespace: it keeps
+    /// the frames sent to [`TX_PORT`].
+    struct RawReader(RawSocket);
+
+    impl Reader for RawReader {
+        fn next(&mut self, _engine: &Engine, within: Duration) -> Option<Vec<u8>> {
+            let deadline = Instant::now() + within;
+            loop {
+                let frame = self.0.receive(deadline.checked_duration_since(Instant::now())?)?;
+                let to_tx_port =
+                    frame.len() >= RAW_HEADERS && frame[12..14] == [8, 0] && frame[36..38] == TX_PORT.to_be_bytes();
+                if to_tx_port {
+                    return Some(frame[RAW_HEADERS..].to_vec());
+                }
+            }
         }
     }
 
