@@ -54,7 +54,7 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
             dpdk_keys(iface, &path, &mut refuse);
         }
         if backend == InterfaceBackend::Socket {
-            socket_keys(iface, &path, &mut refuse);
+            socket_keys(iface, config.endpoints(port), &path, &mut refuse);
         }
         #[cfg(feature = "af_xdp")]
         if backend == InterfaceBackend::AfXdp {
@@ -103,9 +103,24 @@ fn dpdk_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPat
 /// payloads (nothing to split into headers and payload), lands each one
 /// before it is steered (so in one region), and is read by one worker
 /// (so on one core).
-fn socket_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlPath, String)) {
+fn socket_keys(
+    iface: &Interface,
+    endpoints: Option<daqiri_config::SocketEndpoints>,
+    path: &YamlPath,
+    refuse: &mut impl FnMut(YamlPath, String),
+) {
     let Some(rx) = &iface.rx else { return };
     let Some(first) = rx.queues.first() else { return };
+    // A UDP server's indirect RX queues get a socket each (a reuseport
+    // group): each lands in its own region, on its own core.
+    let grouped = endpoints.is_some_and(|e| {
+        e.transport == daqiri_config::Transport::Udp
+            && crate::backend::udp_reuseport_group(
+                e,
+                rx.queues.len(),
+                rx.queues.iter().all(|q| q.poll_mode == PollMode::Indirect),
+            )
+    });
     let queues = path.key("rx").key("queues");
     for (i, queue) in rx.queues.iter().enumerate() {
         let at = queues.index(i);
@@ -117,22 +132,22 @@ fn socket_keys(iface: &Interface, path: &YamlPath, refuse: &mut impl FnMut(YamlP
                     queue.memory_regions.len()
                 ),
             );
-        } else if i > 0 && queue.memory_regions.first() != first.memory_regions.first() {
+        } else if i > 0 && !grouped && queue.memory_regions.first() != first.memory_regions.first() {
             refuse(
                 at.key("memory_regions"),
                 format!(
-                    "the interface's socket lands every datagram before it is steered, in RX queue \"{}\"'s region \"{}\"; give queue \"{}\" that region too",
+                    "the interface's one socket (a client's, or a server's with a queue in direct mode) lands every datagram before it is steered, in RX queue \"{}\"'s region \"{}\"; give queue \"{}\" that region too",
                     first.name,
                     first.memory_regions.first().map_or("", String::as_str),
                     queue.name
                 ),
             );
         }
-        if i > 0 && queue.poll_mode == PollMode::Indirect && queue.cpu_core != first.cpu_core {
+        if i > 0 && !grouped && queue.poll_mode == PollMode::Indirect && queue.cpu_core != first.cpu_core {
             refuse(
                 at.key("cpu_core"),
                 format!(
-                    "the interface's one socket is read by one worker, on RX queue \"{}\"'s core {}; give queue \"{}\" that core too",
+                    "the interface's one socket (a client's, or a server's with a queue in direct mode) is read by one worker, on RX queue \"{}\"'s core {}; give queue \"{}\" that core too",
                     first.name,
                     first.cpu_core.map_or_else(|| "(none)".to_owned(), |c| c.0.to_string()),
                     queue.name

@@ -365,3 +365,56 @@ daqiri:
     quiet.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     assert_eq!(quiet.read(&mut [0u8; 16]).unwrap(), 0, "the silent connection was closed");
 }
+
+/// A UDP server's RX queues form a reuseport group: each queue's socket
+/// lands its flow's datagrams in the queue's own region, on its own core.
+#[test]
+fn a_udp_servers_queues_receive_in_their_own_regions_on_their_own_cores() {
+    use daqiri_config::testing::{TestConfig, rx};
+    let server = free_udp_port();
+    let (a, b) = (std::net::UdpSocket::bind("127.0.0.1:0").unwrap(), std::net::UdpSocket::bind("127.0.0.1:0").unwrap());
+    let config = TestConfig::udp_server(server)
+        .region("first", 256, 2048)
+        .region("second", 256, 2048)
+        .rx_queue(rx(0, "first").core(0).batch(10).timeout_us(200))
+        .rx_queue(rx(1, "second").core(1).batch(10).timeout_us(200))
+        .udp_src_flow(1, 0, a.local_addr().unwrap().port())
+        .udp_src_flow(2, 1, b.local_addr().unwrap().port());
+    let engine = Engine::from_yaml(&config.yaml()).expect("a server with two regions and two cores starts");
+    for i in 0..10u8 {
+        a.send_to(&[b'a', i], ("127.0.0.1", server)).unwrap();
+        b.send_to(&[b'b', i], ("127.0.0.1", server)).unwrap();
+    }
+    for (queue, tag, region) in [(0u16, b'a', "first"), (1, b'b', "second")] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let burst = loop {
+            assert!(Instant::now() < deadline, "queue {queue} gets its burst");
+            if let Some(burst) = engine.get_rx_burst(0, queue).unwrap() {
+                break burst;
+            }
+        };
+        assert_eq!(burst.num_packets(), 10);
+        assert!(burst.packets().all(|p| p.data()[0] == tag), "queue {queue} holds its flow only");
+        let regions = engine.stats().regions;
+        let held = regions.iter().find(|r| r.name == region).unwrap().in_use;
+        assert!(held >= 10, "queue {queue}'s packets sit in region {region} ({held} buffers in use)");
+    }
+    let workers: Vec<_> = engine.stats().ports[0].rx_queues.iter().map(|q| q.worker.clone().unwrap()).collect();
+    assert_eq!((workers[0].core, workers[1].core), (Some(0), Some(1)));
+}
+
+/// A UDP client has one socket: RX queues on another core are refused by path.
+#[test]
+fn a_udp_clients_second_rx_core_is_refused_by_path() {
+    use daqiri_config::testing::{TestConfig, rx};
+    let mut config = TestConfig::udp_server(free_udp_port())
+        .region("mem", 256, 2048)
+        .rx_queue(rx(0, "mem").core(0))
+        .rx_queue(rx(1, "mem").core(1));
+    let socket = config.model_mut().interfaces[0].socket_config.as_mut().unwrap();
+    socket.mode = daqiri_config::model::SocketMode::Client;
+    socket.remote_addr = socket.local_addr.take();
+    let error = Engine::from_yaml(&config.yaml()).expect_err("one socket, two cores");
+    assert_eq!(error.status, daqiri::Status::NotSupported, "{error}");
+    assert!(error.message.contains("rx.queues[1].cpu_core"), "{error}");
+}

@@ -16,6 +16,7 @@ pub(crate) use af_xdp::{
 };
 #[cfg(feature = "dpdk")]
 pub(crate) use dpdk::Mempool;
+pub(crate) use socket::reuseport_group as udp_reuseport_group;
 
 use std::sync::Arc;
 

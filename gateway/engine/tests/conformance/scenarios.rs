@@ -90,7 +90,8 @@ pub fn delivery(bed: &dyn Bed) -> Outcome {
     Outcome::Passed
 }
 
-/// Two flows steer to two queues; each packet reaches its flow's queue.
+/// Two flows steer to two queues on two cores; each packet reaches its
+/// flow's queue.
 pub fn flows_to_queues(bed: &dyn Bed) -> Outcome {
     if !bed.has_datagrams() {
         return Outcome::NotApplicable("a byte stream has no datagrams to match");
@@ -99,7 +100,7 @@ pub fn flows_to_queues(bed: &dyn Bed) -> Outcome {
     let config = bed
         .config()
         .region("mem", BUFS, bed.buf_size())
-        .rx_queue(rx(0, "mem").core(1).batch(16).timeout_us(200))
+        .rx_queue(rx(0, "mem").core(0).batch(16).timeout_us(200))
         .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(200))
         .udp_src_flow(10, 0, a.port())
         .udp_src_flow(11, 1, b.port());
@@ -135,7 +136,7 @@ pub fn flow_reload_loses_nothing(bed: &dyn Bed) -> Outcome {
     let queues = |config: daqiri_config::testing::TestConfig| {
         config
             .region("mem", BUFS, bed.buf_size())
-            .rx_queue(rx(0, "mem").core(1).batch(16).timeout_us(200))
+            .rx_queue(rx(0, "mem").core(0).batch(16).timeout_us(200))
             .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(200))
     };
     let before = queues(bed.config()).udp_src_flow(20, 0, sender.port());

@@ -1,19 +1,24 @@
 //! The socket backend: Linux UDP and TCP sockets, client or server, from
 //! `socket_config`.
 //!
-//! UDP: one RX worker per interface receives with `recvmmsg` straight into
-//! buffers of the first RX queue's memory region, then steers each datagram
-//! by the flow rules (as a NIC would) and hands the buffer, not the bytes, to
-//! the target queue. TX workers send bursts with `sendmmsg`, one datagram per
+//! UDP: a server's RX queues each read a socket of their own, in an
+//! `SO_REUSEPORT` group whose BPF program steers by the flow rules (see
+//! [`reuseport`]); otherwise one RX worker per interface receives. Either
+//! receives with `recvmmsg` straight into buffers of its queue's region,
+//! steers each datagram by the flow rules (as a NIC would) and hands the
+//! buffer, not the bytes, to the target queue. TX workers send bursts with `sendmmsg`, one datagram per
 //! packet, segments gathered with iovecs.
 //!
 //! TCP: see [`tcp`] for how a byte stream maps onto bursts.
 
 mod kernel_drops;
 mod peer;
+mod reuseport;
 mod sys;
 mod tcp;
 mod udp;
+
+pub(crate) use udp::reuseport_group;
 
 use daqiri_config::{SocketEndpoints, Transport};
 

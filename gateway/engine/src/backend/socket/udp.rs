@@ -52,9 +52,31 @@ struct Shared {
     /// Server mode: the socket connected to the first peer, once there is
     /// one (the receiver reads it; the driver reads its counters).
     peer_socket: OnceLock<Socket>,
+    /// A server with several indirect RX queues: a socket per queue.
+    group: Option<Group>,
+}
+
+/// The sockets of RX queues 1.. of a server whose queues form a reuseport
+/// group (queue 0's is [`Shared::socket`]; see [`super::reuseport`]).
+#[derive(Debug)]
+struct Group {
+    sockets: Vec<Socket>,
+    /// The flow table the group's program was built from besides the
+    /// port's own, while a reload changes them: a datagram is given the
+    /// flow id of the table that chose its socket.
+    other_table: arc_swap::ArcSwap<FlowTable>,
 }
 
 impl Shared {
+    /// The socket RX queue `queue` reads (the interface's one socket
+    /// unless the queues form a group).
+    fn socket_of(&self, queue: usize) -> &Socket {
+        match (&self.group, queue) {
+            (Some(group), 1..) => &group.sockets[queue - 1],
+            _ => &self.socket,
+        }
+    }
+
     /// The peer socket; only asked for once the receiver has connected it.
     fn peer_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.peer_socket.get().expect("the peer socket is connected").as_fd()
@@ -70,9 +92,15 @@ impl UdpDriver {
     pub(super) fn open(endpoints: SocketEndpoints, port: &Port) -> Result<Self> {
         let context = |what: &str| format!("interface \"{}\": {what}", port.name);
         let target = endpoints.local.or(endpoints.remote).expect("validated: one endpoint exists").socket_addr();
+        let grouped = forms_group(endpoints, port);
         let socket = Socket::new(Domain::for_address(target), Type::DGRAM, Some(Protocol::UDP))
             .map_err(|e| Error::io(Status::InternalError, context("cannot create a UDP socket"), e))?;
         tune(&socket);
+        if grouped {
+            socket
+                .set_reuse_port(true)
+                .map_err(|e| Error::io(Status::InternalError, context("cannot set SO_REUSEPORT"), e))?;
+        }
         let local = match endpoints.local {
             Some(local) => local.socket_addr(),
             None => unspecified_like(target),
@@ -95,6 +123,7 @@ impl UdpDriver {
         let headers = if target.is_ipv6() { 40 } else { IPV4_LEN } + UDP_LEN;
         let gso_max_segment = mtu.saturating_sub(headers);
         let gro = sys::enable_gro(socket.as_fd()).is_ok();
+        let group = grouped.then(|| open_group(&socket, local, port)).transpose()?;
         let _ = port.local_addr.set(local);
         port.awaiting_peer.store(endpoints.mode == SocketMode::Server, std::sync::atomic::Ordering::Release);
         Ok(Self {
@@ -106,9 +135,67 @@ impl UdpDriver {
                 gso_max_segment,
                 gro,
                 peer_socket: OnceLock::new(),
+                group,
             }),
         })
     }
+}
+
+/// Whether `port`'s RX queues form a reuseport group, a socket per queue:
+/// a server (whose bound port several sockets can share) with several RX
+/// queues, all read by workers. `support` refuses extra RX cores elsewhere.
+fn forms_group(endpoints: SocketEndpoints, port: &Port) -> bool {
+    reuseport_group(endpoints, port.rx.len(), port.rx.iter().all(|q| q.poll_mode == PollMode::Indirect))
+}
+
+/// [`forms_group`] from what a config says.
+pub(crate) fn reuseport_group(endpoints: SocketEndpoints, rx_queues: usize, all_indirect: bool) -> bool {
+    endpoints.mode == SocketMode::Server && rx_queues > 1 && all_indirect
+}
+
+/// Binds a socket per RX queue 1.. beside queue 0's `first` (bound to
+/// `local`) and attaches the program that steers among them.
+fn open_group(first: &Socket, local: SocketAddr, port: &Port) -> Result<Group> {
+    let context = |what: String| format!("interface \"{}\": {what}", port.name);
+    let sockets = (1..port.rx.len())
+        .map(|queue| {
+            let socket = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))
+                .map_err(|e| Error::io(Status::InternalError, context("cannot create a UDP socket".into()), e))?;
+            tune(&socket);
+            let _ = sys::enable_gro(socket.as_fd());
+            socket
+                .set_reuse_port(true)
+                .and_then(|()| socket.bind(&local.into()))
+                .and_then(|()| socket.set_read_timeout(Some(worker::poll_interval(&port.rx))))
+                .map_err(|e| {
+                    Error::io(
+                        Status::InvalidParameter,
+                        context(format!("cannot bind RX queue {queue}'s socket to udp://{local}")),
+                        e,
+                    )
+                })?;
+            Ok(socket)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let table = port.flows.load_full();
+    attach_program(first, &table, port)?;
+    Ok(Group { sockets, other_table: arc_swap::ArcSwap::new(table) })
+}
+
+/// Gives the group of `first` the program for `table`.
+fn attach_program(first: &Socket, table: &FlowTable, port: &Port) -> Result<()> {
+    super::reuseport::program(table, port.rx.len())
+        .and_then(|program| super::reuseport::attach(first, &program))
+        .map_err(|e| {
+            Error::io(
+                Status::NotSupported,
+                format!(
+                    "rx.flows of interface \"{}\": the kernel took no steering program for its RX sockets",
+                    port.name
+                ),
+                e,
+            )
+        })
 }
 
 pub(super) fn tune(socket: &Socket) {
@@ -130,13 +217,19 @@ fn unspecified_like(addr: SocketAddr) -> SocketAddr {
 }
 
 impl PortDriver for UdpDriver {
-    /// The receiver (one per interface: the socket is the interface's only
-    /// receive queue), on the first RX queue's core or polled from
-    /// `get_rx_burst` in direct mode; a sender per TX queue.
+    /// The receiver: one per RX queue where they form a reuseport group,
+    /// else one per interface (its socket is the only receive queue), on
+    /// the first RX queue's core or polled from `get_rx_burst` in direct
+    /// mode; a sender per TX queue.
     fn tasks(&mut self, engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
         let mut tasks = Vec::new();
-        if let Some(first) = p.rx.first() {
-            let receiver = UdpReceiver::new(p.id, Arc::clone(&self.shared), p, &engine.regions);
+        if self.shared.group.is_some() {
+            for (queue, q) in p.rx.iter().enumerate() {
+                let receiver = UdpReceiver::new(p.id, Arc::clone(&self.shared), p, &engine.regions, queue);
+                tasks.push(Task::receiver(p, q, Box::new(receiver)));
+            }
+        } else if let Some(first) = p.rx.first() {
+            let receiver = UdpReceiver::new(p.id, Arc::clone(&self.shared), p, &engine.regions, 0);
             if first.poll_mode == PollMode::Direct {
                 p.set_direct(Box::new(receiver));
             } else {
@@ -157,10 +250,29 @@ impl PortDriver for UdpDriver {
         tasks
     }
 
-    /// The receive buffers of the interface socket and, once connected, the
-    /// peer socket; and the peer TX answers.
+    /// A group gets the new table's program; meanwhile its receivers
+    /// resolve a datagram by the old table or the new, whichever chose its
+    /// socket. On a refusal the running program and table stay.
+    fn apply_flows(&self, port: &Port, table: Arc<FlowTable>) -> Result<()> {
+        let Some(group) = &self.shared.group else {
+            port.flows.store(table);
+            return Ok(());
+        };
+        group.other_table.store(Arc::clone(&table));
+        if let Err(e) = attach_program(&self.shared.socket, &table, port) {
+            group.other_table.store(port.flows.load_full());
+            return Err(e);
+        }
+        let old = port.flows.swap(table);
+        group.other_table.store(old);
+        Ok(())
+    }
+
+    /// The receive buffers of the interface's sockets and, once connected,
+    /// the peer socket; and the peer TX answers.
     fn link_stats(&self) -> LinkStats {
-        let sockets = std::iter::once(&self.shared.socket).chain(self.shared.peer_socket.get());
+        let grouped = self.shared.group.iter().flat_map(|g| &g.sockets);
+        let sockets = std::iter::once(&self.shared.socket).chain(grouped).chain(self.shared.peer_socket.get());
         let memory: Vec<_> = sockets.filter_map(|s| sys::socket_memory(s.as_fd()).ok()).collect();
         let peer = match self.shared.mode {
             SocketMode::Server => self.shared.last_peer.load_full().map(|p| *p),
@@ -176,11 +288,12 @@ impl PortDriver for UdpDriver {
     }
 }
 
-/// The socket `source` names: the peer's while one is connected.
-fn source_fd<'a>(shared: &'a Shared, peer: &Option<PeerSocket>, source: Source) -> BorrowedFd<'a> {
+/// The socket `source` names for RX queue `queue`'s receiver: the peer's
+/// while one is connected.
+fn source_fd<'a>(shared: &'a Shared, peer: &Option<PeerSocket>, source: Source, queue: usize) -> BorrowedFd<'a> {
     match (source, peer) {
         (Source::Peer, Some(_)) => shared.peer_fd(),
-        _ => shared.socket.as_fd(),
+        _ => shared.socket_of(queue).as_fd(),
     }
 }
 
@@ -205,6 +318,9 @@ fn layout(meta: &RecvMeta) -> Layout {
 #[derive(Debug)]
 pub(super) struct UdpReceiver {
     port: u16,
+    /// The RX queue whose socket it reads: in a group its own, else 0
+    /// (the interface's socket, steered to every queue).
+    queue: usize,
     shared: Arc<Shared>,
     landing: u16,
     /// The layout in use: one buffer per message, or (under GRO) a run of
@@ -274,8 +390,8 @@ struct PollView<'e> {
 }
 
 impl UdpReceiver {
-    fn new(port: u16, shared: Arc<Shared>, p: &Port, regions: &RegionTable) -> Self {
-        let landing = p.rx[0].segment_regions[0];
+    fn new(port: u16, shared: Arc<Shared>, p: &Port, regions: &RegionTable, queue: usize) -> Self {
+        let landing = p.rx[queue].segment_regions[0];
         // Start flat: most traffic is not coalesced, and a flat call takes 64
         // datagrams where a run-shaped one takes 8 single ones. Under GRO a
         // coalesced run that meets the flat layout lands in the overflow and
@@ -291,6 +407,7 @@ impl UdpReceiver {
         let capacity = GRO_MESSAGES * GRO_SEGMENTS;
         Self {
             port,
+            queue,
             landing,
             // Refills of one flat call's worth: the cache must not hold buffers TX needs.
             cache: PoolCache::new(SYSCALL_BATCH),
@@ -302,7 +419,8 @@ impl UdpReceiver {
             kernel_drops: KernelDrops::default(),
             peer_seen: None,
             peer: None,
-            peer_tried: false,
+            // A group's sockets are the queues: no connected twin outranks them.
+            peer_tried: shared.group.is_some(),
             receives_with_data: 0,
             assemblers: p.rx.iter().map(Assembler::new).collect(),
             matched: Vec::new(),
@@ -315,7 +433,7 @@ impl UdpReceiver {
 
     /// Adds what the kernel dropped on `source`'s socket since the last look.
     fn count_kernel_drops(&mut self, p: &Port, source: Source) {
-        let fd = source_fd(&self.shared, &self.peer, source);
+        let fd = source_fd(&self.shared, &self.peer, source, self.queue);
         if let Ok(total) = sys::socket_memory(fd).map(|m| m.drops) {
             let fresh = self.kernel_drops(source).fresh(total);
             if fresh > 0 {
@@ -379,7 +497,7 @@ impl UdpReceiver {
                 None => break,
             }
         }
-        let fd = source_fd(&self.shared, &self.peer, source);
+        let fd = source_fd(&self.shared, &self.peer, source, self.queue);
         let segment = self.segment;
         let received = if self.ready.is_empty() {
             // Pool exhausted: drain into scratch so the loss is counted as ours,
@@ -530,7 +648,14 @@ impl UdpReceiver {
             dst_port: view.local_port,
             ipv4_len: (IPV4_LEN + UDP_LEN + len).min(u16::MAX as usize) as u16,
         };
-        let (queue, flow_id) = match view.flows.steer(&key) {
+        let steering = view.flows.steer(&key);
+        let (queue, flow_id) = match steering {
+            Steering::Unmatched => {
+                view.regions.get(self.landing).release(token);
+                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+                return;
+            }
+            _ if self.shared.group.is_some() => (self.queue, self.grouped_flow_id(view, &key, steering)),
             Steering::Flow { rule, queue } => {
                 let counts = &mut self.matched[rule];
                 counts.0 += 1;
@@ -538,14 +663,39 @@ impl UdpReceiver {
                 (queue, Some(view.flows.rules[rule].flow_id))
             }
             Steering::Default { queue } => (queue, None),
-            Steering::Unmatched => {
-                view.regions.get(self.landing).release(token);
-                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
-                return;
-            }
         };
         let slot = PacketSlot::single(token, len as u32, flow_id).with_source(peer);
         self.assemblers[queue].push(&p.rx[queue], slot, view.regions);
+    }
+
+    /// In a group the socket chose the queue: the flow id is that of the
+    /// port's table when it sends the datagram here, else of the table a
+    /// reload is replacing (the datagram was queued by its program), else
+    /// the port's.
+    fn grouped_flow_id(&mut self, view: &PollView<'_>, key: &FlowKey, steering: Steering) -> Option<u32> {
+        let here = |table: &FlowTable, steering: Steering| match steering {
+            Steering::Flow { rule, .. } if table.rules[rule].queues().contains(&self.queue) => Some(Some(rule)),
+            Steering::Default { queue } if queue == self.queue => Some(None),
+            _ => None,
+        };
+        let rule = match here(&view.flows, steering) {
+            Some(rule) => rule,
+            None => {
+                let other = self.shared.group.as_ref().expect("grouped").other_table.load();
+                match here(&other, other.steer(key)) {
+                    Some(rule) => return rule.map(|r| other.rules[r].flow_id),
+                    None => match steering {
+                        Steering::Flow { rule, .. } => Some(rule),
+                        _ => None,
+                    },
+                }
+            }
+        };
+        rule.map(|r| {
+            self.matched[r].0 += 1;
+            self.matched[r].1 += u64::from(key.ipv4_len).saturating_sub((IPV4_LEN + UDP_LEN) as u64);
+            view.flows.rules[r].flow_id
+        })
     }
 
     /// The slow path: a message whose datagrams did not line up with its
