@@ -30,6 +30,7 @@ SCENARIOS = {
     "flow_reload_loses_nothing": "a flow reload loses nothing",
     "isolation": "flow isolation drops and counts the rest",
     "tx_byte_exact": "TX byte-exact to an independent reader, buffers back",
+    "rss_spread": "one flow spread over two queues, each sender on one",
 }
 
 
@@ -74,8 +75,8 @@ def page() -> str:
     lines += [
         "",
         "Not in this table yet: the VM test bed's rows (rte_flow on `net_tap`, a PCI NIC under",
-        "`vfio-pci`, soft-RoCE), the GPU rows (they run on the GPU host), and an RSS",
-        "scenario, which each backend's own tests cover today. `net_af_packet` has no rte_flow,",
+        "`vfio-pci`, soft-RoCE), and the GPU rows (they run on the GPU",
+        "host). `net_af_packet` has no rte_flow,",
         "so DPDK's steering among queues is refused there; rte_flow on a real PMD needs the VM",
         "test bed. Under `flow_isolation`, AF_XDP hands what no flow matches to the kernel (as a",
         "NIC in rte_flow isolated mode does) and counts it as `xdp_passed_unmatched`; the other",

@@ -223,6 +223,54 @@ pub fn isolation(bed: &dyn Bed) -> Outcome {
     Outcome::Passed
 }
 
+/// One flow over two queues (RSS): sixteen senders' datagrams spread over
+/// both, and each sender's all land on one queue, in order, with the flow id.
+pub fn rss_spread(bed: &dyn Bed) -> Outcome {
+    if !bed.has_datagrams() {
+        return Outcome::NotApplicable("a byte stream has no datagrams to spread");
+    }
+    const SENDERS: u16 = 16;
+    const EACH: u32 = 40;
+    const LEN: usize = 64;
+    let spread = daqiri_config::model::FlowMatch { ipv4_len: Some(28 + LEN as u16), ..Default::default() };
+    let config = bed
+        .config()
+        .region("mem", BUFS, bed.buf_size())
+        .rx_queue(rx(0, "mem").core(0).batch(16).timeout_us(200))
+        .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(200))
+        .flow(40, &[0, 1], spread);
+    let engine = match start_or_refusal(&config.yaml(), "rx.flows") {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    let senders: Vec<_> = (0..SENDERS).map(|i| bed.sender(i)).collect();
+    for seq in 0..EACH {
+        for (i, sender) in senders.iter().enumerate() {
+            sender.send(&engine, &payload(i as u32 * 1000 + seq, LEN));
+        }
+        pace(seq as usize * 16);
+    }
+    let got = receive(&engine, 2, usize::from(SENDERS) * EACH as usize, Duration::from_secs(10));
+    let mut queue_of = BTreeMap::new();
+    let mut next = BTreeMap::new();
+    for (queue, received) in got.iter().enumerate() {
+        for (id, bytes) in received {
+            assert_eq!(*id, Some(40), "every datagram carries the flow id");
+            let tag = u32::from_be_bytes(bytes[bed.headers()..][..4].try_into().unwrap());
+            let (sender, seq) = (tag / 1000, tag % 1000);
+            assert_eq!(&bytes[bed.headers()..], &payload(tag, LEN)[..], "sender {sender}'s datagram {seq} byte-exact");
+            let first = *queue_of.entry(sender).or_insert(queue);
+            assert_eq!(first, queue, "sender {sender}'s datagrams all land on queue {first}");
+            let expected = next.entry(sender).or_insert(0);
+            assert_eq!(seq, *expected, "sender {sender}'s datagrams arrive in order");
+            *expected += 1;
+        }
+    }
+    assert_eq!(next.values().sum::<u32>(), u32::from(SENDERS) * EACH, "every datagram arrives");
+    assert!(got.iter().all(|q| !q.is_empty()), "the flow spreads over both queues: {queue_of:?}");
+    Outcome::Passed
+}
+
 /// Two RX queues that name cores 0 and 1 run on two threads, each pinned
 /// to its queue's core, as `/proc` shows and the status reports.
 pub fn worker_per_core(bed: &dyn Bed) -> Outcome {
