@@ -24,9 +24,10 @@ use crate::{Report, ValidConfig};
 #[derive(Debug, Clone)]
 pub struct TestConfig {
     config: EngineConfig,
-    /// DPDK's `net_af_packet` wants one socket (`qpairs`) per RX queue:
-    /// the address gets as many as the config has RX queues when written.
-    af_packet_qpairs: bool,
+    /// The device argument that gives a DPDK vdev one queue per RX queue
+    /// (`qpairs` of `net_af_packet`): the address gets as many as the
+    /// config has RX queues when written.
+    queues_arg: Option<&'static str>,
 }
 
 /// An RX queue `id` landing in `region`, indirect, with DAQIRI's defaults
@@ -102,7 +103,7 @@ impl TestConfig {
     fn with(stream_type: StreamType, engine: Option<EngineKind>, interface: Interface) -> Self {
         let mut config = EngineConfig::new(stream_type, engine);
         config.interfaces.push(interface);
-        Self { config, af_packet_qpairs: false }
+        Self { config, queues_arg: None }
     }
 
     fn interface(name: &str, address: &str) -> Interface {
@@ -158,7 +159,7 @@ impl TestConfig {
     /// with one socket per RX queue the config ends up with.
     pub fn dpdk_af_packet(netdev: &str) -> Self {
         let mut config = Self::dpdk(&format!("net_af_packet0,iface={netdev},framecnt=8192"));
-        config.af_packet_qpairs = true;
+        config.queues_arg = Some("qpairs");
         config
     }
 
@@ -293,10 +294,10 @@ impl TestConfig {
     /// The config as DAQIRI YAML text.
     pub fn yaml(&self) -> String {
         let mut cfg = self.config.clone();
-        if self.af_packet_qpairs {
+        if let Some(arg) = self.queues_arg {
             let interface = &mut cfg.interfaces[0];
             let queues = interface.rx.as_ref().map_or(0, |rx| rx.queues.len()).max(1);
-            interface.address.push_str(&format!(",qpairs={queues}"));
+            interface.address.push_str(&format!(",{arg}={queues}"));
         }
         let section = DaqiriSection { daqiri: DaqiriBody { cfg } };
         serde_yaml::to_string(&section).expect("the model serialises")

@@ -66,6 +66,19 @@ pub(crate) trait DirectPoll: Send + std::fmt::Debug {
     fn poll(&mut self, engine: &EngineState) -> usize;
 }
 
+/// How many RX queues kernel netdev `netdev` has (`/sys/class/net/<netdev>/queues`).
+#[cfg(any(feature = "dpdk", feature = "af_xdp"))]
+fn netdev_rx_queues(netdev: &str) -> Result<usize> {
+    let dir = format!("/sys/class/net/{netdev}/queues");
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        Error::new(
+            Status::InvalidParameter,
+            format!("netdev \"{netdev}\" not found in this network namespace ({dir}: {e})"),
+        )
+    })?;
+    Ok(entries.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
+}
+
 /// Opens the driver of `port` (binds sockets, checks devices).
 pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
     match config.link(port.id as usize) {

@@ -217,21 +217,37 @@ impl Sender for TcpSender {
     }
 }
 
-/// Software loopback: the engine's own TX queue is the wire.
-pub struct Loopback;
+/// A backend whose TX queue 0 comes back on RX queue 0: the engine's own
+/// TX queue is the wire.
+pub enum Loopback {
+    /// The engine's software loopback.
+    Software,
+    /// DPDK's `net_ring`, whose TX queue i feeds RX queue i.
+    #[cfg(feature = "dpdk")]
+    NetRing,
+}
 
 impl Bed for Loopback {
     fn name(&self) -> &'static str {
-        "sw loopback"
+        match self {
+            Loopback::Software => "sw loopback",
+            #[cfg(feature = "dpdk")]
+            Loopback::NetRing => "dpdk net_ring",
+        }
     }
     fn config(&self) -> TestConfig {
-        TestConfig::loopback().region("tx_mem", 1024, 2048).tx_queue(tx(0, "tx_mem").batch(16))
+        let base = match self {
+            Loopback::Software => TestConfig::loopback(),
+            #[cfg(feature = "dpdk")]
+            Loopback::NetRing => TestConfig::dpdk("net_ring0").master_core(0),
+        };
+        base.region("tx_mem", 1024, 2048).tx_queue(tx(0, "tx_mem").batch(16))
     }
     fn headers(&self) -> usize {
         RAW_HEADERS
     }
     fn sender(&self, index: u16) -> Box<dyn Sender> {
-        Box::new(LoopbackSender(40_000 + index))
+        Box::new(TxQueueSender(40_000 + index))
     }
     fn tx_config(&self) -> TestConfig {
         self.config()
@@ -274,9 +290,10 @@ fn tx_frame(dst_mac: [u8; 6]) -> daqiri::headers::UdpFrame {
     }
 }
 
-struct LoopbackSender(u16);
+/// Sends through the engine's own TX queue 0.
+struct TxQueueSender(u16);
 
-impl Sender for LoopbackSender {
+impl Sender for TxQueueSender {
     fn port(&self) -> u16 {
         self.0
     }
@@ -325,6 +342,7 @@ mod raw {
     enum RawKind {
         AfXdp,
         DpdkAfPacket,
+        DpdkAfXdp,
     }
 
     impl VethBed {
@@ -337,6 +355,11 @@ mod raw {
         pub fn dpdk_af_packet(tag: &str, queues: u32) -> Self {
             Self { veth: Veth::quiet(tag, queues), kind: RawKind::DpdkAfPacket }
         }
+
+        /// DPDK's `net_af_xdp` on a veth of `queues` queues.
+        pub fn dpdk_af_xdp(tag: &str, queues: u32) -> Self {
+            Self { veth: Veth::quiet(tag, queues), kind: RawKind::DpdkAfXdp }
+        }
     }
 
     impl Bed for VethBed {
@@ -344,12 +367,18 @@ mod raw {
             match self.kind {
                 RawKind::AfXdp => "af_xdp (veth)",
                 RawKind::DpdkAfPacket => "dpdk net_af_packet (veth)",
+                RawKind::DpdkAfXdp => "dpdk net_af_xdp (veth)",
             }
         }
         fn config(&self) -> TestConfig {
             match self.kind {
                 RawKind::AfXdp => TestConfig::af_xdp(&self.veth.receive),
                 RawKind::DpdkAfPacket => TestConfig::dpdk_af_packet(&self.veth.receive).master_core(0),
+                // DPDK 22.11's net_af_xdp counts a netdev's combined channels,
+                // which a veth has none of: one queue it is.
+                RawKind::DpdkAfXdp => {
+                    TestConfig::dpdk(&format!("net_af_xdp0,iface={}", self.veth.receive)).master_core(0)
+                }
             }
         }
         fn headers(&self) -> usize {
@@ -359,7 +388,7 @@ mod raw {
             match self.kind {
                 // net_af_packet wants a whole frame slot after DPDK's headroom.
                 RawKind::DpdkAfPacket => 4096,
-                RawKind::AfXdp => 2048,
+                RawKind::AfXdp | RawKind::DpdkAfXdp => 2048,
             }
         }
         fn sender(&self, index: u16) -> Box<dyn Sender> {
@@ -369,13 +398,15 @@ mod raw {
             match self.kind {
                 // The kernel takes one UMEM per NIC queue: TX sends from RX's region.
                 RawKind::AfXdp => self.config().tx_queue(tx(0, "mem").batch(16)),
-                RawKind::DpdkAfPacket => self.config().region("tx_mem", 1024, 2048).tx_queue(tx(0, "tx_mem").batch(16)),
+                RawKind::DpdkAfPacket | RawKind::DpdkAfXdp => {
+                    self.config().region("tx_mem", 1024, 2048).tx_queue(tx(0, "tx_mem").batch(16))
+                }
             }
         }
         fn tx_region(&self) -> &'static str {
             match self.kind {
                 RawKind::AfXdp => "mem",
-                RawKind::DpdkAfPacket => "tx_mem",
+                RawKind::DpdkAfPacket | RawKind::DpdkAfXdp => "tx_mem",
             }
         }
         fn write_tx(&self, packet: &mut PacketMut<'_>, payload: &[u8]) {

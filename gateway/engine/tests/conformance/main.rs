@@ -56,8 +56,12 @@ macro_rules! scenario_test {
 
 scenarios_on!(udp, beds::Udp { port: common::free_udp_port() });
 scenarios_on!(tcp, beds::Tcp { port: common::free_tcp_port() });
-scenarios_on!(loopback, beds::Loopback);
+scenarios_on!(loopback, beds::Loopback::Software);
+#[cfg(feature = "dpdk")]
+scenarios_on!(dpdk_net_ring, beds::Loopback::NetRing);
 #[cfg(feature = "af_xdp")]
 scenarios_on!(af_xdp, beds::VethBed::af_xdp("ca", 2), #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]);
 #[cfg(feature = "dpdk")]
 scenarios_on!(dpdk_af_packet, beds::VethBed::dpdk_af_packet("cp", 2), #[ignore = "needs root for a veth pair; tests/run.sh runs it"]);
+#[cfg(feature = "dpdk")]
+scenarios_on!(dpdk_af_xdp, beds::VethBed::dpdk_af_xdp("cx", 1), #[ignore = "needs root for a veth pair and XDP; tests/run.sh runs it"]);

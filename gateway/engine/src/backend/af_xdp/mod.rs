@@ -66,18 +66,6 @@ fn fresh_tag() -> u32 {
     (hasher.finish() as u32) | 1
 }
 
-/// How many RX queues `netdev` has (`/sys/class/net/<netdev>/queues`).
-fn nic_rx_queues(netdev: &str) -> Result<usize> {
-    let dir = format!("/sys/class/net/{netdev}/queues");
-    let entries = std::fs::read_dir(&dir).map_err(|e| {
-        Error::new(
-            Status::InvalidParameter,
-            format!("netdev \"{netdev}\" not found in this network namespace ({dir}: {e})"),
-        )
-    })?;
-    Ok(entries.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
-}
-
 /// The netdev's MAC address, for TX queues that fill the Ethernet source.
 fn netdev_mac(netdev: &str) -> Option<[u8; 6]> {
     let text = std::fs::read_to_string(format!("/sys/class/net/{netdev}/address")).ok()?;
@@ -88,7 +76,7 @@ fn netdev_mac(netdev: &str) -> Option<[u8; 6]> {
 /// The socket of each NIC queue: RX queue k and TX queue k share the
 /// socket bound to NIC queue k, and so the UMEM of one region.
 fn plans<'a>(netdev: &str, port: &Port, regions: &'a RegionTable) -> Result<Vec<SocketPlan<'a>>> {
-    let available = nic_rx_queues(netdev)?;
+    let available = super::netdev_rx_queues(netdev)?;
     if port.rx.len() > available {
         return Err(Error::new(
             Status::InvalidParameter,

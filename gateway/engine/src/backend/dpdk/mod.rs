@@ -148,23 +148,47 @@ fn map_for_dma(eth: &EthPort, address: &str, port: &Port, regions: &RegionTable)
     Ok(())
 }
 
-/// net_af_packet opens all its `qpairs` sockets at probe, and the kernel
-/// fans frames out over them by flow hash; a socket no RX queue reads
-/// would swallow its flows unseen, so fewer RX queues than sockets are
-/// refused. (A NIC spreads only over the queues configured.)
-fn refuse_unread_sockets(eth: &EthPort, port: &Port, rx_queues: usize) -> Result<()> {
-    let sockets = usize::from(eth.max_rx_queues());
-    if eth.driver_name() != "net_af_packet" || rx_queues == 0 || rx_queues >= sockets {
-        return Ok(());
-    }
-    Err(Error::new(
-        Status::NotSupported,
-        format!(
-            "rx.queues of interface \"{}\": {} opens {sockets} sockets (qpairs), which the kernel fills by flow hash, but {rx_queues} RX queue(s) read them: the flows hashed to the others would be lost unseen; set qpairs={rx_queues} in the address or add RX queues",
-            port.name,
+/// Refuses, by path, RX queues the PMD cannot give (DPDK would only say
+/// EINVAL at configure) and, for net_af_packet, fewer RX queues than its
+/// sockets: it opens all `qpairs` at probe and the kernel fans frames out
+/// over them by flow hash, so a socket no RX queue reads would swallow its
+/// flows unseen. (A NIC spreads only over the queues configured.)
+fn refuse_queue_counts(eth: &EthPort, port: &Port, rx_queues: usize) -> Result<()> {
+    let (offered, _) = eth.max_queues();
+    let offered = usize::from(offered);
+    let refuse =
+        |why: String| Err(Error::new(Status::NotSupported, format!("rx.queues of interface \"{}\": {why}", port.name)));
+    if rx_queues > offered {
+        return refuse(format!(
+            "the {} PMD of {} offers {offered} RX queue(s) and the config has {rx_queues}",
+            eth.driver_name(),
             eth.address()
-        ),
-    ))
+        ));
+    }
+    if eth.driver_name() == "net_af_xdp" {
+        warn_of_unbound_netdev_queues(eth, port, offered);
+    }
+    if eth.driver_name() == "net_af_packet" && rx_queues > 0 && rx_queues < offered {
+        return refuse(format!(
+            "{} opens {offered} sockets (qpairs), which the kernel fills by flow hash, but {rx_queues} RX queue(s) read them: the flows hashed to the others would be lost unseen; set qpairs={rx_queues} in the address or add RX queues",
+            eth.address()
+        ));
+    }
+    Ok(())
+}
+
+/// net_af_xdp binds `queue_count` netdev queues and its own XDP program
+/// hands frames on any other queue to the kernel, uncounted: said once.
+fn warn_of_unbound_netdev_queues(eth: &EthPort, port: &Port, bound: usize) {
+    let address = eth.address();
+    let Some(netdev) = address.split(',').find_map(|arg| arg.strip_prefix("iface=")) else { return };
+    let Ok(available) = super::netdev_rx_queues(netdev) else { return };
+    if available > bound {
+        tracing::warn!(
+            interface = %port.name,
+            "{netdev} has {available} RX queues and {address} binds {bound}: net_af_xdp's XDP program passes frames on the others to the kernel, uncounted; set queue_count={available} (and as many RX queues) or `ethtool -L {netdev} combined {bound}`"
+        );
+    }
 }
 
 fn mempool_of(regions: &RegionTable, region: u16) -> Result<Arc<Mempool>> {
@@ -196,7 +220,7 @@ pub(super) fn open(
         .map(|q| q.segment_regions.iter().map(|&r| mempool_of(regions, r)).collect::<Result<_>>())
         .collect::<Result<_>>()?;
     let eth = EthPort::find(address)?;
-    refuse_unread_sockets(&eth, port, pools.len())?;
+    refuse_queue_counts(&eth, port, pools.len())?;
     map_for_dma(&eth, address, port, regions)?;
     let table: Arc<FlowTable> = port.flows.load_full();
     let steering = PortSteering::prepare(&eth, &table, pools.len());

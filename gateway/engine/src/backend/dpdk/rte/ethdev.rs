@@ -244,9 +244,10 @@ impl EthPort {
         if rc == 0 { Ok(ticks) } else { Err(super::errno_text(rc)) }
     }
 
-    /// The most RX queues the PMD offers (net_af_packet: its `qpairs`).
-    pub(crate) fn max_rx_queues(&self) -> u16 {
-        self.dev_info().map_or(0, |info| info.max_rx_queues)
+    /// The most RX and TX queues the PMD offers (net_af_packet: its
+    /// `qpairs`; net_af_xdp: its `queue_count`).
+    pub(crate) fn max_queues(&self) -> (u16, u16) {
+        self.dev_info().map_or((0, 0), |info| (info.max_rx_queues, info.max_tx_queues))
     }
 
     /// The EAL device behind the port, for DMA mappings.
