@@ -95,7 +95,7 @@ impl AdminHarness {
 
     /// The generation and SHA-256 of the active config.
     pub fn active(&self) -> (u64, String) {
-        let active = self.state.active.lock().unwrap_or_else(|e| e.into_inner());
+        let active = self.state.active.load();
         (active.generation, active.sha256.clone())
     }
 

@@ -29,7 +29,8 @@ use daqiri::ReloadChange;
     (status = 200, description = "the active DAQIRI YAML config", content_type = "application/yaml", body = String)
 ))]
 pub(crate) async fn get_config(State(state): State<Arc<AdminState>>) -> impl IntoResponse {
-    let yaml = state.active.lock().unwrap_or_else(|e| e.into_inner()).yaml.clone();
+    // The last applied config, even while a reload is under way.
+    let yaml = state.active.load().yaml.clone();
     ([(header::CONTENT_TYPE, "application/yaml")], yaml)
 }
 
@@ -120,8 +121,34 @@ pub(crate) fn apply(state: &AdminState, yaml: String) -> Result<Applied, ApiErro
     result
 }
 
+/// Marks a config change under way (`reloading` in the status) until dropped.
+struct Reloading<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl<'a> Reloading<'a> {
+    fn start(flag: &'a std::sync::atomic::AtomicBool) -> Self {
+        flag.store(true, std::sync::atomic::Ordering::Release);
+        Self(flag)
+    }
+}
+
+impl Drop for Reloading<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Makes `yaml` the active config, one generation on.
+fn activate(state: &AdminState, active: &ActiveConfig, yaml: String) -> Arc<ActiveConfig> {
+    let next = Arc::new(ActiveConfig::new(yaml, active.generation + 1));
+    state.active.store(Arc::clone(&next));
+    next
+}
+
 fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
-    let mut active = state.active.lock().unwrap_or_else(|e| e.into_inner());
+    // One change at a time; readers keep the last snapshot meanwhile.
+    let _serial = state.applying.lock().unwrap_or_else(|e| e.into_inner());
+    let _reloading = Reloading::start(&state.reloading);
+    let active = state.active.load_full();
     let engine = state.live.get();
     if yaml == active.yaml && engine.is_some() {
         return Ok(Applied::now(&active, "unchanged"));
@@ -144,16 +171,14 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
     let reason = match change {
         ReloadChange::Unchanged => {
             // Only the text differs (comments, layout): keep it, touch nothing.
-            *active = ActiveConfig::new(yaml, active.generation + 1);
-            return Ok(Applied::now(&active, label));
+            return Ok(Applied::now(&activate(state, &active, yaml), label));
         }
         ReloadChange::FlowsOnly => {
             let engine = engine.expect("a flow-only change has a running engine");
             engine
                 .reload_flows(valid)
                 .map_err(|e| ApiError::new(StatusCode::CONFLICT, e.detail(), None).with_engine_status(e.status))?;
-            *active = ActiveConfig::new(yaml, active.generation + 1);
-            return Ok(Applied::now(&active, label));
+            return Ok(Applied::now(&activate(state, &active, yaml), label));
         }
         ReloadChange::Restart { path } => path,
     };
@@ -168,7 +193,7 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
         };
         let message = e.to_string();
         if status == StatusCode::INTERNAL_SERVER_ERROR {
-            active.engine_error = Some(message.clone());
+            state.active.store(Arc::new(ActiveConfig { engine_error: Some(message.clone()), ..(*active).clone() }));
         }
         ApiError::new(status, message, None).with_engine_status(e.engine_status())
     })?;
@@ -177,7 +202,7 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
         state.captures.follow(&engine);
     }
     state.reloads.restarts.fetch_add(1, Relaxed);
-    *active = ActiveConfig::new(yaml, active.generation + 1);
+    let active = activate(state, &active, yaml);
     Ok(Applied {
         restart_reason: Some(reason),
         restart_ms: Some(restart.window.as_secs_f64() * 1e3),
@@ -188,10 +213,10 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
 /// Stops the engine and waits for a new config (`run --wait-for-config`
 /// when its file disappears: no port is left on this node).
 pub(crate) fn unload(state: &AdminState, why: &str) {
-    let mut active = state.active.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = state.applying.lock().unwrap_or_else(|e| e.into_inner());
     if state.live.stop() {
         tracing::warn!("{why}: engine stopped; waiting for a config");
         state.reloads.applied.fetch_add(1, Relaxed);
-        *active = ActiveConfig::new(String::new(), active.generation + 1);
+        activate(state, &state.active.load(), String::new());
     }
 }

@@ -39,8 +39,14 @@ use crate::live::LiveEngine;
 pub(crate) struct AdminState {
     pub live: Arc<LiveEngine>,
     pub started: Instant,
-    /// The active config; replaced by a successful reload.
-    pub active: Mutex<ActiveConfig>,
+    /// The active config, as a snapshot readers take without waiting: a
+    /// reload replaces it whole once it has applied.
+    pub active: arc_swap::ArcSwap<ActiveConfig>,
+    /// Held by whoever applies a config, so changes apply one at a time;
+    /// never taken by a read.
+    pub applying: Mutex<()>,
+    /// A config is being applied (validation, a flow swap or a restart).
+    pub reloading: std::sync::atomic::AtomicBool,
     /// The file `POST /api/v1/config/reload` and SIGHUP re-read.
     pub config_path: Option<std::path::PathBuf>,
     pub reloads: Arc<ReloadCounters>,
@@ -67,7 +73,12 @@ impl AdminState {
             live,
             started: Instant::now(),
             // Generation 0: waiting for a first config (`run --wait-for-config`).
-            active: Mutex::new(ActiveConfig::new(config_yaml.clone(), u64::from(!config_yaml.is_empty()))),
+            active: arc_swap::ArcSwap::from_pointee(ActiveConfig::new(
+                config_yaml.clone(),
+                u64::from(!config_yaml.is_empty()),
+            )),
+            applying: Mutex::new(()),
+            reloading: std::sync::atomic::AtomicBool::new(false),
             config_path,
             reloads,
             rates,

@@ -35,6 +35,8 @@ pub(crate) struct ConfigInfo {
     sha256: String,
     /// Why no engine runs, after a restart in which neither config could start.
     engine_error: Option<String>,
+    /// A new config is being applied; until it is, this is the last applied one.
+    reloading: bool,
 }
 
 /// One interface.
@@ -159,7 +161,9 @@ pub(crate) struct FlowStatus {
 /// Version, uptime, active config and every interface, queue and flow.
 #[utoipa::path(get, path = "/api/v1/status", tag = "status", responses((status = 200, body = Status)))]
 pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status> {
-    let active = state.active.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    // The last applied config: a reload under way never holds this up.
+    let active = state.active.load_full();
+    let reloading = state.reloading.load(std::sync::atomic::Ordering::Acquire);
     let engine = state.live.get();
     let stats = engine.as_ref().map(|e| e.stats()).unwrap_or_default();
     let running = match &engine {
@@ -214,7 +218,12 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
     Json(Status {
         version: env!("CARGO_PKG_VERSION"),
         uptime_s: state.started.elapsed().as_secs_f64(),
-        config: ConfigInfo { generation: active.generation, sha256: active.sha256, engine_error: active.engine_error },
+        config: ConfigInfo {
+            generation: active.generation,
+            sha256: active.sha256.clone(),
+            engine_error: active.engine_error.clone(),
+            reloading,
+        },
         engine: running,
         interfaces,
     })

@@ -91,7 +91,7 @@ async fn status_stats_and_config_describe_the_engine() {
     assert_eq!(status["interfaces"][0]["name"], "lo");
     assert_eq!(status["interfaces"][0]["backend"], "sw_loopback");
     assert_eq!(status["config"]["generation"], 1);
-    assert_eq!(status["config"]["sha256"], state.active.lock().unwrap().sha256);
+    assert_eq!(status["config"]["sha256"], state.active.load().sha256);
     let stats: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/stats").await.1).unwrap();
     assert_eq!(stats["interfaces"][0]["rx_queues"][0]["name"], "r");
     assert_eq!(stats["memory_regions"][0]["num_bufs"], 64);
@@ -380,4 +380,49 @@ async fn deeply_nested_yaml_is_refused_before_the_parser_sees_it() {
     assert!(body["errors"][0]["message"].as_str().unwrap().contains("nests more than 64 levels"), "{body}");
     assert!(started.elapsed() < std::time::Duration::from_secs(1), "refused in {:?}", started.elapsed());
     assert_eq!(get(&router, "/api/v1/config").await.1, CONFIG, "the running config is untouched");
+}
+
+/// While a config is being applied (here: the apply lock held, as a long
+/// restart holds it), reads answer at once from the last applied snapshot,
+/// flagged as reloading, and the next change waits its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn reads_never_wait_for_a_config_being_applied() {
+    let (router, _, state, _captures) = app();
+    let held = Arc::clone(&state);
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        let _applying = held.applying.lock().unwrap();
+        held.reloading.store(true, std::sync::atomic::Ordering::Release);
+        locked_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        held.reloading.store(false, std::sync::atomic::Ordering::Release);
+    });
+    locked_rx.recv().unwrap();
+    let changed = CONFIG.replace("num_bufs: 64", "num_bufs: 128");
+    let put = tokio::spawn({
+        let router = router.clone();
+        async move { send(&router, "PUT", "/api/v1/config", None, &changed).await }
+    });
+    for path in ["/healthz", "/readyz", "/metrics", "/api/v1/status", "/api/v1/config", "/api/v1/stats"] {
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(1), get(&router, path)).await;
+        let (status, body) = answer.unwrap_or_else(|_| panic!("{path} waited for the reload"));
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    }
+    let status: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/status").await.1).unwrap();
+    assert_eq!(
+        (status["config"]["generation"].as_u64(), status["config"]["reloading"].as_bool()),
+        (Some(1), Some(true))
+    );
+    assert!(!put.is_finished(), "the PUT waits for the change under way");
+    release_tx.send(()).unwrap();
+    holder.join().unwrap();
+    let (code, applied) = put.await.unwrap();
+    assert_eq!(code, StatusCode::OK, "{applied}");
+    assert_eq!(applied["generation"], 2);
+    let status: serde_json::Value = serde_json::from_str(&get(&router, "/api/v1/status").await.1).unwrap();
+    assert_eq!(
+        (status["config"]["generation"].as_u64(), status["config"]["reloading"].as_bool()),
+        (Some(2), Some(false))
+    );
 }
