@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use daqiri::{EngineStats, QueueStatsSnapshot};
+use daqiri::{EngineStats, QueueStatsEntry, QueueStatsSnapshot};
 use serde_json::{Value, json};
 
 use crate::admin::ReorderStats;
@@ -23,23 +23,41 @@ impl StatusMeter {
         Self { started: now, last_at: now, last: first }
     }
 
-    /// One line: per RX queue packets/s, Gb/s and drops, then port drops and pool use.
+    /// One line: per RX queue packets/s, Gb/s and drops, then port drops and
+    /// pool use. Queues are matched to the last snapshot by port and queue
+    /// name; after an engine restart the counters start again from zero, and
+    /// a counter below its last value is counted from zero.
     pub(crate) fn line(&mut self, now_stats: EngineStats) -> String {
         let now = Instant::now();
         let secs = now.duration_since(self.last_at).as_secs_f64().max(1e-6);
         let mut line = format!("[{:>5.0}s]", now.duration_since(self.started).as_secs_f64());
-        for (port, before) in now_stats.ports.iter().zip(&self.last.ports) {
-            for (q, b) in port.rx_queues.iter().zip(&before.rx_queues) {
-                let pps = (q.stats.packets - b.stats.packets) as f64 / secs;
-                let gbps = (q.stats.bytes - b.stats.bytes) as f64 * 8.0 / secs / 1e9;
-                let drops = q.stats.total_drops() - b.stats.total_drops();
+        for port in &now_stats.ports {
+            let before = self.last.ports.iter().find(|b| b.name == port.name);
+            let queue_before = |queues: fn(&daqiri::PortStats) -> &[QueueStatsEntry], q: &QueueStatsEntry| {
+                before
+                    .and_then(|b| queues(b).iter().find(|b| b.id == q.id && b.name == q.name))
+                    .map(|b| b.stats)
+                    .unwrap_or_default()
+            };
+            for q in &port.rx_queues {
+                let b = queue_before(|p| &p.rx_queues, q);
+                let pps = since(q.stats.packets, b.packets) as f64 / secs;
+                let gbps = since(q.stats.bytes, b.bytes) as f64 * 8.0 / secs / 1e9;
+                let drops = since(q.stats.total_drops(), b.total_drops());
                 let _ = write!(line, " {}/{}: {} {:.2} Gb/s drops {drops} |", port.name, q.name, rate(pps), gbps);
             }
-            let port_drops = port.rx_port_drops.total_drops() - before.rx_port_drops.total_drops();
+            let port_before = before.map_or(0, |b| b.rx_port_drops.total_drops());
+            let port_drops = since(port.rx_port_drops.total_drops(), port_before);
             let _ = write!(line, " {} port drops {port_drops} |", port.name);
             for q in &port.tx_queues {
-                let b = before.tx_queues.iter().find(|b| b.id == q.id).map_or(0, |b| b.stats.packets);
-                let _ = write!(line, " {}/{} tx {} |", port.name, q.name, rate((q.stats.packets - b) as f64 / secs));
+                let b = queue_before(|p| &p.tx_queues, q);
+                let _ = write!(
+                    line,
+                    " {}/{} tx {} |",
+                    port.name,
+                    q.name,
+                    rate(since(q.stats.packets, b.packets) as f64 / secs)
+                );
             }
         }
         for r in &now_stats.regions {
@@ -53,6 +71,12 @@ impl StatusMeter {
     pub(crate) fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
+}
+
+/// How much a counter grew since `before`; all of it when it went back
+/// (a new engine counts from zero).
+fn since(now: u64, before: u64) -> u64 {
+    now.checked_sub(before).unwrap_or(now)
 }
 
 fn rate(pps: f64) -> String {
@@ -178,4 +202,46 @@ fn drops_text(s: &QueueStatsSnapshot) -> String {
         return "0".into();
     }
     s.drops_by_reason().map(|(r, n)| format!("{n} {}", r.as_str())).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(port: &str, packets: u64) -> EngineStats {
+        let queue = QueueStatsEntry {
+            id: 0,
+            name: "q0".into(),
+            stats: QueueStatsSnapshot { packets, bytes: packets * 100, ..Default::default() },
+            ring_len: 0,
+            meta_in_use: 0,
+            worker: None,
+        };
+        EngineStats {
+            ports: vec![daqiri::PortStats {
+                id: 0,
+                name: port.into(),
+                backend: daqiri::config::InterfaceBackend::Socket,
+                rx_queues: vec![queue.clone()],
+                tx_queues: vec![queue],
+                rx_port_drops: QueueStatsSnapshot::default(),
+                flows: Vec::new(),
+                link: daqiri::LinkStats::default(),
+                reorder: Vec::new(),
+            }],
+            regions: Vec::new(),
+        }
+    }
+
+    /// A restart's new engine counts from zero: the line counts from there,
+    /// where it once subtracted the old engine's larger counters.
+    #[test]
+    fn a_new_engines_counters_are_counted_from_zero() {
+        let mut meter = StatusMeter::new(stats("p", 1_000_000));
+        let line = meter.line(stats("p", 500));
+        assert!(line.contains("p/q0: ") && !line.contains("drops 18446744073709"), "{line}");
+        // A port of another name has nothing before it either.
+        let line = meter.line(stats("renamed", 7));
+        assert!(line.contains("renamed/q0: "), "{line}");
+    }
 }
