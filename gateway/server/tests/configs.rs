@@ -82,3 +82,78 @@ fn check_reports_memory_this_host_lacks_and_ports_in_use() {
         "{out}"
     );
 }
+
+/// A memory cgroup of 1 GiB around `check` and `run`: a 2 GiB pool is a
+/// warning naming the cgroup's limit, and `run` refuses it by name instead
+/// of being killed by the OOM killer. A v1 (or hybrid) kernel also prints a
+/// `0::` line, which once hid the v1 limit.
+#[test]
+#[ignore = "needs root to make a memory cgroup; tests/run.sh runs it"]
+fn check_and_run_see_the_memory_cgroups_limit() {
+    let cgroup = MemoryCgroup::new(1 << 30);
+    let dir = common::scratch_dir("cgroup");
+    let file = dir.join("pool.yaml");
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(
+        &file,
+        format!("daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 1024, buf_size: 2097152 }}\n    interfaces:\n    - name: u\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:{port}\" }}\n      rx:\n        queues:\n        - {{ name: q, id: 0, cpu_core: 0, batch_size: 4, memory_regions: [m] }}\n"),
+    )
+    .unwrap();
+    let limit = "the container's cgroup memory limit less its usage";
+    let check = cgroup.run(&["check", file.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        out.contains("warning: daqiri.cfg.memory_regions: host and host_pinned regions") && out.contains(limit),
+        "{out}"
+    );
+    let run = cgroup.run(&["run", "--config", file.to_str().unwrap(), "--duration", "1"]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "run refuses a pool beyond the cgroup: {err}");
+    assert!(err.contains(limit), "run names the cgroup's limit: {err}");
+}
+
+/// A child of this process's memory cgroup with a limit, removed on drop.
+struct MemoryCgroup {
+    dir: PathBuf,
+}
+
+impl MemoryCgroup {
+    fn new(limit: u64) -> Self {
+        let membership = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let v1 = membership.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+            controllers.split(',').any(|c| c == "memory").then(|| path.trim_start_matches('/').to_owned())
+        });
+        let (dir, file) = match v1 {
+            Some(path) => (PathBuf::from("/sys/fs/cgroup/memory").join(path), "memory.limit_in_bytes"),
+            None => {
+                let path = membership.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 line");
+                (PathBuf::from("/sys/fs/cgroup").join(path.trim_start_matches('/')), "memory.max")
+            }
+        };
+        let dir = dir.join(format!("daqiri-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("making memory cgroup {}: {e}", dir.display()));
+        std::fs::write(dir.join(file), limit.to_string()).unwrap();
+        Self { dir }
+    }
+
+    /// Runs the gateway with `args` inside the cgroup.
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        use std::os::unix::process::CommandExt;
+        let procs = self.dir.join("cgroup.procs");
+        let mut command = std::process::Command::new(common::GATEWAY);
+        command.args(args);
+        // SAFETY: between fork and exec the child only writes its pid to a file.
+        unsafe {
+            command.pre_exec(move || std::fs::write(&procs, std::process::id().to_string()));
+        }
+        command.output().unwrap()
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}

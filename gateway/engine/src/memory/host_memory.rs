@@ -5,7 +5,7 @@
 //! refused by `mmap`.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::Path;
 
 /// Memory this process can still allocate, and what limits it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,18 +60,61 @@ fn mem_available(meminfo: &str) -> Option<u64> {
 /// The cgroup limit less its usage; `None` without a limit.
 fn cgroup_headroom() -> Option<u64> {
     let membership = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let read = |path: PathBuf| fs::read_to_string(path).ok();
-    if let Some(dir) = cgroup_v2_dir(&membership) {
-        let dir = PathBuf::from("/sys/fs/cgroup").join(dir);
-        return headroom(&read(dir.join("memory.max"))?, &read(dir.join("memory.current"))?);
-    }
-    let v1 = PathBuf::from("/sys/fs/cgroup/memory");
-    headroom(&read(v1.join("memory.limit_in_bytes"))?, &read(v1.join("memory.usage_in_bytes"))?)
+    cgroup_headroom_under(Path::new("/sys/fs/cgroup"), &membership)
 }
 
-/// The unified hierarchy's path of this process (`0::/kubepods/...`), relative.
-fn cgroup_v2_dir(membership: &str) -> Option<&str> {
-    membership.lines().find_map(|l| l.strip_prefix("0::")).map(|p| p.trim_start_matches('/'))
+/// The least headroom of this process's memory cgroup and its ancestors
+/// (a parent's limit binds its children), under the cgroup mount `root`.
+/// A v1 (or hybrid) kernel lists the memory controller on a line of its
+/// own (`4:memory:/docker/x`), and also prints a `0::` line for the
+/// unified hierarchy, which then holds no memory controller: the v1 line
+/// decides. A pure v2 kernel has only `0::/path`.
+fn cgroup_headroom_under(root: &Path, membership: &str) -> Option<u64> {
+    let v1 = membership.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        controllers.split(',').any(|c| c == "memory").then_some(path)
+    });
+    match v1 {
+        Some(path) => least_headroom(
+            &root.join("memory"),
+            path,
+            &[
+                ("memory.limit_in_bytes", "memory.usage_in_bytes"),
+                ("memory.memsw.limit_in_bytes", "memory.memsw.usage_in_bytes"),
+            ],
+        ),
+        None => {
+            let path = membership.lines().find_map(|l| l.strip_prefix("0::"))?;
+            least_headroom(root, path, &[("memory.max", "memory.current")])
+        }
+    }
+}
+
+/// The least `limit - usage` over the cgroup at `path` below `mount` and
+/// each of its ancestors, for each (limit, usage) file pair. Inside a
+/// container the mount's root may already be the process's own cgroup
+/// while `/proc/self/cgroup` names the host's path: a path that does not
+/// exist under the mount is taken as the mount's root.
+fn least_headroom(mount: &Path, path: &str, files: &[(&str, &str)]) -> Option<u64> {
+    let mut dir = mount.join(path.trim_start_matches('/'));
+    if !dir.is_dir() {
+        dir = mount.to_path_buf();
+    }
+    let read = |dir: &Path, file: &str| fs::read_to_string(dir.join(file)).ok();
+    let mut least: Option<u64> = None;
+    loop {
+        for (limit, usage) in files {
+            if let (Some(limit), Some(usage)) = (read(&dir, limit), read(&dir, usage))
+                && let Some(room) = headroom(&limit, &usage)
+            {
+                least = Some(least.map_or(room, |l| l.min(room)));
+            }
+        }
+        if dir == mount || !dir.pop() || !dir.starts_with(mount) {
+            return least;
+        }
+    }
 }
 
 /// `limit - usage`; `None` when unlimited (`max`, or v1's near-`u64::MAX`).
@@ -104,10 +147,56 @@ mod tests {
         assert_eq!(HostMemory::from_parts(100, None).available, 100);
     }
 
+    /// A cgroup mount under a temporary folder: `files` are (path, contents).
+    fn mount(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let file = root.path().join(path);
+            fs::create_dir_all(file.parent().unwrap()).unwrap();
+            fs::write(file, text).unwrap();
+        }
+        root
+    }
+
     #[test]
-    fn cgroup_limits_are_read_from_both_hierarchies() {
-        assert_eq!(cgroup_v2_dir("0::/kubepods/pod1/c1\n"), Some("kubepods/pod1/c1"));
-        assert_eq!(cgroup_v2_dir("4:memory:/docker/x\n"), None);
+    fn a_v1_limit_is_read_though_the_kernel_also_prints_a_unified_line() {
+        // A hybrid kernel's /proc/self/cgroup: the `0::` line comes first.
+        let membership = "0::/docker/x\n7:cpu,cpuacct:/docker/x\n4:memory:/docker/x\n";
+        let root = mount(&[
+            ("memory/docker/x/memory.limit_in_bytes", "1073741824\n"),
+            ("memory/docker/x/memory.usage_in_bytes", "104857600\n"),
+            ("memory/memory.limit_in_bytes", "9223372036854771712\n"),
+            ("memory/memory.usage_in_bytes", "5\n"),
+        ]);
+        assert_eq!(cgroup_headroom_under(root.path(), membership), Some((1 << 30) - 100 * (1 << 20)));
+    }
+
+    #[test]
+    fn a_parents_limit_binds_and_a_container_sees_its_own_cgroup_at_the_root() {
+        // v2: the limit is on the parent (a Kubernetes pod), not the container.
+        let root = mount(&[
+            ("kubepods/pod1/memory.max", "2147483648\n"),
+            ("kubepods/pod1/memory.current", "1073741824\n"),
+            ("kubepods/pod1/c1/memory.max", "max\n"),
+            ("kubepods/pod1/c1/memory.current", "1000\n"),
+        ]);
+        assert_eq!(cgroup_headroom_under(root.path(), "0::/kubepods/pod1/c1\n"), Some(1 << 30));
+        // A v1 container without a cgroup namespace: its own cgroup is the mount's root.
+        let root = mount(&[("memory/memory.limit_in_bytes", "2048\n"), ("memory/memory.usage_in_bytes", "48\n")]);
+        assert_eq!(cgroup_headroom_under(root.path(), "4:memory:/docker/abc\n"), Some(2000));
+        // memsw (memory and swap) binds too, when lower.
+        let root = mount(&[
+            ("memory/memory.limit_in_bytes", "4096\n"),
+            ("memory/memory.usage_in_bytes", "0\n"),
+            ("memory/memory.memsw.limit_in_bytes", "3000\n"),
+            ("memory/memory.memsw.usage_in_bytes", "1000\n"),
+        ]);
+        assert_eq!(cgroup_headroom_under(root.path(), "4:memory:/\n"), Some(2000));
+        assert_eq!(cgroup_headroom_under(root.path(), "0::/\n"), None, "no v2 files: no limit");
+    }
+
+    #[test]
+    fn headroom_is_limit_less_usage_and_none_when_unlimited() {
         assert_eq!(headroom("max\n", "100\n"), None);
         assert_eq!(headroom("9223372036854771712\n", "100\n"), None, "v1 reports no limit as a near-max value");
         assert_eq!(headroom("3221225472\n", "1073741824\n"), Some(2 << 30));
