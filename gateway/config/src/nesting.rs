@@ -1,23 +1,27 @@
-//! Size and nesting limits, checked on the text before the YAML parser sees
-//! it: the parser's time grows with the square of the nesting depth, so a
-//! 300 KB document of `[[[[...` would hold a core for minutes. A DAQIRI
-//! config nests about eight levels; a depth past [`MAX_DEPTH`] is refused
-//! at once, naming its line.
+//! Size and nesting limits, enforced before the document is built: the YAML
+//! library the config is read with (serde_yaml, over libyaml) takes time
+//! that grows with the square of the nesting depth, so a 300 KB document of
+//! `[[[[...` would hold a core for minutes. A DAQIRI config nests about
+//! eight levels; a depth past [`MAX_DEPTH`] is refused at once, naming its
+//! line.
 //!
-//! This is a scan, not a parser (no YAML library exposes depth before
-//! parsing). It may count a level too many (a bracket inside a block scalar
-//! or an unusual quote), never one too few: a quote opens a quoted scalar
-//! only where YAML starts a scalar, and a `#` starts a comment only after
-//! whitespace, as in YAML.
+//! The depth is counted by a YAML parser (saphyr's event parser), not by a
+//! scan of the text: quotes, comments and block scalars are what YAML says
+//! they are, so no text can hide nesting from the count. The parser stops
+//! at the first node past the limit, so the check costs a pass over the
+//! text at most.
+
+use saphyr_parser::{Event, Parser};
 
 use crate::diagnostic::{Report, YamlPath};
 
-/// Deepest nesting accepted: flow brackets plus block indentation levels.
+/// Deepest nesting accepted: sequences and mappings, block or flow.
 pub const MAX_DEPTH: usize = 64;
 /// Largest document accepted.
 pub const MAX_DOCUMENT_BYTES: usize = 16 << 20;
 
-/// Refuses a document over [`MAX_DOCUMENT_BYTES`] or nested past [`MAX_DEPTH`].
+/// Refuses a document over [`MAX_DOCUMENT_BYTES`], nested past
+/// [`MAX_DEPTH`], or that is not YAML.
 pub(crate) fn check(text: &str) -> Result<(), Report> {
     let refuse = |message: String| {
         let mut report = Report::default();
@@ -27,98 +31,50 @@ pub(crate) fn check(text: &str) -> Result<(), Report> {
     if text.len() > MAX_DOCUMENT_BYTES {
         return refuse(format!("the document is {} bytes; at most {MAX_DOCUMENT_BYTES} are accepted", text.len()));
     }
-    match deepest(text) {
-        Some(line) => refuse(format!(
+    let too_deep = |line: usize| {
+        refuse(format!(
             "the document nests more than {MAX_DEPTH} levels deep at line {line}; a DAQIRI config needs about 8"
-        )),
-        None => Ok(()),
-    }
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Quote {
-    None,
-    Single,
-    Double,
-}
-
-/// The first line where the nesting passes [`MAX_DEPTH`], if any.
-fn deepest(text: &str) -> Option<usize> {
-    let mut indents: Vec<usize> = Vec::new();
-    let mut flow = 0usize;
-    let mut quote = Quote::None;
-    for (number, line) in text.lines().enumerate() {
-        let bytes = line.as_bytes();
-        let mut i = 0;
-        if quote == Quote::None && flow == 0 {
-            let indent = bytes.iter().take_while(|&&b| b == b' ').count();
-            let rest = &bytes[indent..];
-            if rest.is_empty() || rest[0] == b'#' {
-                continue;
+        ))
+    };
+    let mut depth = 0usize;
+    for event in Parser::new_from_str(text) {
+        let (event, span) = match event {
+            Ok(event) => event,
+            // The scanner reads ahead, and has a flow-level limit of its own.
+            Err(e) if e.info().contains("recursion limit") => return too_deep(e.marker().line()),
+            Err(e) => {
+                return refuse(format!(
+                    "not YAML: {} at line {}, column {}",
+                    e.info(),
+                    e.marker().line(),
+                    e.marker().col() + 1
+                ));
             }
-            while indents.last().is_some_and(|&top| top > indent) {
-                indents.pop();
+        };
+        match event {
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return too_deep(span.start.line());
+                }
             }
-            if indents.last() != Some(&indent) {
-                indents.push(indent);
-            }
-            // `- - - x` nests a sequence per dash on one line.
-            let mut dashes = 0;
-            i = indent;
-            while i < bytes.len() && matches!(bytes[i], b'-' | b'?') && bytes.get(i + 1).is_none_or(|&b| b == b' ') {
-                dashes += 1;
-                i += 2;
-            }
-            if indents.len() + dashes > MAX_DEPTH {
-                return Some(number + 1);
-            }
-        }
-        let block = indents.len();
-        let mut previous = b' ';
-        while i < bytes.len() {
-            let b = bytes[i];
-            match quote {
-                Quote::Double if b == b'\\' => i += 1,
-                Quote::Double if b == b'"' => quote = Quote::None,
-                Quote::Single if b == b'\'' => quote = Quote::None,
-                Quote::Single | Quote::Double => {}
-                Quote::None => match b {
-                    b'#' if previous == b' ' || previous == b'\t' => break,
-                    b'"' | b'\'' if starts_scalar(bytes, i) => {
-                        quote = if b == b'"' { Quote::Double } else { Quote::Single };
-                    }
-                    b'[' | b'{' => {
-                        flow += 1;
-                        if block + flow > MAX_DEPTH {
-                            return Some(number + 1);
-                        }
-                    }
-                    b']' | b'}' => flow = flow.saturating_sub(1),
-                    _ => {}
-                },
-            }
-            previous = b;
-            i += 1;
+            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            _ => {}
         }
     }
-    None
-}
-
-/// Whether a quote at `at` begins a scalar: first on its line, or after an
-/// indicator that a scalar follows (`: `, `- `, `? `, `[`, `{`, `,`).
-fn starts_scalar(line: &[u8], at: usize) -> bool {
-    let before = line[..at].iter().rev().find(|&&b| b != b' ' && b != b'\t');
-    match before {
-        None => true,
-        Some(b'[' | b'{' | b',') => true,
-        Some(b':' | b'-' | b'?') => at > 0 && matches!(line[at - 1], b' ' | b'\t'),
-        Some(_) => false,
-    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn deepest(text: &str) -> Option<usize> {
+        let report = check(text).err()?;
+        let message = &report.diagnostics[0].message;
+        assert!(message.contains("nests more than"), "{message}");
+        message.split("at line ").nth(1)?.split(';').next()?.parse().ok()
+    }
 
     #[test]
     fn flow_nesting_past_the_limit_is_refused_at_its_line() {
@@ -134,12 +90,13 @@ mod tests {
         for level in 0..=MAX_DEPTH {
             deep += &format!("{}k{level}:\n", " ".repeat(level));
         }
-        assert_eq!(deepest(&deep), Some(MAX_DEPTH + 1));
+        deep += &format!("{}v\n", " ".repeat(MAX_DEPTH + 1));
+        assert!(deepest(&deep).is_some());
         assert_eq!(deepest(&format!("{}x\n", "- ".repeat(MAX_DEPTH + 1))), Some(1));
     }
 
     #[test]
-    fn brackets_in_quotes_and_comments_are_text() {
+    fn brackets_in_quotes_comments_and_block_scalars_are_text() {
         let many = "[".repeat(200);
         for text in [
             format!("a: \"{many}\"\n"),
@@ -147,23 +104,29 @@ mod tests {
             format!("a: 1 # {many}\n"),
             format!("# {many}\n"),
             format!("a: \"x\\\" {many}\"\n"),
+            format!("note: |\n  \"\n  {many}\nb: 1\n"),
         ] {
             assert_eq!(deepest(&text), None, "{text}");
         }
     }
 
+    /// A quote inside a block scalar once made the scan think a quoted
+    /// scalar opened, and the real nesting after it went uncounted.
     #[test]
-    fn a_quote_inside_a_plain_scalar_hides_nothing() {
-        // YAML reads `it's` as plain text, so the brackets on the next line nest.
+    fn a_quote_in_a_block_scalar_hides_no_nesting_after_it() {
+        let text = format!("note: |\n  say \"\nx: {}\n", "[".repeat(150_000));
+        let started = std::time::Instant::now();
+        assert_eq!(deepest(&text), Some(3));
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "refused in {:?}", started.elapsed());
         let text = format!("a: it's\nx: {}\n", "[".repeat(MAX_DEPTH + 1));
-        assert_eq!(deepest(&text), Some(2));
-        let text = format!("a: b#c {}\n", "[".repeat(MAX_DEPTH + 1));
-        assert_eq!(deepest(&text), Some(1), "`#` after a non-space starts no comment");
+        assert_eq!(deepest(&text), Some(2), "YAML reads `it's` as plain text");
     }
 
     #[test]
-    fn oversized_documents_are_refused_before_parsing() {
+    fn oversized_and_malformed_documents_are_refused_before_parsing() {
         let report = check(&" ".repeat(MAX_DOCUMENT_BYTES + 1)).unwrap_err();
         assert!(report.diagnostics[0].message.contains("at most 16777216"));
+        let report = check("a: [1, 2\n").unwrap_err();
+        assert!(report.diagnostics[0].message.starts_with("not YAML"), "{report:?}");
     }
 }

@@ -111,14 +111,14 @@ fn socket_keys(
 ) {
     let Some(rx) = &iface.rx else { return };
     let Some(first) = rx.queues.first() else { return };
-    // A UDP server's indirect RX queues get a socket each (a reuseport
-    // group): each lands in its own region, on its own core.
+    // A UDP server's indirect RX queues on several cores get a socket
+    // each (a reuseport group): each lands in its own region, on its core.
     let grouped = endpoints.is_some_and(|e| {
         e.transport == daqiri_config::Transport::Udp
             && crate::backend::udp_reuseport_group(
                 e,
-                rx.queues.len(),
                 rx.queues.iter().all(|q| q.poll_mode == PollMode::Indirect),
+                rx.queues.iter().map(|q| q.cpu_core.map(|c| c.0)),
             )
     });
     let queues = path.key("rx").key("queues");

@@ -142,15 +142,24 @@ impl UdpDriver {
 }
 
 /// Whether `port`'s RX queues form a reuseport group, a socket per queue:
-/// a server (whose bound port several sockets can share) with several RX
-/// queues, all read by workers. `support` refuses extra RX cores elsewhere.
+/// a server (whose bound port several sockets can share) whose RX queues,
+/// all read by workers, name more than one core. Queues on one core share
+/// one socket: its one worker can wait in the kernel, where several
+/// sockets on one thread would have to be polled in turn. `support`
+/// refuses extra RX cores elsewhere.
 fn forms_group(endpoints: SocketEndpoints, port: &Port) -> bool {
-    reuseport_group(endpoints, port.rx.len(), port.rx.iter().all(|q| q.poll_mode == PollMode::Indirect))
+    let all_indirect = port.rx.iter().all(|q| q.poll_mode == PollMode::Indirect);
+    reuseport_group(endpoints, all_indirect, port.rx.iter().map(|q| q.cpu_core))
 }
 
-/// [`forms_group`] from what a config says.
-pub(crate) fn reuseport_group(endpoints: SocketEndpoints, rx_queues: usize, all_indirect: bool) -> bool {
-    endpoints.mode == SocketMode::Server && rx_queues > 1 && all_indirect
+/// [`forms_group`] from what a config says: the queues' poll modes and cores.
+pub(crate) fn reuseport_group(
+    endpoints: SocketEndpoints,
+    all_indirect: bool,
+    cores: impl Iterator<Item = Option<u32>>,
+) -> bool {
+    let cores: std::collections::BTreeSet<Option<u32>> = cores.collect();
+    endpoints.mode == SocketMode::Server && all_indirect && cores.len() > 1
 }
 
 /// Binds a socket per RX queue 1.. beside queue 0's `first` (bound to
