@@ -922,6 +922,16 @@ fn a_source_buffer_beyond_its_bound_is_reported_not_overflowed_by_the_reorder_ch
 }
 
 #[test]
+fn names_are_bounded_for_they_become_metric_labels() {
+    let long = "q".repeat(300);
+    assert_error(
+        &edit(SOCKET, "name: q0,", &format!("name: {long},")),
+        "daqiri.cfg.interfaces[0].rx.queues[0].name",
+        "a name of 300 bytes; at most 256",
+    );
+}
+
+#[test]
 fn regions_together_are_bounded() {
     // 36 TiB: each region within its own bounds, the sum not.
     let huge = "- { name: rx, kind: host, num_bufs: 40000000, buf_size: 1000000000 }";

@@ -33,6 +33,9 @@ pub const MAX_PAYLOAD_SIZE: u32 = 1 << 26;
 pub const MAX_DYNAMIC_FLOWS: u32 = 1 << 20;
 /// Packets per reorder batch (`packets_per_batch`).
 pub const MAX_PACKETS_PER_BATCH: u32 = 1 << 20;
+/// Bytes of a name (regions, interfaces, queues, flows, plans): names are
+/// metric labels, repeated in every scrape.
+pub const MAX_NAME_BYTES: usize = 256;
 
 pub(super) fn check_limits(config: &EngineConfig, report: &mut Report) {
     let cfg = YamlPath::cfg();
@@ -40,6 +43,11 @@ pub(super) fn check_limits(config: &EngineConfig, report: &mut Report) {
         at_most(report, &cfg.key(key), value, MAX_META_BUFFERS);
     }
     let regions = cfg.key("memory_regions");
+    for (path, name) in names(config) {
+        if name.len() > MAX_NAME_BYTES {
+            report.error(&path, format!("a name of {} bytes; at most {MAX_NAME_BYTES}", name.len()));
+        }
+    }
     let mut total: u64 = 0;
     for (i, region) in config.memory_regions.iter().enumerate() {
         at_most(report, &regions.index(i).key("num_bufs"), Some(region.num_bufs), MAX_NUM_BUFS);
@@ -81,6 +89,31 @@ pub(super) fn check_limits(config: &EngineConfig, report: &mut Report) {
             check_queues(&tx.queues, &path.key("tx").key("queues"), report);
         }
     }
+}
+
+/// Every name in the config, with its path.
+fn names(config: &EngineConfig) -> Vec<(YamlPath, &str)> {
+    fn list<'a>(out: &mut Vec<(YamlPath, &'a str)>, path: YamlPath, names: impl Iterator<Item = &'a str>) {
+        out.extend(names.enumerate().map(|(i, name)| (path.index(i).key("name"), name)));
+    }
+    let cfg = YamlPath::cfg();
+    let mut out = Vec::new();
+    list(&mut out, cfg.key("memory_regions"), config.memory_regions.iter().map(|r| r.name.as_str()));
+    list(&mut out, cfg.key("interfaces"), config.interfaces.iter().map(|i| i.name.as_str()));
+    for (i, iface) in config.interfaces.iter().enumerate() {
+        let path = cfg.key("interfaces").index(i);
+        if let Some(rx) = &iface.rx {
+            let rx_path = path.key("rx");
+            list(&mut out, rx_path.key("queues"), rx.queues.iter().map(|q| q.name.as_str()));
+            list(&mut out, rx_path.key("flows"), rx.flows.iter().map(|f| f.name.as_str()));
+            list(&mut out, rx_path.key("reorder_configs"), rx.reorder_configs.iter().map(|r| r.name.as_str()));
+        }
+        if let Some(tx) = &iface.tx {
+            list(&mut out, path.key("tx").key("queues"), tx.queues.iter().map(|q| q.name.as_str()));
+            list(&mut out, path.key("tx").key("flows"), tx.flows.iter().map(|f| f.name.as_str()));
+        }
+    }
+    out
 }
 
 fn check_queues(queues: &[Queue], list: &YamlPath, report: &mut Report) {

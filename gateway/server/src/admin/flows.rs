@@ -42,6 +42,27 @@ pub(crate) struct FlowEntry {
     added_at_runtime: bool,
 }
 
+/// The flow a request body holds: 413 past the body limit, 400 for what is
+/// not a flow, and 400 naming any field a flow does not have (an ignored
+/// field would change nothing the client asked for).
+fn flow_of(body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>) -> Result<Flow, ApiError> {
+    let Json(value) = body.map_err(|e| {
+        let status = if e.status() == StatusCode::PAYLOAD_TOO_LARGE { e.status() } else { StatusCode::BAD_REQUEST };
+        ApiError::new(status, e.body_text(), Some("body"))
+    })?;
+    let mut unknown = Vec::new();
+    let flow: Flow = serde_ignored::deserialize(value, |path| unknown.push(path.to_string()))
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("the body is not a flow: {e}"), Some("body")))?;
+    if let Some(field) = unknown.first() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("a flow has no field \"{field}\" (it has name, id, action or actions, and match)"),
+            Some("body"),
+        ));
+    }
+    Ok(flow)
+}
+
 /// The interface's RX flows.
 #[utoipa::path(get, path = "/api/v1/interfaces/{name}/flows", tag = "flows",
     params(("name" = String, Path, description = "interface name")),
@@ -60,18 +81,19 @@ pub(crate) async fn list_flows(
     request_body(content = Object, description = "an rx.flows entry: name, id, action or actions, match"),
     responses(
         (status = 201, body = FlowList, description = "added; the interface's flows now"),
-        (status = 400, body = super::error::ApiErrorBody, description = "the body is not a flow"),
+        (status = 400, body = super::error::ApiErrorBody, description = "the body is not a flow, or has a field a flow does not have"),
         (status = 401, body = super::error::ApiErrorBody),
         (status = 404, body = super::error::ApiErrorBody),
         (status = 409, body = super::error::ApiErrorBody, description = "rx.dynamic_flow_capacity flows are already added"),
+        (status = 413, body = super::error::ApiErrorBody, description = "the body is larger than the admin API takes"),
         (status = 422, body = super::error::ApiErrorBody, description = "the flow is invalid (its field is named), the interface takes no runtime flows, or the NIC refused it (the driver's reason)")
     ))]
 pub(crate) async fn add_flow(
     State(state): State<Arc<AdminState>>,
     Path(name): Path<String>,
-    body: Result<Json<Flow>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>,
 ) -> Result<(StatusCode, Json<FlowList>), ApiError> {
-    let Json(flow) = body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text(), Some("body")))?;
+    let flow = flow_of(body)?;
     let engine = state.engine()?;
     let port = port_named(&engine, &name)?;
     // Programming a NIC can take a while: keep it off the async workers.

@@ -196,6 +196,18 @@ async fn flows_are_added_and_deleted_at_runtime_and_survive_a_restart() {
     let flow = r#"{"name": "late", "id": 42, "action": {"type": "queue", "id": 0}, "match": {"udp_dst": "9000-9009"}}"#;
     let (status, answer) = send(&router, "POST", flows, None, r#"{"name": "x"}"#).await;
     assert_eq!((status, answer["field"].as_str()), (StatusCode::BAD_REQUEST, Some("body")), "{answer}");
+    // A field a flow does not have is named, not ignored.
+    let typo = flow.replace("\"match\"", "\"mtach\"");
+    let (status, answer) = send(&router, "POST", flows, None, &typo).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(answer["message"].as_str().unwrap().contains("no field \"mtach\""), "{answer}");
+    // Names are bounded (they are metric labels), and so are bodies.
+    let long = flow.replace("\"late\"", &format!("\"{}\"", "n".repeat(1000)));
+    let (status, answer) = send(&router, "POST", flows, None, &long).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert!(answer["message"].as_str().unwrap().contains("at most 256"), "{answer}");
+    let huge = flow.replace("\"late\"", &format!("\"{}\"", "n".repeat(3 << 20)));
+    assert_eq!(send(&router, "POST", flows, None, &huge).await.0, StatusCode::PAYLOAD_TOO_LARGE);
     let (status, answer) = send(&router, "POST", flows, None, &flow.replace("\"id\": 0", "\"id\": 3")).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
     assert!(answer["message"].as_str().unwrap().contains("flow.action"), "the bad field is named: {answer}");
