@@ -99,7 +99,7 @@ impl Document {
 
     /// Reads and parses a file.
     pub fn read(path: &Path) -> Result<Self, Report> {
-        let text = std::fs::read_to_string(path).map_err(|err| {
+        let text = crate::nesting::read_text(path).map_err(|err| {
             let mut report = Report::default();
             report.error(&YamlPath::from_text(path.display().to_string()), format!("cannot read config file: {err}"));
             report

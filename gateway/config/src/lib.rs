@@ -43,6 +43,7 @@ pub use diagnostic::{Diagnostic, Report, Severity, YamlPath};
 pub use document::{Document, TemplateCheck};
 pub use endpoint::{Endpoint, Transport};
 pub use model::EngineConfig;
+pub use nesting::read_text;
 pub use placeholder::Placeholder;
 pub use valid::{InterfaceBackend, Link, SocketEndpoints, ValidConfig};
 pub use validate::limits;

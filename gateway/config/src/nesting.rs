@@ -65,6 +65,22 @@ pub(crate) fn check(text: &str) -> Result<(), Report> {
     Ok(())
 }
 
+/// Reads a config file, refusing one past [`MAX_DOCUMENT_BYTES`] before
+/// reading the rest (`/dev/zero` or a log file named by mistake never ends
+/// up in memory).
+pub fn read_text(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?.take(MAX_DOCUMENT_BYTES as u64 + 1).read_to_string(&mut text)?;
+    if text.len() > MAX_DOCUMENT_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {MAX_DOCUMENT_BYTES} bytes, the most a config may be"),
+        ));
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +136,12 @@ mod tests {
         assert!(started.elapsed() < std::time::Duration::from_secs(1), "refused in {:?}", started.elapsed());
         let text = format!("a: it's\nx: {}\n", "[".repeat(MAX_DEPTH + 1));
         assert_eq!(deepest(&text), Some(2), "YAML reads `it's` as plain text");
+    }
+
+    #[test]
+    fn an_endless_file_is_refused_after_the_limit_not_read_whole() {
+        let error = read_text(std::path::Path::new("/dev/zero")).unwrap_err();
+        assert!(error.to_string().contains("larger than 16777216 bytes"), "{error}");
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub(crate) struct LoadedConfig {
 pub(crate) fn load(path: Option<&PathBuf>) -> anyhow::Result<LoadedConfig> {
     let (yaml, origin) = match path {
         Some(path) => (
-            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?,
+            daqiri::config::read_text(path).with_context(|| format!("cannot read {}", path.display()))?,
             path.display().to_string(),
         ),
         None => (crate::DEFAULT_CONFIG.to_owned(), "the embedded default config".to_owned()),

@@ -103,7 +103,7 @@ pub(crate) fn reload_from_file(state: &AdminState) -> Result<Applied, ApiError> 
             None,
         )
     })?;
-    let yaml = std::fs::read_to_string(path).map_err(|e| {
+    let yaml = daqiri::config::read_text(path).map_err(|e| {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, format!("cannot read {}: {e}", path.display()), None)
     })?;
     apply(state, yaml)
