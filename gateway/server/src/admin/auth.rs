@@ -42,19 +42,33 @@ impl Tokens {
 
     /// Says what anyone who reaches `addr` can do without a token.
     pub(crate) fn warn_if_exposed(&self, addr: std::net::SocketAddr) {
+        for warning in self.exposure(addr) {
+            tracing::warn!("{warning}");
+        }
+    }
+
+    /// What anyone who reaches `addr` can do without a token, as warnings.
+    fn exposure(&self, addr: std::net::SocketAddr) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self.read.is_some() && self.write.is_none() {
+            warnings.push(format!(
+                "the admin API on {addr} has --admin-read-token-file but no --admin-token-file: reads need a token and changes (config, flows, captures) do not; give both"
+            ));
+        }
         if addr.ip().is_loopback() {
-            return;
+            return warnings;
         }
         if self.write.is_none() {
-            tracing::warn!(
+            warnings.push(format!(
                 "the admin API listens on {addr}, beyond loopback, without --admin-token-file: anyone who reaches it can replace the config and start captures"
-            );
+            ));
         }
         if self.read.is_none() {
-            tracing::warn!(
+            warnings.push(format!(
                 "the admin API listens on {addr}, beyond loopback, without --admin-read-token-file: anyone who reaches it can read the config and download captured packets"
-            );
+            ));
         }
+        warnings
     }
 }
 
@@ -99,4 +113,20 @@ fn bearer(request: &Request) -> Option<&str> {
 /// Compares without an early exit, so timing does not reveal the token.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_token_without_a_write_token_is_warned_of_even_on_loopback() {
+        let tokens = Tokens { write: None, read: Some("r".into()) };
+        let warnings = tokens.exposure("127.0.0.1:8080".parse().unwrap());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("changes (config, flows, captures) do not"), "{warnings:?}");
+        let both = Tokens { write: Some("w".into()), read: Some("r".into()) };
+        assert!(both.exposure("0.0.0.0:8080".parse().unwrap()).is_empty());
+        assert_eq!(Tokens::default().exposure("0.0.0.0:8080".parse().unwrap()).len(), 2);
+    }
 }
