@@ -102,3 +102,34 @@ fn listening_beyond_loopback_without_tokens_warns() {
     assert!(log.contains("beyond loopback, without --admin-token-file"), "{log}");
     assert!(log.contains("beyond loopback, without --admin-read-token-file"), "{log}");
 }
+
+/// A body dripped a byte at a time is cut off at the whole-body deadline,
+/// not kept alive by every byte.
+#[test]
+fn a_body_dripped_a_byte_at_a_time_is_cut_off_at_the_deadline() {
+    let dir = scratch_dir("admin-drip");
+    let gateway = common::Gateway::run(GATEWAY, dir, &config(free_udp_port()));
+    let mut stream = TcpStream::connect(("127.0.0.1", gateway.admin)).unwrap();
+    stream
+        .write_all(b"PUT /api/v1/config HTTP/1.1\r\nHost: x\r\nContent-Type: application/yaml\r\nContent-Length: 100000\r\n\r\n")
+        .unwrap();
+    let started = Instant::now();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let dripper = std::thread::spawn(move || {
+        // A byte every 500 ms until the server gives up on the body.
+        while stream.write_all(b"#").is_ok() && started.elapsed() < BODY_TIMEOUT * 3 {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+    reader.get_ref().set_read_timeout(Some(BODY_TIMEOUT * 3)).unwrap();
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    assert!(status.starts_with("HTTP/1.1 408"), "{status}");
+    let took = started.elapsed();
+    assert!(
+        took >= BODY_TIMEOUT - Duration::from_secs(1) && took < BODY_TIMEOUT + Duration::from_secs(3),
+        "cut off after {took:?}"
+    );
+    drop(reader);
+    let _ = dripper.join();
+}

@@ -91,8 +91,8 @@ pub(crate) async fn json_errors(request: axum::extract::Request, next: axum::mid
         Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
         Err(_) => String::new(),
     };
-    // tower-http's body timeout reaches the extractor as a failed read (400).
-    let timed_out = text.contains("designated timeout");
+    // The body deadline reaches the extractor as a failed read (400).
+    let timed_out = text.contains(super::body_deadline::TIMED_OUT);
     let (status, message, field) = match (status, allow) {
         (StatusCode::METHOD_NOT_ALLOWED, allow) => (
             status,

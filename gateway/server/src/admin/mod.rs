@@ -6,6 +6,7 @@
 //! and reads engine snapshots only: polling it does not touch the data path.
 
 mod auth;
+mod body_deadline;
 mod captures;
 mod config;
 mod error;
@@ -162,7 +163,7 @@ pub(crate) fn router(state: Arc<AdminState>) -> (Router, utoipa::openapi::OpenAp
             )
         })
         .layer(axum::middleware::from_fn(error::json_errors))
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(listener::BODY_TIMEOUT));
+        .layer(axum::middleware::map_request(body_deadline::with_deadline));
     (router, api)
 }
 
