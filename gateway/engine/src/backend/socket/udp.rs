@@ -52,7 +52,7 @@ struct Shared {
     /// Server mode: the socket connected to the first peer, once there is
     /// one (the receiver reads it; the driver reads its counters).
     peer_socket: OnceLock<Socket>,
-    /// A server with several indirect RX queues: a socket per queue.
+    /// A server whose indirect RX queues name several cores: a socket per queue.
     group: Option<Group>,
 }
 
