@@ -306,18 +306,26 @@ impl Sender for TxQueueSender {
             src_port: self.0,
             dst_port: 5000,
         };
-        let mut burst = loop {
-            match engine.get_tx_packet_burst(0, 0, 1) {
-                Ok(burst) => break burst,
-                Err(_) => std::thread::yield_now(),
-            }
-        };
-        burst.packet_mut(0).write_udp_frame(&frame, payload).expect("the frame fits");
-        let mut pending = burst;
-        while let Err(refused) = engine.send_tx_burst(pending) {
-            pending = refused.burst;
-            std::thread::yield_now();
+        send_one(engine, |packet| {
+            packet.write_udp_frame(&frame, payload).expect("the frame fits");
+        });
+    }
+}
+
+/// Sends one packet, written by `write`, on the engine's TX queue 0,
+/// waiting for a burst and for room in the queue as long as it takes.
+pub fn send_one(engine: &Engine, write: impl FnOnce(&mut PacketMut<'_>)) {
+    let mut burst = loop {
+        match engine.get_tx_packet_burst(0, 0, 1) {
+            Ok(burst) => break burst,
+            Err(_) => std::thread::yield_now(),
         }
+    };
+    write(&mut burst.packet_mut(0));
+    let mut pending = burst;
+    while let Err(refused) = engine.send_tx_burst(pending) {
+        pending = refused.burst;
+        std::thread::yield_now();
     }
 }
 

@@ -531,18 +531,7 @@ pub fn tx_byte_exact(bed: &dyn Bed) -> Outcome {
     // (or the loopback's RX ring) holds a chunk, not the whole run.
     for (c, chunk) in sent.chunks(32).enumerate() {
         for p in chunk {
-            let mut burst = loop {
-                match engine.get_tx_packet_burst(0, 0, 1) {
-                    Ok(burst) => break burst,
-                    Err(_) => std::thread::yield_now(),
-                }
-            };
-            bed.write_tx(&mut burst.packet_mut(0), p);
-            let mut pending = burst;
-            while let Err(refused) = engine.send_tx_burst(pending) {
-                pending = refused.burst;
-                std::thread::yield_now();
-            }
+            crate::beds::send_one(&engine, |packet| bed.write_tx(packet, p));
         }
         if bed.has_datagrams() {
             for (i, want) in chunk.iter().enumerate() {
