@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Finds import cycles between the modules of a Rust crate.
+
+A module is a file. An edge A -> B means code in A names an item that B
+defines: paths through `crate::`, `super::`, `self::` and child modules are
+followed through re-exports (`pub use`) to the module that defines the item,
+so a hub `mod.rs` that only declares and re-exports is no knot by itself.
+Test modules (`#[cfg(test)] mod tests { ... }` at a file's end) are left
+out: tests may reach anywhere.
+
+Written by hand: cargo-modules does this from rust-analyzer, but it builds
+for many minutes and wants a compiler version of its own; this reads the
+source text, which our own style (explicit `use`, no glob imports outside
+tests) keeps simple.
+
+Usage: module_cycles.py <crate src dir>...   exit 1 when a cycle is found.
+"""
+import os
+import re
+import sys
+
+ITEM = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+)?(?:fn|struct|enum|trait|type|const|static|mod|union|macro_rules!)\s+(\w+)", re.M)
+REEXPORT = re.compile(r"^\s*pub(?:\([^)]*\))?\s+use\s+([^;]+);", re.M)
+PATH = re.compile(r"(?<![\w:])((?:crate|super|self|\w+)(?:::\w+)+)(::\{[^}]*\})?")
+
+
+def strip(src):
+    src = re.sub(r"//[^\n]*", "", src)
+    src = re.sub(r'"(?:\\.|[^"\\])*"', '""', src)
+    cut = re.search(r"^#\[cfg\(test\)\]\s*\n\s*mod tests\b", src, re.M)
+    return src[: cut.start()] if cut else src
+
+
+def expand(path, group):
+    """`a::b::{c, d::e, f as g}` -> [a::b::c, a::b::d::e, a::b::f]."""
+    if not group:
+        return [path.split("::")]
+    out = []
+    body = group[3:-1]
+    for part in body.split(","):
+        part = part.strip().split(" as ")[0].strip()
+        if part and part != "self":
+            out.append(path.split("::") + part.split("::"))
+        elif part == "self":
+            out.append(path.split("::"))
+    return out
+
+
+class Crate:
+    def __init__(self, root):
+        self.root = root
+        self.files = {}
+        for dp, _, fns in os.walk(root):
+            for f in fns:
+                if f.endswith(".rs"):
+                    p = os.path.join(dp, f)
+                    parts = os.path.relpath(p, root)[:-3].split("/")
+                    if parts[-1] in ("mod", "lib", "main"):
+                        parts = parts[:-1]
+                    self.files[tuple(parts)] = p
+        self.src = {m: strip(open(p).read()) for m, p in self.files.items()}
+        self.items = {m: set(ITEM.findall(s)) for m, s in self.src.items()}
+        self.reexports = {}
+        for m, s in self.src.items():
+            for spec in REEXPORT.findall(s):
+                spec = spec.strip()
+                g = re.match(r"((?:\w+::)*\w+)(::\{.*\})?$", spec, re.S)
+                if not g:
+                    continue
+                for full in expand(g.group(1), g.group(2)):
+                    alias = re.search(r"\bas\s+(\w+)", spec)
+                    name = full[-1]
+                    if alias and not g.group(2):
+                        name = alias.group(1)
+                    self.reexports[(m, name)] = self.absolute(m, full)
+
+    def absolute(self, m, path):
+        """A path as written in module m, from the crate root."""
+        head, rest = path[0], path[1:]
+        if head == "crate":
+            return list(rest)
+        if head == "self":
+            return list(m) + list(rest)
+        if head == "super":
+            base = list(m)[:-1]
+            while rest and rest[0] == "super":
+                base, rest = base[:-1], rest[1:]
+            return base + list(rest)
+        if tuple(list(m) + [head]) in self.files:
+            return list(m) + list(path)
+        return None
+
+    def resolve(self, path, depth=0):
+        """The module defining what `path` (from the root) names."""
+        for n in range(len(path), -1, -1):
+            mod = tuple(path[:n])
+            if mod not in self.files:
+                continue
+            if n < len(path) and depth < 8:
+                target = self.reexports.get((mod, path[n]))
+                if target is not None and target[: len(mod)] != list(mod) + [path[n]]:
+                    return self.resolve(target + list(path[n + 1 :]), depth + 1)
+            return mod
+        return None
+
+    def edges(self):
+        out = {m: set() for m in self.files}
+        for m, s in self.src.items():
+            body = REEXPORT.sub("", s)
+            body = re.sub(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*;", "", body, flags=re.M)
+            for match in PATH.finditer(body):
+                for path in expand(match.group(1), match.group(2)):
+                    absolute = self.absolute(m, path)
+                    if absolute is None:
+                        continue
+                    target = self.resolve(absolute)
+                    if target is not None and target != m and target != ():
+                        out[m].add(target)
+        return out
+
+
+def cycles(edges):
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(100000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def name(m):
+    return "::".join(m) or "crate"
+
+
+def main(roots):
+    failed = False
+    for root in roots:
+        crate = Crate(root)
+        edges = crate.edges()
+        found = cycles(edges)
+        print(f"{root}: {len(crate.files)} modules, {len(found)} import cycle(s)")
+        for comp in found:
+            failed = True
+            members = set(comp)
+            print(f"  cycle of {len(comp)}:")
+            for m in comp:
+                print(f"    {name(m)} -> {', '.join(sorted(name(t) for t in edges[m] if t in members))}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
