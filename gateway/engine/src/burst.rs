@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::headers::{self, UdpFrame};
-use crate::memory::{BufToken, RegionTable};
+use crate::memory::{BufToken, RegionTable, SegmentMemory};
 
 /// Most segments a packet can have (header-data split uses two).
 pub const MAX_SEGMENTS: usize = 4;
@@ -641,30 +641,6 @@ impl<'a> Packet<'a> {
     /// Whether the packet's buffers were released early.
     pub fn is_freed(&self) -> bool {
         self.num_segments() == 0
-    }
-}
-
-/// Where a segment's bytes live.
-#[derive(Debug, Clone, Copy)]
-pub enum SegmentMemory<'a> {
-    /// Memory the CPU can read.
-    Host(&'a [u8]),
-    /// GPU memory: only device code (a kernel, a DMA) can read it.
-    Device(crate::memory::DeviceSlice<'a>),
-}
-
-impl SegmentMemory<'_> {
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        match self {
-            SegmentMemory::Host(bytes) => bytes.len(),
-            SegmentMemory::Device(slice) => slice.len(),
-        }
-    }
-
-    /// Whether the segment holds no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

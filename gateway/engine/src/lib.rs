@@ -77,10 +77,10 @@ pub mod support;
 mod worker;
 pub mod writer;
 
-pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, SegmentMemory, flags};
+pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, flags};
 pub use engine::{Engine, SendError};
 pub use error::{Error, Result, Status};
-pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region};
+pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region, SegmentMemory};
 pub use queue::Direction;
 pub use reload::ReloadChange;
 pub use reorder::PlanStats;

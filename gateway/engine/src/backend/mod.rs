@@ -14,8 +14,6 @@ mod socket;
 pub(crate) use af_xdp::{
     MAX_RSS_QUEUES as AF_XDP_MAX_RSS_QUEUES, MAX_RULES as AF_XDP_MAX_RULES, MAX_SOCKETS as AF_XDP_MAX_SOCKETS,
 };
-#[cfg(feature = "dpdk")]
-pub(crate) use dpdk::Mempool;
 pub(crate) use socket::reuseport_group as udp_reuseport_group;
 
 use std::sync::Arc;

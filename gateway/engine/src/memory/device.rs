@@ -77,3 +77,27 @@ impl DeviceSlice<'_> {
         self.len == 0
     }
 }
+
+/// Where a segment's bytes live.
+#[derive(Debug, Clone, Copy)]
+pub enum SegmentMemory<'a> {
+    /// Memory the CPU can read.
+    Host(&'a [u8]),
+    /// GPU memory: only device code (a kernel, a DMA) can read it.
+    Device(DeviceSlice<'a>),
+}
+
+impl SegmentMemory<'_> {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            SegmentMemory::Host(bytes) => bytes.len(),
+            SegmentMemory::Device(slice) => slice.len(),
+        }
+    }
+
+    /// Whether the segment holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

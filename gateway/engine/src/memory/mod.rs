@@ -19,7 +19,7 @@ mod pool;
 mod region;
 
 pub use backing::Backing;
-pub use device::{DevicePtr, DeviceSlice};
+pub use device::{DevicePtr, DeviceSlice, SegmentMemory};
 pub use host_memory::HostMemory;
 pub use hugepages::HugepageInfo;
 #[cfg(feature = "af_xdp")]

@@ -7,11 +7,10 @@ use std::ptr::NonNull;
 use daqiri_config::model::{MemoryAccess, MemoryKind, MemoryRegion};
 
 use super::backing::Backing;
-use super::device::DeviceSlice;
+use super::device::{DeviceSlice, SegmentMemory};
 use super::hugepages::HugepageInfo;
 use super::mapping::Mapping;
 use super::pool::{BufferPool, PoolCache, SharedStack};
-use crate::burst::SegmentMemory;
 use crate::error::{Error, Status};
 
 /// Proof that its holder owns one buffer of a region.
@@ -57,9 +56,11 @@ pub struct Region {
     /// Before `backing`: a pool over the memory (a DPDK mempool) is dropped
     /// before the memory is unmapped.
     pool: Box<dyn BufferPool>,
-    /// The same pool, typed, when it is a DPDK mempool (RX queues set up on it).
+    /// The same pool, typed, when a device manages it (a DPDK mempool, whose
+    /// RX queues are set up on it). Typed by its owner, so memory never
+    /// names a backend.
     #[cfg(feature = "dpdk")]
-    mempool: Option<std::sync::Arc<crate::backend::Mempool>>,
+    device_pool: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
     backing: Backing,
     /// A `device` region a CPU backend receives into: pinned host memory of
     /// the same layout where the CPU lands each buffer's bytes, copied to
@@ -113,7 +114,7 @@ impl Region {
             backing,
             pool: Box::new(SharedStack::full(config.num_bufs)),
             #[cfg(feature = "dpdk")]
-            mempool: None,
+            device_pool: None,
             #[cfg(feature = "cuda")]
             staging: std::sync::OnceLock::new(),
         })
@@ -159,10 +160,14 @@ impl Region {
         self.num_bufs - self.available()
     }
 
-    /// Hands the region's free list to a DPDK mempool over its buffers,
-    /// which then owns which buffers are free. Refused while any buffer is taken.
+    /// Hands the region's free list to a device's pool over its buffers (a
+    /// DPDK mempool), which then owns which buffers are free. Refused while
+    /// any buffer is taken.
     #[cfg(feature = "dpdk")]
-    pub(crate) fn set_mempool(&mut self, pool: std::sync::Arc<crate::backend::Mempool>) -> Result<(), Error> {
+    pub(crate) fn set_device_pool<P>(&mut self, pool: std::sync::Arc<P>) -> Result<(), Error>
+    where
+        P: BufferPool + Send + Sync + 'static,
+    {
         if self.pool.available() != self.num_bufs {
             return Err(Error::new(
                 Status::InternalError,
@@ -170,14 +175,14 @@ impl Region {
             ));
         }
         self.pool = Box::new(std::sync::Arc::clone(&pool));
-        self.mempool = Some(pool);
+        self.device_pool = Some(pool);
         Ok(())
     }
 
-    /// The DPDK mempool that holds this region's free buffers, if any.
+    /// The device pool of type `P` that holds this region's free buffers, if any.
     #[cfg(feature = "dpdk")]
-    pub(crate) fn mempool(&self) -> Option<&std::sync::Arc<crate::backend::Mempool>> {
-        self.mempool.as_ref()
+    pub(crate) fn device_pool<P: Send + Sync + 'static>(&self) -> Option<std::sync::Arc<P>> {
+        self.device_pool.clone()?.downcast().ok()
     }
 
     /// The token of buffer `index`, which a device took from this region's
@@ -194,7 +199,7 @@ impl Region {
     /// returns its index. The mirror of [`adopt`](Self::adopt).
     #[cfg(feature = "dpdk")]
     pub(crate) fn hand_over(&self, token: BufToken) -> u32 {
-        debug_assert!(self.mempool.is_some(), "region \"{}\" has no device-managed pool", self.name);
+        debug_assert!(self.device_pool.is_some(), "region \"{}\" has no device-managed pool", self.name);
         token.0
     }
 

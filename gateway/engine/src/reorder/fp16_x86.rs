@@ -10,7 +10,7 @@ use std::arch::x86_64::{
     _mm256_setr_epi32,
 };
 
-use super::convert::{Encoder, f16_from_int, nibble};
+use super::encode::{Encoder, f16_from_int, nibble};
 
 /// Whether this CPU has what [`F16c`] needs (detected once, then cached).
 pub(super) fn available() -> bool {

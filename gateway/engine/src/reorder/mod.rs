@@ -9,6 +9,7 @@
 
 mod bits;
 pub mod convert;
+mod encode;
 #[cfg(target_arch = "x86_64")]
 mod fp16_x86;
 #[cfg(feature = "cuda")]

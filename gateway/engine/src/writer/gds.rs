@@ -21,7 +21,8 @@ use cudarc::cufile::safe::{Cufile, FileHandle};
 use cudarc::cufile::sys;
 
 use super::{PcapResolution, WriteSummary};
-use crate::burst::{Burst, SegmentMemory};
+use crate::burst::Burst;
+use crate::memory::SegmentMemory;
 use crate::error::{Error, Result, Status};
 use crate::memory::DeviceSlice;
 

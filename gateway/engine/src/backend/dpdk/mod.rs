@@ -77,7 +77,7 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
         let tx = interface.tx.iter().flat_map(|tx| &tx.queues).flat_map(|q| &q.memory_regions);
         for name in rx.chain(tx) {
             let region = regions.iter_mut().find(|r| r.name() == name).expect("validated region name");
-            if region.mempool().is_some() {
+            if region.device_pool::<Mempool>().is_some() {
                 continue;
             }
             let base = region.backing().host_base().ok_or_else(|| {
@@ -87,7 +87,7 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
                 )
             })?;
             let pool = Mempool::over(name, base, region.buf_size(), region.num_bufs())?;
-            region.set_mempool(Arc::new(pool))?;
+            region.set_device_pool(Arc::new(pool))?;
         }
     }
     Ok(())
@@ -194,8 +194,7 @@ fn warn_of_unbound_netdev_queues(eth: &EthPort, port: &Port, bound: usize) {
 fn mempool_of(regions: &RegionTable, region: u16) -> Result<Arc<Mempool>> {
     let region = regions.get(region);
     region
-        .mempool()
-        .cloned()
+        .device_pool::<Mempool>()
         .ok_or_else(|| Error::new(Status::InternalError, format!("region \"{}\" has no DPDK mempool", region.name())))
 }
 

@@ -59,7 +59,7 @@ impl Eal {
         if rc < 0 {
             return Err(Error::new(
                 Status::GenericFailure,
-                format!("DPDK cannot create device \"{devargs}\": {}", super::errno_text(rc)),
+                format!("DPDK cannot create device \"{devargs}\": {}", super::errors::errno_text(rc)),
             ));
         }
         Ok(())
@@ -103,10 +103,19 @@ fn start(args: &EalArgs) -> std::result::Result<(), String> {
             // SAFETY: `pointers` holds argc valid C strings that outlive the
             // call (EAL keeps no pointer to them); this runs once per process.
             let rc = unsafe { dpdk_sys::rte_eal_init(pointers.len() as i32, pointers.as_mut_ptr()) };
-            if rc < 0 { Err(super::last_error()) } else { Ok(()) }
+            if rc < 0 { Err(super::errors::last_error()) } else { Ok(()) }
         })
         .map_err(|e| format!("cannot start the EAL thread: {e}"))?
         .join()
         .map_err(|_| "rte_eal_init panicked".to_owned())?;
     result.map_err(|e| format!("DPDK's EAL did not start ({line}): {e}"))
+}
+
+/// Makes the calling worker thread an EAL thread, so mempool operations
+/// use a per-lcore cache; without a free lcore id it works uncached.
+pub(crate) fn register_thread() {
+    // SAFETY: EAL is initialised (a port exists); registers only this thread.
+    if unsafe { dpdk_sys::rte_thread_register() } != 0 {
+        tracing::debug!("no EAL lcore left for this worker: its mempool access is uncached ({})", super::errors::last_error());
+    }
 }

@@ -6,7 +6,9 @@ use std::ptr::NonNull;
 
 use dpdk_sys::rte_mbuf;
 
-use super::{Mempool, StagingPool, TimestampField};
+use super::mempool::Mempool;
+use super::staging::StagingPool;
+use super::timestamp::TimestampField;
 use crate::error::{Error, Result, Status};
 
 /// A started port.
@@ -217,7 +219,7 @@ impl EthPort {
                 Status::InvalidParameter,
                 format!(
                     "no DPDK port \"{name}\": not a probed PCIe device or virtual device ({})",
-                    super::errno_text(rc)
+                    super::errors::errno_text(rc)
                 ),
             ));
         }
@@ -241,7 +243,7 @@ impl EthPort {
         let mut ticks = 0u64;
         // SAFETY: the port exists; `ticks` is a valid out pointer.
         let rc = unsafe { dpdk_sys::rte_eth_read_clock(self.id, &mut ticks) };
-        if rc == 0 { Ok(ticks) } else { Err(super::errno_text(rc)) }
+        if rc == 0 { Ok(ticks) } else { Err(super::errors::errno_text(rc)) }
     }
 
     /// The most RX and TX queues the PMD offers (net_af_packet: its
@@ -328,7 +330,7 @@ impl EthPort {
     pub(crate) fn start(&self, rx_pools: &[RxPools], tx_queues: u16, descriptors: u16, rx_offloads: u64) -> Result<()> {
         let (id, address) = (self.id, &self.address);
         let failed = |doing: String, rc: i32| {
-            Error::new(Status::GenericFailure, format!("DPDK port \"{address}\": {doing}: {}", super::errno_text(rc)))
+            Error::new(Status::GenericFailure, format!("DPDK port \"{address}\": {doing}: {}", super::errors::errno_text(rc)))
         };
         let mut conf = dpdk_sys::rte_eth_conf::default();
         conf.rxmode.offloads = rx_offloads | self.buffer_split(rx_pools)?;
@@ -451,7 +453,7 @@ impl EthPort {
         // SAFETY: the port is started with this queue.
         match unsafe { dpdk_sys::rte_eth_set_queue_rate_limit(self.id, queue, mbps) } {
             0 => Ok(()),
-            code => Err(super::errno_text(-code)),
+            code => Err(super::errors::errno_text(-code)),
         }
     }
 
@@ -543,7 +545,7 @@ impl EthPort {
             // SAFETY: the port is closed; the names are valid C strings.
             let rc = unsafe { dpdk_sys::rte_eal_hotplug_remove(bus.as_ptr(), c_name.as_ptr()) };
             if rc != 0 {
-                tracing::warn!(port = %self.address, "DPDK could not remove the device: {}", super::errno_text(rc));
+                tracing::warn!(port = %self.address, "DPDK could not remove the device: {}", super::errors::errno_text(rc));
             }
         }
     }

@@ -7,7 +7,7 @@ use std::ptr::{NonNull, null};
 
 use dpdk_sys as sys;
 
-use super::EthPort;
+use super::ethdev::EthPort;
 use crate::backend::dpdk::flow_rules::{Action, Item, RuleSpec};
 use crate::flow::RSS_KEY;
 
@@ -56,7 +56,7 @@ impl EthPort {
         let flow = unsafe {
             sys::rte_flow_create(self.id(), &attr, encoded.items.as_ptr(), encoded.actions.as_ptr(), &mut error)
         };
-        NonNull::new(flow).map(InstalledFlow).ok_or_else(|| flow_error(&error, -super::errno()))
+        NonNull::new(flow).map(InstalledFlow).ok_or_else(|| flow_error(&error, -super::errors::errno()))
     }
 
     /// Removes a rule this port created; nothing once the port is closed.
@@ -80,7 +80,7 @@ fn flow_error(error: &sys::rte_flow_error, rc: i32) -> String {
         // SAFETY: PMDs set a static NUL-terminated message.
         unsafe { CStr::from_ptr(error.message) }.to_string_lossy().into_owned()
     };
-    format!("{message} [{}]", super::errno_text(rc))
+    format!("{message} [{}]", super::errors::errno_text(rc))
 }
 
 /// A rule as DPDK's arrays, with the structs their pointers point into.

@@ -71,7 +71,7 @@ impl Mempool {
         let failed = |doing: &str| {
             Error::new(
                 Status::GenericFailure,
-                format!("memory region \"{name}\": DPDK cannot {doing}: {}", super::last_error()),
+                format!("memory region \"{name}\": DPDK cannot {doing}: {}", super::errors::last_error()),
             )
         };
         let iova = iova_as_va().then_some(base.as_ptr() as u64);
@@ -94,7 +94,7 @@ impl Mempool {
             buf_len: len,
             elt_size: buf_size as u16,
         };
-        let pool_name = CString::new(format!("daqiri_{}", super::unique_id()))
+        let pool_name = CString::new(format!("daqiri_{}", super::errors::unique_id()))
             .map_err(|_| Error::invalid("mempool name has a NUL"))?;
         let data_room = u16::try_from(buf_size).map_err(|_| {
             Error::new(
@@ -160,7 +160,7 @@ impl Mempool {
         if status != 0 {
             return Err(Error::new(
                 Status::GenericFailure,
-                format!("memory region \"{region}\": DPDK cannot map it for DMA by {address}: {}", super::last_error()),
+                format!("memory region \"{region}\": DPDK cannot map it for DMA by {address}: {}", super::errors::last_error()),
             ));
         }
         mapped.push(device);
@@ -286,7 +286,7 @@ impl Drop for Mempool {
             // SAFETY: mapped in `map_for_dma` with these arguments; the
             // device's queues are stopped, so no DMA targets the range.
             if unsafe { dpdk_sys::rte_dev_dma_unmap(device.0.as_ptr(), base, iova, self.registered) } != 0 {
-                tracing::warn!("unmapping a DPDK region for DMA failed: {}", super::last_error());
+                tracing::warn!("unmapping a DPDK region for DMA failed: {}", super::errors::last_error());
             }
         }
         // SAFETY: registered in `over`; no pool or device uses it any more.

@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 
 use dpdk_sys::rte_mempool;
 
-use super::EthPort;
+use super::ethdev::EthPort;
 use crate::error::{Error, Result, Status};
 
 /// PMDs whose RX queues need a pool of DPDK's own layout.
@@ -38,7 +38,7 @@ impl StagingPool {
 
     /// A pool of `count` mbufs for RX queue `queue` of `port`.
     pub(crate) fn new(port: &EthPort, queue: usize, count: u32) -> Result<Self> {
-        let name = CString::new(format!("daqiri_stage_{}_{queue}_{}", port.id(), super::unique_id()))
+        let name = CString::new(format!("daqiri_stage_{}_{queue}_{}", port.id(), super::errors::unique_id()))
             .map_err(|_| Error::invalid("mempool name has a NUL"))?;
         // SAFETY: EAL is initialised; the name is a valid C string.
         let pool = unsafe {
@@ -50,7 +50,7 @@ impl StagingPool {
                 format!(
                     "DPDK port \"{}\": cannot create a staging pool of {count} mbufs for RX queue {queue}: {}",
                     port.address(),
-                    super::last_error()
+                    super::errors::last_error()
                 ),
             )
         })

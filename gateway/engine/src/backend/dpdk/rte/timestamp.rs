@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 
 use dpdk_sys::rte_mbuf;
 
-use super::EthPort;
+use super::ethdev::EthPort;
 use crate::error::{Error, Result, Status};
 
 /// PMDs that stamp every packet without advertising the offload:
