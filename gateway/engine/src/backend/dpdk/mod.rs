@@ -223,11 +223,11 @@ pub(super) fn open(
     map_for_dma(&eth, address, port, regions)?;
     let table: Arc<FlowTable> = port.flows.load_full();
     let steering = PortSteering::prepare(&eth, &table, pools.len());
-    let stamping = port.rx_timestamps.then(|| TimestampSource::of(&eth)).transpose()?;
+    let stamping = port.rx_timestamps.then(|| TimestampSource::of(eth.rx_offload_capa(), &eth.driver_name(), eth.address())).transpose()?;
     eth.start(&pools, tx_pools.len() as u16, RX_DESCRIPTORS, stamping.map_or(0, TimestampSource::rx_offloads))?;
     let timestamps = match stamping {
         None => None,
-        Some(source) => Some(TimestampField::lookup(source.clock(&eth)?).ok_or_else(|| {
+        Some(source) => Some(TimestampField::lookup(source.clock(&eth.driver_name(), eth.address(), || eth.read_clock())?).ok_or_else(|| {
             Error::new(
                 Status::GenericFailure,
                 format!("rx.hardware_timestamps: the {} PMD registered no mbuf timestamp field", eth.driver_name()),

@@ -304,14 +304,14 @@ impl EthPort {
     /// The staging pools of a PMD that needs them, one per RX queue and as
     /// large as its region's pool (none for other PMDs), kept by the port.
     fn staging_pools(&self, rx_pools: &[RxPools]) -> Result<&[StagingPool]> {
-        if !StagingPool::needed_by(self) {
+        if !StagingPool::needed_by(&self.driver_name()) {
             return Ok(&[]);
         }
         tracing::info!(port = %self.address, pmd = %self.driver_name(), "the PMD receives only into mbufs of its own layout: RX copies each packet into the queue's region");
         let pools = rx_pools
             .iter()
             .enumerate()
-            .map(|(queue, pools)| StagingPool::new(self, queue, pools.head.count()))
+            .map(|(queue, pools)| StagingPool::new(self.id(), self.address(), queue, pools.head.count()))
             .collect::<Result<Vec<_>>>()?;
         Ok(self.staging.get_or_init(|| pools))
     }

@@ -9,7 +9,6 @@ use std::ptr::NonNull;
 
 use dpdk_sys::rte_mempool;
 
-use super::ethdev::EthPort;
 use crate::error::{Error, Result, Status};
 
 /// PMDs whose RX queues need a pool of DPDK's own layout.
@@ -31,14 +30,15 @@ unsafe impl Send for StagingPool {}
 unsafe impl Sync for StagingPool {}
 
 impl StagingPool {
-    /// Whether `port`'s PMD needs staging pools for its RX queues.
-    pub(crate) fn needed_by(port: &EthPort) -> bool {
-        OWN_LAYOUT_PMDS.contains(&port.driver_name().as_str())
+    /// Whether PMD `pmd` needs staging pools for its RX queues.
+    pub(crate) fn needed_by(pmd: &str) -> bool {
+        OWN_LAYOUT_PMDS.contains(&pmd)
     }
 
-    /// A pool of `count` mbufs for RX queue `queue` of `port`.
-    pub(crate) fn new(port: &EthPort, queue: usize, count: u32) -> Result<Self> {
-        let name = CString::new(format!("daqiri_stage_{}_{queue}_{}", port.id(), super::errors::unique_id()))
+    /// A pool of `count` mbufs for RX queue `queue` of DPDK port `port`
+    /// (`address`, for errors).
+    pub(crate) fn new(port: u16, address: &str, queue: usize, count: u32) -> Result<Self> {
+        let name = CString::new(format!("daqiri_stage_{port}_{queue}_{}", super::errors::unique_id()))
             .map_err(|_| Error::invalid("mempool name has a NUL"))?;
         // SAFETY: EAL is initialised; the name is a valid C string.
         let pool = unsafe {
@@ -49,7 +49,7 @@ impl StagingPool {
                 Status::GenericFailure,
                 format!(
                     "DPDK port \"{}\": cannot create a staging pool of {count} mbufs for RX queue {queue}: {}",
-                    port.address(),
+                    address,
                     super::errors::last_error()
                 ),
             )

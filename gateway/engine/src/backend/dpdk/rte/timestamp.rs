@@ -9,7 +9,6 @@ use std::ptr::NonNull;
 
 use dpdk_sys::rte_mbuf;
 
-use super::ethdev::EthPort;
 use crate::error::{Error, Result, Status};
 
 /// PMDs that stamp every packet without advertising the offload:
@@ -26,31 +25,37 @@ pub(crate) enum TimestampSource {
 }
 
 impl TimestampSource {
-    /// How `port`'s PMD stamps received packets, or why it cannot.
-    pub(crate) fn of(port: &EthPort) -> Result<Self> {
+    /// How a port's PMD stamps received packets, or why it cannot:
+    /// `rx_offload_capa` is what the port offers, `pmd` its driver and
+    /// `address` its name, for the refusal.
+    pub(crate) fn of(rx_offload_capa: u64, pmd: &str, address: &str) -> Result<Self> {
         // SAFETY: a constant of the shim.
-        if port.rx_offload_capa() & unsafe { dpdk_sys::daqiri_rx_offload_timestamp() } != 0 {
+        if rx_offload_capa & unsafe { dpdk_sys::daqiri_rx_offload_timestamp() } != 0 {
             return Ok(Self::Offload);
         }
-        let pmd = port.driver_name();
-        if STAMPING_WITHOUT_OFFLOAD.contains(&pmd.as_str()) {
+        if STAMPING_WITHOUT_OFFLOAD.contains(&pmd) {
             return Ok(Self::Always);
         }
         Err(Error::new(
             Status::NotSupported,
             format!(
-                "rx.hardware_timestamps: the {pmd} PMD of \"{}\" does not timestamp received packets (no RTE_ETH_RX_OFFLOAD_TIMESTAMP); remove the key or use a NIC that has it",
-                port.address()
+                "rx.hardware_timestamps: the {pmd} PMD of \"{address}\" does not timestamp received packets (no RTE_ETH_RX_OFFLOAD_TIMESTAMP); remove the key or use a NIC that has it"
             ),
         ))
     }
 
     /// How the PMD's stamps become nanoseconds since the epoch, once the
-    /// port is started (a NIC's clock is read twice to learn its rate).
-    pub(crate) fn clock(self, port: &EthPort) -> Result<StampClock> {
+    /// port is started: a NIC's clock is read twice (`read_clock`) to learn
+    /// its rate; `pmd` and `address` name it in a refusal.
+    pub(crate) fn clock(
+        self,
+        pmd: &str,
+        address: &str,
+        read_clock: impl Fn() -> std::result::Result<u64, String>,
+    ) -> Result<StampClock> {
         match self {
             Self::Always => Ok(StampClock::Micros),
-            Self::Offload => StampClock::calibrate(port),
+            Self::Offload => StampClock::calibrate(pmd, address, read_clock),
         }
     }
 
@@ -78,24 +83,26 @@ pub(crate) enum StampClock {
 const CALIBRATION: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl StampClock {
-    /// Reads `port`'s clock twice, `CALIBRATION` apart, against the host's
+    /// Reads a NIC's clock twice, `CALIBRATION` apart, against the host's
     /// real-time clock; a PMD that cannot read its clock is refused by path.
-    fn calibrate(port: &EthPort) -> Result<Self> {
+    fn calibrate(
+        pmd: &str,
+        address: &str,
+        read_clock: impl Fn() -> std::result::Result<u64, String>,
+    ) -> Result<Self> {
         let refused = |why: String| {
             Error::new(
                 Status::NotSupported,
                 format!(
-                    "rx.hardware_timestamps: the {} PMD of \"{}\" cannot read its clock ({why}), so its timestamps cannot be turned into nanoseconds; remove the key",
-                    port.driver_name(),
-                    port.address()
+                    "rx.hardware_timestamps: the {pmd} PMD of \"{address}\" cannot read its clock ({why}), so its timestamps cannot be turned into nanoseconds; remove the key"
                 ),
             )
         };
         let now_ns =
             || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        let (tick, ns) = (port.read_clock().map_err(refused)?, now_ns());
+        let (tick, ns) = (read_clock().map_err(refused)?, now_ns());
         std::thread::sleep(CALIBRATION);
-        let (later, later_ns) = (port.read_clock().map_err(refused)?, now_ns());
+        let (later, later_ns) = (read_clock().map_err(refused)?, now_ns());
         let hz = later.wrapping_sub(tick) as f64 * 1e9 / later_ns.saturating_sub(ns).max(1) as f64;
         if hz <= 0.0 {
             return Err(refused("it did not advance".into()));
