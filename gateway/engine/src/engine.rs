@@ -91,7 +91,7 @@ impl Engine {
         let config = arc_swap::ArcSwap::from_pointee(config);
         let inner = Arc::new(EngineState { id, config, regions, ports, stopping: AtomicBool::new(false) });
         let tasks =
-            drivers.iter_mut().zip(&inner.ports).flat_map(|(driver, port)| driver.tasks(&inner, port)).collect();
+            drivers.iter_mut().zip(&inner.ports).flat_map(|(driver, port)| driver.tasks(port)).collect();
         // Built before the workers start, so a failed spawn still stops those already running.
         let engine = Engine {
             runtime_flows: Mutex::new(RuntimeFlows::new(inner.ports.len())),
@@ -152,7 +152,7 @@ impl Engine {
     pub fn get_rx_burst(&self, port: u16, queue: u16) -> Result<Option<Burst>> {
         let q = self.queue(port, Direction::Rx, queue)?;
         if q.ring.is_empty() {
-            self.inner.ports[port as usize].poll_direct(&self.inner);
+            self.inner.ports[port as usize].poll_direct(self.inner.stopping());
         }
         match q.ring.pop() {
             None if self.has_stopped() => Err(self.not_ready()),
@@ -171,7 +171,7 @@ impl Engine {
         let start = p.next_queue.fetch_add(1, Ordering::Relaxed);
         let pop = || (0..n).find_map(|i| p.rx[(start + i) % n].ring.pop());
         Ok(pop().or_else(|| {
-            p.poll_direct(&self.inner);
+            p.poll_direct(self.inner.stopping());
             pop()
         }))
     }

@@ -17,7 +17,7 @@ use crate::burst::PacketSlot;
 use crate::memory::RegionTable;
 use crate::queue::Queue;
 use crate::stats::DropReason;
-use crate::worker::Assembler;
+use crate::delivery::Assembler;
 
 /// The inboxes of a port's RX queues, shared by the workers that post and
 /// take. The last of those workers to finish empties them all, so nothing

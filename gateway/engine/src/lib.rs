@@ -53,6 +53,7 @@
 
 mod backend;
 mod burst;
+mod delivery;
 mod engine;
 mod error;
 mod flow;
@@ -74,6 +75,7 @@ mod snapshot;
 mod state;
 mod stats;
 pub mod support;
+mod task;
 mod worker;
 pub mod writer;
 
@@ -81,13 +83,11 @@ pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, fl
 pub use engine::{Engine, SendError};
 pub use error::{Error, Result, Status};
 pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region, SegmentMemory};
-pub use queue::Direction;
+pub use queue::{Direction, WorkerThread};
 pub use reload::ReloadChange;
 pub use reorder::PlanStats;
-pub use snapshot::{
-    AfXdpLink, AfXdpSocket, EngineStats, FlowStatsEntry, LinkStats, PortStats, QueueStatsEntry, RegionStats,
-};
+pub use backend::{AfXdpLink, AfXdpSocket, LinkStats};
+pub use snapshot::{EngineStats, FlowStatsEntry, PortStats, QueueStatsEntry, RegionStats};
 pub use stats::{DropReason, QueueStatsSnapshot};
-pub use worker::WorkerThread;
 
 pub use daqiri_config as config;

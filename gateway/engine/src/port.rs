@@ -1,4 +1,6 @@
-//! A port: one configured interface with its queues, flow table and counters.
+//! A port: one configured interface with its queues, flow table, counters
+//! and the regions its queues use. It is all a backend sees of the engine:
+//! its drivers and tasks are handed the port, never the engine's state.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -6,15 +8,22 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use daqiri_config::{InterfaceBackend, ValidConfig};
 
-use crate::backend::DirectPoll;
 use crate::burst::{EngineId, PacketFields};
 use crate::error::Result;
 use crate::flow::FlowTable;
 use crate::memory::RegionTable;
 use crate::queue::{Direction, Queue};
 use crate::reorder::Plan;
-use crate::state::EngineState;
 use crate::stats::QueueStats;
+
+/// A port's receive side, polled on the application's thread by
+/// `get_rx_burst` (`poll_mode: direct`) instead of by a worker.
+pub(crate) trait DirectPoll: Send + std::fmt::Debug {
+    /// Receives what is ready on `port`, without blocking, and delivers it
+    /// to its queues as bursts; returns the packets received. Once
+    /// `stopping`, it only gives back what it holds.
+    fn poll(&mut self, port: &Port, stopping: bool) -> usize;
+}
 
 #[derive(Debug)]
 pub(crate) struct Port {
@@ -26,6 +35,8 @@ pub(crate) struct Port {
     pub(crate) tx: Vec<Queue>,
     /// Reorder plans, in `reorder_configs` order.
     pub(crate) plans: Vec<Arc<Plan>>,
+    /// The engine's memory regions, which the queues' segments index.
+    pub(crate) regions: Arc<RegionTable>,
     /// Swapped whole by a flow reload; workers load it per packet (one atomic read).
     pub(crate) flows: arc_swap::ArcSwap<FlowTable>,
     /// Set by `drop_all_traffic`.
@@ -80,15 +91,12 @@ impl Port {
         let rx = iface
             .rx_queues()
             .iter()
-            .map(|q| {
-                let mine = plans.iter().filter(|p| p.queue_id == q.id).cloned().collect();
-                Queue::new(q, id, rx_meta, regions, engine, fields, mine)
-            })
+            .map(|q| Queue::new(q, id, rx_meta, regions, engine, fields))
             .collect::<Result<_>>()?;
         let tx = iface
             .tx_queues()
             .iter()
-            .map(|q| Queue::new(q, id, tx_meta, regions, engine, PacketFields::default(), Vec::new()))
+            .map(|q| Queue::new(q, id, tx_meta, regions, engine, PacketFields::default()))
             .collect::<Result<_>>()?;
         Ok(Self {
             id,
@@ -98,6 +106,7 @@ impl Port {
             rx,
             tx,
             plans,
+            regions: Arc::clone(regions),
             flows: arc_swap::ArcSwap::from_pointee(iface.rx.as_ref().map(FlowTable::new).unwrap_or_default()),
             drop_all: AtomicBool::new(false),
             rx_drops: QueueStats::default(),
@@ -125,12 +134,17 @@ impl Port {
     /// In direct mode, receives what is ready into the queues' rings. A
     /// caller that finds another thread polling returns at once: that
     /// thread's bursts land in the same rings.
-    pub(crate) fn poll_direct(&self, engine: &EngineState) {
+    pub(crate) fn poll_direct(&self, stopping: bool) {
         if let Some(poller) = self.direct.get()
             && let Ok(mut poller) = poller.try_lock()
         {
-            poller.poll(engine);
+            poller.poll(self, stopping);
         }
+    }
+
+    /// The reorder plans whose flows steer to RX queue `queue_id`.
+    pub(crate) fn plans_of(&self, queue_id: u16) -> Vec<Arc<Plan>> {
+        self.plans.iter().filter(|plan| plan.queue_id == queue_id).cloned().collect()
     }
 
     pub(crate) fn queues(&self, direction: Direction) -> &[Queue] {

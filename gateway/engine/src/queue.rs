@@ -10,7 +10,6 @@ use daqiri_config::model::{PollMode, Queue as QueueConfig, TxOffload};
 use crate::burst::{Burst, BurstShape, EngineId, MetaPool, PacketFields};
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
-use crate::reorder::Plan;
 use crate::stats::{DropReason, QueueStats};
 
 /// Most packets one direct-mode poll can return (a socket's UDP GRO batch).
@@ -57,10 +56,8 @@ pub(crate) struct Queue {
     /// RX `busy_poll_us` (AF_XDP): how long a poll may busy-poll the socket's NAPI.
     #[cfg_attr(not(feature = "af_xdp"), allow(dead_code))]
     pub(crate) busy_poll_us: Option<u32>,
-    /// RX: the reorder plans whose flows steer here.
-    pub(crate) plans: Vec<Arc<Plan>>,
     /// The worker thread that runs this queue, once started (none in direct mode).
-    pub(crate) worker: std::sync::OnceLock<crate::worker::WorkerThread>,
+    pub(crate) worker: std::sync::OnceLock<WorkerThread>,
     /// RX into a `device` region through a CPU backend: copies each burst's
     /// staged segments to the GPU as it is delivered.
     #[cfg(feature = "cuda")]
@@ -76,7 +73,6 @@ impl Queue {
         regions: &Arc<RegionTable>,
         engine: EngineId,
         fields: PacketFields,
-        plans: Vec<Arc<Plan>>,
     ) -> Result<Self> {
         let segment_regions = config
             .memory_regions
@@ -119,7 +115,6 @@ impl Queue {
             fill_eth_src: config.offloads.contains(&TxOffload::TxEthSrc),
             pacing_mbps: config.pacing_mbps.filter(|&mbps| mbps > 0),
             busy_poll_us: config.busy_poll_us,
-            plans,
             worker: std::sync::OnceLock::new(),
             #[cfg(feature = "cuda")]
             stager: std::sync::OnceLock::new(),
@@ -162,4 +157,16 @@ impl Queue {
         self.stats.dropped(DropReason::Flushed, packets);
         packets
     }
+}
+
+/// The thread that runs a queue's work, as `/api/v1/status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerThread {
+    /// Thread name (`rx-<interface>-<queue>`, `tx-...`, or `core-<n>` when
+    /// queues share the core).
+    pub name: String,
+    /// Kernel thread id (`/proc/<pid>/task/<tid>`).
+    pub tid: u32,
+    /// The core it is pinned to; `None` when it runs unpinned.
+    pub core: Option<u32>,
 }

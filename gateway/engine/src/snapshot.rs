@@ -1,11 +1,10 @@
 //! Point-in-time copies of every counter, for the status line, the admin API
 //! and metrics. Taking one reads atomics only; the data path is not touched.
 
-use std::net::SocketAddr;
 
 use daqiri_config::InterfaceBackend;
 
-use crate::backend::PortDriver;
+use crate::backend::{LinkStats, PortDriver};
 use crate::queue::Queue;
 use crate::reorder::PlanStats;
 use crate::state::EngineState;
@@ -43,47 +42,6 @@ pub struct PortStats {
     pub reorder: Vec<PlanStats>,
 }
 
-/// State and counters below a port's queues, as its driver reads them:
-/// for sockets, the kernel's receive buffer and the peer. A field a backend
-/// has no such thing for is `None`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LinkStats {
-    /// Bytes waiting in the kernel's receive buffers, not yet read.
-    pub kernel_rx_backlog_bytes: Option<u64>,
-    /// Size of those buffers (what the kernel granted of the requested 64 MiB).
-    pub kernel_rx_buffer_bytes: Option<u64>,
-    /// The peer: a UDP server's last sender, a TCP connection's other end.
-    pub peer: Option<SocketAddr>,
-    /// Whether a connection is up (connection-oriented backends).
-    pub connected: Option<bool>,
-    /// The NIC's own counters by the driver's names (DPDK xstats: packets,
-    /// bytes, `rx_missed_errors`, `rx_mbuf_allocation_errors`, per queue ...).
-    pub nic_counters: Vec<(String, u64)>,
-    /// An AF_XDP port's XDP program and sockets.
-    pub af_xdp: Option<AfXdpLink>,
-}
-
-/// How an AF_XDP port moves frames.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AfXdpLink {
-    /// `native` (in the driver) or `generic` (after the kernel built a
-    /// socket buffer): how the XDP program runs; `detached` once stopped.
-    pub xdp_mode: &'static str,
-    /// Each socket, by NIC queue.
-    pub sockets: Vec<AfXdpSocket>,
-}
-
-/// One AF_XDP socket.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AfXdpSocket {
-    /// The NIC queue it is bound to (the RX queue of that position).
-    pub nic_queue: u32,
-    /// `zero_copy` (the NIC writes into our buffers) or `copy`.
-    pub mode: &'static str,
-    /// The socket's busy-poll time in microseconds, when it busy-polls.
-    pub busy_poll_us: Option<u32>,
-}
-
 /// Counters of one queue.
 #[derive(Debug, Clone)]
 pub struct QueueStatsEntry {
@@ -99,7 +57,7 @@ pub struct QueueStatsEntry {
     pub meta_in_use: usize,
     /// The worker thread running the queue; `None` in direct mode (the
     /// application polls) or before the workers started.
-    pub worker: Option<crate::worker::WorkerThread>,
+    pub worker: Option<crate::queue::WorkerThread>,
 }
 
 /// Counters of one flow.

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::PortDriver;
+use super::driver::PortDriver;
 use crate::burst::{Burst, PacketSlot};
 use crate::error::Result;
 use crate::flow::Steering;
@@ -17,9 +17,9 @@ use crate::memory::RegionTable;
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::queue::Queue;
-use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::{Assembler, QueueTask, Task};
+use crate::delivery::Assembler;
+use crate::task::{QueueTask, Task};
 
 /// Largest frame the loop carries (jumbo).
 const MAX_FRAME: usize = 16 * 1024;
@@ -28,7 +28,7 @@ const MAX_FRAME: usize = 16 * 1024;
 pub(super) struct LoopbackDriver;
 
 pub(super) fn open(port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
-    super::prepare_cpu_landing(port, regions)?;
+    super::driver::prepare_cpu_landing(port, regions)?;
     Ok(Box::new(LoopbackDriver))
 }
 
@@ -40,13 +40,12 @@ const INBOX_PACKETS: usize = 4096;
 impl PortDriver for LoopbackDriver {
     /// A carrier per TX queue on its core (the "wire"), a receiver per RX
     /// queue on its core (burst assembly, reorder).
-    fn tasks(&mut self, _engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
+    fn tasks(&mut self, p: &Port) -> Vec<Task> {
         let largest_burst = p.tx.iter().map(|q| q.batch_size).max().unwrap_or(0);
         let capacity = INBOX_PACKETS.max(2 * largest_burst);
         let inboxes = Arc::new(Inboxes::new(p.rx.len(), capacity, p.rx.len() + p.tx.len()));
         let carriers = p.tx.iter().enumerate().map(|(queue, q)| {
             let carrier = Carrier {
-                port: p.id,
                 queue,
                 inboxes: Arc::clone(&inboxes),
                 frame: vec![0u8; MAX_FRAME],
@@ -55,7 +54,7 @@ impl PortDriver for LoopbackDriver {
             Task::sender(p, q, Box::new(carrier))
         });
         let receivers = p.rx.iter().enumerate().map(|(queue, q)| {
-            let receiver = Receiver { port: p.id, queue, assembler: Assembler::new(q), inboxes: Arc::clone(&inboxes) };
+            let receiver = Receiver { queue, assembler: Assembler::new(p, queue), inboxes: Arc::clone(&inboxes) };
             Task::receiver(p, q, Box::new(receiver)).polling()
         });
         carriers.chain(receivers).collect()
@@ -64,7 +63,6 @@ impl PortDriver for LoopbackDriver {
 
 /// One TX queue's side of the loop's "wire": its ring in, RX inboxes out.
 struct Carrier {
-    port: u16,
     queue: usize,
     inboxes: Arc<Inboxes>,
     frame: Vec<u8>,
@@ -72,51 +70,50 @@ struct Carrier {
 }
 
 impl QueueTask for Carrier {
-    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
-        let p = &engine.ports[self.port as usize];
+    fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
+        let p = port;
         let q = &p.tx[self.queue];
         let mut moved = 0;
         while let Some(burst) = pacing::next_burst(q, self.pacer.as_mut()) {
             moved += burst.num_packets().max(1);
-            self.inboxes.whole_burst(|| carry(p, &engine.regions, q, &burst, &self.inboxes, &mut self.frame));
+            self.inboxes.whole_burst(|| carry(p, &port.regions, q, &burst, &self.inboxes, &mut self.frame));
         }
         moved
     }
 
-    fn finish(&mut self, engine: &EngineState) {
-        self.inboxes.task_finished(&engine.ports[self.port as usize].rx, &engine.regions);
+    fn finish(&mut self, port: &Port) {
+        self.inboxes.task_finished(&port.rx, &port.regions);
     }
 }
 
 /// One RX queue's side: assembles what the carriers posted.
 struct Receiver {
-    port: u16,
     queue: usize,
     assembler: Assembler,
     inboxes: Arc<Inboxes>,
 }
 
 impl QueueTask for Receiver {
-    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
-        let p = &engine.ports[self.port as usize];
+    fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
+        let p = port;
         let rx = &p.rx[self.queue];
         // A TX burst comes off the loop whole, as off a wire: no timeout runs
         // out half-way through one. Asked before draining, so what was posted
         // by then is all taken before any timeout is looked at.
         let whole = !self.inboxes.arriving();
-        let taken = self.inboxes.of(self.queue).drain_into(&mut self.assembler, rx, &engine.regions);
+        let taken = self.inboxes.of(self.queue).drain_into(&mut self.assembler, rx, &port.regions);
         if whole {
-            self.assembler.flush_if_due(rx, Instant::now(), &engine.regions);
+            self.assembler.flush_if_due(rx, Instant::now(), &port.regions);
         }
         taken
     }
 
-    fn finish(&mut self, engine: &EngineState) {
-        let p = &engine.ports[self.port as usize];
+    fn finish(&mut self, port: &Port) {
+        let p = port;
         let rx = &p.rx[self.queue];
-        self.inboxes.of(self.queue).drain_into(&mut self.assembler, rx, &engine.regions);
-        self.assembler.finish(rx, &engine.regions);
-        self.inboxes.task_finished(&p.rx, &engine.regions);
+        self.inboxes.of(self.queue).drain_into(&mut self.assembler, rx, &port.regions);
+        self.assembler.finish(rx, &port.regions);
+        self.inboxes.task_finished(&p.rx, &port.regions);
     }
 }
 

@@ -11,7 +11,7 @@ use daqiri_config::limits::human_bytes;
 use daqiri_config::model::{MemoryKind, PollMode, Queue};
 use daqiri_config::{ValidConfig, YamlPath};
 
-use super::raised_num_bufs;
+use super::raised_pools::raised_num_bufs;
 use crate::memory::{HostMemory, HugepageInfo};
 use crate::queue::DIRECT_BURST_PACKETS;
 use crate::{Error, Result, Status};

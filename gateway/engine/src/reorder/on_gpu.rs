@@ -10,71 +10,16 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::CudaEvent;
 
 use super::Plan;
+use super::gpu_plan::GpuPlan;
 use crate::burst::{Burst, Completion, PacketSlot};
-use crate::error::{Error, Result, Status};
-use crate::gpu::{GpuReorder, Slots};
-use crate::memory::{BufToken, Region, RegionTable};
+use crate::gpu::Slots;
+use crate::memory::{BufToken, RegionTable};
 use crate::queue::Queue;
-
-/// The kernels of one GPU plan and the stream its batches run on.
-#[derive(Debug)]
-pub(crate) struct GpuPlan {
-    /// Locked by the queue's worker at each launch, and by the application
-    /// when it sets the stream.
-    kernels: Mutex<GpuReorder>,
-    ordinal: u32,
-    /// Host code reads the output: deliver only once the kernel is done.
-    host_output: bool,
-    regions: Arc<RegionTable>,
-}
-
-impl GpuPlan {
-    /// The GPU side of plan `name`, reading packets from `source` and writing `output`.
-    pub(crate) fn new(name: &str, (source, output): (&Region, &Region), regions: &Arc<RegionTable>) -> Result<Self> {
-        // The GPU that holds either side runs the plan; pinned memory is
-        // mapped into every GPU, so two pinned sides run on GPU 0.
-        let ordinal = output.backing().gpu().or(source.backing().gpu()).unwrap_or(0);
-        if let Some(other) = source.backing().gpu()
-            && other != ordinal
-        {
-            return Err(Error::new(
-                Status::NotSupported,
-                format!(
-                    "reorder plan \"{name}\": packets land on GPU {other} (region \"{}\") but the output is on GPU {ordinal} (region \"{}\"); put both on one GPU",
-                    source.name(),
-                    output.name()
-                ),
-            ));
-        }
-        let kernels = GpuReorder::new(ordinal)
-            .map_err(|e| Error::new(e.status, format!("reorder plan \"{name}\": {}", e.message)))?;
-        Ok(Self {
-            kernels: Mutex::new(kernels),
-            ordinal,
-            host_output: output.backing().host_base().is_some(),
-            regions: Arc::clone(regions),
-        })
-    }
-
-    /// The GPU the kernels run on.
-    pub(crate) fn ordinal(&self) -> u32 {
-        self.ordinal
-    }
-
-    /// Runs later batches on `stream` (DAQIRI's `set_reorder_cuda_stream`).
-    pub(crate) fn set_stream(&self, stream: Arc<CudaStream>) -> Result<()> {
-        self.kernels().set_stream(stream)
-    }
-
-    fn kernels(&self) -> MutexGuard<'_, GpuReorder> {
-        self.kernels.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// A packet a GPU plan keeps until its kernel has read it: its buffer and
 /// where the frame starts in it (after a NIC's headroom).
@@ -198,7 +143,7 @@ impl InFlight {
             burst.set_completion(Box::new(Written(Arc::clone(&launch))));
             self.launches.push_back((launch, None));
             if !queue.deliver(burst) {
-                super::window::bump(&plan.counters.batches_dropped);
+                super::bump(&plan.counters.batches_dropped);
             }
         }
         true
@@ -217,7 +162,7 @@ impl InFlight {
             if let Some(burst) = held_back
                 && !queue.deliver(burst)
             {
-                super::window::bump(&plan.counters.batches_dropped);
+                super::bump(&plan.counters.batches_dropped);
             }
         }
     }

@@ -65,7 +65,7 @@ impl Replay {
         let regions = config.config().memory_regions.iter().map(Region::new).collect::<Result<Vec<_>>>()?;
         let regions = Arc::new(RegionTable::new(regions));
         let port = Port::new(config, index, &regions, EngineId::next())?;
-        let reorderers = port.rx.iter().map(|q| Reorderer::new(&q.plans)).collect();
+        let reorderers = port.rx.iter().map(|q| Reorderer::new(&port.plans_of(q.id))).collect();
         Ok(Self { port, reorderers, regions, next_queue: 0 })
     }
 

@@ -11,13 +11,12 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime};
 
 #[cfg(feature = "cuda")]
 use super::on_gpu;
-use super::{BatchRule, MAX_OPEN_BATCHES, Plan, bits, convert};
+use super::{BatchRule, MAX_OPEN_BATCHES, Plan, add, bits, bump, convert};
 use crate::burst::{Aggregate, PacketSlot, flags};
 use crate::memory::{BufToken, RegionTable};
 use crate::queue::Queue;
@@ -96,17 +95,6 @@ impl Reorderer {
             window.in_flight.reap(plan, queue, true);
         }
     }
-}
-
-pub(super) fn bump(counter: &AtomicU64) {
-    add(counter, 1);
-}
-
-/// A plan's counters have one writer, the queue's worker, so adding is a
-/// plain load and store: a locked add would wait for the stores of the
-/// packet just copied to drain (half the time of a 1 KiB placement).
-fn add(counter: &AtomicU64, n: u64) {
-    counter.store(counter.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
 /// Why a batch was emitted.

@@ -20,16 +20,15 @@ use std::sync::{Arc, Mutex};
 
 pub(crate) use program::{MAX_RSS_QUEUES, MAX_RULES, MAX_SOCKETS};
 
-use super::PortDriver;
+use super::driver::PortDriver;
 use crate::error::{Error, Result, Status};
 use crate::flow::FlowTable;
 use crate::inbox::Inboxes;
 use crate::memory::RegionTable;
 use crate::pacing::Pacer;
 use crate::port::Port;
-use crate::snapshot::{AfXdpLink, AfXdpSocket, LinkStats};
-use crate::state::EngineState;
-use crate::worker::Task;
+use crate::backend::{AfXdpLink, AfXdpSocket, LinkStats};
+use crate::task::Task;
 
 use program::SteeringProgram;
 use receiver::{Receiver, RxSocket};
@@ -76,7 +75,7 @@ fn netdev_mac(netdev: &str) -> Option<[u8; 6]> {
 /// The socket of each NIC queue: RX queue k and TX queue k share the
 /// socket bound to NIC queue k, and so the UMEM of one region.
 fn plans<'a>(netdev: &str, port: &Port, regions: &'a RegionTable) -> Result<Vec<SocketPlan<'a>>> {
-    let available = super::netdev_rx_queues(netdev)?;
+    let available = super::driver::netdev_rx_queues(netdev)?;
     if port.rx.len() > available {
         return Err(Error::new(
             Status::InvalidParameter,
@@ -155,7 +154,7 @@ impl AfXdpDriver {
 }
 
 impl PortDriver for AfXdpDriver {
-    fn tasks(&mut self, engine: &Arc<EngineState>, port: &Port) -> Vec<Task> {
+    fn tasks(&mut self, port: &Port) -> Vec<Task> {
         let sockets = std::mem::take(&mut *self.sockets.lock().unwrap_or_else(|e| e.into_inner()));
         let mac = netdev_mac(&self.netdev);
         let rx_sockets = sockets.iter().filter(|s| s.rx.is_some()).count();
@@ -165,7 +164,7 @@ impl PortDriver for AfXdpDriver {
             let k = socket.nic_queue as usize;
             if let Some((fill, rx)) = socket.rx {
                 let q = &port.rx[k];
-                let region = engine.regions.get(q.segment_regions[0]);
+                let region = port.regions.get(q.segment_regions[0]);
                 let busy = q.busy_poll_us.is_some();
                 let socket = RxSocket::new(k, fill, rx, socket.handle, region, busy);
                 let receiver = Receiver::new(port, socket, Arc::clone(&inboxes), self.tag);
@@ -174,9 +173,9 @@ impl PortDriver for AfXdpDriver {
             }
             if let Some(halves) = socket.tx {
                 let q = &port.tx[k];
-                let region = engine.regions.get(q.segment_regions[0]);
+                let region = port.regions.get(q.segment_regions[0]);
                 let mac = mac.filter(|_| q.fill_eth_src);
-                let sender = Sender::new(port.id, k, halves, region, mac, Pacer::for_queue(q));
+                let sender = Sender::new(k, halves, region, mac, Pacer::for_queue(q));
                 tasks.push(Task::sender(port, q, Box::new(sender)));
             }
         }

@@ -22,9 +22,10 @@ use crate::flow::{FlowTable, Steering};
 use crate::inbox::Inboxes;
 use crate::memory::{BufToken, LentBuffers, PoolCache, Region, RegionTable};
 use crate::queue::Queue;
-use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::{Assembler, QueueTask};
+use crate::delivery::Assembler;
+use crate::task::{QueueTask};
+use crate::port::Port;
 
 /// Most frames read from one RX ring per poll.
 const RX_BATCH: u32 = 64;
@@ -107,7 +108,6 @@ impl RxSocket {
 }
 
 pub(super) struct Receiver {
-    port: u16,
     socket: RxSocket,
     /// The assembler of the socket's own RX queue.
     assembler: Assembler,
@@ -120,19 +120,19 @@ pub(super) struct Receiver {
 
 impl Receiver {
     pub(super) fn new(port: &crate::port::Port, socket: RxSocket, inboxes: Arc<Inboxes>, tag: u32) -> Self {
-        let assembler = Assembler::new(&port.rx[socket.queue]);
-        Self { port: port.id, socket, assembler, inboxes, tag, next_count: Instant::now() }
+        let assembler = Assembler::new(port, socket.queue);
+        Self { socket, assembler, inboxes, tag, next_count: Instant::now() }
     }
 
     /// Reads up to a batch from the socket and delivers it; frames received.
-    fn receive(&mut self, engine: &EngineState) -> usize {
-        let p = &engine.ports[usize::from(self.port)];
+    fn receive(&mut self, port: &Port) -> usize {
+        let p = port;
         let flows = p.flows.load();
         let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
         let socket = &mut self.socket;
         let arrival = socket.queue;
         let region_index = p.rx[arrival].segment_regions[0];
-        let region = engine.regions.get(region_index);
+        let region = port.regions.get(region_index);
         let frame = region.buf_size() as u64;
         if socket.busy_poll {
             socket.handle.busy_poll();
@@ -167,7 +167,7 @@ impl Receiver {
                 rule.flow_id
             });
             let target = &p.rx[queue];
-            let Some((token, offset)) = land(token, offset, desc.len, region, region_index, target, &engine.regions)
+            let Some((token, offset)) = land(token, offset, desc.len, region, region_index, target, &port.regions)
             else {
                 target.stats.dropped(DropReason::NoFreePacketBuffers, 1);
                 continue;
@@ -175,9 +175,9 @@ impl Receiver {
             let mut slot = PacketSlot::single(token, desc.len, flow_id);
             slot.set_segment_offset(0, offset as u16);
             if queue == arrival {
-                self.assembler.push(target, slot, &engine.regions);
+                self.assembler.push(target, slot, &port.regions);
             } else {
-                self.inboxes.of(queue).post(target, slot, &engine.regions);
+                self.inboxes.of(queue).post(target, slot, &port.regions);
             }
         }
         read.release();
@@ -187,8 +187,8 @@ impl Receiver {
     }
 
     /// Adds what the kernel dropped on the socket since the last look.
-    fn count_kernel_drops(&mut self, engine: &EngineState) {
-        let drops = &engine.ports[usize::from(self.port)].rx_drops;
+    fn count_kernel_drops(&mut self, port: &Port) {
+        let drops = &port.rx_drops;
         let socket = &mut self.socket;
         let now = socket.handle.counters();
         let before = std::mem::replace(&mut socket.counted, now);
@@ -244,29 +244,29 @@ fn land(
 }
 
 impl QueueTask for Receiver {
-    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
-        let mut received = self.receive(engine);
-        let own = &engine.ports[usize::from(self.port)].rx[self.socket.queue];
-        received += self.inboxes.of(self.socket.queue).drain_into(&mut self.assembler, own, &engine.regions);
+    fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
+        let mut received = self.receive(port);
+        let own = &port.rx[self.socket.queue];
+        received += self.inboxes.of(self.socket.queue).drain_into(&mut self.assembler, own, &port.regions);
         let now = Instant::now();
-        self.assembler.flush_if_due(own, now, &engine.regions);
+        self.assembler.flush_if_due(own, now, &port.regions);
         if now >= self.next_count {
-            self.count_kernel_drops(engine);
+            self.count_kernel_drops(port);
             self.next_count = now + COUNTER_PERIOD;
         }
         received
     }
 
-    fn finish(&mut self, engine: &EngineState) {
-        self.count_kernel_drops(engine);
-        let p = &engine.ports[usize::from(self.port)];
+    fn finish(&mut self, port: &Port) {
+        self.count_kernel_drops(port);
+        let p = port;
         let own = &p.rx[self.socket.queue];
-        self.inboxes.of(self.socket.queue).drain_into(&mut self.assembler, own, &engine.regions);
-        self.assembler.finish(own, &engine.regions);
+        self.inboxes.of(self.socket.queue).drain_into(&mut self.assembler, own, &port.regions);
+        self.assembler.finish(own, &port.regions);
         // The socket closes with this task; what its fill ring held comes back.
-        let region = engine.regions.get(own.segment_regions[0]);
+        let region = port.regions.get(own.segment_regions[0]);
         region.release_all(self.socket.lent.reclaim_all());
         region.drain_cache(&mut self.socket.cache);
-        self.inboxes.task_finished(&p.rx, &engine.regions);
+        self.inboxes.task_finished(&p.rx, &port.regions);
     }
 }

@@ -11,15 +11,14 @@ use xdpilone::{CompletionQueue, RingTx};
 use crate::burst::Burst;
 use crate::memory::{LentBuffers, Region};
 use crate::pacing::{self, Pacer};
-use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::QueueTask;
+use crate::task::QueueTask;
+use crate::port::Port;
 
 /// Most descriptors written to the TX ring per poll.
 const TX_BATCH: u32 = 64;
 
 pub(super) struct Sender {
-    port: u16,
     queue: usize,
     tx: RingTx,
     completions: CompletionQueue,
@@ -33,14 +32,13 @@ pub(super) struct Sender {
 
 impl Sender {
     pub(super) fn new(
-        port: u16,
         queue: usize,
         (tx, completions): (RingTx, CompletionQueue),
         region: &Region,
         mac: Option<[u8; 6]>,
         pacer: Option<Pacer>,
     ) -> Self {
-        Self { port, queue, tx, completions, lent: LentBuffers::keyed(region.num_bufs()), mac, pacer, current: None }
+        Self { queue, tx, completions, lent: LentBuffers::keyed(region.num_bufs()), mac, pacer, current: None }
     }
 
     /// Gives the buffers of sent frames back to the region.
@@ -54,9 +52,9 @@ impl Sender {
 
     /// Puts packets of the current burst on the TX ring until it is full or
     /// the burst is sent; the number put.
-    fn put(&mut self, engine: &EngineState, region: &Region) -> usize {
+    fn put(&mut self, port: &Port, region: &Region) -> usize {
         let Some((burst, next)) = self.current.as_mut() else { return 0 };
-        let q = &engine.ports[usize::from(self.port)].tx[self.queue];
+        let q = &port.tx[self.queue];
         let frame = region.buf_size() as u64;
         let mut writer = self.tx.transmit(TX_BATCH.min((burst.num_packets() - *next) as u32));
         let (mut packets, mut bytes) = (0, 0);
@@ -94,16 +92,16 @@ impl Sender {
 }
 
 impl QueueTask for Sender {
-    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
-        let q = &engine.ports[usize::from(self.port)].tx[self.queue];
-        let region = engine.regions.get(q.segment_regions[0]);
+    fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
+        let q = &port.tx[self.queue];
+        let region = port.regions.get(q.segment_regions[0]);
         self.reap(region);
-        let mut moved = self.put(engine, region);
+        let mut moved = self.put(port, region);
         while self.current.is_none()
             && let Some(burst) = pacing::next_burst(q, self.pacer.as_mut())
         {
             self.current = Some((burst, 0));
-            moved += self.put(engine, region);
+            moved += self.put(port, region);
         }
         // Frames on the ring that the kernel has not taken yet get a kick.
         if self.tx.pending() > 0 && self.tx.needs_wakeup() {
@@ -112,9 +110,9 @@ impl QueueTask for Sender {
         moved
     }
 
-    fn finish(&mut self, engine: &EngineState) {
-        let q = &engine.ports[usize::from(self.port)].tx[self.queue];
-        let region = engine.regions.get(q.segment_regions[0]);
+    fn finish(&mut self, port: &Port) {
+        let q = &port.tx[self.queue];
+        let region = port.regions.get(q.segment_regions[0]);
         self.reap(region);
         if let Some((burst, next)) = self.current.take() {
             q.stats.dropped(DropReason::SendFailed, (burst.num_packets() - next) as u64);

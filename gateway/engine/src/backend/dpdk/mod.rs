@@ -17,16 +17,15 @@ use std::sync::Arc;
 use daqiri_config::model::{Flow, MemoryKind};
 use daqiri_config::{Link, ValidConfig};
 
-use super::PortDriver;
+use super::driver::PortDriver;
 use crate::error::{Error, Result, Status};
 use crate::flow::FlowTable;
 use crate::memory::{Region, RegionTable};
 use crate::pacing::Pacer;
 use crate::port::Port;
 use crate::preflight::DPDK_RX_DESCRIPTORS as RX_DESCRIPTORS;
-use crate::snapshot::LinkStats;
-use crate::state::EngineState;
-use crate::worker::Task;
+use crate::backend::LinkStats;
+use crate::task::Task;
 
 use receiver::Receiver;
 pub(crate) use rte::Mempool;
@@ -182,7 +181,7 @@ fn refuse_queue_counts(eth: &EthPort, port: &Port, rx_queues: usize) -> Result<(
 fn warn_of_unbound_netdev_queues(eth: &EthPort, port: &Port, bound: usize) {
     let address = eth.address();
     let Some(netdev) = address.split(',').find_map(|arg| arg.strip_prefix("iface=")) else { return };
-    let Ok(available) = super::netdev_rx_queues(netdev) else { return };
+    let Ok(available) = super::driver::netdev_rx_queues(netdev) else { return };
     if available > bound {
         tracing::warn!(
             interface = %port.name,
@@ -261,7 +260,7 @@ impl DpdkDriver {
 }
 
 impl PortDriver for DpdkDriver {
-    fn tasks(&mut self, _engine: &Arc<EngineState>, port: &Port) -> Vec<Task> {
+    fn tasks(&mut self, port: &Port) -> Vec<Task> {
         let mac = self.port.mac().unwrap_or_default();
         let mut tasks: Vec<Task> = port
             .tx
@@ -270,7 +269,7 @@ impl PortDriver for DpdkDriver {
             .enumerate()
             .map(|(queue, (q, pools))| {
                 let pacer = self.software_pacer(port, queue, q);
-                let sender = sender::Sender::new(port.id, queue, Arc::clone(&self.port), pools.clone(), mac, pacer);
+                let sender = sender::Sender::new(queue, Arc::clone(&self.port), pools.clone(), mac, pacer);
                 Task::sender(port, q, Box::new(sender))
             })
             .collect();

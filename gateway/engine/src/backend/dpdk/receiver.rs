@@ -13,9 +13,10 @@ use crate::burst::PacketSlot;
 use crate::flow::{FlowTable, Steering};
 use crate::memory::{BufToken, Region, RegionTable};
 use crate::queue::Queue;
-use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::{Assembler, QueueTask};
+use crate::delivery::Assembler;
+use crate::task::{QueueTask};
+use crate::port::Port;
 
 /// Most mbufs one `rte_eth_rx_burst` returns (DPDK's usual burst).
 const RX_BURST: usize = 64;
@@ -23,7 +24,6 @@ const RX_BURST: usize = 64;
 const COUNTER_PERIOD: Duration = Duration::from_millis(100);
 
 pub(super) struct Receiver {
-    port: u16,
     /// The RX queue's position in the port (its DPDK queue id).
     queue: usize,
     eth: Arc<EthPort>,
@@ -47,11 +47,10 @@ impl Receiver {
         timestamps: Option<TimestampField>,
     ) -> Self {
         Self {
-            port: port.id,
             queue,
             eth,
             pools,
-            assembler: Assembler::new(&port.rx[queue]),
+            assembler: Assembler::new(port, queue),
             mbufs: RxMbufs::with_capacity(RX_BURST),
             timestamps,
             registered: false,
@@ -61,10 +60,10 @@ impl Receiver {
     }
 
     /// Adds what the NIC dropped since the last look to the port's drops.
-    fn count_nic_drops(&mut self, engine: &EngineState) {
+    fn count_nic_drops(&mut self, port: &Port) {
         let Some(counted) = &mut self.counted else { return };
         let now = self.eth.counters();
-        let drops = &engine.ports[usize::from(self.port)].rx_drops;
+        let drops = &port.rx_drops;
         let before = std::mem::replace(counted, now);
         drops.dropped(DropReason::NicMissed, now.rx_missed.saturating_sub(before.rx_missed));
         drops.dropped(DropReason::NicRxError, now.rx_errors.saturating_sub(before.rx_errors));
@@ -72,13 +71,13 @@ impl Receiver {
     }
 
     /// Lands, steers and assembles what the last poll received.
-    fn deliver(&mut self, engine: &EngineState) {
-        let p = &engine.ports[usize::from(self.port)];
+    fn deliver(&mut self, port: &Port) {
+        let p = port;
         let rx = &p.rx[self.queue];
         let flows = p.flows.load();
         let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
         for (at, packet) in self.mbufs.received(&self.pools, self.timestamps) {
-            let landed = match Landed::from(&self.mbufs, at, &packet, rx, &engine.regions) {
+            let landed = match Landed::from(&self.mbufs, at, &packet, rx, &port.regions) {
                 Ok(landed) => landed,
                 Err(reason) => {
                     rx.stats.dropped(reason, 1);
@@ -86,12 +85,12 @@ impl Receiver {
                 }
             };
             if dropping {
-                landed.release(rx, &engine.regions);
+                landed.release(rx, &port.regions);
                 p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
                 continue;
             }
-            let Some(rule) = steer(&flows, packet.mark, &landed, rx, &engine.regions) else {
-                landed.release(rx, &engine.regions);
+            let Some(rule) = steer(&flows, packet.mark, &landed, rx, &port.regions) else {
+                landed.release(rx, &port.regions);
                 p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
                 continue;
             };
@@ -102,34 +101,34 @@ impl Receiver {
             });
             let mut slot = landed.into_slot(flow_id);
             slot.set_rx_timestamp(packet.timestamp);
-            self.assembler.push(rx, slot, &engine.regions);
+            self.assembler.push(rx, slot, &port.regions);
         }
     }
 }
 
 impl QueueTask for Receiver {
-    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
+    fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
         if !self.registered {
             rte::register_thread();
             self.registered = true;
         }
         let received = self.eth.rx_burst(self.queue as u16, &mut self.mbufs);
         if received > 0 {
-            self.deliver(engine);
+            self.deliver(port);
         }
-        let rx = &engine.ports[usize::from(self.port)].rx[self.queue];
+        let rx = &port.rx[self.queue];
         let now = Instant::now();
-        self.assembler.flush_if_due(rx, now, &engine.regions);
+        self.assembler.flush_if_due(rx, now, &port.regions);
         if now >= self.next_count {
-            self.count_nic_drops(engine);
+            self.count_nic_drops(port);
             self.next_count = now + COUNTER_PERIOD;
         }
         received
     }
 
-    fn finish(&mut self, engine: &EngineState) {
-        self.count_nic_drops(engine);
-        self.assembler.finish(&engine.ports[usize::from(self.port)].rx[self.queue], &engine.regions);
+    fn finish(&mut self, port: &Port) {
+        self.count_nic_drops(port);
+        self.assembler.finish(&port.rx[self.queue], &port.regions);
     }
 }
 

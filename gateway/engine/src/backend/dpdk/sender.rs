@@ -10,15 +10,14 @@ use std::time::Duration;
 use super::rte::{self, EthPort, Mempool, TxMbufs};
 use crate::burst::MAX_SEGMENTS;
 use crate::pacing::{self, Pacer};
-use crate::state::EngineState;
 use crate::stats::DropReason;
-use crate::worker::QueueTask;
+use crate::task::QueueTask;
+use crate::port::Port;
 
 /// Packets given to one `rte_eth_tx_burst`.
 const TX_BURST: usize = 64;
 
 pub(super) struct Sender {
-    port: u16,
     /// The TX queue's position on the port (its DPDK queue index).
     queue: usize,
     eth: Arc<EthPort>,
@@ -33,22 +32,21 @@ pub(super) struct Sender {
 
 impl Sender {
     pub(super) fn new(
-        port: u16,
         queue: usize,
         eth: Arc<EthPort>,
         pools: Vec<Arc<Mempool>>,
         mac: [u8; 6],
         pacer: Option<Pacer>,
     ) -> Self {
-        Self { port, queue, eth, pools, mac, pending: TxMbufs::with_capacity(TX_BURST), registered: false, pacer }
+        Self { queue, eth, pools, mac, pending: TxMbufs::with_capacity(TX_BURST), registered: false, pacer }
     }
 
     /// Offers the pending packets to the PMD; true once none is left.
-    fn flush(&mut self, engine: &EngineState) -> bool {
+    fn flush(&mut self, port: &Port) -> bool {
         if self.pending.len() > 0 {
             let (packets, bytes) = self.eth.tx_burst(self.queue as u16, &mut self.pending);
             if packets > 0 {
-                engine.ports[usize::from(self.port)].tx[self.queue].stats.delivered(packets as u64, bytes);
+                port.tx[self.queue].stats.delivered(packets as u64, bytes);
             }
         }
         self.pending.len() == 0
@@ -56,16 +54,16 @@ impl Sender {
 }
 
 impl QueueTask for Sender {
-    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
+    fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
         if !self.registered {
             rte::register_thread();
             self.registered = true;
         }
         // Behind a full PMD ring, new bursts wait in the queue's ring.
-        if !self.flush(engine) {
+        if !self.flush(port) {
             return 0;
         }
-        let q = &engine.ports[usize::from(self.port)].tx[self.queue];
+        let q = &port.tx[self.queue];
         let mut moved = 0;
         while self.pending.len() == 0
             && let Some(mut burst) = pacing::next_burst(q, self.pacer.as_mut())
@@ -76,7 +74,7 @@ impl QueueTask for Sender {
                 let mut n = 0;
                 for s in 0..segments {
                     let Some((region, mut token, offset, len)) = burst.take_segment(s, index) else { continue };
-                    let region = engine.regions.get(region);
+                    let region = port.regions.get(region);
                     if n == 0 && q.fill_eth_src && len >= 12 {
                         let frame = &mut region.bytes_mut(&mut token)[usize::from(offset)..];
                         frame[6..12].copy_from_slice(&self.mac);
@@ -90,17 +88,17 @@ impl QueueTask for Sender {
                     moved += 1;
                 }
                 if self.pending.len() == TX_BURST {
-                    self.flush(engine);
+                    self.flush(port);
                 }
             }
             // The burst, now empty of buffers, returns its metadata as it drops.
         }
-        self.flush(engine);
+        self.flush(port);
         moved
     }
 
-    fn finish(&mut self, engine: &EngineState) {
+    fn finish(&mut self, port: &Port) {
         let unsent = self.pending.free_all();
-        engine.ports[usize::from(self.port)].tx[self.queue].stats.dropped(DropReason::SendFailed, unsent as u64);
+        port.tx[self.queue].stats.dropped(DropReason::SendFailed, unsent as u64);
     }
 }

@@ -22,7 +22,7 @@ pub(crate) use udp::reuseport_group;
 
 use daqiri_config::{SocketEndpoints, Transport};
 
-use super::PortDriver;
+use super::driver::PortDriver;
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::port::Port;
@@ -31,7 +31,7 @@ use crate::port::Port;
 const SOCKET_BUFFER_BYTES: usize = 64 << 20;
 
 pub(super) fn open(endpoints: SocketEndpoints, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
-    super::prepare_cpu_landing(port, regions)?;
+    super::driver::prepare_cpu_landing(port, regions)?;
     match endpoints.transport {
         Transport::Udp => Ok(Box::new(udp::UdpDriver::open(endpoints, port)?)),
         Transport::Tcp => Ok(Box::new(tcp::TcpDriver::open(endpoints, port)?)),

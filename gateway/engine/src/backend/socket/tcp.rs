@@ -34,10 +34,10 @@ use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
 use crate::error::{Error, Result, Status};
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
-use crate::snapshot::LinkStats;
-use crate::state::EngineState;
+use crate::backend::LinkStats;
 use crate::stats::DropReason;
-use crate::worker::{Assembler, QueueTask, Task};
+use crate::delivery::Assembler;
+use crate::task::{QueueTask, Task};
 
 /// Reads per receive poll, so a busy stream leaves its core's other queues a turn.
 const READS_PER_POLL: usize = 64;
@@ -111,20 +111,18 @@ impl PortDriver for TcpDriver {
     /// A receiver on the first RX queue, a sender per TX queue. One of them
     /// owns the connection (accepts or connects): the receiver, or the
     /// first sender of a TX-only interface.
-    fn tasks(&mut self, _engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
+    fn tasks(&mut self, p: &Port) -> Vec<Task> {
         let mut tasks = Vec::new();
         if !p.rx.is_empty() {
             let receiver = TcpReceiver {
-                port: p.id,
                 connection: Connection::new(&self.shared),
-                assembler: Assembler::new(&p.rx[0]),
+                assembler: Assembler::new(p, 0),
                 last_data: Instant::now(),
             };
             tasks.push(Task::port_receiver(p, Box::new(receiver)));
         }
         for (index, q) in p.tx.iter().enumerate() {
             let sender = TcpSender {
-                port: p.id,
                 queue: index,
                 connection: Connection::new(&self.shared),
                 owns_connection: p.rx.is_empty() && index == 0,
@@ -252,7 +250,6 @@ impl Connection {
 
 /// Reads the stream into the first RX queue.
 struct TcpReceiver {
-    port: u16,
     connection: Connection,
     assembler: Assembler,
     /// When the connection last delivered bytes (or was made).
@@ -281,8 +278,8 @@ impl TcpReceiver {
 }
 
 impl QueueTask for TcpReceiver {
-    fn poll(&mut self, engine: &EngineState, wait: Option<Duration>) -> usize {
-        let p = &engine.ports[self.port as usize];
+    fn poll(&mut self, port: &Port, wait: Option<Duration>) -> usize {
+        let p = port;
         let queue = &p.rx[0];
         let stream = match self.connection.current() {
             Some(stream) => stream,
@@ -292,7 +289,7 @@ impl QueueTask for TcpReceiver {
                 stream
             }
         };
-        let landing = engine.regions.get(queue.segment_regions[0]);
+        let landing = port.regions.get(queue.segment_regions[0]);
         let read_size = self.connection.shared.max_read.unwrap_or(usize::MAX).min(landing.buf_size());
         let mut reads = 0;
         while reads < READS_PER_POLL {
@@ -347,8 +344,8 @@ impl QueueTask for TcpReceiver {
         reads
     }
 
-    fn finish(&mut self, engine: &EngineState) {
-        let queue = &engine.ports[self.port as usize].rx[0];
+    fn finish(&mut self, port: &Port) {
+        let queue = &port.rx[0];
         self.assembler.flush_lossless(queue);
         self.assembler.abandon(queue);
     }
@@ -356,7 +353,6 @@ impl QueueTask for TcpReceiver {
 
 /// Writes one TX queue's bursts to the stream, in order.
 struct TcpSender {
-    port: u16,
     queue: usize,
     connection: Connection,
     owns_connection: bool,
@@ -376,8 +372,8 @@ struct Outgoing {
 }
 
 impl QueueTask for TcpSender {
-    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
-        let p = &engine.ports[self.port as usize];
+    fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
+        let p = port;
         let q = &p.tx[self.queue];
         if self.outgoing.is_none() {
             let burst = pacing::next_burst(q, self.pacer.as_mut());
@@ -427,9 +423,9 @@ impl QueueTask for TcpSender {
     }
 
     /// A burst cut short by the stop: its unsent packets are counted.
-    fn finish(&mut self, engine: &EngineState) {
+    fn finish(&mut self, port: &Port) {
         if let Some(out) = self.outgoing.take() {
-            let q = &engine.ports[self.port as usize].tx[self.queue];
+            let q = &port.tx[self.queue];
             q.stats.dropped(DropReason::SendFailed, (out.burst.num_packets() - out.packet) as u64);
         }
     }

@@ -14,7 +14,8 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use super::kernel_drops::KernelDrops;
 use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use super::{SOCKET_BUFFER_BYTES, peer};
-use crate::backend::{DirectPoll, PortDriver};
+use crate::backend::PortDriver;
+use crate::port::DirectPoll;
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
 use crate::error::{Error, Result, Status};
 use crate::flow::{FlowTable, Steering};
@@ -23,10 +24,10 @@ use crate::memory::{BufToken, PoolCache, RegionTable};
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::queue::Queue;
-use crate::snapshot::LinkStats;
-use crate::state::EngineState;
+use crate::backend::LinkStats;
 use crate::stats::DropReason;
-use crate::worker::{self, Assembler, QueueTask, Task};
+use crate::delivery::Assembler;
+use crate::task::{QueueTask, Task};
 
 /// The kernel's drop counter is read on every this many receives that got data.
 const DROPS_EVERY: u32 = 16;
@@ -113,7 +114,7 @@ impl UdpDriver {
                 .connect(&remote.socket_addr().into())
                 .map_err(|e| Error::io(Status::ConnectFailure, context(&format!("cannot connect to {remote}")), e))?;
         }
-        let poll = worker::poll_interval(&port.rx);
+        let poll = crate::task::poll_interval(&port.rx);
         socket
             .set_read_timeout(Some(poll))
             .map_err(|e| Error::io(Status::InternalError, context("cannot set a receive timeout"), e))?;
@@ -175,7 +176,7 @@ fn open_group(first: &Socket, local: SocketAddr, port: &Port) -> Result<Group> {
             socket
                 .set_reuse_port(true)
                 .and_then(|()| socket.bind(&local.into()))
-                .and_then(|()| socket.set_read_timeout(Some(worker::poll_interval(&port.rx))))
+                .and_then(|()| socket.set_read_timeout(Some(crate::task::poll_interval(&port.rx))))
                 .map_err(|e| {
                     Error::io(
                         Status::InvalidParameter,
@@ -230,15 +231,15 @@ impl PortDriver for UdpDriver {
     /// else one per interface (its socket is the only receive queue), on
     /// the first RX queue's core or polled from `get_rx_burst` in direct
     /// mode; a sender per TX queue.
-    fn tasks(&mut self, engine: &Arc<EngineState>, p: &Port) -> Vec<Task> {
+    fn tasks(&mut self, p: &Port) -> Vec<Task> {
         let mut tasks = Vec::new();
         if self.shared.group.is_some() {
             for (queue, q) in p.rx.iter().enumerate() {
-                let receiver = UdpReceiver::new(p.id, Arc::clone(&self.shared), p, &engine.regions, queue);
+                let receiver = UdpReceiver::new(Arc::clone(&self.shared), p, queue);
                 tasks.push(Task::receiver(p, q, Box::new(receiver)));
             }
         } else if let Some(first) = p.rx.first() {
-            let receiver = UdpReceiver::new(p.id, Arc::clone(&self.shared), p, &engine.regions, 0);
+            let receiver = UdpReceiver::new(Arc::clone(&self.shared), p, 0);
             if first.poll_mode == PollMode::Direct {
                 p.set_direct(Box::new(receiver));
             } else {
@@ -247,7 +248,6 @@ impl PortDriver for UdpDriver {
         }
         for (index, q) in p.tx.iter().enumerate() {
             let sender = UdpSender {
-                port: p.id,
                 queue: index,
                 shared: Arc::clone(&self.shared),
                 batch: SendBatch::new(SYSCALL_BATCH, MAX_SEGMENTS, Some(self.shared.gso_max_segment)),
@@ -326,7 +326,6 @@ fn layout(meta: &RecvMeta) -> Layout {
 /// and the consumer.
 #[derive(Debug)]
 pub(super) struct UdpReceiver {
-    port: u16,
     /// The RX queue whose socket it reads: in a group its own, else 0
     /// (the interface's socket, steered to every queue).
     queue: usize,
@@ -399,7 +398,8 @@ struct PollView<'e> {
 }
 
 impl UdpReceiver {
-    fn new(port: u16, shared: Arc<Shared>, p: &Port, regions: &RegionTable, queue: usize) -> Self {
+    fn new(shared: Arc<Shared>, p: &Port, queue: usize) -> Self {
+        let regions = &p.regions;
         let landing = p.rx[queue].segment_regions[0];
         // Start flat: most traffic is not coalesced, and a flat call takes 64
         // datagrams where a run-shaped one takes 8 single ones. Under GRO a
@@ -415,7 +415,6 @@ impl UdpReceiver {
         };
         let capacity = GRO_MESSAGES * GRO_SEGMENTS;
         Self {
-            port,
             queue,
             landing,
             // Refills of one flat call's worth: the cache must not hold buffers TX needs.
@@ -431,7 +430,7 @@ impl UdpReceiver {
             // A group's sockets are the queues: no connected twin outranks them.
             peer_tried: shared.group.is_some(),
             receives_with_data: 0,
-            assemblers: p.rx.iter().map(Assembler::new).collect(),
+            assemblers: (0..p.rx.len()).map(|queue| Assembler::new(p, queue)).collect(),
             matched: Vec::new(),
             batch,
             other,
@@ -459,20 +458,20 @@ impl UdpReceiver {
     }
 
     /// Gives back every buffer the receiver holds and takes a last count of kernel drops.
-    fn release_held(&mut self, engine: &EngineState) {
-        let p = &engine.ports[self.port as usize];
+    fn release_held(&mut self, port: &Port) {
+        let p = port;
         self.count_kernel_drops(p, Source::Interface);
         self.count_kernel_drops(p, Source::Peer);
-        let landing = engine.regions.get(self.landing);
+        let landing = port.regions.get(self.landing);
         landing.release_all(self.ready.drain(..));
         landing.drain_cache(&mut self.cache);
     }
 
     /// Receives and delivers what is ready; with `wait`, blocks up to the
     /// poll interval when nothing is. Returns the number of datagrams.
-    fn poll_once(&mut self, engine: &EngineState, wait: bool) -> usize {
+    fn poll_once(&mut self, port: &Port, wait: bool) -> usize {
         let Some(peer) = &mut self.peer else {
-            return self.receive(engine, Source::Interface, wait).0;
+            return self.receive(port, Source::Interface, wait).0;
         };
         // Until the interface socket has once been read dry after the connect,
         // it may hold the peer's older datagrams: it is read first, so they
@@ -482,7 +481,7 @@ impl UdpReceiver {
         peer.polls = peer.polls.wrapping_add(1);
         let mut datagrams = 0;
         if !peer.interface_drained || peer.interface_busy || peer.polls % INTERFACE_EVERY == 0 {
-            let (got, more) = self.receive(engine, Source::Interface, false);
+            let (got, more) = self.receive(port, Source::Interface, false);
             let peer = self.peer.as_mut().expect("checked above");
             if more && !peer.interface_drained {
                 return got;
@@ -491,14 +490,14 @@ impl UdpReceiver {
             peer.interface_busy = got > 0;
             datagrams = got;
         }
-        datagrams + self.receive(engine, Source::Peer, wait && datagrams == 0).0
+        datagrams + self.receive(port, Source::Peer, wait && datagrams == 0).0
     }
 
     /// One receive call on `source` and the delivery of what it returned:
     /// the number of datagrams, and whether the call was full (more may wait).
-    fn receive(&mut self, engine: &EngineState, source: Source, wait: bool) -> (usize, bool) {
-        let p = &engine.ports[self.port as usize];
-        let regions = &*engine.regions;
+    fn receive(&mut self, port: &Port, source: Source, wait: bool) -> (usize, bool) {
+        let p = port;
+        let regions = &*port.regions;
         let landing = regions.get(self.landing);
         while self.ready.len() < self.batch.capacity() {
             match landing.take_cached(&mut self.cache) {
@@ -610,7 +609,7 @@ impl UdpReceiver {
     fn connect_peer(&mut self, p: &Port, peer: SocketAddr) {
         self.peer_tried = true;
         let socket = peer::connect(&self.shared.socket, self.shared.local, peer)
-            .and_then(|s| s.set_read_timeout(Some(worker::poll_interval(&p.rx))).map(|()| s));
+            .and_then(|s| s.set_read_timeout(Some(crate::task::poll_interval(&p.rx))).map(|()| s));
         match socket {
             Ok(socket) => {
                 tracing::debug!(interface = %p.name, %peer, "receiving from {peer} on a connected socket");
@@ -746,27 +745,26 @@ impl UdpReceiver {
 impl QueueTask for UdpReceiver {
     /// Receives (blocking up to `wait` when nothing is ready), delivers, and
     /// hands over partial bursts whose timeout passed.
-    fn poll(&mut self, engine: &EngineState, wait: Option<Duration>) -> usize {
-        let datagrams = self.poll_once(engine, wait.is_some());
-        let rx = &engine.ports[self.port as usize].rx;
-        worker::flush_due(&mut self.assemblers, rx, Instant::now(), &engine.regions);
+    fn poll(&mut self, port: &Port, wait: Option<Duration>) -> usize {
+        let datagrams = self.poll_once(port, wait.is_some());
+        crate::delivery::flush_due(&mut self.assemblers, &port.rx, Instant::now(), &port.regions);
         datagrams
     }
 
-    fn finish(&mut self, engine: &EngineState) {
-        worker::finish_all(&mut self.assemblers, &engine.ports[self.port as usize].rx, &engine.regions);
-        self.release_held(engine);
+    fn finish(&mut self, port: &Port) {
+        crate::delivery::finish_all(&mut self.assemblers, &port.rx, &port.regions);
+        self.release_held(port);
     }
 }
 
 impl DirectPoll for UdpReceiver {
-    fn poll(&mut self, engine: &EngineState) -> usize {
-        if engine.stopping() {
-            self.release_held(engine);
+    fn poll(&mut self, port: &Port, stopping: bool) -> usize {
+        if stopping {
+            self.release_held(port);
             return 0;
         }
-        let datagrams = self.poll_once(engine, false);
-        let p = &engine.ports[self.port as usize];
+        let datagrams = self.poll_once(port, false);
+        let p = port;
         for (a, q) in self.assemblers.iter_mut().zip(&p.rx) {
             a.flush(q);
         }
@@ -783,7 +781,6 @@ fn ipv4_octets(ip: IpAddr) -> [u8; 4] {
 
 /// One TX queue's sender: a burst per poll, so a shared core stays fair.
 struct UdpSender {
-    port: u16,
     queue: usize,
     shared: Arc<Shared>,
     batch: SendBatch,
@@ -792,8 +789,8 @@ struct UdpSender {
 }
 
 impl QueueTask for UdpSender {
-    fn poll(&mut self, engine: &EngineState, _wait: Option<Duration>) -> usize {
-        let p = &engine.ports[self.port as usize];
+    fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
+        let p = port;
         let q = &p.tx[self.queue];
         let Some(burst) = pacing::next_burst(q, self.pacer.as_mut()) else { return 0 };
         let packets = burst.num_packets().max(1);

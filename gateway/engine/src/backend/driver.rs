@@ -1,0 +1,118 @@
+//! The driver contract: what a backend gives the engine for each port, and
+//! the checks every CPU-side backend shares.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result, Status};
+use crate::flow::FlowTable;
+use crate::memory::RegionTable;
+use crate::port::Port;
+use crate::queue::{Direction, Queue};
+use crate::task::Task;
+
+use super::link::LinkStats;
+
+/// A port's live driver: opened at init, kept for the engine's whole life.
+/// It hands its queues' work to the workers once, applies flow tables on
+/// reload, reads what lies below the queues (a kernel socket, a NIC), and
+/// closes its resources in order once the workers are gone.
+pub(crate) trait PortDriver: Send + Sync + std::fmt::Debug {
+    /// The port's queue tasks for the generic workers, taken once when the
+    /// engine starts. A direct-mode receive side goes to the port instead
+    /// ([`Port::set_direct`]).
+    fn tasks(&mut self, port: &Port) -> Vec<Task>;
+
+    /// Makes `table` the port's steering. Software steering swaps the table
+    /// the workers read; a driver that programs a NIC or an XDP map does it
+    /// here and fails with the device's reason.
+    fn apply_flows(&self, port: &Port, table: Arc<FlowTable>) -> Result<()> {
+        port.flows.store(table);
+        Ok(())
+    }
+
+    /// Counters and state below the queues.
+    fn link_stats(&self) -> LinkStats {
+        LinkStats::default()
+    }
+
+    /// Closes the port's connections and devices; called after every worker stopped.
+    fn stop(&self) {}
+}
+
+/// How many RX queues kernel netdev `netdev` has (`/sys/class/net/<netdev>/queues`).
+#[cfg(any(feature = "dpdk", feature = "af_xdp"))]
+pub(crate) fn netdev_rx_queues(netdev: &str) -> Result<usize> {
+    let dir = format!("/sys/class/net/{netdev}/queues");
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        Error::new(
+            Status::InvalidParameter,
+            format!("netdev \"{netdev}\" not found in this network namespace ({dir}: {e})"),
+        )
+    })?;
+    Ok(entries.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
+}
+
+/// Checks that the CPU can write every queue's memory, which both CPU-side
+/// backends need. In a CUDA build an RX queue may land in a `device` region
+/// all the same: the region gets a pinned staging twin and the queue a
+/// copier that moves each burst to the GPU as it is delivered.
+pub(crate) fn prepare_cpu_landing(port: &Port, regions: &RegionTable) -> Result<()> {
+    for direction in [Direction::Rx, Direction::Tx] {
+        for q in port.queues(direction) {
+            check_queue_memory(port, direction, q, regions)?;
+        }
+    }
+    Ok(())
+}
+
+/// One queue's part of [`prepare_cpu_landing`].
+fn check_queue_memory(port: &Port, direction: Direction, q: &Queue, regions: &RegionTable) -> Result<()> {
+    for &r in &q.segment_regions {
+        let region = regions.get(r);
+        if region.kind().cpu_addressable() {
+            continue;
+        }
+        #[cfg(feature = "cuda")]
+        if direction == Direction::Rx {
+            stage_on_host(port, q, region)?;
+            continue;
+        }
+        let refused = format!(
+            "{} queue \"{}\" of \"{}\" uses region \"{}\" of kind {}, which the {} backend cannot {}",
+            direction.as_str(),
+            q.name,
+            port.name,
+            region.name(),
+            region.kind().as_str(),
+            port.backend.as_str(),
+            if direction == Direction::Rx { "read" } else { "send from" }
+        );
+        return Err(Error::new(Status::NotSupported, refused));
+    }
+    Ok(())
+}
+
+/// Lets `queue` land packets for `device` region `region` through its
+/// pinned twin. A GPU reorder plan reads packets where they land, before
+/// any burst exists, so its queue must land in `host_pinned` instead.
+#[cfg(feature = "cuda")]
+fn stage_on_host(port: &Port, queue: &Queue, region: &crate::memory::Region) -> Result<()> {
+    if let Some(plan) = port.plans.iter().find(|plan| plan.queue_id == queue.id) {
+        return Err(Error::new(
+            Status::NotSupported,
+            format!(
+                "reorder plan \"{}\" reads packets where they land, and the {} backend lands them with the CPU: give queue \"{}\" a host_pinned region instead of \"{}\" (kind device needs a GPUDirect backend)",
+                plan.name,
+                port.backend.as_str(),
+                queue.name,
+                region.name()
+            ),
+        ));
+    }
+    region.stage_on_host()?;
+    if queue.stager.get().is_none() {
+        let gpu = region.backing().gpu().expect("device memory is on a GPU");
+        let _ = queue.stager.set(std::sync::Mutex::new(crate::gpu::Stager::new(gpu)?));
+    }
+    Ok(())
+}

@@ -1,0 +1,45 @@
+//! What a port's driver reads below its queues (a kernel socket, a NIC, an
+//! XDP program), for `/api/v1/stats`.
+
+use std::net::SocketAddr;
+
+/// State and counters below a port's queues, as its driver reads them:
+/// for sockets, the kernel's receive buffer and the peer. A field a backend
+/// has no such thing for is `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Bytes waiting in the kernel's receive buffers, not yet read.
+    pub kernel_rx_backlog_bytes: Option<u64>,
+    /// Size of those buffers (what the kernel granted of the requested 64 MiB).
+    pub kernel_rx_buffer_bytes: Option<u64>,
+    /// The peer: a UDP server's last sender, a TCP connection's other end.
+    pub peer: Option<SocketAddr>,
+    /// Whether a connection is up (connection-oriented backends).
+    pub connected: Option<bool>,
+    /// The NIC's own counters by the driver's names (DPDK xstats: packets,
+    /// bytes, `rx_missed_errors`, `rx_mbuf_allocation_errors`, per queue ...).
+    pub nic_counters: Vec<(String, u64)>,
+    /// An AF_XDP port's XDP program and sockets.
+    pub af_xdp: Option<AfXdpLink>,
+}
+
+/// How an AF_XDP port moves frames.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AfXdpLink {
+    /// `native` (in the driver) or `generic` (after the kernel built a
+    /// socket buffer): how the XDP program runs; `detached` once stopped.
+    pub xdp_mode: &'static str,
+    /// Each socket, by NIC queue.
+    pub sockets: Vec<AfXdpSocket>,
+}
+
+/// One AF_XDP socket.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AfXdpSocket {
+    /// The NIC queue it is bound to (the RX queue of that position).
+    pub nic_queue: u32,
+    /// `zero_copy` (the NIC writes into our buffers) or `copy`.
+    pub mode: &'static str,
+    /// The socket's busy-poll time in microseconds, when it busy-polls.
+    pub busy_poll_us: Option<u32>,
+}
