@@ -1,26 +1,160 @@
-//! The engine's queue path, the same for every backend: a landed packet is
-//! assembled into bursts with DAQIRI's `batch_size` / `timeout_us`
-//! semantics (a reordered flow's packets go to their plan instead), and each
-//! burst is handed to its queue's ring.
+//! The engine's queue path, the same for every backend. A backend lands a
+//! frame and says what it knows of it (its headers, a mark set below us, a
+//! socket's addresses); from there [`Steer`] decides its queue and flow, or
+//! drops and counts it, and the queue's [`Assembler`] builds bursts with
+//! DAQIRI's `batch_size` / `timeout_us` semantics (a reordered flow's
+//! packets go to their plan instead) and hands them to the queue's ring.
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::burst::{Burst, PacketSlot};
+use crate::flow::{FlowTable, Steering};
+use crate::headers::FlowKey;
 use crate::memory::RegionTable;
 use crate::port::Port;
 use crate::queue::Queue;
 use crate::reorder::Reorderer;
 use crate::stats::DropReason;
 
-/// Collects packets for one RX queue into bursts of `batch_size`, delivering
-/// a partial burst once `timeout_us` has passed since its first packet. It
-/// holds no borrow of its queue, so a poller that outlives one call (direct
-/// mode) can keep it.
+/// Where steering sends a packet: the RX queue (its position in the port)
+/// that software steering picks, and the flow id its burst carries. A
+/// backend whose NIC or socket already chose the queue keeps its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Steered {
+    pub(crate) queue: usize,
+    pub(crate) flow_id: Option<u32>,
+}
+
+/// Per-rule matches of one poll, added to the rules' counters once at its
+/// end: one shared write per rule per poll, not per packet. A receiver
+/// keeps one and lends it to each poll's [`Steer`].
+#[derive(Debug, Default)]
+pub(crate) struct RuleTally(Vec<(u64, u64)>);
+
+/// One poll's steering of a port: its flow table and `drop_all_traffic`,
+/// read once. Packets it refuses are counted on the port, by reason.
+pub(crate) struct Steer<'p> {
+    port: &'p Port,
+    flows: arc_swap::Guard<Arc<FlowTable>>,
+    dropping: bool,
+    tally: &'p mut RuleTally,
+}
+
+impl<'p> Steer<'p> {
+    /// Steering for one poll of `port`.
+    pub(crate) fn new(port: &'p Port, tally: &'p mut RuleTally) -> Self {
+        let flows = port.flows.load();
+        tally.0.clear();
+        tally.0.resize(flows.rules.len(), (0, 0));
+        Self { port, dropping: port.drop_all.load(Ordering::Relaxed), flows, tally }
+    }
+
+    /// The port it steers for.
+    pub(crate) fn port(&self) -> &'p Port {
+        self.port
+    }
+
+    /// The table this poll steers by.
+    pub(crate) fn table(&self) -> &FlowTable {
+        &self.flows
+    }
+
+    /// Steers a frame of `len` bytes by its headers, read only when a rule
+    /// could need them.
+    pub(crate) fn frame(&mut self, frame: &[u8], len: u32) -> Option<Steered> {
+        if self.dropping || self.flows.steers_nothing() {
+            return self.decide(Steering::Default { queue: 0 }, len);
+        }
+        self.decide(self.flows.steer_frame(frame), len)
+    }
+
+    /// Steers a datagram of `len` payload bytes by its addresses.
+    pub(crate) fn key(&mut self, key: &FlowKey, len: u32) -> Option<Steered> {
+        if self.dropping {
+            return self.decide(Steering::Unmatched, len);
+        }
+        self.decide(self.flows.steer(key), len)
+    }
+
+    /// Steers a packet that a device below us marked with `flow_id` (an
+    /// rte_flow MARK): that flow's rule, else by its headers.
+    pub(crate) fn marked(&mut self, flow_id: Option<u32>, frame: &[u8], len: u32) -> Option<Steered> {
+        match flow_id.and_then(|id| self.flows.rule_of(id)) {
+            Some(rule) => {
+                let queue = self.flows.rules[rule].queues().first().copied().unwrap_or(0);
+                self.decide(Steering::Flow { rule, queue }, len)
+            }
+            None => self.frame(frame, len),
+        }
+    }
+
+    /// A decision an older table made (a reload in between): delivered to
+    /// `queue` with its flow id, not counted against the current rules.
+    pub(crate) fn kept(&mut self, queue: usize, flow_id: Option<u32>) -> Option<Steered> {
+        if self.dropping {
+            self.port.rx_drops.dropped(DropReason::DropAllTraffic, 1);
+            return None;
+        }
+        Some(Steered { queue, flow_id })
+    }
+
+    /// Applies a decision: counts the rule's match, or drops the packet
+    /// (the caller gives its buffers back) and counts why.
+    pub(crate) fn decide(&mut self, steering: Steering, len: u32) -> Option<Steered> {
+        if self.dropping {
+            self.port.rx_drops.dropped(DropReason::DropAllTraffic, 1);
+            return None;
+        }
+        match steering {
+            Steering::Flow { rule, queue } => {
+                let counts = &mut self.tally.0[rule];
+                counts.0 += 1;
+                counts.1 += u64::from(len);
+                Some(Steered { queue, flow_id: Some(self.flows.rules[rule].flow_id) })
+            }
+            Steering::Default { queue } => Some(Steered { queue, flow_id: None }),
+            Steering::Unmatched => {
+                self.port.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Steer<'_> {
+    fn drop(&mut self) {
+        for (rule, &(packets, bytes)) in self.flows.rules.iter().zip(&self.tally.0) {
+            if packets > 0 {
+                rule.stats.matched(packets, bytes);
+            }
+        }
+    }
+}
+
+/// What an assembler does when its queue's ring has no room for a burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FullRing {
+    /// Drop the burst and count it (`ring_full`): datagrams and frames,
+    /// which a sender does not wait for anyway.
+    Drop,
+    /// Keep it and retry before taking more (byte streams, which must not
+    /// lose a byte): while [`Assembler::ready`] says no, the stream is not
+    /// read, and TCP flow control slows the sender.
+    HoldBack,
+}
+
+/// Collects packets for one RX queue into bursts, delivering a partial
+/// burst once `timeout_us` has passed since its first packet. It holds no
+/// borrow of its queue, so a poller that outlives one call (direct mode)
+/// can keep it.
 #[derive(Debug)]
 pub(crate) struct Assembler {
     pending: Option<Burst>,
     started: Instant,
-    /// Byte streams: a full burst the ring had no room for, handed over first.
+    full_ring: FullRing,
+    /// [`FullRing::HoldBack`]: a full burst the ring had no room for, handed over first.
     stalled: Option<Burst>,
     /// The queue's reorder plans, which take their flows' packets.
     reorder: Option<Reorderer>,
@@ -28,15 +162,28 @@ pub(crate) struct Assembler {
 
 impl Assembler {
     /// The assembler of the RX queue at position `queue` of `port`.
-    pub(crate) fn new(port: &Port, queue: usize) -> Self {
+    pub(crate) fn new(port: &Port, queue: usize, full_ring: FullRing) -> Self {
         let plans = port.plans_of(port.rx[queue].id);
         let reorder = (!plans.is_empty()).then(|| Reorderer::new(&plans));
-        Self { pending: None, started: Instant::now(), stalled: None, reorder }
+        Self { pending: None, started: Instant::now(), full_ring, stalled: None, reorder }
     }
 
-    /// Adds a packet for `queue`; a full burst is delivered at once. Without
-    /// a free metadata entry the packet is dropped and counted. A packet of
-    /// a reordered flow goes to its plan instead.
+    /// Whether a packet can be taken now. Always, when full bursts are
+    /// dropped; when they are held back, once a held burst went out and a
+    /// metadata entry is at hand.
+    pub(crate) fn ready(&mut self, queue: &Queue) -> bool {
+        if self.full_ring == FullRing::Drop {
+            return true;
+        }
+        if !self.retry_stalled(queue) {
+            return false;
+        }
+        self.pending.is_some() || self.start_burst(queue)
+    }
+
+    /// Adds a packet for `queue`; a full burst is handed over at once.
+    /// Without a free metadata entry the packet is dropped and counted. A
+    /// packet of a reordered flow goes to its plan instead.
     pub(crate) fn push(&mut self, queue: &Queue, slot: PacketSlot, regions: &RegionTable) {
         let slot = match &mut self.reorder {
             Some(reorder) => match reorder.accept(queue, slot, regions) {
@@ -45,27 +192,19 @@ impl Assembler {
             },
             None => slot,
         };
-        if self.pending.is_none() {
-            match queue.meta.take() {
-                Some(burst) => {
-                    self.pending = Some(burst);
-                    self.started = Instant::now();
-                }
-                None => {
-                    slot.release(regions, &queue.segment_regions);
-                    queue.stats.dropped(DropReason::NoFreeBurstBuffers, 1);
-                    return;
-                }
-            }
+        if self.pending.is_none() && !self.start_burst(queue) {
+            slot.release(regions, &queue.segment_regions);
+            queue.stats.dropped(DropReason::NoFreeBurstBuffers, 1);
+            return;
         }
-        let burst = self.pending.as_mut().expect("set above");
+        let burst = self.pending.as_mut().expect("started above");
         burst.push(slot);
         if burst.is_full() {
-            queue.deliver(self.pending.take().expect("set above"));
+            self.hand_over(queue);
         }
     }
 
-    /// Delivers a partial burst, and emits batches, whose timeout has passed.
+    /// Hands over a partial burst, and emits batches, whose timeout has passed.
     pub(crate) fn flush_if_due(&mut self, queue: &Queue, now: Instant, regions: &RegionTable) {
         if let (Some(timeout), Some(_)) = (queue.timeout, &self.pending)
             && now.duration_since(self.started) >= timeout
@@ -77,78 +216,44 @@ impl Assembler {
         }
     }
 
-    /// Delivers whatever is pending (direct mode after each poll).
+    /// Hands over whatever is pending (direct mode after each poll).
     pub(crate) fn flush(&mut self, queue: &Queue) {
-        if let Some(burst) = self.pending.take() {
-            queue.deliver(burst);
+        if self.full_ring == FullRing::Drop || self.retry_stalled(queue) {
+            self.hand_over(queue);
         }
     }
 
-    /// At stop: delivers the partial burst and every open batch, so what
-    /// arrived before the stop stays readable.
+    /// At stop: hands over the partial burst and every open batch, so what
+    /// arrived before the stop stays readable; what no ring had room for is
+    /// dropped and counted.
     pub(crate) fn finish(&mut self, queue: &Queue, regions: &RegionTable) {
         self.flush(queue);
         if let Some(reorder) = &mut self.reorder {
             reorder.flush_all(queue, regions);
         }
-    }
-
-    /// Byte streams never drop: whether a packet can be taken now. A burst
-    /// the ring had no room for is retried first, then a metadata entry must
-    /// be at hand. While this says no the stream is not read, and TCP flow
-    /// control slows the sender.
-    pub(crate) fn ready_lossless(&mut self, queue: &Queue) -> bool {
-        if !self.retry_stalled(queue) {
-            return false;
-        }
-        if self.pending.is_none() {
-            let Some(burst) = queue.meta.take() else { return false };
-            self.pending = Some(burst);
-            self.started = Instant::now();
-        }
-        true
-    }
-
-    /// Adds a packet of a byte stream; call only after [`ready_lossless`](Self::ready_lossless).
-    pub(crate) fn push_lossless(&mut self, queue: &Queue, slot: PacketSlot) {
-        let burst = self.pending.as_mut().expect("ready_lossless took a metadata entry");
-        burst.push(slot);
-        if burst.is_full() {
-            self.hand_over_lossless(queue);
-        }
-    }
-
-    /// Hands over what is pending, keeping it for a retry if the ring is full.
-    pub(crate) fn flush_lossless(&mut self, queue: &Queue) {
-        if self.retry_stalled(queue) {
-            self.hand_over_lossless(queue);
-        }
-    }
-
-    /// Hands over a partial burst of a stream once its timeout has passed.
-    pub(crate) fn flush_if_due_lossless(&mut self, queue: &Queue, now: Instant) {
-        if let (Some(timeout), Some(_)) = (queue.timeout, &self.pending)
-            && now.duration_since(self.started) >= timeout
-        {
-            self.flush_lossless(queue);
-        }
-    }
-
-    /// At stop: what no ring had room for is dropped and counted.
-    pub(crate) fn abandon(&mut self, queue: &Queue) {
         let packets: usize = self.stalled.take().into_iter().chain(self.pending.take()).map(|b| b.num_packets()).sum();
         if packets > 0 {
             queue.stats.dropped(DropReason::RingFull, packets as u64);
         }
     }
 
-    fn hand_over_lossless(&mut self, queue: &Queue) {
-        if let Some(burst) = self.pending.take() {
-            self.stalled = queue.try_deliver(burst).err();
+    fn start_burst(&mut self, queue: &Queue) -> bool {
+        self.pending = queue.meta.take();
+        self.started = Instant::now();
+        self.pending.is_some()
+    }
+
+    fn hand_over(&mut self, queue: &Queue) {
+        let Some(burst) = self.pending.take() else { return };
+        match self.full_ring {
+            FullRing::Drop => {
+                queue.deliver(burst);
+            }
+            FullRing::HoldBack => self.stalled = queue.try_deliver(burst).err(),
         }
     }
 
-    /// Retries a stalled burst; whether none is left.
+    /// Retries a held burst; whether none is left.
     fn retry_stalled(&mut self, queue: &Queue) -> bool {
         match self.stalled.take() {
             None => true,

@@ -90,8 +90,7 @@ impl Engine {
         let mut drivers = ports.iter().map(|p| backend::open(&config, p, &regions)).collect::<Result<Vec<_>>>()?;
         let config = arc_swap::ArcSwap::from_pointee(config);
         let inner = Arc::new(EngineState { id, config, regions, ports, stopping: AtomicBool::new(false) });
-        let tasks =
-            drivers.iter_mut().zip(&inner.ports).flat_map(|(driver, port)| driver.tasks(port)).collect();
+        let tasks = drivers.iter_mut().zip(&inner.ports).flat_map(|(driver, port)| driver.tasks(port)).collect();
         // Built before the workers start, so a failed spawn still stops those already running.
         let engine = Engine {
             runtime_flows: Mutex::new(RuntimeFlows::new(inner.ports.len())),

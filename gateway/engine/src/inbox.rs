@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crossbeam_queue::ArrayQueue;
 
 use crate::burst::PacketSlot;
+use crate::delivery::Assembler;
 use crate::memory::RegionTable;
 use crate::queue::Queue;
 use crate::stats::DropReason;
-use crate::delivery::Assembler;
 
 /// The inboxes of a port's RX queues, shared by the workers that post and
 /// take. The last of those workers to finish empties them all, so nothing

@@ -79,6 +79,7 @@ mod task;
 mod worker;
 pub mod writer;
 
+pub use backend::{AfXdpLink, AfXdpSocket, LinkStats};
 pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, flags};
 pub use engine::{Engine, SendError};
 pub use error::{Error, Result, Status};
@@ -86,7 +87,6 @@ pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region,
 pub use queue::{Direction, WorkerThread};
 pub use reload::ReloadChange;
 pub use reorder::PlanStats;
-pub use backend::{AfXdpLink, AfXdpSocket, LinkStats};
 pub use snapshot::{EngineStats, FlowStatsEntry, PortStats, QueueStatsEntry, RegionStats};
 pub use stats::{DropReason, QueueStatsSnapshot};
 

@@ -1,7 +1,6 @@
 //! Point-in-time copies of every counter, for the status line, the admin API
 //! and metrics. Taking one reads atomics only; the data path is not touched.
 
-
 use daqiri_config::InterfaceBackend;
 
 use crate::backend::{LinkStats, PortDriver};

@@ -59,7 +59,14 @@ impl Task {
     pub(crate) fn port_receiver(port: &Port, work: Box<dyn QueueTask>) -> Self {
         let core = port.rx.first().and_then(|q| q.cpu_core);
         let serves = port.rx.iter().map(|q| (Direction::Rx, q.id)).collect();
-        Self { name: format!("rx-{}", port.name), core, max_wait: Some(poll_interval(&port.rx)), port: port.id, serves, work }
+        Self {
+            name: format!("rx-{}", port.name),
+            core,
+            max_wait: Some(poll_interval(&port.rx)),
+            port: port.id,
+            serves,
+            work,
+        }
     }
 
     /// The send task of TX queue `queue` of `port`.

@@ -10,15 +10,14 @@ use std::time::{Duration, Instant};
 
 use super::driver::PortDriver;
 use crate::burst::{Burst, PacketSlot};
+use crate::delivery::{Assembler, FullRing, RuleTally, Steer, Steered};
 use crate::error::Result;
-use crate::flow::Steering;
 use crate::inbox::Inboxes;
 use crate::memory::RegionTable;
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::queue::Queue;
 use crate::stats::DropReason;
-use crate::delivery::Assembler;
 use crate::task::{QueueTask, Task};
 
 /// Largest frame the loop carries (jumbo).
@@ -50,11 +49,13 @@ impl PortDriver for LoopbackDriver {
                 inboxes: Arc::clone(&inboxes),
                 frame: vec![0u8; MAX_FRAME],
                 pacer: Pacer::for_queue(q),
+                tally: RuleTally::default(),
             };
             Task::sender(p, q, Box::new(carrier))
         });
         let receivers = p.rx.iter().enumerate().map(|(queue, q)| {
-            let receiver = Receiver { queue, assembler: Assembler::new(p, queue), inboxes: Arc::clone(&inboxes) };
+            let receiver =
+                Receiver { queue, assembler: Assembler::new(p, queue, FullRing::Drop), inboxes: Arc::clone(&inboxes) };
             Task::receiver(p, q, Box::new(receiver)).polling()
         });
         carriers.chain(receivers).collect()
@@ -67,6 +68,7 @@ struct Carrier {
     inboxes: Arc<Inboxes>,
     frame: Vec<u8>,
     pacer: Option<Pacer>,
+    tally: RuleTally,
 }
 
 impl QueueTask for Carrier {
@@ -76,7 +78,8 @@ impl QueueTask for Carrier {
         let mut moved = 0;
         while let Some(burst) = pacing::next_burst(q, self.pacer.as_mut()) {
             moved += burst.num_packets().max(1);
-            self.inboxes.whole_burst(|| carry(p, &port.regions, q, &burst, &self.inboxes, &mut self.frame));
+            let steer = Steer::new(p, &mut self.tally);
+            self.inboxes.whole_burst(|| carry(steer, q, &burst, &self.inboxes, &mut self.frame));
         }
         moved
     }
@@ -124,7 +127,9 @@ pub(crate) fn port_mac(port: u16) -> [u8; 6] {
 }
 
 /// Moves one TX burst onto the RX side.
-fn carry(p: &Port, regions: &RegionTable, tx: &Queue, burst: &Burst, inboxes: &Inboxes, frame: &mut [u8]) {
+fn carry(mut steer: Steer<'_>, tx: &Queue, burst: &Burst, inboxes: &Inboxes, frame: &mut [u8]) {
+    let p = steer.port();
+    let regions = &p.regions;
     let (mut sent, mut bytes) = (0u64, 0u64);
     for packet in burst.packets() {
         let len = packet.len();
@@ -146,23 +151,7 @@ fn carry(p: &Port, regions: &RegionTable, tx: &Queue, burst: &Burst, inboxes: &I
             continue;
         }
         let frame = &frame[..len];
-        if p.drop_all.load(std::sync::atomic::Ordering::Relaxed) {
-            p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
-            continue;
-        }
-        let flows = p.flows.load();
-        let (queue, flow_id) = match flows.steer_frame(frame) {
-            Steering::Flow { rule, queue } => {
-                let rule = &flows.rules[rule];
-                rule.stats.matched(1, len as u64);
-                (queue, Some(rule.flow_id))
-            }
-            Steering::Default { queue } => (queue, None),
-            Steering::Unmatched => {
-                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
-                continue;
-            }
-        };
+        let Some(Steered { queue, flow_id }) = steer.frame(frame, len as u32) else { continue };
         if let Some(slot) = land(&p.rx[queue], regions, frame, flow_id) {
             inboxes.of(queue).post(&p.rx[queue], slot, regions);
         }

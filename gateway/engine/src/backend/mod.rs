@@ -64,4 +64,3 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [crate::memory::
     let _ = (config, regions);
     Ok(())
 }
-

@@ -22,9 +22,9 @@ use cudarc::cufile::sys;
 
 use super::{PcapResolution, WriteSummary};
 use crate::burst::Burst;
-use crate::memory::SegmentMemory;
 use crate::error::{Error, Result, Status};
 use crate::memory::DeviceSlice;
+use crate::memory::SegmentMemory;
 
 /// Most device segments in one cuFile batch (cuFile's default `io_batchsize`).
 const BATCH_ENTRIES: usize = 128;

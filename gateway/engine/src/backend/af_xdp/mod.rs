@@ -21,13 +21,13 @@ use std::sync::{Arc, Mutex};
 pub(crate) use program::{MAX_RSS_QUEUES, MAX_RULES, MAX_SOCKETS};
 
 use super::driver::PortDriver;
+use crate::backend::{AfXdpLink, AfXdpSocket, LinkStats};
 use crate::error::{Error, Result, Status};
 use crate::flow::FlowTable;
 use crate::inbox::Inboxes;
 use crate::memory::RegionTable;
 use crate::pacing::Pacer;
 use crate::port::Port;
-use crate::backend::{AfXdpLink, AfXdpSocket, LinkStats};
 use crate::task::Task;
 
 use program::SteeringProgram;

@@ -18,14 +18,14 @@ use xdpilone::{FillQueue, RingRx};
 use super::program::{NO_FLOW, SteerMeta};
 use super::xsk::{SocketCounters, SocketHandle};
 use crate::burst::PacketSlot;
+use crate::delivery::{Assembler, FullRing, RuleTally, Steer, Steered};
 use crate::flow::{FlowTable, Steering};
 use crate::inbox::Inboxes;
 use crate::memory::{BufToken, LentBuffers, PoolCache, Region, RegionTable};
+use crate::port::Port;
 use crate::queue::Queue;
 use crate::stats::DropReason;
-use crate::delivery::Assembler;
-use crate::task::{QueueTask};
-use crate::port::Port;
+use crate::task::QueueTask;
 
 /// Most frames read from one RX ring per poll.
 const RX_BATCH: u32 = 64;
@@ -111,6 +111,7 @@ pub(super) struct Receiver {
     socket: RxSocket,
     /// The assembler of the socket's own RX queue.
     assembler: Assembler,
+    tally: RuleTally,
     /// Every RX queue's inbox, for frames steered to another queue.
     inboxes: Arc<Inboxes>,
     /// The tag the program writes in metadata it wrote.
@@ -120,15 +121,14 @@ pub(super) struct Receiver {
 
 impl Receiver {
     pub(super) fn new(port: &crate::port::Port, socket: RxSocket, inboxes: Arc<Inboxes>, tag: u32) -> Self {
-        let assembler = Assembler::new(port, socket.queue);
-        Self { socket, assembler, inboxes, tag, next_count: Instant::now() }
+        let assembler = Assembler::new(port, socket.queue, FullRing::Drop);
+        Self { socket, assembler, tally: RuleTally::default(), inboxes, tag, next_count: Instant::now() }
     }
 
     /// Reads up to a batch from the socket and delivers it; frames received.
     fn receive(&mut self, port: &Port) -> usize {
         let p = port;
-        let flows = p.flows.load();
-        let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
+        let mut steer = Steer::new(port, &mut self.tally);
         let socket = &mut self.socket;
         let arrival = socket.queue;
         let region_index = p.rx[arrival].segment_regions[0];
@@ -148,24 +148,17 @@ impl Receiver {
                 p.rx_drops.dropped(DropReason::NicRxError, 1);
                 continue;
             };
-            if dropping {
-                region.release(token);
-                p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
-                continue;
-            }
             let bytes = region.bytes(&token);
             let meta = offset.checked_sub(SteerMeta::LEN).and_then(|at| SteerMeta::read(&bytes[at..offset], self.tag));
             let frame_bytes = &bytes[offset..offset + desc.len as usize];
-            let Some((rule, queue)) = steer(&flows, meta, frame_bytes, p.rx.len()) else {
+            let steered = match program_steering(steer.table(), meta, p.rx.len()) {
+                Some(steering) => steer.decide(steering, desc.len),
+                None => steer.frame(frame_bytes, desc.len),
+            };
+            let Some(Steered { queue, flow_id }) = steered else {
                 region.release(token);
-                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
                 continue;
             };
-            let flow_id = rule.map(|rule| {
-                let rule = &flows.rules[rule];
-                rule.stats.matched(1, u64::from(desc.len));
-                rule.flow_id
-            });
             let target = &p.rx[queue];
             let Some((token, offset)) = land(token, offset, desc.len, region, region_index, target, &port.regions)
             else {
@@ -197,24 +190,18 @@ impl Receiver {
     }
 }
 
-/// The rule a frame matched (`None`: no flow) and its queue, or `None`
-/// when flow isolation drops it. The program's word counts while its rule
-/// is still in the table; otherwise (no metadata, or rules replaced since)
-/// the frame is steered here.
-fn steer(flows: &FlowTable, meta: Option<SteerMeta>, frame: &[u8], queues: usize) -> Option<(Option<usize>, usize)> {
-    if let Some(meta) = meta.filter(|m| (m.queue as usize) < queues) {
-        if meta.flow_id == NO_FLOW && !flows.isolation() {
-            return Some((None, meta.queue as usize));
-        }
-        if let Some(rule) = flows.rule_of(meta.flow_id) {
-            return Some((Some(rule), meta.queue as usize));
-        }
+/// What our XDP program decided for a frame, from the record it wrote
+/// before it: the queue it redirected to, and the flow whose rule matched
+/// (or none, for the default queue). `None` without a record of ours, or
+/// naming a flow the table no longer has (a reload in between): then the
+/// frame's headers decide.
+fn program_steering(flows: &FlowTable, meta: Option<SteerMeta>, queues: usize) -> Option<Steering> {
+    let meta = meta.filter(|m| (m.queue as usize) < queues)?;
+    let queue = meta.queue as usize;
+    if meta.flow_id == NO_FLOW && !flows.isolation() {
+        return Some(Steering::Default { queue });
     }
-    match flows.steer_frame(frame) {
-        Steering::Flow { rule, queue } => Some((Some(rule), queue)),
-        Steering::Default { queue } => Some((None, queue)),
-        Steering::Unmatched => None,
-    }
+    flows.rule_of(meta.flow_id).map(|rule| Steering::Flow { rule, queue })
 }
 
 /// The frame as a buffer of `target`'s region: itself where it already

@@ -11,9 +11,9 @@ use xdpilone::{CompletionQueue, RingTx};
 use crate::burst::Burst;
 use crate::memory::{LentBuffers, Region};
 use crate::pacing::{self, Pacer};
+use crate::port::Port;
 use crate::stats::DropReason;
 use crate::task::QueueTask;
-use crate::port::Port;
 
 /// Most descriptors written to the TX ring per poll.
 const TX_BATCH: u32 = 64;

@@ -18,13 +18,13 @@ use daqiri_config::model::{Flow, MemoryKind};
 use daqiri_config::{Link, ValidConfig};
 
 use super::driver::PortDriver;
+use crate::backend::LinkStats;
 use crate::error::{Error, Result, Status};
 use crate::flow::FlowTable;
 use crate::memory::{Region, RegionTable};
 use crate::pacing::Pacer;
 use crate::port::Port;
 use crate::preflight::DPDK_RX_DESCRIPTORS as RX_DESCRIPTORS;
-use crate::backend::LinkStats;
 use crate::task::Task;
 
 use receiver::Receiver;
@@ -222,16 +222,26 @@ pub(super) fn open(
     map_for_dma(&eth, address, port, regions)?;
     let table: Arc<FlowTable> = port.flows.load_full();
     let steering = PortSteering::prepare(&eth, &table, pools.len());
-    let stamping = port.rx_timestamps.then(|| TimestampSource::of(eth.rx_offload_capa(), &eth.driver_name(), eth.address())).transpose()?;
+    let stamping = port
+        .rx_timestamps
+        .then(|| TimestampSource::of(eth.rx_offload_capa(), &eth.driver_name(), eth.address()))
+        .transpose()?;
     eth.start(&pools, tx_pools.len() as u16, RX_DESCRIPTORS, stamping.map_or(0, TimestampSource::rx_offloads))?;
     let timestamps = match stamping {
         None => None,
-        Some(source) => Some(TimestampField::lookup(source.clock(&eth.driver_name(), eth.address(), || eth.read_clock())?).ok_or_else(|| {
-            Error::new(
-                Status::GenericFailure,
-                format!("rx.hardware_timestamps: the {} PMD registered no mbuf timestamp field", eth.driver_name()),
-            )
-        })?),
+        Some(source) => Some(
+            TimestampField::lookup(source.clock(&eth.driver_name(), eth.address(), || eth.read_clock())?).ok_or_else(
+                || {
+                    Error::new(
+                        Status::GenericFailure,
+                        format!(
+                            "rx.hardware_timestamps: the {} PMD registered no mbuf timestamp field",
+                            eth.driver_name()
+                        ),
+                    )
+                },
+            )?,
+        ),
     };
     steering.apply(&eth, port, table)?;
     let egress = install_tx_flows(&eth, tx_flows)?;

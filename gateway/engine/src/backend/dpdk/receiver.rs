@@ -10,13 +10,12 @@ use std::time::{Duration, Instant};
 
 use super::rte::{self, EthPort, PortCounters, Received, RxMbufs, RxPools, TimestampField};
 use crate::burst::PacketSlot;
-use crate::flow::{FlowTable, Steering};
+use crate::delivery::{Assembler, FullRing, RuleTally, Steer};
 use crate::memory::{BufToken, Region, RegionTable};
+use crate::port::Port;
 use crate::queue::Queue;
 use crate::stats::DropReason;
-use crate::delivery::Assembler;
-use crate::task::{QueueTask};
-use crate::port::Port;
+use crate::task::QueueTask;
 
 /// Most mbufs one `rte_eth_rx_burst` returns (DPDK's usual burst).
 const RX_BURST: usize = 64;
@@ -29,6 +28,7 @@ pub(super) struct Receiver {
     eth: Arc<EthPort>,
     pools: RxPools,
     assembler: Assembler,
+    tally: RuleTally,
     mbufs: RxMbufs,
     timestamps: Option<TimestampField>,
     registered: bool,
@@ -50,7 +50,8 @@ impl Receiver {
             queue,
             eth,
             pools,
-            assembler: Assembler::new(port, queue),
+            assembler: Assembler::new(port, queue, FullRing::Drop),
+            tally: RuleTally::default(),
             mbufs: RxMbufs::with_capacity(RX_BURST),
             timestamps,
             registered: false,
@@ -70,12 +71,11 @@ impl Receiver {
         drops.dropped(DropReason::NoFreePacketBuffers, now.rx_no_mbuf.saturating_sub(before.rx_no_mbuf));
     }
 
-    /// Lands, steers and assembles what the last poll received.
+    /// Lands, steers and assembles what the last poll received. The NIC
+    /// chose the queue; steering gives the flow id, or drops the packet.
     fn deliver(&mut self, port: &Port) {
-        let p = port;
-        let rx = &p.rx[self.queue];
-        let flows = p.flows.load();
-        let dropping = p.drop_all.load(std::sync::atomic::Ordering::Relaxed);
+        let rx = &port.rx[self.queue];
+        let mut steer = Steer::new(port, &mut self.tally);
         for (at, packet) in self.mbufs.received(&self.pools, self.timestamps) {
             let landed = match Landed::from(&self.mbufs, at, &packet, rx, &port.regions) {
                 Ok(landed) => landed,
@@ -84,22 +84,14 @@ impl Receiver {
                     continue;
                 }
             };
-            if dropping {
+            let (token, offset, len) = &landed.head;
+            let headers =
+                &port.regions.get(rx.segment_regions[0]).bytes(token)[usize::from(*offset)..][..*len as usize];
+            let Some(steered) = steer.marked(packet.mark, headers, landed.len()) else {
                 landed.release(rx, &port.regions);
-                p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
-                continue;
-            }
-            let Some(rule) = steer(&flows, packet.mark, &landed, rx, &port.regions) else {
-                landed.release(rx, &port.regions);
-                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
                 continue;
             };
-            let flow_id = rule.map(|rule| {
-                let rule = &flows.rules[rule];
-                rule.stats.matched(1, u64::from(landed.len()));
-                rule.flow_id
-            });
-            let mut slot = landed.into_slot(flow_id);
+            let mut slot = landed.into_slot(steered.flow_id);
             slot.set_rx_timestamp(packet.timestamp);
             self.assembler.push(rx, slot, &port.regions);
         }
@@ -129,31 +121,6 @@ impl QueueTask for Receiver {
     fn finish(&mut self, port: &Port) {
         self.count_nic_drops(port);
         self.assembler.finish(&port.rx[self.queue], &port.regions);
-    }
-}
-
-/// The rule a packet matched (`Some(None)`: the default queue, no flow), or
-/// `None` when flow isolation drops it.
-fn steer(
-    flows: &FlowTable,
-    mark: Option<u32>,
-    landed: &Landed,
-    rx: &Queue,
-    regions: &RegionTable,
-) -> Option<Option<usize>> {
-    if let Some(rule) = mark.and_then(|id| flows.rule_of(id)) {
-        return Some(Some(rule));
-    }
-    // Not even the headers are read: the packet stays out of this core's cache.
-    if flows.steers_nothing() {
-        return Some(None);
-    }
-    let (token, offset, len) = &landed.head;
-    let headers = &regions.get(rx.segment_regions[0]).bytes(token)[usize::from(*offset)..][..*len as usize];
-    match flows.steer_frame(headers) {
-        Steering::Flow { rule, .. } => Some(Some(rule)),
-        Steering::Default { .. } => Some(None),
-        Steering::Unmatched => None,
     }
 }
 

@@ -10,9 +10,9 @@ use std::time::Duration;
 use super::rte::{self, EthPort, Mempool, TxMbufs};
 use crate::burst::MAX_SEGMENTS;
 use crate::pacing::{self, Pacer};
+use crate::port::Port;
 use crate::stats::DropReason;
 use crate::task::QueueTask;
-use crate::port::Port;
 
 /// Packets given to one `rte_eth_tx_burst`.
 const TX_BURST: usize = 64;

@@ -29,14 +29,14 @@ use daqiri_config::model::SocketMode;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::{SOCKET_BUFFER_BYTES, sys};
+use crate::backend::LinkStats;
 use crate::backend::PortDriver;
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
+use crate::delivery::{Assembler, FullRing};
 use crate::error::{Error, Result, Status};
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
-use crate::backend::LinkStats;
 use crate::stats::DropReason;
-use crate::delivery::Assembler;
 use crate::task::{QueueTask, Task};
 
 /// Reads per receive poll, so a busy stream leaves its core's other queues a turn.
@@ -116,7 +116,7 @@ impl PortDriver for TcpDriver {
         if !p.rx.is_empty() {
             let receiver = TcpReceiver {
                 connection: Connection::new(&self.shared),
-                assembler: Assembler::new(p, 0),
+                assembler: Assembler::new(p, 0, FullRing::HoldBack),
                 last_data: Instant::now(),
             };
             tasks.push(Task::port_receiver(p, Box::new(receiver)));
@@ -295,9 +295,9 @@ impl QueueTask for TcpReceiver {
         while reads < READS_PER_POLL {
             // Out of metadata or ring space, or of buffers: hand over what is
             // held so the application can free some, and read no further.
-            let token = if self.assembler.ready_lossless(queue) { landing.take() } else { None };
+            let token = if self.assembler.ready(queue) { landing.take() } else { None };
             let Some(mut token) = token else {
-                self.assembler.flush_lossless(queue);
+                self.assembler.flush(queue);
                 if wait.is_some() {
                     std::thread::sleep(BACKPRESSURE_PAUSE);
                 }
@@ -306,7 +306,7 @@ impl QueueTask for TcpReceiver {
             match sys::recv_nowait(stream.as_fd(), &mut landing.bytes_mut(&mut token)[..read_size]) {
                 Ok(0) => {
                     landing.release(token);
-                    self.assembler.flush_lossless(queue);
+                    self.assembler.flush(queue);
                     self.connection.lose();
                     tracing::info!(interface = %p.name, "TCP peer closed the connection");
                     break;
@@ -318,7 +318,7 @@ impl QueueTask for TcpReceiver {
                         landing.release(token);
                         p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
                     } else {
-                        self.assembler.push_lossless(queue, PacketSlot::single(token, n as u32, None));
+                        self.assembler.push(queue, PacketSlot::single(token, n as u32, None), &port.regions);
                     }
                 }
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
@@ -334,20 +334,19 @@ impl QueueTask for TcpReceiver {
                 Err(e) => {
                     landing.release(token);
                     tracing::warn!(interface = %p.name, "TCP receive failed, dropping the connection: {e}");
-                    self.assembler.flush_lossless(queue);
+                    self.assembler.flush(queue);
                     self.connection.lose();
                     break;
                 }
             }
         }
-        self.assembler.flush_if_due_lossless(queue, Instant::now());
+        self.assembler.flush_if_due(queue, Instant::now(), &port.regions);
         reads
     }
 
     fn finish(&mut self, port: &Port) {
         let queue = &port.rx[0];
-        self.assembler.flush_lossless(queue);
-        self.assembler.abandon(queue);
+        self.assembler.finish(queue, &port.regions);
     }
 }
 

@@ -14,19 +14,19 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use super::kernel_drops::KernelDrops;
 use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use super::{SOCKET_BUFFER_BYTES, peer};
+use crate::backend::LinkStats;
 use crate::backend::PortDriver;
-use crate::port::DirectPoll;
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
+use crate::delivery::{Assembler, FullRing, RuleTally, Steer, Steered};
 use crate::error::{Error, Result, Status};
 use crate::flow::{FlowTable, Steering};
 use crate::headers::{FlowKey, IPV4_LEN, UDP_LEN};
 use crate::memory::{BufToken, PoolCache, RegionTable};
 use crate::pacing::{self, Pacer};
+use crate::port::DirectPoll;
 use crate::port::Port;
 use crate::queue::Queue;
-use crate::backend::LinkStats;
 use crate::stats::DropReason;
-use crate::delivery::Assembler;
 use crate::task::{QueueTask, Task};
 
 /// The kernel's drop counter is read on every this many receives that got data.
@@ -357,9 +357,8 @@ pub(super) struct UdpReceiver {
     peer_tried: bool,
     receives_with_data: u32,
     assemblers: Vec<Assembler>,
-    /// Per flow rule, packets and bytes matched in this poll: flow counters
-    /// are added once per poll, not per packet.
-    matched: Vec<(u64, u64)>,
+    /// Each poll's flow matches, added to the rules' counters once per poll.
+    tally: RuleTally,
 }
 
 /// How the receiver reads the server's socket connected to its first peer
@@ -391,8 +390,7 @@ enum Source {
 struct PollView<'e> {
     port: &'e Port,
     regions: &'e RegionTable,
-    flows: arc_swap::Guard<Arc<FlowTable>>,
-    drop_all: bool,
+    steer: Steer<'e>,
     local_ip: [u8; 4],
     local_port: u16,
 }
@@ -430,8 +428,8 @@ impl UdpReceiver {
             // A group's sockets are the queues: no connected twin outranks them.
             peer_tried: shared.group.is_some(),
             receives_with_data: 0,
-            assemblers: (0..p.rx.len()).map(|queue| Assembler::new(p, queue)).collect(),
-            matched: Vec::new(),
+            assemblers: (0..p.rx.len()).map(|queue| Assembler::new(p, queue, FullRing::Drop)).collect(),
+            tally: RuleTally::default(),
             batch,
             other,
             polls_without_runs: 0,
@@ -537,16 +535,14 @@ impl UdpReceiver {
             }
         };
         let full = count == self.batch.messages();
+        let mut tally = std::mem::take(&mut self.tally);
         let mut view = PollView {
             port: p,
             regions,
-            flows: p.flows.load(),
-            drop_all: p.drop_all.load(std::sync::atomic::Ordering::Relaxed),
+            steer: Steer::new(p, &mut tally),
             local_ip: ipv4_octets(self.shared.local.ip()),
             local_port: self.shared.local.port(),
         };
-        self.matched.clear();
-        self.matched.resize(view.flows.rules.len(), (0, 0));
         let mut datagrams = 0;
         let used: usize = self.batch.last(count).iter().map(|m| m.buffers).sum();
         let mut tokens = std::mem::take(&mut self.ready);
@@ -582,11 +578,8 @@ impl UdpReceiver {
         }
         drop(offered);
         self.ready = tokens;
-        for (rule, &(packets, bytes)) in view.flows.rules.iter().zip(&self.matched) {
-            if packets > 0 {
-                rule.stats.matched(packets, bytes);
-            }
-        }
+        drop(view);
+        self.tally = tally;
         self.follow_coalescing(count);
         // The kernel's drop counter, every few receives that returned data;
         // what this call held scales the runs it dropped.
@@ -644,11 +637,6 @@ impl UdpReceiver {
 
     fn deliver(&mut self, view: &mut PollView<'_>, token: BufToken, len: usize, peer: Option<SocketAddr>) {
         let p = view.port;
-        if view.drop_all {
-            view.regions.get(self.landing).release(token);
-            p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
-            return;
-        }
         let key = FlowKey {
             src_ip: peer.map_or([0; 4], |a| ipv4_octets(a.ip())),
             dst_ip: view.local_ip,
@@ -656,21 +644,13 @@ impl UdpReceiver {
             dst_port: view.local_port,
             ipv4_len: (IPV4_LEN + UDP_LEN + len).min(u16::MAX as usize) as u16,
         };
-        let steering = view.flows.steer(&key);
-        let (queue, flow_id) = match steering {
-            Steering::Unmatched => {
-                view.regions.get(self.landing).release(token);
-                p.rx_drops.dropped(DropReason::UnmatchedFlow, 1);
-                return;
-            }
-            _ if self.shared.group.is_some() => (self.queue, self.grouped_flow_id(view, &key, steering)),
-            Steering::Flow { rule, queue } => {
-                let counts = &mut self.matched[rule];
-                counts.0 += 1;
-                counts.1 += len as u64;
-                (queue, Some(view.flows.rules[rule].flow_id))
-            }
-            Steering::Default { queue } => (queue, None),
+        let steered = match self.shared.group {
+            Some(_) => self.grouped_steering(view, &key, len as u32),
+            None => view.steer.key(&key, len as u32),
+        };
+        let Some(Steered { queue, flow_id }) = steered else {
+            view.regions.get(self.landing).release(token);
+            return;
         };
         let slot = PacketSlot::single(token, len as u32, flow_id).with_source(peer);
         self.assemblers[queue].push(&p.rx[queue], slot, view.regions);
@@ -680,30 +660,31 @@ impl UdpReceiver {
     /// port's table when it sends the datagram here, else of the table a
     /// reload is replacing (the datagram was queued by its program), else
     /// the port's.
-    fn grouped_flow_id(&mut self, view: &PollView<'_>, key: &FlowKey, steering: Steering) -> Option<u32> {
+    fn grouped_steering(&self, view: &mut PollView<'_>, key: &FlowKey, len: u32) -> Option<Steered> {
         let here = |table: &FlowTable, steering: Steering| match steering {
             Steering::Flow { rule, .. } if table.rules[rule].queues().contains(&self.queue) => Some(Some(rule)),
             Steering::Default { queue } if queue == self.queue => Some(None),
             _ => None,
         };
-        let rule = match here(&view.flows, steering) {
+        let steering = view.steer.table().steer(key);
+        if steering == Steering::Unmatched {
+            return view.steer.decide(steering, len);
+        }
+        let rule = match here(view.steer.table(), steering) {
             Some(rule) => rule,
             None => {
                 let other = self.shared.group.as_ref().expect("grouped").other_table.load();
-                match here(&other, other.steer(key)) {
-                    Some(rule) => return rule.map(|r| other.rules[r].flow_id),
-                    None => match steering {
-                        Steering::Flow { rule, .. } => Some(rule),
-                        _ => None,
-                    },
+                if let Some(rule) = here(&other, other.steer(key)) {
+                    return view.steer.kept(self.queue, rule.map(|r| other.rules[r].flow_id));
+                }
+                match steering {
+                    Steering::Flow { rule, .. } => Some(rule),
+                    _ => None,
                 }
             }
         };
-        rule.map(|r| {
-            self.matched[r].0 += 1;
-            self.matched[r].1 += u64::from(key.ipv4_len).saturating_sub((IPV4_LEN + UDP_LEN) as u64);
-            view.flows.rules[r].flow_id
-        })
+        let queue = self.queue;
+        view.steer.decide(rule.map_or(Steering::Default { queue }, |rule| Steering::Flow { rule, queue }), len)
     }
 
     /// The slow path: a message whose datagrams did not line up with its

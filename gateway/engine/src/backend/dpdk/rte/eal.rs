@@ -116,6 +116,9 @@ fn start(args: &EalArgs) -> std::result::Result<(), String> {
 pub(crate) fn register_thread() {
     // SAFETY: EAL is initialised (a port exists); registers only this thread.
     if unsafe { dpdk_sys::rte_thread_register() } != 0 {
-        tracing::debug!("no EAL lcore left for this worker: its mempool access is uncached ({})", super::errors::last_error());
+        tracing::debug!(
+            "no EAL lcore left for this worker: its mempool access is uncached ({})",
+            super::errors::last_error()
+        );
     }
 }

@@ -330,7 +330,10 @@ impl EthPort {
     pub(crate) fn start(&self, rx_pools: &[RxPools], tx_queues: u16, descriptors: u16, rx_offloads: u64) -> Result<()> {
         let (id, address) = (self.id, &self.address);
         let failed = |doing: String, rc: i32| {
-            Error::new(Status::GenericFailure, format!("DPDK port \"{address}\": {doing}: {}", super::errors::errno_text(rc)))
+            Error::new(
+                Status::GenericFailure,
+                format!("DPDK port \"{address}\": {doing}: {}", super::errors::errno_text(rc)),
+            )
         };
         let mut conf = dpdk_sys::rte_eth_conf::default();
         conf.rxmode.offloads = rx_offloads | self.buffer_split(rx_pools)?;

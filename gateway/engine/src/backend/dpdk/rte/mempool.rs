@@ -160,7 +160,10 @@ impl Mempool {
         if status != 0 {
             return Err(Error::new(
                 Status::GenericFailure,
-                format!("memory region \"{region}\": DPDK cannot map it for DMA by {address}: {}", super::errors::last_error()),
+                format!(
+                    "memory region \"{region}\": DPDK cannot map it for DMA by {address}: {}",
+                    super::errors::last_error()
+                ),
             ));
         }
         mapped.push(device);

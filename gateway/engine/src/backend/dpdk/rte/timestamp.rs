@@ -85,11 +85,7 @@ const CALIBRATION: std::time::Duration = std::time::Duration::from_millis(20);
 impl StampClock {
     /// Reads a NIC's clock twice, `CALIBRATION` apart, against the host's
     /// real-time clock; a PMD that cannot read its clock is refused by path.
-    fn calibrate(
-        pmd: &str,
-        address: &str,
-        read_clock: impl Fn() -> std::result::Result<u64, String>,
-    ) -> Result<Self> {
+    fn calibrate(pmd: &str, address: &str, read_clock: impl Fn() -> std::result::Result<u64, String>) -> Result<Self> {
         let refused = |why: String| {
             Error::new(
                 Status::NotSupported,
