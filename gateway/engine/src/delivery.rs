@@ -12,7 +12,7 @@ use std::time::Instant;
 use crate::burst::{Burst, PacketSlot};
 use crate::flow::{FlowTable, Steering};
 use crate::headers::FlowKey;
-use crate::memory::RegionTable;
+use crate::memory::{BufToken, RegionTable};
 use crate::port::Port;
 use crate::queue::Queue;
 use crate::reorder::Reorderer;
@@ -39,6 +39,9 @@ pub(crate) struct Steer<'p> {
     port: &'p Port,
     flows: arc_swap::Guard<Arc<FlowTable>>,
     dropping: bool,
+    /// No rule and no isolation: every packet goes to the default queue
+    /// unread (its headers stay out of this core's cache).
+    unread: bool,
     tally: &'p mut RuleTally,
 }
 
@@ -48,7 +51,8 @@ impl<'p> Steer<'p> {
         let flows = port.flows.load();
         tally.0.clear();
         tally.0.resize(flows.rules.len(), (0, 0));
-        Self { port, dropping: port.drop_all.load(Ordering::Relaxed), flows, tally }
+        let unread = flows.steers_nothing();
+        Self { port, dropping: port.drop_all.load(Ordering::Relaxed), unread, flows, tally }
     }
 
     /// The port it steers for.
@@ -63,14 +67,16 @@ impl<'p> Steer<'p> {
 
     /// Steers a frame of `len` bytes by its headers, read only when a rule
     /// could need them.
+    #[inline]
     pub(crate) fn frame(&mut self, frame: &[u8], len: u32) -> Option<Steered> {
-        if self.dropping || self.flows.steers_nothing() {
+        if self.dropping || self.unread {
             return self.decide(Steering::Default { queue: 0 }, len);
         }
         self.decide(self.flows.steer_frame(frame), len)
     }
 
     /// Steers a datagram of `len` payload bytes by its addresses.
+    #[inline]
     pub(crate) fn key(&mut self, key: &FlowKey, len: u32) -> Option<Steered> {
         if self.dropping {
             return self.decide(Steering::Unmatched, len);
@@ -80,6 +86,7 @@ impl<'p> Steer<'p> {
 
     /// Steers a packet that a device below us marked with `flow_id` (an
     /// rte_flow MARK): that flow's rule, else by its headers.
+    #[inline]
     pub(crate) fn marked(&mut self, flow_id: Option<u32>, frame: &[u8], len: u32) -> Option<Steered> {
         match flow_id.and_then(|id| self.flows.rule_of(id)) {
             Some(rule) => {
@@ -92,6 +99,7 @@ impl<'p> Steer<'p> {
 
     /// A decision an older table made (a reload in between): delivered to
     /// `queue` with its flow id, not counted against the current rules.
+    #[inline]
     pub(crate) fn kept(&mut self, queue: usize, flow_id: Option<u32>) -> Option<Steered> {
         if self.dropping {
             self.port.rx_drops.dropped(DropReason::DropAllTraffic, 1);
@@ -102,6 +110,7 @@ impl<'p> Steer<'p> {
 
     /// Applies a decision: counts the rule's match, or drops the packet
     /// (the caller gives its buffers back) and counts why.
+    #[inline]
     pub(crate) fn decide(&mut self, steering: Steering, len: u32) -> Option<Steered> {
         if self.dropping {
             self.port.rx_drops.dropped(DropReason::DropAllTraffic, 1);
@@ -199,6 +208,37 @@ impl Assembler {
         }
         let burst = self.pending.as_mut().expect("started above");
         burst.push(slot);
+        if burst.is_full() {
+            self.hand_over(queue);
+        }
+    }
+
+    /// Adds a one-buffer frame (`token`, where its bytes start, their
+    /// length) as [`push`](Self::push) does, without building a slot where
+    /// no reorder plan needs one: the raw backends' hot path.
+    #[inline]
+    pub(crate) fn push_frame(
+        &mut self,
+        queue: &Queue,
+        frame: (BufToken, u16, u32),
+        flow_id: Option<u32>,
+        stamp: Option<u64>,
+        regions: &RegionTable,
+    ) {
+        if self.reorder.is_some() {
+            let (token, offset, len) = frame;
+            let mut slot = PacketSlot::single(token, len, flow_id);
+            slot.set_segment_offset(0, offset);
+            slot.set_rx_timestamp(stamp);
+            return self.push(queue, slot, regions);
+        }
+        if self.pending.is_none() && !self.start_burst(queue) {
+            regions.get(queue.segment_regions[0]).release(frame.0);
+            queue.stats.dropped(DropReason::NoFreeBurstBuffers, 1);
+            return;
+        }
+        let burst = self.pending.as_mut().expect("started above");
+        burst.push_frame(frame, flow_id, stamp);
         if burst.is_full() {
             self.hand_over(queue);
         }

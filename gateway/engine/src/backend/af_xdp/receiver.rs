@@ -165,11 +165,11 @@ impl Receiver {
                 target.stats.dropped(DropReason::NoFreePacketBuffers, 1);
                 continue;
             };
-            let mut slot = PacketSlot::single(token, desc.len, flow_id);
-            slot.set_segment_offset(0, offset as u16);
             if queue == arrival {
-                self.assembler.push(target, slot, &port.regions);
+                self.assembler.push_frame(target, (token, offset as u16, desc.len), flow_id, None, &port.regions);
             } else {
+                let mut slot = PacketSlot::single(token, desc.len, flow_id);
+                slot.set_segment_offset(0, offset as u16);
                 self.inboxes.of(queue).post(target, slot, &port.regions);
             }
         }

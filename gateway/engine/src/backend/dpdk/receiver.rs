@@ -91,9 +91,14 @@ impl Receiver {
                 landed.release(rx, &port.regions);
                 continue;
             };
-            let mut slot = landed.into_slot(steered.flow_id);
-            slot.set_rx_timestamp(packet.timestamp);
-            self.assembler.push(rx, slot, &port.regions);
+            match landed.tail {
+                None => self.assembler.push_frame(rx, landed.head, steered.flow_id, packet.timestamp, &port.regions),
+                Some(_) => {
+                    let mut slot = landed.into_slot(steered.flow_id);
+                    slot.set_rx_timestamp(packet.timestamp);
+                    self.assembler.push(rx, slot, &port.regions);
+                }
+            }
         }
     }
 }
