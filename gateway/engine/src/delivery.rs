@@ -85,15 +85,22 @@ impl<'p> Steer<'p> {
     }
 
     /// Steers a packet that a device below us marked with `flow_id` (an
-    /// rte_flow MARK): that flow's rule, else by its headers.
+    /// rte_flow MARK): that flow's rule, else by its headers, which `frame`
+    /// finds only when a rule needs them.
     #[inline]
-    pub(crate) fn marked(&mut self, flow_id: Option<u32>, frame: &[u8], len: u32) -> Option<Steered> {
+    pub(crate) fn marked<'f>(
+        &mut self,
+        flow_id: Option<u32>,
+        frame: impl FnOnce() -> &'f [u8],
+        len: u32,
+    ) -> Option<Steered> {
         match flow_id.and_then(|id| self.flows.rule_of(id)) {
             Some(rule) => {
                 let queue = self.flows.rules[rule].queues().first().copied().unwrap_or(0);
                 self.decide(Steering::Flow { rule, queue }, len)
             }
-            None => self.frame(frame, len),
+            None if self.dropping || self.unread => self.decide(Steering::Default { queue: 0 }, len),
+            None => self.frame(frame(), len),
         }
     }
 

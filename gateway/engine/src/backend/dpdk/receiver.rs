@@ -86,7 +86,7 @@ impl Receiver {
             };
             let (token, offset, len) = &landed.head;
             let headers =
-                &port.regions.get(rx.segment_regions[0]).bytes(token)[usize::from(*offset)..][..*len as usize];
+                || &port.regions.get(rx.segment_regions[0]).bytes(token)[usize::from(*offset)..][..*len as usize];
             let Some(steered) = steer.marked(packet.mark, headers, landed.len()) else {
                 landed.release(rx, &port.regions);
                 continue;
