@@ -16,7 +16,7 @@
 use crate::model::{
     ActionType, BitField, CpuCore, DaqiriBody, DaqiriSection, EngineConfig, EngineKind, Flow, FlowAction, FlowMatch,
     Interface, Loopback, MemoryKind, MemoryRegion, PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod,
-    ReorderType, RxConfig, SeqPacketsPerBatch, SocketConfig, SocketMode, StreamType, TxConfig,
+    ReorderType, RxConfig, SeqPacketsPerBatch, SocketConfig, SocketMode, StreamType, TxConfig, TxOffload,
 };
 use crate::{Report, ValidConfig};
 
@@ -89,6 +89,18 @@ impl QueueBuilder {
         self.0.cpu_core = None;
         self.0.batch_size = None;
         self.0.timeout_us = None;
+        self
+    }
+
+    /// `busy_poll_us` (AF_XDP RX).
+    pub fn busy_poll_us(mut self, us: u32) -> Self {
+        self.0.busy_poll_us = Some(us);
+        self
+    }
+
+    /// TX `offloads`.
+    pub fn offloads(mut self, offloads: &[TxOffload]) -> Self {
+        self.0.offloads = offloads.to_vec();
         self
     }
 

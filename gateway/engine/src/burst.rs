@@ -525,6 +525,7 @@ impl Burst {
     /// [`PacketSlot`] is a hundred bytes, and moving one per packet through
     /// the stack cost more than the rest of a DPDK receive.
     #[inline]
+    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
     pub(crate) fn push_frame(
         &mut self,
         (token, offset, len): (BufToken, u16, u32),

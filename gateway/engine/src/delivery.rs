@@ -88,6 +88,7 @@ impl<'p> Steer<'p> {
     /// rte_flow MARK): that flow's rule, else by its headers, which `frame`
     /// finds only when a rule needs them.
     #[inline]
+    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
     pub(crate) fn marked<'f>(
         &mut self,
         flow_id: Option<u32>,
@@ -224,6 +225,7 @@ impl Assembler {
     /// length) as [`push`](Self::push) does, without building a slot where
     /// no reorder plan needs one: the raw backends' hot path.
     #[inline]
+    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
     pub(crate) fn push_frame(
         &mut self,
         queue: &Queue,

@@ -10,29 +10,20 @@ use daqiri::{Burst, Engine, Status};
 
 mod common;
 use common::{free_udp_port, udp_server};
+use daqiri_config::model::{ActionType, EngineConfig, FlowAction, MemoryAccess, MemoryKind, ReorderType, TxOffload};
+use daqiri_config::testing::{TestConfig, rx, tx};
 
-const LOOPBACK: &str = r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    loopback: sw
-    memory_regions:
-    - { name: mem, kind: host, num_bufs: 64, buf_size: 2048 }
-    interfaces:
-    - name: lo
-      address: loopback
-      tx:
-        queues:
-        - { name: t0, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [mem] }
-      rx:
-        queues:
-        - { name: r0, id: 0, cpu_core: 0, batch_size: 1, memory_regions: [mem] }
-"#;
+/// A software loop: TX queue `t0` (batches of 8) comes back on RX queue
+/// `r0`, both on core 0 over 64 buffers of region `mem`.
+fn looped() -> TestConfig {
+    TestConfig::loopback().region("mem", 64, 2048).tx_queue(tx(0, "mem").batch(8)).rx_queue(rx(0, "mem").named("r0"))
+}
 
-fn edit(base: &str, from: &str, to: &str) -> String {
-    assert!(base.contains(from), "fixture lacks {from:?}");
-    base.replacen(from, to, 1)
+/// [`looped`] with a change no builder method covers.
+fn edited(change: impl FnOnce(&mut EngineConfig)) -> String {
+    let mut config = looped();
+    change(config.model_mut());
+    config.yaml()
 }
 
 fn refusal(yaml: &str) -> daqiri::Error {
@@ -41,41 +32,50 @@ fn refusal(yaml: &str) -> daqiri::Error {
 
 #[test]
 fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
-    let rx = "      rx:\n        queues:\n";
+    fn rx(config: &mut EngineConfig) -> &mut daqiri_config::model::RxConfig {
+        config.interfaces[0].rx.as_mut().unwrap()
+    }
+    let queue_flow = |actions: Vec<FlowAction>| {
+        let mut flow = looped().udp_flow(1, 0, 1).model_mut().interfaces[0].rx.as_ref().unwrap().flows[0].clone();
+        flow.action = None;
+        flow.actions = Some(actions);
+        flow.matches = None;
+        flow
+    };
+    let action = |kind: ActionType| FlowAction {
+        kind,
+        id: (kind == ActionType::Queue).then_some(0),
+        ids: None,
+        vlan_id: None,
+        pcp: None,
+        dei: None,
+        ethertype: None,
+        tunnel: None,
+    };
+    let gpu_plan = {
+        let mut config = looped().region_of("out", MemoryKind::Device, 4, 4096).udp_flow(1, 0, 1);
+        config = config.cpu_reorder("p", &[1], "out", 0, 1);
+        let rx = config.model_mut().interfaces[0].rx.as_mut().unwrap();
+        rx.reorder_configs[0].reorder_type = ReorderType::Gpu;
+        rx.queues[0].memory_regions = vec!["out".into()];
+        config.yaml()
+    };
     let cases = [
+        (edited(|c| rx(c).hardware_timestamps = true), "daqiri.cfg.interfaces[0].rx.hardware_timestamps"),
         (
-            edit(LOOPBACK, rx, "      rx:\n        hardware_timestamps: true\n        queues:\n"),
-            "daqiri.cfg.interfaces[0].rx.hardware_timestamps",
-        ),
-        (
-            edit(LOOPBACK, "      tx:\n        queues:\n", "      tx:\n        accurate_send: true\n        queues:\n"),
+            edited(|c| c.interfaces[0].tx.as_mut().unwrap().accurate_send = true),
             "daqiri.cfg.interfaces[0].tx.accurate_send",
         ),
+        (gpu_plan, "daqiri.cfg.interfaces[0].rx.reorder_configs[0].reorder_type"),
         (
-            edit(
-                LOOPBACK,
-                "batch_size: 1, memory_regions: [mem] }\n",
-                "batch_size: 1, memory_regions: [out] }\n        flows:\n        - { name: f, id: 1, action: { type: queue, id: 0 } }\n        reorder_configs:\n        - { name: p, reorder_type: gpu, memory_region: out, flow_ids: [1], method: { seq_packets_per_batch: { sequence_number: { bit_offset: 0, bit_width: 8 }, packets_per_batch: 1 } } }\n",
-            )
-            .replace("    interfaces:", "    - { name: out, kind: device, num_bufs: 4, buf_size: 4096 }\n    interfaces:"),
-            "daqiri.cfg.interfaces[0].rx.reorder_configs[0].reorder_type",
-        ),
-        (
-            edit(LOOPBACK, "kind: host,", "kind: host, access: [local, rdma_write],"),
+            edited(|c| c.memory_regions[0].access = vec![MemoryAccess::Local, MemoryAccess::RdmaWrite]),
             "daqiri.cfg.memory_regions[0].access",
         ),
         (
-            edit(
-                LOOPBACK,
-                "batch_size: 1, memory_regions: [mem] }\n",
-                "batch_size: 1, memory_regions: [mem] }\n        flows:\n        - { name: f, id: 1, actions: [{ type: vlan_pop }, { type: queue, id: 0 }] }\n",
-            ),
+            edited(|c| rx(c).flows = vec![queue_flow(vec![action(ActionType::VlanPop), action(ActionType::Queue)])]),
             "daqiri.cfg.interfaces[0].rx.flows[0].actions[0]",
         ),
-        (
-            edit(LOOPBACK, "batch_size: 1, memory_regions: [mem] }", "batch_size: 1, busy_poll_us: 50, memory_regions: [mem] }"),
-            "daqiri.cfg.interfaces[0].rx.queues[0].busy_poll_us",
-        ),
+        (edited(|c| rx(c).queues[0].busy_poll_us = Some(50)), "daqiri.cfg.interfaces[0].rx.queues[0].busy_poll_us"),
     ];
     for (yaml, path) in cases {
         let err = refusal(&yaml);
@@ -86,7 +86,11 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
 
 #[test]
 fn the_software_loop_fills_its_port_mac_for_tx_eth_src() {
-    let yaml = edit(LOOPBACK, "batch_size: 8, memory_regions", "batch_size: 8, offloads: [tx_eth_src], memory_regions");
+    let yaml = TestConfig::loopback()
+        .region("mem", 64, 2048)
+        .tx_queue(tx(0, "mem").batch(8).offloads(&[TxOffload::TxEthSrc]))
+        .rx_queue(rx(0, "mem"))
+        .yaml();
     let engine = Engine::from_yaml(&yaml).unwrap();
     let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
     burst.packet_mut(0).write(&[0xee; 60]).unwrap();
@@ -105,8 +109,7 @@ fn the_software_loop_fills_its_port_mac_for_tx_eth_src() {
 
 #[test]
 fn check_lists_the_refused_keys_as_warnings() {
-    let yaml =
-        edit(LOOPBACK, "      tx:\n        queues:\n", "      tx:\n        accurate_send: true\n        queues:\n");
+    let yaml = edited(|c| c.interfaces[0].tx.as_mut().unwrap().accurate_send = true);
     let valid = daqiri::config::Document::parse(&yaml).unwrap().validate().unwrap();
     let warnings = daqiri::preflight::host_warnings(&valid);
     assert!(warnings.iter().any(|w| w.path == "daqiri.cfg.interfaces[0].tx.accurate_send"), "{warnings:?}");
@@ -114,8 +117,8 @@ fn check_lists_the_refused_keys_as_warnings() {
 
 #[test]
 fn a_burst_of_another_engine_is_refused_and_handed_back() {
-    let first = Engine::from_yaml(LOOPBACK).unwrap();
-    let second = Engine::from_yaml(LOOPBACK).unwrap();
+    let first = Engine::from_yaml(&looped().yaml()).unwrap();
+    let second = Engine::from_yaml(&looped().yaml()).unwrap();
     let mut burst = first.get_tx_packet_burst(0, 0, 1).unwrap();
     burst.packet_mut(0).write(b"mine").unwrap();
     let refused = second.send_tx_burst(burst).expect_err("a foreign burst must be refused");
@@ -127,7 +130,7 @@ fn a_burst_of_another_engine_is_refused_and_handed_back() {
 
 #[test]
 fn burst_byte_total_follows_lengths_and_early_frees() {
-    let engine = Engine::from_yaml(LOOPBACK).unwrap();
+    let engine = Engine::from_yaml(&looped().yaml()).unwrap();
     let mut burst = engine.get_tx_packet_burst(0, 0, 3).unwrap();
     for (i, len) in [10usize, 20, 30].into_iter().enumerate() {
         burst.packet_mut(i).write(&vec![7; len]).unwrap();
@@ -153,27 +156,14 @@ fn resident_kib() -> u64 {
 /// this was 529 MiB resident besides the packet buffers; the target is a tenth.
 #[test]
 fn burst_metadata_of_a_10240_batch_queue_pair_stays_under_a_tenth_of_the_old_footprint() {
-    let yaml = r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    loopback: sw
-    memory_regions:
-    - { name: tx, kind: host, num_bufs: 51200, buf_size: 1064 }
-    - { name: rx, kind: host, num_bufs: 51200, buf_size: 1064 }
-    interfaces:
-    - name: lo
-      address: loopback
-      tx:
-        queues:
-        - { name: t0, id: 0, batch_size: 10240, cpu_core: 0, timeout_us: 1000, memory_regions: [tx] }
-      rx:
-        queues:
-        - { name: r0, id: 0, batch_size: 10240, cpu_core: 0, timeout_us: 1000, memory_regions: [rx] }
-"#;
+    let yaml = TestConfig::loopback()
+        .region("tx", 51200, 1064)
+        .region("rx", 51200, 1064)
+        .tx_queue(tx(0, "tx").batch(10240).timeout_us(1000))
+        .rx_queue(rx(0, "rx").batch(10240).timeout_us(1000))
+        .yaml();
     let before = resident_kib();
-    let engine = Engine::from_yaml(yaml).unwrap();
+    let engine = Engine::from_yaml(&yaml).unwrap();
     // Traffic through both queues, so metadata that is used is resident too.
     for _ in 0..4 {
         let mut burst = engine.get_tx_packet_burst(0, 0, 10240).unwrap();
@@ -220,7 +210,7 @@ fn thread_names() -> Vec<String> {
 #[test]
 fn direct_udp_queue_receives_on_the_callers_thread_in_order() {
     let port = free_udp_port();
-    let engine = Engine::from_yaml(&udp_server(port, "poll_mode: direct,", 8192)).unwrap();
+    let engine = Engine::from_yaml(&udp_server(port, rx(0, "mem").direct(), 8192).yaml()).unwrap();
     assert!(!thread_names().iter().any(|n| n.starts_with("rx-server")), "direct mode starts no RX worker");
     let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
     for i in 0..3000u32 {
@@ -234,7 +224,7 @@ fn direct_udp_queue_receives_on_the_callers_thread_in_order() {
 
 #[test]
 fn direct_polling_is_refused_on_tcp_by_path() {
-    let yaml = udp_server(free_udp_port(), "poll_mode: direct,", 8192).replace("udp://", "tcp://");
+    let yaml = TestConfig::tcp_server(free_udp_port()).region("mem", 8192, 2048).rx_queue(rx(0, "mem").direct()).yaml();
     let err = refusal(&yaml);
     assert_eq!(err.status, Status::NotSupported);
     assert!(err.message.contains("daqiri.cfg.interfaces[0].rx.queues[0].poll_mode"), "{err}");
@@ -262,7 +252,7 @@ fn wait_for_connected_socket(local_port: u16, remote_ports: &[u16]) {
 #[test]
 fn udp_server_keeps_its_port_exclusive_and_every_peer_in_order_while_it_connects_the_first() {
     let port = free_udp_port();
-    let engine = Engine::from_yaml(&udp_server(port, "cpu_core: 0, batch_size: 8, timeout_us: 100,", 8192)).unwrap();
+    let engine = Engine::from_yaml(&udp_server(port, rx(0, "mem").batch(8).timeout_us(100), 8192).yaml()).unwrap();
     let first = UdpSocket::bind("127.0.0.1:0").unwrap();
     let second = UdpSocket::bind("127.0.0.1:0").unwrap();
     let (first_addr, second_addr) = (first.local_addr().unwrap(), second.local_addr().unwrap());
@@ -302,10 +292,7 @@ fn udp_server_keeps_its_port_exclusive_and_every_peer_in_order_while_it_connects
 #[test]
 fn not_ready_before_a_udp_server_hears_a_peer_and_after_shutdown() {
     let port = free_udp_port();
-    let yaml = udp_server(port, "cpu_core: 0, batch_size: 1, timeout_us: 100,", 8192).replace(
-        "      rx:\n",
-        "      tx:\n        queues:\n        - { name: t0, id: 0, cpu_core: 0, batch_size: 4, memory_regions: [mem] }\n      rx:\n",
-    );
+    let yaml = udp_server(port, rx(0, "mem").timeout_us(100), 8192).tx_queue(tx(0, "mem").batch(4)).yaml();
     let engine = Engine::from_yaml(&yaml).unwrap();
     let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
     burst.packet_mut(0).write(b"reply").unwrap();
@@ -326,8 +313,7 @@ fn not_ready_before_a_udp_server_hears_a_peer_and_after_shutdown() {
 
 #[test]
 fn engine_af_xdp_is_refused_by_a_build_without_the_backend() {
-    let yaml =
-        LOOPBACK.replace("    loopback: sw\n", "    engine: af_xdp\n").replace("address: loopback", "address: veth0");
+    let yaml = TestConfig::af_xdp("veth0").region("mem", 64, 2048).rx_queue(rx(0, "mem")).yaml();
     let err = refusal(&yaml);
     assert_eq!(err.status, Status::NotSupported, "{err}");
     assert!(err.message.contains("needs the af_xdp backend, which this build does not include"), "{err}");

@@ -11,6 +11,7 @@ use daqiri::{Burst, Engine};
 
 mod common;
 use common::{free_udp_port, udp_server};
+use daqiri_config::testing::rx;
 
 const CONFIG: &str = r#"
 daqiri:
@@ -135,7 +136,7 @@ fn raw_writes_one_file_per_packet_skipping_the_offset() {
 #[test]
 fn socket_datagrams_become_frames_that_tshark_dissects() {
     let port = free_udp_port();
-    let yaml = udp_server(port, "cpu_core: 0, batch_size: 6, timeout_us: 1000,", 256);
+    let yaml = udp_server(port, rx(0, "mem").batch(6).timeout_us(1000), 256).yaml();
     let engine = Engine::from_yaml(&yaml).unwrap();
     let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     for i in 0..6 {
