@@ -4,34 +4,30 @@ use std::time::{Duration, Instant};
 
 use daqiri::headers::UdpFrame;
 use daqiri::{Burst, DropReason, Engine, Status};
+use daqiri_config::model::{FlowMatch, MemoryKind, PortMatch};
+use daqiri_config::testing::{TestConfig, rx, tx};
 
-fn loopback(rx_batch: u32, timeout_us: u64, num_bufs: u32, extra_rx: &str) -> String {
-    format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    loopback: sw
-    tx_meta_buffers: 8
-    rx_meta_buffers: 16
-    memory_regions:
-    - {{ name: tx_mem, kind: host, num_bufs: {num_bufs}, buf_size: 2048 }}
-    - {{ name: rx_mem, kind: host, num_bufs: 1024, buf_size: 2048 }}
-    - {{ name: rx_hdr, kind: host, num_bufs: 1024, buf_size: 42 }}
-    interfaces:
-    - name: lo
-      address: loopback
-      tx:
-        queues:
-        - {{ name: t0, id: 0, cpu_core: 0, batch_size: 64, memory_regions: [tx_mem] }}
-      rx:
-        queues:
-        - {{ name: r0, id: 0, cpu_core: 0, batch_size: {rx_batch}, timeout_us: {timeout_us}, memory_regions: [rx_mem] }}
-        - {{ name: r1, id: 1, cpu_core: 0, batch_size: {rx_batch}, timeout_us: {timeout_us}, memory_regions: [rx_hdr, rx_mem] }}
-{extra_rx}
-"#
-    )
+/// A software loop: TX queue `t0` over `num_bufs` buffers, RX queues `r0`
+/// (one region) and `r1` (headers split from payload), few metadata entries.
+fn loopback(rx_batch: u32, timeout_us: u64, num_bufs: u32) -> TestConfig {
+    let mut config = TestConfig::loopback()
+        .rx_meta_buffers(16)
+        .region("tx_mem", num_bufs, 2048)
+        .region("rx_mem", 1024, 2048)
+        .region("rx_hdr", 1024, 42)
+        .tx_queue(tx(0, "tx_mem").batch(64))
+        .rx_queue(rx(0, "rx_mem").named("r0").batch(rx_batch).timeout_us(timeout_us))
+        .rx_queue(rx(1, "rx_hdr").split_into("rx_mem").named("r1").batch(rx_batch).timeout_us(timeout_us));
+    config.model_mut().tx_meta_buffers = Some(8);
+    config
+}
+
+fn start(config: &TestConfig) -> Engine {
+    Engine::from_yaml(&config.yaml()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn valid(config: &TestConfig) -> daqiri::config::ValidConfig {
+    config.validate().unwrap()
 }
 
 fn frame(src_port: u16, dst_port: u16) -> UdpFrame {
@@ -66,7 +62,7 @@ fn receive(engine: &Engine, queue: u16, within: Duration) -> Option<Burst> {
 
 #[test]
 fn pool_exhaustion_reports_no_free_packet_buffers_and_recovers() {
-    let engine = Engine::from_yaml(&loopback(1, 0, 100, "")).unwrap();
+    let engine = start(&loopback(1, 0, 100));
     let held = engine.get_tx_packet_burst(0, 0, 64).unwrap();
     let err = engine.get_tx_packet_burst(0, 0, 64).unwrap_err();
     assert_eq!(err.status, Status::NoFreePacketBuffers);
@@ -80,7 +76,7 @@ fn pool_exhaustion_reports_no_free_packet_buffers_and_recovers() {
 
 #[test]
 fn burst_metadata_exhaustion_reports_no_free_burst_buffers() {
-    let engine = Engine::from_yaml(&loopback(1, 0, 200, "")).unwrap();
+    let engine = start(&loopback(1, 0, 200));
     let held: Vec<Burst> = (0..8).map(|_| engine.get_tx_packet_burst(0, 0, 1).unwrap()).collect();
     assert_eq!(engine.get_tx_packet_burst(0, 0, 1).unwrap_err().status, Status::NoFreeBurstBuffers);
     drop(held);
@@ -89,7 +85,7 @@ fn burst_metadata_exhaustion_reports_no_free_burst_buffers() {
 
 #[test]
 fn timeout_delivers_a_partial_batch() {
-    let engine = Engine::from_yaml(&loopback(32, 2000, 200, "")).unwrap();
+    let engine = start(&loopback(32, 2000, 200));
     send(&engine, 5, 9, b"partial");
     let burst = receive(&engine, 0, Duration::from_secs(2)).expect("timeout_us must deliver the 5 packets");
     assert_eq!(burst.num_packets(), 5);
@@ -97,7 +93,7 @@ fn timeout_delivers_a_partial_batch() {
 
 #[test]
 fn zero_timeout_waits_for_a_full_batch() {
-    let engine = Engine::from_yaml(&loopback(8, 0, 200, "")).unwrap();
+    let engine = start(&loopback(8, 0, 200));
     send(&engine, 5, 9, b"x");
     assert!(receive(&engine, 0, Duration::from_millis(100)).is_none(), "no partial batch without timeout_us");
     send(&engine, 3, 9, b"x");
@@ -106,11 +102,8 @@ fn zero_timeout_waits_for_a_full_batch() {
 
 #[test]
 fn software_loopback_round_trips_and_steers_with_header_data_split() {
-    let flows = "        flow_isolation: true
-        flows:
-        - { name: a, id: 70, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }
-        - { name: b, id: 71, action: { type: queue, id: 1 }, match: { udp_dst: \"6000-6009\" } }";
-    let engine = Engine::from_yaml(&loopback(4, 1000, 200, flows)).unwrap();
+    let range = FlowMatch { udp_dst: Some(PortMatch { first: 6000, last: 6009 }), ..FlowMatch::default() };
+    let engine = start(&loopback(4, 1000, 200).isolated().udp_flow(70, 0, 5000).flow(71, &[1], range));
     let payload: Vec<u8> = (0..200u8).collect();
     send(&engine, 4, 5000, &payload);
     send(&engine, 4, 6005, &payload);
@@ -139,7 +132,7 @@ fn software_loopback_round_trips_and_steers_with_header_data_split() {
 
 #[test]
 fn partial_release_returns_single_buffers() {
-    let engine = Engine::from_yaml(&loopback(1, 0, 200, "")).unwrap();
+    let engine = start(&loopback(1, 0, 200));
     let mut burst = engine.get_tx_packet_burst(0, 0, 10).unwrap();
     burst.free_packet(3);
     assert!(burst.packet(3).is_freed());
@@ -150,7 +143,7 @@ fn partial_release_returns_single_buffers() {
 
 #[test]
 fn flush_and_drop_all_traffic() {
-    let engine = Engine::from_yaml(&loopback(1, 0, 200, "")).unwrap();
+    let engine = start(&loopback(1, 0, 200));
     engine.drop_all_traffic(0).unwrap();
     send(&engine, 3, 1, b"x");
     std::thread::sleep(Duration::from_millis(50));
@@ -170,17 +163,18 @@ fn flush_and_drop_all_traffic() {
 
 #[test]
 fn bad_calls_name_the_valid_choices() {
-    let engine = Engine::from_yaml(&loopback(1, 0, 200, "")).unwrap();
+    let engine = start(&loopback(1, 0, 200));
     assert!(engine.get_rx_burst(0, 9).unwrap_err().message.contains("valid: 0, 1"));
     assert!(engine.get_rx_burst(4, 0).unwrap_err().message.contains("port 4 does not exist"));
-    assert_eq!(engine.get_port_id("lo"), Some(0));
+    assert_eq!(engine.get_port_id("loop"), Some(0));
     assert_eq!(engine.get_port_id("nope"), None);
 }
 
 #[test]
 fn gpu_memory_without_cuda_fails_init_clearly() {
-    let yaml = loopback(1, 0, 200, "").replace("{ name: rx_mem, kind: host", "{ name: rx_mem, kind: device");
-    let err = Engine::from_yaml(&yaml).unwrap_err();
+    let mut config = loopback(1, 0, 200);
+    config.model_mut().memory_regions[1].kind = MemoryKind::Device;
+    let err = Engine::from_yaml(&config.yaml()).unwrap_err();
     assert_eq!(err.status, Status::NotSupported);
     assert!(err.message.contains("needs CUDA"), "{err}");
 }
@@ -188,9 +182,10 @@ fn gpu_memory_without_cuda_fails_init_clearly() {
 #[test]
 #[ignore = "needs reserved hugepages; tests/run.sh reserves them"]
 fn huge_regions_map_hugepages() {
-    let yaml = loopback(1, 0, 200, "").replace("{ name: rx_mem, kind: host", "{ name: rx_mem, kind: huge");
+    let mut config = loopback(1, 0, 200);
+    config.model_mut().memory_regions[1].kind = MemoryKind::Huge;
     let before = daqiri::HugepageInfo::read().expect("kernel reports hugepages");
-    let engine = Engine::from_yaml(&yaml).unwrap_or_else(|e| panic!("{e}"));
+    let engine = start(&config);
     let during = daqiri::HugepageInfo::read().unwrap();
     assert!(during.free < before.free, "the huge region must take hugepages ({} -> {})", before.free, during.free);
     send(&engine, 2, 1, b"huge");
@@ -200,19 +195,14 @@ fn huge_regions_map_hugepages() {
 
 #[test]
 fn flow_reload_swaps_steering_live_and_refuses_other_changes() {
-    let flows = |queue: u16, id: u32| {
-        format!(
-            "        flow_isolation: true\n        flows:\n        - {{ name: a, id: {id}, action: {{ type: queue, id: {queue} }}, match: {{ udp_dst: 5000 }} }}\n        - {{ name: keep, id: 9, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: 5001 }} }}"
-        )
-    };
-    let engine = Engine::from_yaml(&loopback(1, 0, 200, &flows(0, 70))).unwrap();
+    let flows = |queue: u16, id: u32| loopback(1, 0, 200).isolated().udp_flow(id, queue, 5000).udp_flow(9, 0, 5001);
+    let engine = start(&flows(0, 70));
     send(&engine, 1, 5001, b"kept");
     receive(&engine, 0, Duration::from_secs(2)).unwrap();
     send(&engine, 1, 5000, b"before");
     assert_eq!(receive(&engine, 0, Duration::from_secs(2)).unwrap().packet(0).flow_id(), Some(70));
 
-    let reloaded = daqiri::config::Document::parse(&loopback(1, 0, 200, &flows(1, 80))).unwrap().validate().unwrap();
-    engine.reload_flows(reloaded).unwrap();
+    engine.reload_flows(valid(&flows(1, 80))).unwrap();
     send(&engine, 1, 5000, b"after");
     assert_eq!(
         receive(&engine, 1, Duration::from_secs(2)).unwrap().packet(0).flow_id(),
@@ -222,9 +212,9 @@ fn flow_reload_swaps_steering_live_and_refuses_other_changes() {
     let keep = engine.stats().ports[0].flows.iter().find(|f| f.id == 9).unwrap().packets;
     assert_eq!(keep, 1, "an unchanged flow keeps its counters across the reload");
 
-    let other = loopback(1, 0, 200, &flows(1, 80))
-        .replace("{ name: r1, id: 1, cpu_core: 0, batch_size: 1,", "{ name: r1, id: 1, cpu_core: 0, batch_size: 2,");
-    let err = engine.reload_flows(daqiri::config::Document::parse(&other).unwrap().validate().unwrap()).unwrap_err();
+    let mut other = flows(1, 80);
+    other.model_mut().interfaces[0].rx.as_mut().unwrap().queues[1].batch_size = Some(2);
+    let err = engine.reload_flows(valid(&other)).unwrap_err();
     assert!(err.message.contains("daqiri.cfg.interfaces[0].rx.queues changed"), "{err}");
     assert!(
         engine.config().config().interfaces[0].rx_queues()[1].batch_size == Some(1),
@@ -234,8 +224,9 @@ fn flow_reload_swaps_steering_live_and_refuses_other_changes() {
 
 #[test]
 fn flows_added_at_runtime_steer_count_against_capacity_and_outlive_reloads() {
-    let base = "        dynamic_flow_capacity: 2\n        flow_isolation: true\n        flows:\n        - { name: a, id: 1, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }";
-    let engine = Engine::from_yaml(&loopback(1, 0, 200, base)).unwrap();
+    let mut base = loopback(1, 0, 200).isolated().udp_flow(1, 0, 5000);
+    base.model_mut().interfaces[0].rx.as_mut().unwrap().dynamic_flow_capacity = 2;
+    let engine = start(&base);
     let flow = |name: &str, id: u32, queue: u16, port: u16| -> daqiri::config::model::Flow {
         serde_yaml::from_str(&format!(
             "{{ name: {name}, id: {id}, action: {{ type: queue, id: {queue} }}, match: {{ udp_dst: {port} }} }}"
@@ -249,8 +240,8 @@ fn flows_added_at_runtime_steer_count_against_capacity_and_outlive_reloads() {
     send(&engine, 1, 6000, b"steered");
     assert_eq!(receive(&engine, 1, Duration::from_secs(2)).unwrap().packet(0).flow_id(), Some(2));
 
-    let clash = engine.add_flow(0, flow("a", 3, 0, 6001)).unwrap_err();
-    assert!(clash.message.contains("flow.name") && clash.message.contains("\"a\""), "{clash}");
+    let clash = engine.add_flow(0, flow("flow1", 3, 0, 6001)).unwrap_err();
+    assert!(clash.message.contains("flow.name") && clash.message.contains("\"flow1\""), "{clash}");
     let no_queue = engine.add_flow(0, flow("c", 3, 7, 6001)).unwrap_err();
     assert!(no_queue.message.contains("flow.action"), "a bad queue id is named: {no_queue}");
     engine.add_flow(0, flow("c", 3, 0, 6001)).unwrap();
@@ -259,13 +250,7 @@ fn flows_added_at_runtime_steer_count_against_capacity_and_outlive_reloads() {
     assert!(full.message.contains("dynamic_flow_capacity"), "{full}");
 
     // A flow reload keeps the runtime flows that still fit; one whose id the new config takes is removed.
-    let reloaded = base.replace(
-        "{ udp_dst: 5000 } }",
-        "{ udp_dst: 5000 } }\n        - { name: z, id: 3, action: { type: queue, id: 1 }, match: { udp_dst: 7000 } }",
-    );
-    engine
-        .reload_flows(daqiri::config::Document::parse(&loopback(1, 0, 200, &reloaded)).unwrap().validate().unwrap())
-        .unwrap();
+    engine.reload_flows(valid(&base.clone().udp_flow(3, 1, 7000))).unwrap();
     let kept: Vec<String> = engine.runtime_flows(0).unwrap().into_iter().map(|f| f.name).collect();
     assert_eq!(kept, ["b"]);
     let ids: Vec<u32> = engine.stats().ports[0].flows.iter().map(|f| f.id).collect();
@@ -283,7 +268,7 @@ fn flows_added_at_runtime_steer_count_against_capacity_and_outlive_reloads() {
 
 #[test]
 fn runtime_flows_need_a_dynamic_flow_capacity() {
-    let engine = Engine::from_yaml(&loopback(1, 0, 200, "")).unwrap();
+    let engine = start(&loopback(1, 0, 200));
     let flow: daqiri::config::model::Flow =
         serde_yaml::from_str("{ name: b, id: 2, action: { type: queue, id: 1 } }").unwrap();
     let err = engine.add_flow(0, flow).unwrap_err();
