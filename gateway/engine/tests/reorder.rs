@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use daqiri::headers::UdpFrame;
 use daqiri::reorder::MAX_OPEN_BATCHES;
 use daqiri::{Engine, PlanStats, flags};
+use daqiri_config::model::{DataTypes, Endianness, InputType, MemoryKind, OutputType, ReorderType};
+use daqiri_config::testing::{TestConfig, rx, tx};
 use proptest::prelude::*;
 
 mod common;
@@ -19,40 +21,31 @@ const DATA: usize = 16;
 /// Ethernet, IPv4 and UDP headers: the sequence number starts here.
 const HEADERS: usize = 42;
 
-fn loopback_plan(packets_per_batch: u16, timeout_us: u32, data_types: &str) -> String {
-    format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    loopback: sw
-    memory_regions:
-    - {{ name: tx, kind: host, num_bufs: 1024, buf_size: 256 }}
-    - {{ name: rx, kind: host, num_bufs: 1024, buf_size: 256 }}
-    - {{ name: out, kind: host, num_bufs: 64, buf_size: 65536 }}
-    interfaces:
-    - name: lo
-      address: loopback
-      tx: {{ queues: [{{ name: t, id: 0, cpu_core: 0, batch_size: 64, memory_regions: [tx] }}] }}
-      rx:
-        flow_isolation: true
-        queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: 64, timeout_us: {timeout_us}, memory_regions: [rx] }}]
-        flows:
-        - {{ name: samples, id: 7, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: 5000 }} }}
-        - {{ name: other, id: 8, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: 6000 }} }}
-        reorder_configs:
-        - name: plan
-          reorder_type: cpu
-          memory_region: out
-          payload_byte_offset: {offset}
-          flow_ids: [7]
-          {data_types}
-          method: {{ seq_packets_per_batch: {{ sequence_number: {{ bit_offset: {bit}, bit_width: 16 }}, packets_per_batch: {packets_per_batch} }} }}
-"#,
-        offset = HEADERS + 2,
-        bit = HEADERS * 8,
-    )
+/// A software loop whose RX queue `r` isolates flows 7 (UDP port 5000,
+/// reordered by plan `plan` into region `out`) and 8 (port 6000): a 16-bit
+/// sequence number right after the headers, `packets_per_batch` packets a
+/// batch, converted as `data_types` says.
+fn loopback_plan(packets_per_batch: u16, timeout_us: u32, data_types: Option<DataTypes>) -> TestConfig {
+    let mut config = TestConfig::loopback()
+        .region("tx", 1024, 256)
+        .region("rx", 1024, 256)
+        .region("out", 64, 65536)
+        .tx_queue(tx(0, "tx").batch(64))
+        .rx_queue(rx(0, "rx").named("r").batch(64).timeout_us(u64::from(timeout_us)))
+        .isolated()
+        .udp_flow(7, 0, 5000)
+        .udp_flow(8, 0, 6000)
+        .cpu_reorder("plan", &[7], "out", HEADERS as u32, u32::from(packets_per_batch));
+    let plan = &mut config.model_mut().interfaces[0].rx.as_mut().unwrap().reorder_configs[0];
+    let sequence = plan.method.seq_packets_per_batch.as_mut().unwrap();
+    sequence.sequence_number.bit_width = 16;
+    plan.payload_byte_offset = (HEADERS + 2) as u32;
+    plan.data_types = data_types;
+    config
+}
+
+fn start(config: &TestConfig) -> Engine {
+    Engine::from_yaml(&config.yaml()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// What a packet with sequence number `seq` carries after it.
@@ -259,7 +252,7 @@ proptest! {
     #[test]
     fn shuffled_lossy_streams_reorder_as_the_model_says(stream in streams()) {
         let order = stream.order();
-        let engine = Engine::from_yaml(&loopback_plan(stream.packets_per_batch, 0, "")).unwrap();
+        let engine = start(&loopback_plan(stream.packets_per_batch, 0, None));
         send_payloads(&engine, 5000, &order.iter().map(|&seq| sequenced(seq)).collect::<Vec<_>>());
         let got = aggregates_after_stop(&engine);
         let mut model = Model::new(stream.packets_per_batch);
@@ -276,7 +269,7 @@ proptest! {
 
 #[test]
 fn a_lost_packet_times_its_batch_out_zero_filled_and_other_flows_pass_through() {
-    let engine = Engine::from_yaml(&loopback_plan(8, 2000, "")).unwrap();
+    let engine = start(&loopback_plan(8, 2000, None));
     // Batch 1 (sequence numbers 8..16) without 11, newest first.
     let payloads: Vec<Vec<u8>> = (8..16).rev().filter(|&s| s != 11).map(sequenced).collect();
     send_payloads(&engine, 5000, &payloads);
@@ -306,12 +299,9 @@ fn a_lost_packet_times_its_batch_out_zero_filled_and_other_flows_pass_through() 
 #[test]
 fn conversion_applies_to_each_slot_in_place() {
     // Each packet carries 8 int16 samples in network order; the aggregate holds them as fp32.
-    let engine = Engine::from_yaml(&loopback_plan(
-        4,
-        0,
-        "data_types: { input_type: int16, output_type: fp32, endianness: network }",
-    ))
-    .unwrap();
+    let types =
+        DataTypes { input_type: InputType::Int16, output_type: OutputType::Fp32, endianness: Endianness::Network };
+    let engine = start(&loopback_plan(4, 0, Some(types)));
     let sample = |seq: u16, j: u16| (i32::from(seq) * 1000 - 30_000 + i32::from(j) * 7) as i16;
     let payloads: Vec<Vec<u8>> = [2u16, 0, 3, 1]
         .iter()
@@ -332,7 +322,7 @@ fn conversion_applies_to_each_slot_in_place() {
 
 #[test]
 fn a_full_window_emits_its_oldest_batch_and_refuses_older_ones() {
-    let engine = Engine::from_yaml(&loopback_plan(4, 0, "")).unwrap();
+    let engine = start(&loopback_plan(4, 0, None));
     // One packet each of batches 10..=17 fills the window of 8.
     let mut order: Vec<u16> = (10..=17).map(|batch| batch * 4).collect();
     // Batch 9 is within 8 of the newest but older than every open batch: out of window.
@@ -407,13 +397,13 @@ fn upstream_sw_loopback_cpu_reorder_example_delivers_reordered_batches() {
 
 #[test]
 fn a_replay_names_what_it_cannot_run() {
-    let config = daqiri::config::Document::parse(&loopback_plan(4, 0, "")).unwrap().validate().unwrap();
+    let config = loopback_plan(4, 0, None).validate().unwrap();
     let err = daqiri::reorder::Replay::new(&config, "nope").unwrap_err();
     assert!(err.to_string().contains("no interface named \"nope\""), "{err}");
-    let gpu = loopback_plan(4, 0, "")
-        .replace("reorder_type: cpu", "reorder_type: gpu")
-        .replace("kind: host", "kind: host_pinned");
-    let config = daqiri::config::Document::parse(&gpu).unwrap().validate().unwrap();
-    let err = daqiri::reorder::Replay::new(&config, "lo").unwrap_err();
+    let mut gpu = loopback_plan(4, 0, None);
+    let model = gpu.model_mut();
+    model.interfaces[0].rx.as_mut().unwrap().reorder_configs[0].reorder_type = ReorderType::Gpu;
+    model.memory_regions.iter_mut().for_each(|r| r.kind = MemoryKind::HostPinned);
+    let err = daqiri::reorder::Replay::new(&gpu.validate().unwrap(), "loop").unwrap_err();
     assert!(err.to_string().contains("interfaces[0].rx.reorder_configs[0].reorder_type"), "{err}");
 }
