@@ -98,6 +98,12 @@ impl QueueBuilder {
         self
     }
 
+    /// TX `pacing_mbps`.
+    pub fn pacing_mbps(mut self, mbps: u64) -> Self {
+        self.0.pacing_mbps = Some(mbps);
+        self
+    }
+
     /// TX `offloads`.
     pub fn offloads(mut self, offloads: &[TxOffload]) -> Self {
         self.0.offloads = offloads.to_vec();
@@ -139,12 +145,30 @@ impl TestConfig {
         Self::socket_server(&format!("tcp://127.0.0.1:{port}"))
     }
 
+    /// A socket interface `client` sending to `udp://remote`.
+    pub fn udp_client(remote: std::net::SocketAddr) -> Self {
+        Self::socket_client(&format!("udp://{remote}"))
+    }
+
+    /// A socket interface `client` connecting to `tcp://remote`.
+    pub fn tcp_client(remote: std::net::SocketAddr) -> Self {
+        Self::socket_client(&format!("tcp://{remote}"))
+    }
+
+    fn socket_client(remote: &str) -> Self {
+        Self::socket("client", SocketMode::Client, None, Some(remote))
+    }
+
     fn socket_server(local: &str) -> Self {
-        let mut interface = Self::interface("server", "");
+        Self::socket("server", SocketMode::Server, Some(local), None)
+    }
+
+    fn socket(name: &str, mode: SocketMode, local: Option<&str>, remote: Option<&str>) -> Self {
+        let mut interface = Self::interface(name, "");
         interface.socket_config = Some(SocketConfig {
-            mode: SocketMode::Server,
-            local_addr: Some(local.to_owned()),
-            remote_addr: None,
+            mode,
+            local_addr: local.map(str::to_owned),
+            remote_addr: remote.map(str::to_owned),
             local_ip: None,
             local_port: None,
             remote_ip: None,
@@ -295,6 +319,24 @@ impl TestConfig {
             data_types: None,
             method,
         });
+        self
+    }
+
+    /// Appends `other`'s interfaces and regions (built the same way) to this
+    /// config: a server and its client in one engine.
+    pub fn and(mut self, other: TestConfig) -> Self {
+        self.config.interfaces.extend(other.config.interfaces);
+        for region in other.config.memory_regions {
+            if !self.config.memory_regions.iter().any(|r| r.name == region.name) {
+                self.config.memory_regions.push(region);
+            }
+        }
+        self
+    }
+
+    /// `tx_meta_buffers`.
+    pub fn tx_meta_buffers(mut self, entries: u32) -> Self {
+        self.config.tx_meta_buffers = Some(entries);
         self
     }
 

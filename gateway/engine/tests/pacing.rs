@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use daqiri::Engine;
 
 mod common;
+use daqiri_config::testing::{TestConfig, tx};
 
 const MBPS: u64 = 40;
 const PAYLOAD: usize = 1200;
@@ -18,23 +19,10 @@ fn a_paced_udp_queue_sends_within_two_percent_of_its_rate_over_five_seconds() {
     let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket2::SockRef::from(&receiver).set_recv_buffer_size(8 << 20).unwrap();
     receiver.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-    let yaml = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: mem, kind: host, num_bufs: 1024, buf_size: 2048 }}
-    interfaces:
-    - name: paced
-      socket_config: {{ mode: client, remote_addr: "udp://{}" }}
-      tx:
-        queues:
-        - {{ name: t0, id: 0, cpu_core: 0, batch_size: 32, pacing_mbps: {MBPS}, memory_regions: [mem] }}
-"#,
-        receiver.local_addr().unwrap()
-    );
+    let yaml = TestConfig::udp_client(receiver.local_addr().unwrap())
+        .region("mem", 1024, 2048)
+        .tx_queue(tx(0, "mem").batch(32).pacing_mbps(MBPS))
+        .yaml();
     let engine = Engine::from_yaml(&yaml).expect("pacing_mbps is honoured");
     let arrivals = std::thread::spawn(move || {
         let mut buffer = [0u8; 2048];

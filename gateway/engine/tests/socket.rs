@@ -7,31 +7,19 @@ use sha2::{Digest, Sha256};
 
 mod common;
 use common::{free_tcp_port, free_udp_port};
+use daqiri_config::testing::{TestConfig, rx, tx};
 
 #[test]
 fn udp_flows_steer_by_source_port_with_their_flow_id() {
     let (server, a, b, c) = (free_udp_port(), free_udp_port(), free_udp_port(), free_udp_port());
-    let yaml = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: mem, kind: host, num_bufs: 4096, buf_size: 2048 }}
-    interfaces:
-    - name: server
-      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{server}" }}
-      rx:
-        flow_isolation: true
-        queues:
-        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 16, timeout_us: 1000, memory_regions: [mem] }}
-        - {{ name: q1, id: 1, cpu_core: 0, batch_size: 16, timeout_us: 1000, memory_regions: [mem] }}
-        flows:
-        - {{ name: from_a, id: 100, action: {{ type: queue, id: 0 }}, match: {{ udp_src: {a} }} }}
-        - {{ name: from_b, id: 101, action: {{ type: queue, id: 1 }}, match: {{ udp_src: {b} }} }}
-"#
-    );
+    let yaml = TestConfig::udp_server(server)
+        .region("mem", 4096, 2048)
+        .rx_queue(rx(0, "mem").batch(16).timeout_us(1000))
+        .rx_queue(rx(1, "mem").batch(16).timeout_us(1000))
+        .isolated()
+        .udp_src_flow(100, 0, a)
+        .udp_src_flow(101, 1, b)
+        .yaml();
     let engine = Engine::from_yaml(&yaml).unwrap();
     let send_from = |port: u16, count: usize| {
         let sock = std::net::UdpSocket::bind(("127.0.0.1", port)).unwrap();
@@ -65,24 +53,12 @@ fn udp_client_tx_reaches_server_rx_through_gso_and_gro() {
     // server's GRO socket gets them coalesced and must hand out each datagram
     // in its own buffer, whatever the sizes, in order and intact.
     let server = free_udp_port();
-    let yaml = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    rx_meta_buffers: 4096
-    memory_regions:
-    - {{ name: mem, kind: host, num_bufs: 16384, buf_size: 20000 }}
-    interfaces:
-    - name: server
-      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{server}" }}
-      rx: {{ queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: 16, timeout_us: 500, memory_regions: [mem] }}] }}
-    - name: client
-      socket_config: {{ mode: client, remote_addr: "udp://127.0.0.1:{server}" }}
-      tx: {{ queues: [{{ name: t, id: 0, cpu_core: 0, batch_size: 64, memory_regions: [mem] }}] }}
-"#
-    );
+    let yaml = TestConfig::udp_server(server)
+        .rx_meta_buffers(4096)
+        .region("mem", 16384, 20000)
+        .rx_queue(rx(0, "mem").batch(16).timeout_us(500))
+        .and(TestConfig::udp_client(([127, 0, 0, 1], server).into()).tx_queue(tx(0, "mem").batch(64)))
+        .yaml();
     let engine = Engine::from_yaml(&yaml).unwrap();
     let client = engine.get_port_id("client").unwrap();
     let shapes: &[&[usize]] = &[&[8000; 4], &[100; 10], &[1500, 1500, 1500, 700], &[20000], &[64; 64], &[0, 5]];
@@ -170,26 +146,14 @@ fn tcp_queues_sharing_a_core_stream_on_one_worker_without_stalling() {
 fn stream_tcp(total: u64, rx_core: u32, tx_core: u32) -> Engine {
     const CHUNK: usize = 64 * 1024;
     let port = free_tcp_port();
-    let yaml = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    rx_meta_buffers: 64
-    tx_meta_buffers: 64
-    memory_regions:
-    - {{ name: rx_mem, kind: host, num_bufs: 512, buf_size: 65536 }}
-    - {{ name: tx_mem, kind: host, num_bufs: 512, buf_size: 65536 }}
-    interfaces:
-    - name: server
-      socket_config: {{ mode: server, local_addr: "tcp://127.0.0.1:{port}" }}
-      rx: {{ queues: [{{ name: r, id: 0, cpu_core: {rx_core}, batch_size: 16, timeout_us: 1000, memory_regions: [rx_mem] }}] }}
-    - name: client
-      socket_config: {{ mode: client, remote_addr: "tcp://127.0.0.1:{port}" }}
-      tx: {{ queues: [{{ name: t, id: 0, cpu_core: {tx_core}, batch_size: 16, memory_regions: [tx_mem] }}] }}
-"#
-    );
+    let yaml = TestConfig::tcp_server(port)
+        .rx_meta_buffers(64)
+        .tx_meta_buffers(64)
+        .region("rx_mem", 512, 65536)
+        .region("tx_mem", 512, 65536)
+        .rx_queue(rx(0, "rx_mem").core(rx_core).batch(16).timeout_us(1000))
+        .and(TestConfig::tcp_client(([127, 0, 0, 1], port).into()).tx_queue(tx(0, "tx_mem").core(tx_core).batch(16)))
+        .yaml();
     let engine = Engine::from_yaml(&yaml).unwrap();
     std::thread::scope(|scope| {
         let sender = scope.spawn(|| {
@@ -258,28 +222,12 @@ daqiri:
 fn socket_overflow_counts_datagrams_of_coalesced_runs() {
     const SENT: u64 = 320_000;
     let server = free_udp_port();
-    let yaml = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: rx, kind: host, num_bufs: 8192, buf_size: 2048 }}
-    - {{ name: tx, kind: host, num_bufs: 4096, buf_size: 2048 }}
-    interfaces:
-    - name: server
-      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{server}" }}
-      rx:
-        queues:
-        - {{ name: q0, id: 0, poll_mode: direct, memory_regions: [rx] }}
-    - name: sender
-      socket_config: {{ mode: client, remote_addr: "udp://127.0.0.1:{server}" }}
-      tx:
-        queues:
-        - {{ name: t0, id: 0, cpu_core: 0, batch_size: 32, memory_regions: [tx] }}
-"#
-    );
+    let yaml = TestConfig::udp_server(server)
+        .region("rx", 8192, 2048)
+        .region("tx", 4096, 2048)
+        .rx_queue(rx(0, "rx").direct())
+        .and(TestConfig::udp_client(([127, 0, 0, 1], server).into()).tx_queue(tx(0, "tx").batch(32)))
+        .yaml();
     let engine = Engine::from_yaml(&yaml).unwrap();
     let mut offered = 0;
     while offered < SENT {
@@ -328,20 +276,8 @@ daqiri:
 fn a_silent_tcp_connection_gives_way_to_a_waiting_one_but_is_kept_alone() {
     use std::io::{Read, Write};
     let port = free_tcp_port();
-    let yaml = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: rx_mem, kind: host, num_bufs: 64, buf_size: 2048 }}
-    interfaces:
-    - name: server
-      socket_config: {{ mode: server, local_addr: "tcp://127.0.0.1:{port}" }}
-      rx: {{ queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: 1, timeout_us: 1000, memory_regions: [rx_mem] }}] }}
-"#
-    );
+    let yaml =
+        TestConfig::tcp_server(port).region("rx_mem", 64, 2048).rx_queue(rx(0, "rx_mem").timeout_us(1000)).yaml();
     let engine = Engine::from_yaml(&yaml).unwrap();
     let received = |within: Duration| -> Vec<u8> {
         let deadline = Instant::now() + within;
@@ -370,7 +306,6 @@ daqiri:
 /// lands its flow's datagrams in the queue's own region, on its own core.
 #[test]
 fn a_udp_servers_queues_receive_in_their_own_regions_on_their_own_cores() {
-    use daqiri_config::testing::{TestConfig, rx};
     let server = free_udp_port();
     let (a, b) = (std::net::UdpSocket::bind("127.0.0.1:0").unwrap(), std::net::UdpSocket::bind("127.0.0.1:0").unwrap());
     let config = TestConfig::udp_server(server)
