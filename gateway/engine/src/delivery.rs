@@ -88,7 +88,7 @@ impl<'p> Steer<'p> {
     /// rte_flow MARK): that flow's rule, else by its headers, which `frame`
     /// finds only when a rule needs them.
     #[inline]
-    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn marked<'f>(
         &mut self,
         flow_id: Option<u32>,

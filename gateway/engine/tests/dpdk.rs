@@ -10,24 +10,25 @@ use daqiri::{DropReason, Engine};
 
 mod common;
 use common::veth::{Veth, udp_frame};
+use daqiri_config::model::{ActionType, Flow, FlowAction, FlowMatch, PortMatch, TxOffload};
+use daqiri_config::testing::{TestConfig, rx, tx};
 
 /// One RX queue on `net_null0`, which hands out a 64-byte frame on every
 /// poll slot: the engine's overhead alone.
-const NULL_DEVICE: &str = r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    master_core: 0
-    memory_regions:
-    - { name: rx_mem, kind: host, num_bufs: 16384, buf_size: 2048 }
-    interfaces:
-    - name: null_port
-      address: net_null0
-      rx:
-        queues:
-        - { name: q0, id: 0, cpu_core: 1, batch_size: 256, timeout_us: 1000, memory_regions: [rx_mem] }
-"#;
+fn null_device() -> TestConfig {
+    TestConfig::dpdk("net_null0")
+        .master_core(0)
+        .region("rx_mem", 16384, 2048)
+        .rx_queue(rx(0, "rx_mem").core(1).batch(256).timeout_us(1000))
+}
+
+fn start(config: &TestConfig) -> daqiri::Result<Engine> {
+    Engine::from_yaml(&config.yaml())
+}
+
+fn rx_of(config: &mut TestConfig) -> &mut daqiri_config::model::RxConfig {
+    config.model_mut().interfaces[0].rx.as_mut().unwrap()
+}
 
 /// Receives until `want` packets came in bursts; returns the bursts' sizes.
 fn receive(engine: &Engine, want: usize) -> Vec<usize> {
@@ -48,7 +49,7 @@ fn receive(engine: &Engine, want: usize) -> Vec<usize> {
 
 #[test]
 fn null_device_packets_arrive_in_region_buffers_and_go_back_on_drop() {
-    let engine = Engine::from_yaml(NULL_DEVICE).expect("the engine starts on net_null0");
+    let engine = start(&null_device()).expect("the engine starts on net_null0");
     let sizes = receive(&engine, 100_000);
     assert!(sizes.iter().all(|&n| n <= 256), "bursts respect batch_size: {:?}", &sizes[..8]);
     let stats = engine.stats();
@@ -58,16 +59,14 @@ fn null_device_packets_arrive_in_region_buffers_and_go_back_on_drop() {
     drop(engine);
 
     // A second engine in the same process: EAL is reused, the device comes back.
-    let engine = Engine::from_yaml(NULL_DEVICE).expect("a restarted engine gets net_null0 again");
+    let engine = start(&null_device()).expect("a restarted engine gets net_null0 again");
     receive(&engine, 10_000);
 }
 
 #[test]
 fn flow_isolation_drops_what_no_flow_matches_and_counts_it() {
     // net_null's frames are zeros: not IPv4, so no flow matches them.
-    let yaml = NULL_DEVICE.replace("      rx:\n", "      rx:\n        flow_isolation: true\n");
-    assert_ne!(yaml, NULL_DEVICE);
-    let engine = Engine::from_yaml(&yaml).expect("the engine starts on net_null0");
+    let engine = start(&null_device().isolated()).expect("the engine starts on net_null0");
     let deadline = Instant::now() + Duration::from_secs(10);
     let dropped = || engine.stats().ports[0].rx_port_drops.drops(DropReason::UnmatchedFlow);
     while dropped() < 10_000 {
@@ -78,13 +77,13 @@ fn flow_isolation_drops_what_no_flow_matches_and_counts_it() {
 
 #[test]
 fn several_queues_receive_on_their_own_cores_and_flows_among_them_need_rte_flow() {
-    let two_queues = NULL_DEVICE.replace(
-        "cpu_core: 1, batch_size: 256, timeout_us: 1000, memory_regions: [rx_mem] }\n",
-        "cpu_core: 0, batch_size: 256, timeout_us: 1000, memory_regions: [rx_mem] }\n        - { name: q1, id: 1, cpu_core: 1, batch_size: 256, timeout_us: 1000, memory_regions: [rx_mem] }\n",
-    );
-    assert_ne!(two_queues, NULL_DEVICE);
+    let two_queues = TestConfig::dpdk("net_null0")
+        .master_core(0)
+        .region("rx_mem", 16384, 2048)
+        .rx_queue(rx(0, "rx_mem").core(0).batch(256).timeout_us(1000))
+        .rx_queue(rx(1, "rx_mem").core(1).batch(256).timeout_us(1000));
     // No flows: each queue receives what the device puts on it, on its own worker.
-    let engine = Engine::from_yaml(&two_queues).expect("two queues without flows need no rte_flow");
+    let engine = start(&two_queues).expect("two queues without flows need no rte_flow");
     let stats = engine.stats();
     let workers: Vec<_> = stats.ports[0].rx_queues.iter().map(|q| q.worker.clone().expect("a worker")).collect();
     assert_eq!((workers[0].core, workers[1].core), (Some(0), Some(1)), "{workers:?}");
@@ -102,19 +101,16 @@ fn several_queues_receive_on_their_own_cores_and_flows_among_them_need_rte_flow(
     drop(engine);
 
     // A flow among several queues needs the NIC's flow engine, which net_null lacks.
-    let with_flow = two_queues.replace(
-        "      rx:\n",
-        "      rx:\n        flows:\n        - { name: a, id: 5, action: { type: queue, id: 1 }, match: { udp_dst: 5000 } }\n",
-    );
-    let error = Engine::from_yaml(&with_flow).expect_err("steering among two queues needs rte_flow");
+    let with_flow = two_queues.udp_flow(5, 1, 5000);
+    let error = start(&with_flow).expect_err("steering among two queues needs rte_flow");
     assert_eq!(error.status, daqiri::Status::NotSupported);
     assert!(
-        error.message.contains("rx.flows of interface \"null_port\": the net_null PMD cannot program its flows"),
+        error.message.contains("rx.flows of interface \"port\": the net_null PMD cannot program its flows"),
         "{error}"
     );
 
     // The device was given back: the one-queue config starts again.
-    let engine = Engine::from_yaml(NULL_DEVICE).expect("net_null0 after a failed start");
+    let engine = start(&null_device()).expect("net_null0 after a failed start");
     receive(&engine, 1_000);
 }
 
@@ -161,31 +157,17 @@ fn af_packet_sockets_no_rx_queue_reads_are_refused_by_path() {
 fn receives_an_independent_senders_frames_over_veth(tag: &str, address: impl Fn(&str) -> String) {
     const PER_FLOW: u32 = 2_000;
     let veth = Veth::new(tag);
-    let yaml = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    master_core: 0
-    memory_regions:
-    - {{ name: rx_mem, kind: host, num_bufs: 8192, buf_size: 4096 }}
-    interfaces:
-    - name: veth_port
-      address: {}
-      rx:
-        flow_isolation: true
-        queues:
-        - {{ name: q0, id: 0, cpu_core: 1, batch_size: 64, timeout_us: 1000, memory_regions: [rx_mem] }}
-        flows:
-        - {{ name: a, id: 11, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: 5000 }} }}
-        - {{ name: b, id: 22, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: "6000-6009" }} }}
-"#,
-        address(&veth.receive)
-    );
+    let range = FlowMatch { udp_dst: Some(PortMatch { first: 6000, last: 6009 }), ..FlowMatch::default() };
+    let config = TestConfig::dpdk(&address(&veth.receive))
+        .master_core(0)
+        .region("rx_mem", 8192, 4096)
+        .rx_queue(rx(0, "rx_mem").core(1).batch(64).timeout_us(1000))
+        .isolated()
+        .udp_flow(11, 0, 5000)
+        .flow(22, &[0], range);
     // The PMD's ring holds every frame the test sends, so a poller delayed
     // by parallel tests loses none.
-    let engine = Engine::from_yaml(&yaml).expect("the engine starts on net_af_packet over veth");
+    let engine = start(&config).expect("the engine starts on net_af_packet over veth");
     let sender = veth.sender();
     let mut sent = std::collections::HashMap::new();
     for seq in 0..PER_FLOW {
@@ -236,31 +218,15 @@ daqiri:
 }
 
 /// `net_ring0` loops each TX queue back to the RX queue of the same index.
-fn ring_config(rx_region: &str) -> String {
-    format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    master_core: 0
-    memory_regions:
-    - {{ name: tx_mem, kind: host, num_bufs: 4096, buf_size: 2048 }}
-    - {{ name: rx_mem, kind: host, num_bufs: 4096, buf_size: 2048 }}
-    interfaces:
-    - name: ring_port
-      address: net_ring0
-      rx:
-        flow_isolation: true
-        queues:
-        - {{ name: rq, id: 0, cpu_core: 1, batch_size: 64, timeout_us: 200, memory_regions: [{rx_region}] }}
-        flows:
-        - {{ name: f, id: 3, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: 5000 }} }}
-      tx:
-        queues:
-        - {{ name: tq, id: 0, cpu_core: 1, batch_size: 64, offloads: [tx_eth_src], memory_regions: [tx_mem] }}
-"#
-    )
+fn ring_config(rx_region: &str) -> TestConfig {
+    TestConfig::dpdk("net_ring0")
+        .master_core(0)
+        .region("tx_mem", 4096, 2048)
+        .region("rx_mem", 4096, 2048)
+        .rx_queue(rx(0, rx_region).named("rq").core(1).batch(64).timeout_us(200))
+        .isolated()
+        .udp_flow(3, 0, 5000)
+        .tx_queue(tx(0, "tx_mem").named("tq").core(1).batch(64).offloads(&[TxOffload::TxEthSrc]))
 }
 
 #[test]
@@ -269,7 +235,7 @@ fn tx_comes_back_through_net_ring_across_two_engine_restarts() {
     // Separate regions (RX copies the TX pool's mbufs), one shared region
     // (zero-copy), separate again: each a new engine in this process.
     for rx_region in ["rx_mem", "tx_mem", "rx_mem"] {
-        let engine = Engine::from_yaml(&ring_config(rx_region)).expect("the engine starts on net_ring0");
+        let engine = start(&ring_config(rx_region)).expect("the engine starts on net_ring0");
         let mut expected = std::collections::BTreeMap::new();
         let mut received = 0u32;
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -330,9 +296,9 @@ fn ring_round_trip(engine: &Engine, dst: u16, count: usize) -> Vec<Option<u32>> 
 
 #[test]
 fn flows_added_at_runtime_steer_on_dpdk_and_a_refused_one_leaves_the_rules() {
-    let yaml = ring_config("rx_mem")
-        .replace("        flow_isolation: true\n", "        flow_isolation: true\n        dynamic_flow_capacity: 4\n");
-    let engine = Engine::from_yaml(&yaml).expect("the engine starts on net_ring0");
+    let mut config = ring_config("rx_mem");
+    rx_of(&mut config).dynamic_flow_capacity = 4;
+    let engine = start(&config).expect("the engine starts on net_ring0");
     assert!(ring_round_trip(&engine, 6000, 8).is_empty(), "no flow for 6000 yet: isolated");
 
     let flow = |text: &str| serde_yaml::from_str::<daqiri::config::model::Flow>(text).unwrap();
@@ -360,8 +326,10 @@ fn a_paced_tx_queue_keeps_its_rate_through_net_ring() {
     const MBPS: f64 = 40.0;
     const WINDOW: Duration = Duration::from_secs(5);
     // net_ring has no queue rate limit: the sender paces in software.
-    let yaml = ring_config("rx_mem").replace("offloads: [tx_eth_src],", "pacing_mbps: 40,");
-    let engine = Engine::from_yaml(&yaml).expect("the engine starts on net_ring0");
+    let mut config = ring_config("rx_mem");
+    let queue = &mut config.model_mut().interfaces[0].tx.as_mut().unwrap().queues[0];
+    (queue.offloads, queue.pacing_mbps) = (Vec::new(), Some(40));
+    let engine = start(&config).expect("the engine starts on net_ring0");
     let frame = udp_frame(1234, 5000, 0);
     let frame = [&frame[..], &[0u8; 1200][..]].concat();
     let (mut first, mut bytes) = (None::<Instant>, 0usize);
@@ -387,8 +355,9 @@ fn a_paced_tx_queue_keeps_its_rate_through_net_ring() {
 
 #[test]
 fn a_pool_below_one_and_a_half_rings_is_raised_to_three_as_daqiri_does() {
-    let small = NULL_DEVICE.replace("num_bufs: 16384", "num_bufs: 1000");
-    let valid = daqiri::config::Document::parse(&small).unwrap().validate().unwrap();
+    let mut small = null_device();
+    small.model_mut().memory_regions[0].num_bufs = 1000;
+    let valid = small.validate().unwrap();
     let warnings = daqiri::preflight::host_warnings(&valid);
     let raised = warnings
         .iter()
@@ -427,10 +396,10 @@ fn hardware_timestamps_come_from_the_pmd_and_a_pmd_without_them_is_named() {
     let path = std::env::temp_dir().join(format!("daqiri-stamps-{}.pcap", std::process::id()));
     let frames: Vec<Vec<u8>> = (0..20).map(|seq| udp_frame(1234, 5000, seq)).collect();
     pcap_file(&path, &frames, 1_700_000_000, 123_456);
-    let yaml = NULL_DEVICE
-        .replace("address: net_null0", &format!("address: net_pcap0,rx_pcap={}", path.display()))
-        .replace("      rx:\n", "      rx:\n        hardware_timestamps: true\n");
-    let engine = Engine::from_yaml(&yaml).expect("net_pcap stamps its packets");
+    let mut config = null_device();
+    config.model_mut().interfaces[0].address = format!("net_pcap0,rx_pcap={}", path.display());
+    rx_of(&mut config).hardware_timestamps = true;
+    let engine = start(&config).expect("net_pcap stamps its packets");
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut stamps = Vec::new();
     while stamps.len() < frames.len() && Instant::now() < deadline {
@@ -447,28 +416,42 @@ fn hardware_timestamps_come_from_the_pmd_and_a_pmd_without_them_is_named() {
     drop(engine);
     let _ = std::fs::remove_file(&path);
 
-    let stampless = NULL_DEVICE.replace("      rx:\n", "      rx:\n        hardware_timestamps: true\n");
-    let error = Engine::from_yaml(&stampless).expect_err("net_null has no timestamps");
+    let mut stampless = null_device();
+    rx_of(&mut stampless).hardware_timestamps = true;
+    let error = start(&stampless).expect_err("net_null has no timestamps");
     assert_eq!(error.status, daqiri::Status::NotSupported);
     assert!(error.message.contains("the net_null PMD") && error.message.contains("rx.hardware_timestamps"), "{error}");
 }
 
 #[test]
 fn tx_flows_become_egress_rules_or_fail_naming_the_pmd() {
-    let with_tx_flows = ring_config("rx_mem").replace(
-        "      tx:\n",
-        "      tx:\n        flows:\n        - { name: tag, id: 1, actions: [{ type: vlan_push, vlan_id: 100, pcp: 3 }], match: { udp_dst: 5000 } }\n",
-    );
-    let error = Engine::from_yaml(&with_tx_flows).expect_err("net_ring has no flow engine for egress rules");
+    let vlan_push = |dei: Option<u8>| FlowAction {
+        kind: ActionType::VlanPush,
+        id: None,
+        ids: None,
+        vlan_id: Some(100),
+        pcp: Some(3),
+        dei,
+        ethertype: None,
+        tunnel: None,
+    };
+    let tagged = |dei: Option<u8>| {
+        let mut config = ring_config("rx_mem");
+        let rx_flow = rx_of(&mut config).flows[0].clone();
+        let flow = Flow { name: "tag".into(), id: 1, action: None, actions: Some(vec![vlan_push(dei)]), ..rx_flow };
+        config.model_mut().interfaces[0].tx.as_mut().unwrap().flows.push(flow);
+        config
+    };
+    let with_tx_flows = tagged(None);
+    let error = start(&with_tx_flows).expect_err("net_ring has no flow engine for egress rules");
     assert_eq!(error.status, daqiri::Status::NotSupported, "{error}");
     assert!(error.message.contains("tx.flows \"tag\"") && error.message.contains("the net_ring PMD"), "{error}");
 
-    let dei = with_tx_flows.replace("pcp: 3 }", "pcp: 3, dei: 1 }");
-    let error = Engine::from_yaml(&dei).expect_err("rte_flow cannot set DEI");
+    let error = start(&tagged(Some(1))).expect_err("rte_flow cannot set DEI");
     assert!(error.message.contains("daqiri.cfg.interfaces[0].tx.flows[0].actions[0].dei"), "{error}");
 
     // The port was given back: the config without TX flows starts.
-    let engine = Engine::from_yaml(&ring_config("rx_mem")).expect("net_ring0 after a refused start");
+    let engine = start(&ring_config("rx_mem")).expect("net_ring0 after a refused start");
     assert_eq!(ring_round_trip(&engine, 5000, 8), vec![Some(3); 8]);
 }
 
@@ -477,13 +460,10 @@ fn a_chained_mbuf_arrives_whole_and_gives_every_segment_back() {
     // TX sends each packet as a chain: headers from `hdr`, payload from
     // `tx_mem`. The RX queue lands in `hdr` too, so the chain's head is one
     // of its own buffers: the whole chain must be copied, not its head kept.
-    let yaml = ring_config("hdr")
-        .replace(
-            "    - { name: rx_mem,",
-            "    - { name: hdr, kind: host, num_bufs: 4096, buf_size: 2048 }\n    - { name: rx_mem,",
-        )
-        .replace("memory_regions: [tx_mem] }", "memory_regions: [hdr, tx_mem] }");
-    let engine = Engine::from_yaml(&yaml).expect("the engine starts on net_ring0");
+    let mut config = ring_config("hdr").region("hdr", 4096, 2048);
+    config.model_mut().interfaces[0].tx.as_mut().unwrap().queues[0].memory_regions =
+        vec!["hdr".into(), "tx_mem".into()];
+    let engine = start(&config).expect("the engine starts on net_ring0");
     let frame = udp_frame(1234, 5000, 7);
     let (headers, payload) = frame.split_at(42);
     for _ in 0..4 {
@@ -515,18 +495,17 @@ fn a_chained_mbuf_arrives_whole_and_gives_every_segment_back() {
 
 #[test]
 fn header_data_split_needs_a_pmd_with_buffer_split_and_names_the_one_without() {
-    let split = NULL_DEVICE
-        .replace(
-            "    interfaces:",
-            "    - { name: hdr_mem, kind: host, num_bufs: 16384, buf_size: 256 }\n    interfaces:",
-        )
-        .replace("memory_regions: [rx_mem] }", "memory_regions: [hdr_mem, rx_mem] }");
-    let error = Engine::from_yaml(&split).expect_err("net_null has no buffer split");
+    let split = TestConfig::dpdk("net_null0")
+        .master_core(0)
+        .region("rx_mem", 16384, 2048)
+        .region("hdr_mem", 16384, 256)
+        .rx_queue(rx(0, "hdr_mem").split_into("rx_mem").core(1).batch(256).timeout_us(1000));
+    let error = start(&split).expect_err("net_null has no buffer split");
     assert_eq!(error.status, daqiri::Status::NotSupported, "{error}");
     assert!(
         error.message.contains("the net_null PMD has none (RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT)"),
         "the PMD is named: {error}"
     );
-    let engine = Engine::from_yaml(NULL_DEVICE).expect("net_null0 after a refused start");
+    let engine = start(&null_device()).expect("net_null0 after a refused start");
     receive(&engine, 1_000);
 }

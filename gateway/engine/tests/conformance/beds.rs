@@ -346,25 +346,32 @@ mod raw {
         kind: RawKind,
     }
 
+    // Each build with one raw backend constructs only its own kinds.
     #[derive(Clone, Copy)]
     enum RawKind {
+        #[cfg_attr(not(feature = "af_xdp"), allow(dead_code))]
         AfXdp,
+        #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
         DpdkAfPacket,
+        #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
         DpdkAfXdp,
     }
 
     impl VethBed {
         /// Our AF_XDP backend on a veth of `queues` queues.
+        #[cfg_attr(not(feature = "af_xdp"), allow(dead_code))]
         pub fn af_xdp(tag: &str, queues: u32) -> Self {
             Self { veth: Veth::quiet(tag, queues), kind: RawKind::AfXdp }
         }
 
         /// DPDK's `net_af_packet` on a veth of `queues` queues.
+        #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
         pub fn dpdk_af_packet(tag: &str, queues: u32) -> Self {
             Self { veth: Veth::quiet(tag, queues), kind: RawKind::DpdkAfPacket }
         }
 
         /// DPDK's `net_af_xdp` on a veth of `queues` queues.
+        #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
         pub fn dpdk_af_xdp(tag: &str, queues: u32) -> Self {
             Self { veth: Veth::quiet(tag, queues), kind: RawKind::DpdkAfXdp }
         }
