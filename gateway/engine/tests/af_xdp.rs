@@ -13,48 +13,46 @@ use daqiri::{DropReason, Engine, Status};
 
 mod common;
 use common::veth::{RawSocket, Veth, mac_of, udp_frame_to};
+use daqiri_config::model::{FlowMatch, PortMatch};
+use daqiri_config::testing::{TestConfig, rx, tx};
 
 const ROOT: &str = "needs root for veth pairs and XDP; tests/run.sh runs it";
 
-fn config(netdev: &str, rx_queues: u16, isolation: bool, flows: &str) -> String {
-    let queues: String = (0..rx_queues)
-        .map(|i| {
-            format!(
-                "        - {{ name: q{i}, id: {i}, cpu_core: 1, batch_size: 64, timeout_us: 500, memory_regions: [rx_mem] }}\n"
-            )
-        })
-        .collect();
-    format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    engine: af_xdp
-    master_core: 0
-    memory_regions:
-    - {{ name: rx_mem, kind: host, num_bufs: 16384, buf_size: 2048 }}
-    interfaces:
-    - name: xdp_port
-      address: {netdev}
-      rx:
-        flow_isolation: {isolation}
-        queues:
-{queues}        flows:
-{flows}"#
-    )
+/// Our AF_XDP backend on `netdev`, `rx_queues` RX queues on core 1 over
+/// one region, steered by `flows`.
+fn config(netdev: &str, rx_queues: u16, isolation: bool, flows: fn(TestConfig) -> TestConfig) -> TestConfig {
+    let mut config = (0..rx_queues)
+        .fold(TestConfig::af_xdp(netdev).master_core(0).region("rx_mem", 16384, 2048), |config, i| {
+            config.rx_queue(rx(i, "rx_mem").core(1).batch(64).timeout_us(500))
+        });
+    if isolation {
+        config = config.isolated();
+    }
+    flows(config)
 }
 
-/// An empty flow list, indented under `flows:`.
-const NO_FLOWS: &str = "          []\n";
+fn start(config: &TestConfig) -> daqiri::Result<Engine> {
+    Engine::from_yaml(&config.yaml())
+}
 
-/// Flow a alone: UDP destination 5000 to queue 0.
-const FLOW_A: &str = "        - { name: a, id: 11, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }\n";
+fn no_flows(config: TestConfig) -> TestConfig {
+    config
+}
 
-const FLOWS: &str = r#"        - { name: a, id: 11, action: { type: queue, id: 0 }, match: { udp_dst: 5000 } }
-        - { name: b, id: 22, action: { type: queue, id: 1 }, match: { udp_dst: "6000-6009" } }
-        - { name: spread, id: 33, action: { type: queue, ids: [0, 1] }, match: { udp_dst: 7000 } }
-"#;
+/// Flow 11 alone: UDP destination 5000 to queue 0.
+fn flow_a(config: TestConfig) -> TestConfig {
+    config.udp_flow(11, 0, 5000)
+}
+
+/// Flow 11 to queue 0, 22 (ports 6000-6009) to queue 1, 33 (port 7000)
+/// spread over both.
+fn three_flows(config: TestConfig) -> TestConfig {
+    config.udp_flow(11, 0, 5000).flow(22, &[1], ports(6000, 6009)).flow(33, &[0, 1], ports(7000, 7000))
+}
+
+fn ports(first: u16, last: u16) -> FlowMatch {
+    FlowMatch { udp_dst: Some(PortMatch { first, last }), ..FlowMatch::default() }
+}
 
 fn frame(veth: &Veth, src_port: u16, dst_port: u16, seq: u32) -> Vec<u8> {
     udp_frame_to(veth.receive_mac(), [10, 203, 0, 1], [10, 203, 0, 2], src_port, dst_port, seq)
@@ -83,7 +81,7 @@ fn seq_of(frame: &[u8]) -> u32 {
 fn frames_reach_their_flows_queues_unchanged_and_rss_spreads_by_five_tuple() {
     let _ = ROOT;
     let veth = Veth::with_queues("xa", 2, true);
-    let engine = Engine::from_yaml(&config(&veth.receive, 2, false, FLOWS)).expect("the AF_XDP engine starts");
+    let engine = start(&config(&veth.receive, 2, false, three_flows)).expect("the AF_XDP engine starts");
     let link = engine.stats().ports[0].link.af_xdp.clone().expect("an AF_XDP port reports its link");
     assert_eq!(link.xdp_mode, "native", "veth runs XDP in its driver");
     assert_eq!(link.sockets.len(), 2);
@@ -151,7 +149,7 @@ fn frames_reach_their_flows_queues_unchanged_and_rss_spreads_by_five_tuple() {
     assert!(!veth.link_state().contains("prog/xdp"), "shutdown detaches the program: {}", veth.link_state());
     drop(engine);
     // A second engine on the same netdev starts: nothing was left attached or bound.
-    let again = Engine::from_yaml(&config(&veth.receive, 2, false, FLOWS)).expect("the netdev is free again");
+    let again = start(&config(&veth.receive, 2, false, three_flows)).expect("the netdev is free again");
     drop(again);
 }
 
@@ -159,7 +157,7 @@ fn frames_reach_their_flows_queues_unchanged_and_rss_spreads_by_five_tuple() {
 #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
 fn under_isolation_unmatched_frames_reach_a_kernel_socket_on_the_same_interface() {
     let veth = Veth::with_queues("xi", 1, true);
-    let engine = Engine::from_yaml(&config(&veth.receive, 1, true, FLOW_A)).expect("the AF_XDP engine starts");
+    let engine = start(&config(&veth.receive, 1, true, flow_a)).expect("the AF_XDP engine starts");
     let kernel = std::net::UdpSocket::bind((Veth::RECEIVE_IP, 9000)).expect("a kernel socket on the veth's address");
     kernel.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let sender = veth.sender();
@@ -185,9 +183,8 @@ fn under_isolation_unmatched_frames_reach_a_kernel_socket_on_the_same_interface(
 #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
 fn a_flow_reload_during_traffic_rewrites_the_maps_and_loses_nothing() {
     let veth = Veth::with_queues("xr", 2, true);
-    let before = FLOW_A;
-    let after = "        - { name: a, id: 11, action: { type: queue, id: 1 }, match: { udp_dst: 5000 } }\n        - { name: c, id: 44, action: { type: queue, id: 0 }, match: { udp_dst: 5001 } }\n";
-    let engine = Engine::from_yaml(&config(&veth.receive, 2, true, before)).expect("the AF_XDP engine starts");
+    let after: fn(TestConfig) -> TestConfig = |config| config.udp_flow(11, 1, 5000).udp_flow(44, 0, 5001);
+    let engine = start(&config(&veth.receive, 2, true, flow_a)).expect("the AF_XDP engine starts");
     let program_id = |state: &str| state.split_whitespace().skip_while(|w| *w != "id").nth(1).map(str::to_owned);
     let attached = program_id(&veth.link_state());
     const FRAMES: u32 = 20_000;
@@ -207,8 +204,7 @@ fn a_flow_reload_during_traffic_rewrites_the_maps_and_loses_nothing() {
         let deadline = Instant::now() + Duration::from_secs(20);
         while received.len() < FRAMES as usize && Instant::now() < deadline {
             if !reloaded && received.len() > FRAMES as usize / 3 {
-                let new =
-                    daqiri_config::Document::parse(&config(&veth.receive, 2, true, after)).unwrap().validate().unwrap();
+                let new = config(&veth.receive, 2, true, after).validate().unwrap();
                 engine.reload_flows(new).expect("a flow reload");
                 reloaded = true;
             }
@@ -244,25 +240,9 @@ fn a_flow_reload_during_traffic_rewrites_the_maps_and_loses_nothing() {
 #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
 fn tx_frames_leave_through_the_ring_and_their_buffers_come_back() {
     let veth = Veth::with_queues("xt", 1, false);
-    let yaml = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    engine: af_xdp
-    memory_regions:
-    - {{ name: tx_mem, kind: host, num_bufs: 1024, buf_size: 2048 }}
-    interfaces:
-    - name: xdp_tx
-      address: {}
-      tx:
-        queues:
-        - {{ name: t0, id: 0, cpu_core: 1, batch_size: 32, memory_regions: [tx_mem] }}
-"#,
-        veth.receive
-    );
-    let engine = Engine::from_yaml(&yaml).expect("an AF_XDP TX port starts");
+    let tx_port =
+        TestConfig::af_xdp(&veth.receive).region("tx_mem", 1024, 2048).tx_queue(tx(0, "tx_mem").core(1).batch(32));
+    let engine = start(&tx_port).expect("an AF_XDP TX port starts");
     let peer = RawSocket::on(&veth.send);
     let frames: Vec<Vec<u8>> =
         (0..200).map(|seq| udp_frame_to([2, 0, 0, 0, 0, 9], [10, 0, 0, 1], [10, 0, 0, 2], 1, 5000, seq)).collect();
@@ -295,7 +275,7 @@ daqiri:
 fn a_sigkilled_engine_leaves_no_program_and_the_next_start_succeeds() {
     if let Ok(netdev) = std::env::var("DAQIRI_AF_XDP_CHILD") {
         // The child: start, say so, and wait to be killed.
-        let _engine = Engine::from_yaml(&config(&netdev, 1, false, NO_FLOWS)).expect("the child's engine starts");
+        let _engine = start(&config(&netdev, 1, false, no_flows)).expect("the child's engine starts");
         println!("child-started");
         std::thread::sleep(Duration::from_secs(60));
         return;
@@ -328,7 +308,7 @@ fn a_sigkilled_engine_leaves_no_program_and_the_next_start_succeeds() {
         "the kernel detached the killed process's link: {}",
         veth.link_state()
     );
-    let engine = Engine::from_yaml(&config(&veth.receive, 1, false, NO_FLOWS)).expect("the next start succeeds");
+    let engine = start(&config(&veth.receive, 1, false, no_flows)).expect("the next start succeeds");
     assert!(veth.link_state().contains("prog/xdp"));
     drop(engine);
 }
@@ -337,12 +317,13 @@ fn a_sigkilled_engine_leaves_no_program_and_the_next_start_succeeds() {
 #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
 fn what_the_netdev_or_the_kernel_cannot_take_is_refused_by_name() {
     let veth = Veth::with_queues("xe", 1, false);
-    let err = Engine::from_yaml(&config(&veth.receive, 2, false, NO_FLOWS)).unwrap_err();
+    let err = start(&config(&veth.receive, 2, false, no_flows)).unwrap_err();
     assert_eq!(err.status, Status::InvalidParameter);
     assert!(err.message.contains("ethtool -L") && err.message.contains(&veth.receive), "{}", err.message);
 
-    let odd_frames = config(&veth.receive, 1, false, NO_FLOWS).replace("buf_size: 2048", "buf_size: 3000");
-    let err = Engine::from_yaml(&odd_frames).unwrap_err();
+    let mut odd_frames = config(&veth.receive, 1, false, no_flows);
+    odd_frames.model_mut().memory_regions[0].buf_size = 3000;
+    let err = start(&odd_frames).unwrap_err();
     assert_eq!(err.status, Status::NotSupported);
     assert!(
         err.message.contains("memory_regions[0].buf_size") && err.message.contains("2048 or 4096"),
@@ -350,7 +331,7 @@ fn what_the_netdev_or_the_kernel_cannot_take_is_refused_by_name() {
         err.message
     );
 
-    let err = Engine::from_yaml(&config("dq_no_such_dev", 1, false, NO_FLOWS)).unwrap_err();
+    let err = start(&config("dq_no_such_dev", 1, false, no_flows)).unwrap_err();
     assert!(err.message.contains("dq_no_such_dev") && err.message.contains("not found"), "{}", err.message);
     assert!(!veth.link_state().contains("prog/xdp"), "a refused start attaches nothing");
 }
@@ -361,8 +342,9 @@ fn a_small_region_keeps_its_fill_ring_fed_for_many_times_its_buffers() {
     // 128 buffers, so a ring of 64: thousands of frames cycle every buffer
     // through the fill ring many times, and one lost on the way starves it.
     let veth = Veth::with_queues("xf", 1, true);
-    let yaml = config(&veth.receive, 1, true, FLOW_A).replace("num_bufs: 16384", "num_bufs: 128");
-    let engine = Engine::from_yaml(&yaml).expect("the AF_XDP engine starts");
+    let mut small = config(&veth.receive, 1, true, flow_a);
+    small.model_mut().memory_regions[0].num_bufs = 128;
+    let engine = start(&small).expect("the AF_XDP engine starts");
     let sender = veth.sender();
     const FRAMES: u32 = 6_000;
     const ROUND: u32 = 16;
@@ -391,9 +373,9 @@ fn a_small_region_keeps_its_fill_ring_fed_for_many_times_its_buffers() {
 #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
 fn a_flow_added_at_runtime_steers_in_the_program_until_it_is_deleted() {
     let veth = Veth::with_queues("xd", 2, true);
-    let yaml = config(&veth.receive, 2, true, NO_FLOWS)
-        .replace("flow_isolation: true", "flow_isolation: true\n        dynamic_flow_capacity: 4");
-    let engine = Engine::from_yaml(&yaml).expect("the AF_XDP engine starts");
+    let mut dynamic = config(&veth.receive, 2, true, no_flows);
+    dynamic.model_mut().interfaces[0].rx.as_mut().unwrap().dynamic_flow_capacity = 4;
+    let engine = start(&dynamic).expect("the AF_XDP engine starts");
     let late: daqiri_config::model::Flow =
         serde_yaml::from_str("{ name: late, id: 55, action: { type: queue, id: 1 }, match: { udp_dst: 5005 } }")
             .unwrap();
@@ -428,8 +410,9 @@ fn a_flow_added_at_runtime_steers_in_the_program_until_it_is_deleted() {
 #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]
 fn a_busy_polling_queue_sets_its_socket_and_receives() {
     let veth = Veth::with_queues("xb", 1, true);
-    let yaml = config(&veth.receive, 1, true, FLOW_A).replace("timeout_us: 500,", "timeout_us: 500, busy_poll_us: 50,");
-    let engine = Engine::from_yaml(&yaml).expect("the AF_XDP engine starts");
+    let mut busy = config(&veth.receive, 1, true, flow_a);
+    busy.model_mut().interfaces[0].rx.as_mut().unwrap().queues[0].busy_poll_us = Some(50);
+    let engine = start(&busy).expect("the AF_XDP engine starts");
     let link = engine.stats().ports[0].link.af_xdp.clone().unwrap();
     assert_eq!(link.sockets[0].busy_poll_us, Some(50), "SO_BUSY_POLL is set: {link:?}");
     let sender = veth.sender();
@@ -453,13 +436,9 @@ fn a_netdev_without_native_xdp_runs_the_program_generic_and_delivers_each_flow()
         |args: &[&str]| assert!(std::process::Command::new("ip").args(args).status().unwrap().success(), "ip {args:?}");
     ip(&["link", "add", "link", &veth.receive, "name", &macvlan, "type", "macvlan", "mode", "bridge"]);
     ip(&["link", "set", &macvlan, "up"]);
-    let engine = Engine::from_yaml(&config(
-        &macvlan,
-        1,
-        true,
-        FLOWS.replace("id: 1 }", "id: 0 }").replace("ids: [0, 1]", "ids: [0]").as_str(),
-    ))
-    .expect("the AF_XDP engine starts on a macvlan");
+    let one_queue: fn(TestConfig) -> TestConfig =
+        |config| config.udp_flow(11, 0, 5000).flow(22, &[0], ports(6000, 6009)).flow(33, &[0], ports(7000, 7000));
+    let engine = start(&config(&macvlan, 1, true, one_queue)).expect("the AF_XDP engine starts on a macvlan");
     assert_eq!(engine.stats().ports[0].link.af_xdp.clone().unwrap().xdp_mode, "generic");
     let mac = mac_of(&macvlan);
     let sender = veth.sender();
