@@ -145,6 +145,16 @@ impl TestConfig {
         Self::socket_server(&format!("tcp://127.0.0.1:{port}"))
     }
 
+    /// A socket interface `server` bound to `udp://local`.
+    pub fn udp_server_on(local: std::net::SocketAddr) -> Self {
+        Self::socket_server(&format!("udp://{local}"))
+    }
+
+    /// A socket interface `server` bound to `tcp://local`.
+    pub fn tcp_server_on(local: std::net::SocketAddr) -> Self {
+        Self::socket_server(&format!("tcp://{local}"))
+    }
+
     /// A socket interface `client` sending to `udp://remote`.
     pub fn udp_client(remote: std::net::SocketAddr) -> Self {
         Self::socket_client(&format!("udp://{remote}"))
@@ -331,6 +341,12 @@ impl TestConfig {
                 self.config.memory_regions.push(region);
             }
         }
+        self
+    }
+
+    /// Renames the (first) interface.
+    pub fn interface_named(mut self, name: &str) -> Self {
+        self.config.interfaces[0].name = name.to_owned();
         self
     }
 

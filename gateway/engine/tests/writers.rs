@@ -11,24 +11,19 @@ use daqiri::{Burst, Engine};
 
 mod common;
 use common::{free_udp_port, udp_server};
-use daqiri_config::testing::rx;
+use daqiri_config::testing::{TestConfig, rx, tx};
 
-const CONFIG: &str = r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    loopback: sw
-    memory_regions:
-    - { name: tx, kind: host, num_bufs: 256, buf_size: 2048 }
-    - { name: hdr, kind: host, num_bufs: 256, buf_size: 42 }
-    - { name: pay, kind: host, num_bufs: 256, buf_size: 2048 }
-    interfaces:
-    - name: lo
-      address: loopback
-      tx: { queues: [{ name: t, id: 0, cpu_core: 0, batch_size: 32, memory_regions: [tx] }] }
-      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 32, timeout_us: 1000, memory_regions: [hdr, pay] }] }
-"#;
+/// A software loop whose RX queue splits each frame: 42 bytes of headers
+/// into `hdr`, the rest into `pay`.
+fn config() -> String {
+    TestConfig::loopback()
+        .region("tx", 256, 2048)
+        .region("hdr", 256, 42)
+        .region("pay", 256, 2048)
+        .tx_queue(tx(0, "tx").batch(32))
+        .rx_queue(rx(0, "hdr").split_into("pay").batch(32).timeout_us(1000))
+        .yaml()
+}
 
 /// A fresh directory, removed with its files on drop.
 fn dir() -> tempfile::TempDir {
@@ -76,7 +71,7 @@ fn tool(name: &str, args: &[&str], file: &Path) -> String {
 
 #[test]
 fn pcap_reads_back_in_capinfos_and_tshark_byte_for_byte_and_appends() {
-    let engine = Engine::from_yaml(CONFIG).unwrap();
+    let engine = Engine::from_yaml(&config()).unwrap();
     let dir = dir();
     let path = dir.path().join("capture.pcap");
     let first = received_burst(&engine, 10);
@@ -106,7 +101,7 @@ fn pcap_reads_back_in_capinfos_and_tshark_byte_for_byte_and_appends() {
 
 #[test]
 fn nanosecond_pcap_is_read_as_such() {
-    let engine = Engine::from_yaml(CONFIG).unwrap();
+    let engine = Engine::from_yaml(&config()).unwrap();
     let dir = dir();
     let path = dir.path().join("capture.pcap");
     PcapWriter::open(&path, PcapResolution::Nanos, None).unwrap().write_burst(&received_burst(&engine, 3)).unwrap();
@@ -119,7 +114,7 @@ fn nanosecond_pcap_is_read_as_such() {
 
 #[test]
 fn raw_writes_one_file_per_packet_skipping_the_offset() {
-    let engine = Engine::from_yaml(CONFIG).unwrap();
+    let engine = Engine::from_yaml(&config()).unwrap();
     let dir = dir();
     let out = dir.path();
     let burst = received_burst(&engine, 4);
