@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use daqiri_config::model::{FlowMatch, PortMatch};
+use daqiri_config::testing::{TestConfig, rx};
 use serde_json::Value;
 
 mod common;
@@ -121,28 +123,15 @@ fn finish(mut child: Child, summary: &PathBuf) -> Value {
 #[ignore = "needs root for network namespaces; run by tests/run.sh"]
 fn udp_million_datagrams_arrive_complete_in_order_and_steered() {
     let veth = VethPair::new("u");
-    let config = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: rx, kind: host, num_bufs: 65536, buf_size: 2048 }}
-    interfaces:
-    - name: udp_rx
-      socket_config: {{ mode: server, local_addr: "udp://{ip}:5000" }}
-      rx:
-        flow_isolation: true
-        queues:
-        - {{ name: q0, id: 0, cpu_core: 1, batch_size: 64, timeout_us: 500, memory_regions: [rx] }}
-        - {{ name: q1, id: 1, cpu_core: 1, batch_size: 64, timeout_us: 500, memory_regions: [rx] }}
-        flows:
-        - {{ name: even, id: 10, action: {{ type: queue, id: 0 }}, match: {{ udp_src: 10000 }} }}
-        - {{ name: odd, id: 11, action: {{ type: queue, id: 1 }}, match: {{ udp_src: "10001-10009" }} }}
-"#,
-        ip = veth.rx_ip
-    );
+    let config = TestConfig::udp_server_on(format!("{}:5000", veth.rx_ip).parse().unwrap())
+        .interface_named("udp_rx")
+        .region("rx", 65536, 2048)
+        .rx_queue(rx(0, "rx").core(1).batch(64).timeout_us(500))
+        .rx_queue(rx(1, "rx").core(1).batch(64).timeout_us(500))
+        .isolated()
+        .udp_src_flow(10, 0, 10000)
+        .flow(11, &[1], FlowMatch { udp_src: Some(PortMatch { first: 10001, last: 10009 }), ..FlowMatch::default() })
+        .yaml();
     let (gateway, summary) = veth.gateway(&config, &["--seq-offset", "0"]);
     let dest = format!("{}:5000", veth.rx_ip);
     let sent = veth.generate(&[
@@ -180,23 +169,11 @@ daqiri:
 #[ignore = "needs root for network namespaces; run by tests/run.sh"]
 fn tcp_gib_stream_hashes_equal_across_namespaces() {
     let veth = VethPair::new("t");
-    let config = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: rx, kind: host, num_bufs: 1024, buf_size: 65536 }}
-    interfaces:
-    - name: tcp_rx
-      socket_config: {{ mode: server, local_addr: "tcp://{ip}:6001" }}
-      rx:
-        queues:
-        - {{ name: q0, id: 0, cpu_core: 1, batch_size: 32, timeout_us: 1000, memory_regions: [rx] }}
-"#,
-        ip = veth.rx_ip
-    );
+    let config = TestConfig::tcp_server_on(format!("{}:6001", veth.rx_ip).parse().unwrap())
+        .interface_named("tcp_rx")
+        .region("rx", 1024, 65536)
+        .rx_queue(rx(0, "rx").core(1).batch(32).timeout_us(1000))
+        .yaml();
     let (gateway, summary) = veth.gateway(&config, &["--digest"]);
     let dest = format!("{}:6001", veth.rx_ip);
     let sent = veth.generate(&[

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use daqiri_config::testing::{TestConfig, rx, tx};
 use serde_json::Value;
 
 use common::{GATEWAY, free_tcp_port as free_port, http, scratch_dir, wait_for_port};
@@ -54,37 +55,18 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     let config = dir.join("gateway.yaml");
     std::fs::write(
         &config,
-        format!(
-            r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: mem, kind: host, num_bufs: 8192, buf_size: 2048 }}
-    - {{ name: batches, kind: host, num_bufs: 64, buf_size: 65536 }}
-    interfaces:
-    - name: udp_rx
-      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{udp}" }}
-      rx:
-        flow_isolation: true
-        queues:
-        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 32, timeout_us: 1000, memory_regions: [mem] }}
-        - {{ name: q1, id: 1, cpu_core: 0, batch_size: 32, timeout_us: 1000, memory_regions: [mem] }}
-        flows:
-        - {{ name: a, id: 1, action: {{ type: queue, id: 0 }}, match: {{ udp_src: 20000 }} }}
-        - {{ name: b, id: 2, action: {{ type: queue, id: 1 }}, match: {{ udp_src: 20001 }} }}
-        reorder_configs:
-        - name: plan_b
-          reorder_type: cpu
-          memory_region: batches
-          flow_ids: [2]
-          method: {{ seq_packets_per_batch: {{ sequence_number: {{ bit_offset: 0, bit_width: 32 }}, packets_per_batch: 32 }} }}
-      tx:
-        queues:
-        - {{ name: t0, id: 0, cpu_core: 0, batch_size: 32, memory_regions: [mem] }}
-"#
-        ),
+        TestConfig::udp_server(udp)
+            .interface_named("udp_rx")
+            .region("mem", 8192, 2048)
+            .region("batches", 64, 65536)
+            .rx_queue(rx(0, "mem").batch(32).timeout_us(1000))
+            .rx_queue(rx(1, "mem").batch(32).timeout_us(1000))
+            .isolated()
+            .udp_src_flow(1, 0, 20000)
+            .udp_src_flow(2, 1, 20001)
+            .cpu_reorder("plan_b", &[2], "batches", 0, 32)
+            .tx_queue(tx(0, "mem").batch(32))
+            .yaml(),
     )
     .unwrap();
     let _gateway = Killed(

@@ -7,6 +7,8 @@ mod common;
 
 use std::process::Command;
 
+use daqiri_config::testing::{TestConfig, rx};
+
 use common::{GATEWAY, Gateway, free_udp_port, scratch_dir, wait_for_capture_end};
 
 const PACKETS_PER_BATCH: usize = 64;
@@ -17,33 +19,15 @@ const PAYLOAD: usize = 200;
 fn shuffled_batches_reach_disk_reordered_one_file_per_batch() {
     let dir = scratch_dir("reorder");
     let (udp, source) = (free_udp_port(), free_udp_port());
-    let config = format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: m, kind: host, num_bufs: 8192, buf_size: 2048 }}
-    - {{ name: batches, kind: host, num_bufs: 64, buf_size: {out} }}
-    interfaces:
-    - name: udp_rx
-      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{udp}" }}
-      rx:
-        queues:
-        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 64, timeout_us: 20000, memory_regions: [m] }}
-        flows:
-        - {{ name: samples, id: 1, action: {{ type: queue, id: 0 }}, match: {{ udp_src: {source} }} }}
-        reorder_configs:
-        - name: by_batch
-          reorder_type: cpu
-          memory_region: batches
-          payload_byte_offset: 0
-          flow_ids: [1]
-          method: {{ seq_packets_per_batch: {{ sequence_number: {{ bit_offset: 0, bit_width: 32 }}, packets_per_batch: {PACKETS_PER_BATCH} }} }}
-"#,
-        out = PACKETS_PER_BATCH * PAYLOAD,
-    );
+    let mut config = TestConfig::udp_server(udp)
+        .interface_named("udp_rx")
+        .region("m", 8192, 2048)
+        .region("batches", 64, (PACKETS_PER_BATCH * PAYLOAD) as u64)
+        .rx_queue(rx(0, "m").batch(64).timeout_us(20000))
+        .udp_src_flow(1, 0, source)
+        .cpu_reorder("by_batch", &[1], "batches", 0, PACKETS_PER_BATCH as u32);
+    config.model_mut().interfaces[0].rx.as_mut().unwrap().reorder_configs[0].payload_byte_offset = 0;
+    let config = config.yaml();
     let gw = Gateway::run(GATEWAY, dir, &config);
 
     // Requests the plan cannot serve name the field.
