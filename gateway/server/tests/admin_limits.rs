@@ -9,6 +9,8 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use daqiri_config::testing::{TestConfig, rx};
+
 use common::{GATEWAY, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_port};
 
 /// The server's limits (`admin::listener`), as this test expects them.
@@ -17,9 +19,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn config(udp: u16) -> String {
-    format!(
-        "daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 1024, buf_size: 2048 }}\n    interfaces:\n    - name: udp_rx\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:{udp}\" }}\n      rx:\n        queues:\n        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 32, memory_regions: [m] }}\n"
-    )
+    TestConfig::udp_server(udp).interface_named("udp_rx").region("m", 1024, 2048).rx_queue(rx(0, "m").batch(32)).yaml()
 }
 
 fn open_descriptors(pid: u32) -> usize {

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use daqiri_config::testing::{TestConfig, rx};
 use serde_json::Value;
 
 use common::{GATEWAY, ScratchDir, free_tcp_port as free_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
@@ -37,9 +38,11 @@ impl Gateway {
         let config = dir.join("gateway.yaml");
         std::fs::write(
             &config,
-            format!(
-                "daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 8192, buf_size: {buf_size} }}\n    interfaces:\n    - name: udp_rx\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:{udp}\" }}\n      rx:\n        queues:\n        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 32, timeout_us: 1000, memory_regions: [m] }}\n"
-            ),
+            TestConfig::udp_server(udp)
+                .interface_named("udp_rx")
+                .region("m", 8192, u64::from(buf_size))
+                .rx_queue(rx(0, "m").batch(32).timeout_us(1000))
+                .yaml(),
         )
         .unwrap();
         std::fs::write(dir.join("token"), "t0ken\n").unwrap();

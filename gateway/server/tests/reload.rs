@@ -8,14 +8,28 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use daqiri_config::model::{FlowMatch, PortMatch};
+use daqiri_config::testing::{TestConfig, rx};
 use serde_json::Value;
 
 use common::{GATEWAY, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_port};
 
 fn config(udp: u16, flow_queue: u16) -> String {
-    format!(
-        "daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 8192, buf_size: 2048 }}\n    interfaces:\n    - name: udp_rx\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:{udp}\" }}\n      rx:\n        queues:\n        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 32, timeout_us: 500, memory_regions: [m] }}\n        - {{ name: q1, id: 1, cpu_core: 0, batch_size: 32, timeout_us: 500, memory_regions: [m] }}\n        flows:\n        - {{ name: main, id: 5, action: {{ type: queue, id: {flow_queue} }}, match: {{ udp_src: \"30000-30009\" }} }}\n"
-    )
+    gateway_config(udp, flow_queue).yaml()
+}
+
+/// The interface `udp_rx`: two queues, and flow 5 from ports 30000-30009 to `flow_queue`.
+fn gateway_config(udp: u16, flow_queue: u16) -> TestConfig {
+    TestConfig::udp_server(udp)
+        .interface_named("udp_rx")
+        .region("m", 8192, 2048)
+        .rx_queue(rx(0, "m").batch(32).timeout_us(500))
+        .rx_queue(rx(1, "m").batch(32).timeout_us(500))
+        .flow(
+            5,
+            &[flow_queue],
+            FlowMatch { udp_src: Some(PortMatch { first: 30000, last: 30009 }), ..FlowMatch::default() },
+        )
 }
 
 /// Starts `run` on `file`, checking sequence numbers, until idle; waits for its admin API.
@@ -155,7 +169,11 @@ fn a_queue_change_restarts_the_engine_during_traffic_and_loses_only_its_window()
         .unwrap();
     let admin_json = |path: &str| -> Value { serde_json::from_slice(&http(admin, "GET", path, &[], "").1).unwrap() };
     wait_for_traffic(admin);
-    let bigger_batches = config(udp, 0).replace("batch_size: 32", "batch_size: 64");
+    let mut bigger_batches = gateway_config(udp, 0);
+    for queue in &mut bigger_batches.model_mut().interfaces[0].rx.as_mut().unwrap().queues {
+        queue.batch_size = Some(64);
+    }
+    let bigger_batches = bigger_batches.yaml();
     let (status, body) = http(admin, "PUT", "/api/v1/config", &[], &bigger_batches);
     let applied: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!((status, applied["change"].as_str()), (200, Some("restart")), "{applied}");
@@ -240,7 +258,9 @@ fn a_config_beyond_this_hosts_memory_is_refused_without_stopping_the_engine() {
         std::thread::sleep(Duration::from_millis(20));
     }
     // 512 GiB of host memory: within the config's bounds, beyond any machine the suite runs on.
-    let huge = config(udp, 0).replace("num_bufs: 8192, buf_size: 2048", "num_bufs: 524288, buf_size: 1048576");
+    let mut huge = gateway_config(udp, 0);
+    (huge.model_mut().memory_regions[0].num_bufs, huge.model_mut().memory_regions[0].buf_size) = (524288, 1048576);
+    let huge = huge.yaml();
     let (status, body) = http(gateway.admin, "PUT", "/api/v1/config", &[("Content-Type", "application/yaml")], &huge);
     let body: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(status, 422, "{body}");

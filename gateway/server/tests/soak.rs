@@ -13,16 +13,27 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use daqiri_config::model::{FlowMatch, PortMatch};
+use daqiri_config::testing::{TestConfig, rx};
 use serde_json::Value;
 
 use common::{GATEWAY, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_port};
 
 const RATE: u64 = 20_000;
 
+/// The interface `udp_rx`: two queues, and flow 5 from port 31000 to `flow_queue`.
 fn config(udp: u16, flow_queue: u16) -> String {
-    format!(
-        "daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 8192, buf_size: 2048 }}\n    interfaces:\n    - name: udp_rx\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:{udp}\" }}\n      rx:\n        queues:\n        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 32, timeout_us: 500, memory_regions: [m] }}\n        - {{ name: q1, id: 1, cpu_core: 0, batch_size: 32, timeout_us: 500, memory_regions: [m] }}\n        flows:\n        - {{ name: main, id: 5, action: {{ type: queue, id: {flow_queue} }}, match: {{ udp_src: 31000 }} }}\n"
-    )
+    TestConfig::udp_server(udp)
+        .interface_named("udp_rx")
+        .region("m", 8192, 2048)
+        .rx_queue(rx(0, "m").batch(32).timeout_us(500))
+        .rx_queue(rx(1, "m").batch(32).timeout_us(500))
+        .flow(
+            5,
+            &[flow_queue],
+            FlowMatch { udp_src: Some(PortMatch { first: 31000, last: 31000 }), ..FlowMatch::default() },
+        )
+        .yaml()
 }
 
 fn resident_kib(pid: u32) -> u64 {
