@@ -8,8 +8,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use daqiri_config::model::{FlowMatch, PortMatch};
-use daqiri_config::testing::{TestConfig, rx};
 use serde_json::Value;
 
 use common::{GATEWAY, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_port};
@@ -18,18 +16,9 @@ fn config(udp: u16, flow_queue: u16) -> String {
     gateway_config(udp, flow_queue).yaml()
 }
 
-/// The interface `udp_rx`: two queues, and flow 5 from ports 30000-30009 to `flow_queue`.
-fn gateway_config(udp: u16, flow_queue: u16) -> TestConfig {
-    TestConfig::udp_server(udp)
-        .interface_named("udp_rx")
-        .region("m", 8192, 2048)
-        .rx_queue(rx(0, "m").batch(32).timeout_us(500))
-        .rx_queue(rx(1, "m").batch(32).timeout_us(500))
-        .flow(
-            5,
-            &[flow_queue],
-            FlowMatch { udp_src: Some(PortMatch { first: 30000, last: 30009 }), ..FlowMatch::default() },
-        )
+/// Flow 5 from ports 30000-30009 to `flow_queue`.
+fn gateway_config(udp: u16, flow_queue: u16) -> daqiri_config::testing::TestConfig {
+    common::two_queues_one_flow(udp, (30000, 30009), flow_queue)
 }
 
 /// Starts `run` on `file`, checking sequence numbers, until idle; waits for its admin API.

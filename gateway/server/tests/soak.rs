@@ -13,27 +13,15 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use daqiri_config::model::{FlowMatch, PortMatch};
-use daqiri_config::testing::{TestConfig, rx};
 use serde_json::Value;
 
 use common::{GATEWAY, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_port};
 
 const RATE: u64 = 20_000;
 
-/// The interface `udp_rx`: two queues, and flow 5 from port 31000 to `flow_queue`.
+/// Flow 5 from port 31000 to `flow_queue`.
 fn config(udp: u16, flow_queue: u16) -> String {
-    TestConfig::udp_server(udp)
-        .interface_named("udp_rx")
-        .region("m", 8192, 2048)
-        .rx_queue(rx(0, "m").batch(32).timeout_us(500))
-        .rx_queue(rx(1, "m").batch(32).timeout_us(500))
-        .flow(
-            5,
-            &[flow_queue],
-            FlowMatch { udp_src: Some(PortMatch { first: 31000, last: 31000 }), ..FlowMatch::default() },
-        )
-        .yaml()
+    common::two_queues_one_flow(udp, (31000, 31000), flow_queue).yaml()
 }
 
 fn resident_kib(pid: u32) -> u64 {

@@ -28,6 +28,20 @@ impl AsRef<std::ffi::OsStr> for ScratchDir {
     }
 }
 
+/// The interface `udp_rx` on `udp`: two queues on core 0, and flow 5 from
+/// source ports `sources` to `flow_queue`.
+pub fn two_queues_one_flow(udp: u16, sources: (u16, u16), flow_queue: u16) -> daqiri_config::testing::TestConfig {
+    use daqiri_config::model::{FlowMatch, PortMatch};
+    use daqiri_config::testing::{TestConfig, rx};
+    let (first, last) = sources;
+    TestConfig::udp_server(udp)
+        .interface_named("udp_rx")
+        .region("m", 8192, 2048)
+        .rx_queue(rx(0, "m").batch(32).timeout_us(500))
+        .rx_queue(rx(1, "m").batch(32).timeout_us(500))
+        .flow(5, &[flow_queue], FlowMatch { udp_src: Some(PortMatch { first, last }), ..FlowMatch::default() })
+}
+
 pub fn scratch_dir(tag: &str) -> ScratchDir {
     ScratchDir(tempfile::Builder::new().prefix(&format!("daqiri-{tag}-")).tempdir().unwrap())
 }
