@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use daqiri::Engine;
 use daqiri_config::Document;
+use daqiri_config::testing::{TestConfig, rx};
 
 #[test]
 fn every_example_config_validates_and_starts() {
@@ -57,6 +58,12 @@ fn a_template_passes_check_with_warnings_and_run_refuses_it_naming_each_placehol
 
 /// `check` judges the config against this host too: a pool beyond its memory
 /// and a port another socket holds are warnings naming the path and numbers.
+/// A UDP server on `port` whose one queue lands in a pool of `num_bufs`
+/// buffers of `buf_size` bytes.
+fn one_pool(port: u16, num_bufs: u32, buf_size: u64) -> String {
+    TestConfig::udp_server(port).region("m", num_bufs, buf_size).rx_queue(rx(0, "m").batch(4)).yaml()
+}
+
 #[test]
 fn check_reports_memory_this_host_lacks_and_ports_in_use() {
     let dir = common::scratch_dir("check-host");
@@ -64,11 +71,7 @@ fn check_reports_memory_this_host_lacks_and_ports_in_use() {
     let port = taken.local_addr().unwrap().port();
     let file = dir.join("host.yaml");
     // 512 GiB of host memory: within the config's bounds, beyond any machine the suite runs on.
-    std::fs::write(
-        &file,
-        format!("daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 524288, buf_size: 1048576 }}\n    interfaces:\n    - name: u\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:{port}\" }}\n      rx:\n        queues:\n        - {{ name: q, id: 0, cpu_core: 0, batch_size: 4, memory_regions: [m] }}\n"),
-    )
-    .unwrap();
+    std::fs::write(&file, one_pool(port, 524288, 1048576)).unwrap();
     let check = std::process::Command::new(common::GATEWAY).arg("check").arg(&file).output().unwrap();
     let out = String::from_utf8_lossy(&check.stdout);
     assert!(
@@ -94,11 +97,7 @@ fn check_and_run_see_the_memory_cgroups_limit() {
     let dir = common::scratch_dir("cgroup");
     let file = dir.join("pool.yaml");
     let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    std::fs::write(
-        &file,
-        format!("daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 1024, buf_size: 2097152 }}\n    interfaces:\n    - name: u\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:{port}\" }}\n      rx:\n        queues:\n        - {{ name: q, id: 0, cpu_core: 0, batch_size: 4, memory_regions: [m] }}\n"),
-    )
-    .unwrap();
+    std::fs::write(&file, one_pool(port, 1024, 2097152)).unwrap();
     let limit = "the container's cgroup memory limit less its usage";
     let check = cgroup.run(&["check", file.to_str().unwrap()]);
     let out = String::from_utf8_lossy(&check.stdout);
