@@ -21,7 +21,7 @@ import sys
 
 ITEM = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+)?(?:fn|struct|enum|trait|type|const|static|mod|union|macro_rules!)\s+(\w+)", re.M)
 REEXPORT = re.compile(r"^\s*pub(?:\([^)]*\))?\s+use\s+([^;]+);", re.M)
-PATH = re.compile(r"(?<![\w:])((?:crate|super|self|\w+)(?:::\w+)+)(::\{[^}]*\})?")
+PATH = re.compile(r"(?<![\w:])((?:crate|super|self|\w+)(?:::\w+)*)(::\{)?")
 
 
 def strip(src):
@@ -31,18 +31,46 @@ def strip(src):
     return src[: cut.start()] if cut else src
 
 
+def group_at(text, start):
+    """The `{...}` group opening at `text[start]`, nested groups included."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start : i + 1]
+    return text[start:]
+
+
+def split_top(body):
+    """Splits a group's body at its top-level commas."""
+    parts, depth, current = [], 0, ""
+    for ch in body:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    return parts + [current]
+
+
 def expand(path, group):
-    """`a::b::{c, d::e, f as g}` -> [a::b::c, a::b::d::e, a::b::f]."""
+    """`a::b::{c, d::{e, f}, g as h}` -> [a::b::c, a::b::d::e, a::b::d::f, a::b::g]."""
     if not group:
         return [path.split("::")]
     out = []
-    body = group[3:-1]
-    for part in body.split(","):
-        part = part.strip().split(" as ")[0].strip()
-        if part and part != "self":
-            out.append(path.split("::") + part.split("::"))
-        elif part == "self":
+    for part in split_top(group[1:-1]):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "self":
             out.append(path.split("::"))
+            continue
+        inner = part.find("::{")
+        if inner >= 0:
+            out.extend(expand(path + "::" + part[:inner], group_at(part, inner + 2)))
+        else:
+            out.append(path.split("::") + part.split(" as ")[0].strip().split("::"))
     return out
 
 
@@ -64,7 +92,7 @@ class Crate:
         for m, s in self.src.items():
             for spec in REEXPORT.findall(s):
                 spec = spec.strip()
-                g = re.match(r"((?:\w+::)*\w+)(::\{.*\})?$", spec, re.S)
+                g = re.match(r"((?:\w+::)*\w+)(?:::(\{.*\}))?$", spec, re.S)
                 if not g:
                     continue
                 for full in expand(g.group(1), g.group(2)):
@@ -109,7 +137,10 @@ class Crate:
             body = REEXPORT.sub("", s)
             body = re.sub(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*;", "", body, flags=re.M)
             for match in PATH.finditer(body):
-                for path in expand(match.group(1), match.group(2)):
+                group = group_at(body, match.end() - 1) if match.group(2) else None
+                if "::" not in match.group(1) and group is None:
+                    continue
+                for path in expand(match.group(1), group):
                     absolute = self.absolute(m, path)
                     if absolute is None:
                         continue

@@ -6,8 +6,8 @@ use crate::diagnostic::{Report, YamlPath};
 use crate::endpoint::Transport;
 use crate::model::{ActionType, Flow, FlowAction, FlowClass, FlowMatch, Tunnel, TunnelType};
 
-use super::interface::InterfaceCtx;
-use super::{duplicates, valid_list};
+use super::context::InterfaceCtx;
+use super::lists::{duplicates, valid_list};
 
 pub(super) fn check_rx_flows(ctx: &InterfaceCtx<'_>, report: &mut Report) {
     let Some(rx) = &ctx.iface.rx else { return };

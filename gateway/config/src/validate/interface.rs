@@ -5,7 +5,9 @@ use crate::endpoint::{Endpoint, Transport};
 use crate::model::{EngineConfig, EngineKind, Interface, Loopback, SocketConfig, SocketMode, StreamType};
 use crate::valid::{InterfaceBackend, Link, SocketEndpoints};
 
-use super::{duplicates, flow, queue, reorder};
+use super::context::InterfaceCtx;
+use super::lists::duplicates;
+use super::{flow, queue, reorder};
 
 /// Checks every interface; returns what each resolved to (`None` where it did not).
 pub(super) fn check_interfaces(config: &EngineConfig, report: &mut Report) -> Vec<Option<Link>> {
@@ -38,31 +40,6 @@ pub(super) fn check_interfaces(config: &EngineConfig, report: &mut Report) -> Ve
             Link::resolve(backend, endpoints, &iface.address)
         })
         .collect()
-}
-
-/// What the per-interface rules need to know.
-pub(super) struct InterfaceCtx<'a> {
-    pub config: &'a EngineConfig,
-    pub iface: &'a Interface,
-    pub backend: InterfaceBackend,
-    pub endpoints: Option<SocketEndpoints>,
-    pub path: YamlPath,
-}
-
-impl InterfaceCtx<'_> {
-    pub fn is_raw(&self) -> bool {
-        matches!(
-            self.backend,
-            InterfaceBackend::Dpdk
-                | InterfaceBackend::IbverbsRaw
-                | InterfaceBackend::SoftwareLoopback
-                | InterfaceBackend::AfXdp
-        )
-    }
-
-    pub fn transport(&self) -> Option<Transport> {
-        self.endpoints.map(|e| e.transport)
-    }
 }
 
 fn resolve_backend(

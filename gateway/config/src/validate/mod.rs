@@ -4,22 +4,21 @@
 //! Validation judges the config, not this machine: whether the host has the
 //! cores, hugepages or GPU a config asks for is the engine's preflight.
 
+mod context;
 mod flow;
 mod interface;
 pub mod limits;
+mod lists;
+mod pools;
 mod queue;
 mod reorder;
 
-use std::collections::HashMap;
-use std::fmt::Display;
-use std::hash::Hash;
-
 use crate::diagnostic::{Report, YamlPath};
-use crate::model::{EngineConfig, Loopback, MemoryRegion, StreamType};
+use crate::model::{EngineConfig, Loopback, StreamType};
 use crate::valid::ValidConfig;
 
-/// NIC RX ring size DAQIRI uses for raw streams; pools below 1.5x of it are raised to 3x.
-pub const RAW_RING_SIZE: u32 = 8192;
+use lists::duplicates;
+use pools::{RAW_RING_SIZE, rx_num_bufs};
 
 impl EngineConfig {
     /// Checks the config and returns it as a [`ValidConfig`], or every problem found.
@@ -107,39 +106,4 @@ fn check_memory_regions(config: &EngineConfig, report: &mut Report) {
             );
         }
     }
-}
-
-/// Buffers an RX queue's region gets: raw streams without software
-/// loopback raise a pool below 1.5x the NIC ring to 3x, as DAQIRI does.
-pub(super) fn rx_num_bufs(config: &EngineConfig, region: &MemoryRegion) -> u32 {
-    let raw = config.stream_type == Some(StreamType::Raw);
-    if raw && config.loopback == Loopback::Off && region.num_bufs < RAW_RING_SIZE + RAW_RING_SIZE / 2 {
-        RAW_RING_SIZE * 3
-    } else {
-        region.num_bufs
-    }
-}
-
-/// Reports every value that appears more than once, at the later occurrences.
-pub(crate) fn duplicates<'a, T: Eq + Hash + Display + 'a>(
-    values: impl IntoIterator<Item = &'a T>,
-    list: &YamlPath,
-    key: &str,
-    what: &str,
-    report: &mut Report,
-) {
-    let mut seen = HashMap::new();
-    for (i, value) in values.into_iter().enumerate() {
-        if let Some(first) = seen.insert(value, i) {
-            seen.insert(value, first);
-            let at = if key.is_empty() { list.index(i) } else { list.index(i).key(key) };
-            report.error(&at, format!("duplicate {what} {value} (first used at {})", list.index(first)));
-        }
-    }
-}
-
-/// `"valid: a, b"` or `"none are defined"`, for messages that list alternatives.
-pub(crate) fn valid_list<T: Display>(values: impl IntoIterator<Item = T>) -> String {
-    let items: Vec<String> = values.into_iter().map(|v| v.to_string()).collect();
-    if items.is_empty() { "none are defined".to_owned() } else { format!("valid: {}", items.join(", ")) }
 }

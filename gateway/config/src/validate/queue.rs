@@ -4,8 +4,8 @@ use crate::diagnostic::{Report, YamlPath};
 use crate::model::{PollMode, Queue};
 use crate::valid::InterfaceBackend;
 
-use super::interface::InterfaceCtx;
-use super::{duplicates, valid_list};
+use super::context::InterfaceCtx;
+use super::lists::{duplicates, valid_list};
 
 pub(super) fn check_queues(ctx: &InterfaceCtx<'_>, report: &mut Report) {
     if let Some(rx) = &ctx.iface.rx {

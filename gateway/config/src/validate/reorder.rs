@@ -6,8 +6,8 @@ use crate::diagnostic::{Report, YamlPath};
 use crate::endpoint::Transport;
 use crate::model::{BitField, MemoryKind, ReorderConfig, ReorderType};
 
-use super::interface::InterfaceCtx;
-use super::{duplicates, valid_list};
+use super::context::InterfaceCtx;
+use super::lists::{duplicates, valid_list};
 
 pub(super) fn check_reorder_configs(ctx: &InterfaceCtx<'_>, report: &mut Report) {
     let Some(rx) = &ctx.iface.rx else { return };
@@ -183,7 +183,7 @@ fn check_gpu_holding(ctx: &InterfaceCtx<'_>, report: &mut Report) {
         }
         let held: u64 = plans.iter().map(|(_, packets)| 2 * packets).sum();
         let needed = held + u64::from(queue.batch_size());
-        if u64::from(super::rx_num_bufs(ctx.config, region)) < needed {
+        if u64::from(super::pools::rx_num_bufs(ctx.config, region)) < needed {
             let names: Vec<String> = plans.iter().map(|(name, packets)| format!("\"{name}\" ({packets})")).collect();
             report.warn(
                 &ctx.config_region_path(&region.name).key("num_bufs"),

@@ -11,6 +11,7 @@
 //!
 //! TCP: see [`tcp`] for how a byte stream maps onto bursts.
 
+mod buffers;
 mod kernel_drops;
 mod peer;
 mod reuseport;
@@ -26,9 +27,6 @@ use super::driver::PortDriver;
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::port::Port;
-
-/// Socket receive/send buffer size requested from the kernel.
-const SOCKET_BUFFER_BYTES: usize = 64 << 20;
 
 pub(super) fn open(endpoints: SocketEndpoints, port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
     super::driver::prepare_cpu_landing(port, regions)?;

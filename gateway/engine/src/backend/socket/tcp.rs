@@ -28,7 +28,8 @@ use daqiri_config::SocketEndpoints;
 use daqiri_config::model::SocketMode;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
-use super::{SOCKET_BUFFER_BYTES, sys};
+use super::buffers::SOCKET_BUFFER_BYTES;
+use super::sys;
 use crate::backend::LinkStats;
 use crate::backend::PortDriver;
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};

@@ -11,9 +11,10 @@ use daqiri_config::SocketEndpoints;
 use daqiri_config::model::{PollMode, SocketMode};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::buffers::tune;
 use super::kernel_drops::KernelDrops;
+use super::peer;
 use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
-use super::{SOCKET_BUFFER_BYTES, peer};
 use crate::backend::LinkStats;
 use crate::backend::PortDriver;
 use crate::burst::{Burst, MAX_SEGMENTS, PacketSlot};
@@ -206,17 +207,6 @@ fn attach_program(first: &Socket, table: &FlowTable, port: &Port) -> Result<()> 
                 e,
             )
         })
-}
-
-pub(super) fn tune(socket: &Socket) {
-    // Bigger kernel buffers absorb bursts while the worker is descheduled;
-    // FORCE works for privileged processes, the plain call is the fallback.
-    if sys::force_receive_buffer(socket.as_fd(), SOCKET_BUFFER_BYTES).is_err() {
-        let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
-    }
-    if sys::force_send_buffer(socket.as_fd(), SOCKET_BUFFER_BYTES).is_err() {
-        let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
-    }
 }
 
 fn unspecified_like(addr: SocketAddr) -> SocketAddr {
