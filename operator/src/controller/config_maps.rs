@@ -8,7 +8,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 
-use super::{Context, Error, MANAGED_BY, MANAGER, NODE_LABEL, writes};
+use super::context::{Context, MANAGED_BY, MANAGER, NODE_LABEL};
+use super::error::Error;
+use super::writes;
 use crate::render::{NodeConfig, Plan, sha256_hex};
 
 /// The key holding a node's DAQIRI YAML.

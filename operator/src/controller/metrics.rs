@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, Opts, Registry};
 
-use super::Error;
+use super::error::Error;
 
 /// Pass counters and the registry they live in.
 #[derive(Debug, Clone)]

@@ -10,8 +10,10 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use super::context::{Context, MANAGED_BY, MANAGER, NODE_LABEL};
+use super::error::Error;
 use super::status::GatewayOutcome;
-use super::{Context, Error, MANAGED_BY, MANAGER, NODE_LABEL, config_maps, writes};
+use super::{config_maps, writes};
 use crate::crd::{
     Condition, ConditionStatus, DaqiriNodeState, DaqiriNodeStateSpec, DaqiriPort, NodeStateStatus, SriovResource,
 };

@@ -20,15 +20,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use super::context::{Context, FINALIZER, MANAGED_BY};
+use super::error::Error;
 use super::node_states::{self, NodeGateway};
 use super::status::{self, GatewayOutcome, VfShortage};
-use super::{Context, Error, FINALIZER, MANAGED_BY, config_maps, writes};
+use super::{config_maps, writes};
 use crate::crd::{ConditionStatus, DaqiriFlow, DaqiriNodeState, DaqiriPort, ResourceStatus, SriovResource};
 use crate::gateway::Rates;
 use crate::render::{self, NodeInfo, Plan};
-
-/// Field manager of everything the operator applies.
-pub const MANAGER: &str = "daqiri-operator";
 
 /// Everything a pass reads, listed once at its start.
 struct Snapshot {

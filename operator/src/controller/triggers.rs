@@ -20,7 +20,8 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use super::{Context, MANAGED_BY, config_maps};
+use super::config_maps;
+use super::context::{Context, MANAGED_BY};
 use crate::crd::{DaqiriFlow, DaqiriPort};
 
 /// Why a pass should run: the kind and name of what changed.

@@ -13,8 +13,10 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use tokio::time::Instant;
 
+use super::context::Context;
+use super::error::Error;
+use super::sync;
 use super::triggers::Trigger;
-use super::{Context, Error, sync};
 
 /// How long the window stays open after the last trigger.
 pub const QUIET: Duration = Duration::from_millis(200);

@@ -7,7 +7,7 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::Error;
+use super::error::Error;
 
 fn describe<K: Resource<DynamicType = ()>>(object: &K) -> String {
     format!("{} {}", K::kind(&()), object.name_any())
