@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use daqiri::{Direction, EngineStats, PlanStats, PortStats, QueueStatsSnapshot};
 
-use crate::admin::ReloadCounters;
 use crate::capture::{CaptureInfo, CaptureManager};
 use crate::live::LiveEngine;
 use opentelemetry::KeyValue;
@@ -324,4 +323,13 @@ fn flows(stats: &EngineStats, field: fn(&daqiri::FlowStatsEntry) -> u64) -> Seri
         }
     }
     series
+}
+
+/// Reload outcomes, for metrics.
+#[derive(Debug, Default)]
+pub(crate) struct ReloadCounters {
+    pub applied: std::sync::atomic::AtomicU64,
+    pub failed: std::sync::atomic::AtomicU64,
+    /// Applied reloads that restarted the engine.
+    pub restarts: std::sync::atomic::AtomicU64,
 }

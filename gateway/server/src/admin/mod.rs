@@ -14,12 +14,14 @@ mod flows;
 mod health;
 mod listener;
 mod metrics;
+mod rates;
+mod state;
 mod stats;
 mod status;
+mod tokens;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use anyhow::Context;
 use axum::Router;
@@ -28,104 +30,13 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub(crate) use auth::Tokens;
 pub(crate) use config::{reload_from_file, unload};
 pub(crate) use error::ApiError;
+pub(crate) use state::{ActiveConfig, AdminState};
 pub(crate) use stats::ReorderStats;
+pub(crate) use tokens::Tokens;
 
 use crate::live::LiveEngine;
-
-/// Everything the handlers read.
-#[derive(Debug)]
-pub(crate) struct AdminState {
-    pub live: Arc<LiveEngine>,
-    pub started: Instant,
-    /// The active config, as a snapshot readers take without waiting: a
-    /// reload replaces it whole once it has applied.
-    pub active: arc_swap::ArcSwap<ActiveConfig>,
-    /// Held by whoever applies a config, so changes apply one at a time;
-    /// never taken by a read.
-    pub applying: Mutex<()>,
-    /// A config is being applied (validation, a flow swap or a restart).
-    pub reloading: std::sync::atomic::AtomicBool,
-    /// The file `POST /api/v1/config/reload` and SIGHUP re-read.
-    pub config_path: Option<std::path::PathBuf>,
-    pub reloads: Arc<ReloadCounters>,
-    pub rates: Mutex<stats::RateSampler>,
-    pub telemetry: crate::telemetry::Telemetry,
-    pub captures: Arc<crate::capture::CaptureManager>,
-    /// Bearer tokens for changes and for reads, when set.
-    pub tokens: auth::Tokens,
-}
-
-impl AdminState {
-    pub(crate) fn new(
-        live: Arc<LiveEngine>,
-        config_yaml: String,
-        config_path: Option<std::path::PathBuf>,
-        captures: Arc<crate::capture::CaptureManager>,
-        tokens: auth::Tokens,
-    ) -> anyhow::Result<Arc<Self>> {
-        let reloads = Arc::new(ReloadCounters::default());
-        let rates = Mutex::new(stats::RateSampler::default());
-        let telemetry =
-            crate::telemetry::Telemetry::new(Arc::clone(&live), Arc::clone(&captures), Arc::clone(&reloads))?;
-        Ok(Arc::new(Self {
-            live,
-            started: Instant::now(),
-            // Generation 0: waiting for a first config (`run --wait-for-config`).
-            active: arc_swap::ArcSwap::from_pointee(ActiveConfig::new(
-                config_yaml.clone(),
-                u64::from(!config_yaml.is_empty()),
-            )),
-            applying: Mutex::new(()),
-            reloading: std::sync::atomic::AtomicBool::new(false),
-            config_path,
-            reloads,
-            rates,
-            telemetry,
-            captures,
-            tokens,
-        }))
-    }
-
-    /// The running engine, or 503 while a config change restarts it.
-    pub(crate) fn engine(&self) -> Result<Arc<Engine>, ApiError> {
-        self.live.get().ok_or_else(|| {
-            ApiError::new(
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                "no engine is running: a config change is restarting it (or the last restart failed, see /api/v1/status)",
-                None,
-            )
-        })
-    }
-}
-
-/// The YAML the engine runs and its generation.
-#[derive(Debug, Clone)]
-pub(crate) struct ActiveConfig {
-    pub yaml: String,
-    pub sha256: String,
-    pub generation: u64,
-    /// Set when a restart left no engine running.
-    pub engine_error: Option<String>,
-}
-
-impl ActiveConfig {
-    fn new(yaml: String, generation: u64) -> Self {
-        let sha256 = crate::consumer::hex(&<sha2::Sha256 as sha2::Digest>::digest(yaml.as_bytes()));
-        Self { yaml, sha256, generation, engine_error: None }
-    }
-}
-
-/// Reload outcomes, for metrics.
-#[derive(Debug, Default)]
-pub(crate) struct ReloadCounters {
-    pub applied: std::sync::atomic::AtomicU64,
-    pub failed: std::sync::atomic::AtomicU64,
-    /// Applied reloads that restarted the engine.
-    pub restarts: std::sync::atomic::AtomicU64,
-}
 
 #[derive(OpenApi)]
 #[openapi(info(

@@ -12,14 +12,14 @@ const CONFIG: &str = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n   
 type App = (Router, utoipa::openapi::OpenApi, Arc<AdminState>, tempfile::TempDir);
 
 fn app_with_token(token: Option<&str>) -> App {
-    app_with_tokens(auth::Tokens { write: token.map(str::to_owned), read: None })
+    app_with_tokens(tokens::Tokens { write: token.map(str::to_owned), read: None })
 }
 
-fn app_with_tokens(tokens: auth::Tokens) -> App {
+fn app_with_tokens(tokens: tokens::Tokens) -> App {
     app_with_config(CONFIG, 0, tokens)
 }
 
-fn app_with_config(config: &str, capture_free_space_floor: u64, tokens: auth::Tokens) -> App {
+fn app_with_config(config: &str, capture_free_space_floor: u64, tokens: tokens::Tokens) -> App {
     let captures = tempfile::Builder::new().prefix("daqiri-admin-test-").tempdir().unwrap();
     let (router, api, state) =
         in_process(config, captures.path().to_path_buf(), capture_free_space_floor, tokens).unwrap();
@@ -177,7 +177,7 @@ async fn capture_requests_are_checked_field_by_field() {
 
 #[tokio::test]
 async fn captures_refuse_to_start_below_the_free_space_floor() {
-    let (router, _, _, _captures) = app_with_config(CONFIG, u64::MAX, auth::Tokens::default());
+    let (router, _, _, _captures) = app_with_config(CONFIG, u64::MAX, tokens::Tokens::default());
     let (status, answer) =
         send(&router, "POST", "/api/v1/captures", None, r#"{"format": "pcap", "interface": "lo", "name": "a"}"#).await;
     assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE);
@@ -187,7 +187,7 @@ async fn captures_refuse_to_start_below_the_free_space_floor() {
 #[tokio::test]
 async fn flows_are_added_and_deleted_at_runtime_and_survive_a_restart() {
     let config = CONFIG.replace("rx: { queues:", "rx: { dynamic_flow_capacity: 1, queues:");
-    let (router, _, state, _captures) = app_with_config(&config, 0, auth::Tokens::default());
+    let (router, _, state, _captures) = app_with_config(&config, 0, tokens::Tokens::default());
     let flows = "/api/v1/interfaces/lo/flows";
     let (status, list) = send(&router, "GET", flows, None, "").await;
     assert_eq!((status, list["dynamic_flow_capacity"].as_u64()), (StatusCode::OK, Some(1)), "{list}");
@@ -324,7 +324,7 @@ async fn raw(router: &Router, request: Request<Body>) -> (StatusCode, serde_json
 #[tokio::test]
 async fn reads_of_config_stats_and_captures_need_the_read_token_when_one_is_set() {
     let (router, _, _, _captures) =
-        app_with_tokens(auth::Tokens { write: Some("w".to_owned()), read: Some("r".to_owned()) });
+        app_with_tokens(tokens::Tokens { write: Some("w".to_owned()), read: Some("r".to_owned()) });
     let read = |path: &str, authorization: Option<&str>| {
         let mut request = Request::get(path);
         if let Some(value) = authorization {

@@ -14,7 +14,7 @@ use daqiri::gpu::{DeviceBuffer, GpuReorder};
 use daqiri::writer::{GdsFormat, GdsMode, GdsWriter};
 use daqiri::{Burst, MAX_SEGMENTS, Packet, SegmentMemory};
 
-use super::DeviceSide;
+use super::device_side::DeviceSide;
 use super::ring::{Piece, Record};
 
 /// GPU memory a capture's device ring may take; a ring has at least one slot.

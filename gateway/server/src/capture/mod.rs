@@ -8,6 +8,8 @@
 //! copy is dropped and counted as a capture drop: a slow disk never stalls
 //! receive and never shows up as an RX drop.
 
+mod device_side;
+mod error;
 #[cfg(feature = "cuda")]
 mod gds;
 mod request;
@@ -22,26 +24,11 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use daqiri::{Burst, Engine};
 
+pub(crate) use device_side::DeviceSide;
+pub(crate) use error::CaptureError;
 pub(crate) use request::CaptureRequest;
-use session::Session;
 pub(crate) use session::{CaptureInfo, CaptureState};
-
-/// Why a capture request was refused.
-#[derive(Debug)]
-pub(crate) enum CaptureError {
-    /// A field is wrong: (field, message).
-    Invalid(&'static str, String),
-    /// No capture has this id.
-    NotFound(u64),
-    /// The format exists but this build cannot write it.
-    NotImplemented(String),
-    /// The capture filesystem is below its free-space floor.
-    NoSpace(String),
-    /// Files of that name exist already: (field, message).
-    Conflict(&'static str, String),
-    /// Creating the capture failed.
-    Failed(String),
-}
+use session::{Owner, Session};
 
 /// Every capture of a gateway.
 #[derive(Debug)]
@@ -70,14 +57,6 @@ struct PortInfo {
     /// RX queues with a segment in GPU memory, and plans whose output is there.
     gpu_queues: Vec<(u16, DeviceSide)>,
     gpu_plans: Vec<(u16, DeviceSide)>,
-}
-
-/// Where a queue's packets (or a plan's aggregates) keep bytes in GPU memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct DeviceSide {
-    gpu: u32,
-    /// Most device bytes one packet (or aggregate) holds.
-    bytes: usize,
 }
 
 impl PortInfo {
@@ -238,8 +217,9 @@ impl CaptureManager {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let local = ports[port].local;
-        let session = Session::start(id, port as u16, local, plan, device.map(|d| d.1), Arc::clone(self))
-            .map_err(|e| CaptureError::Failed(format!("{e:#}")))?;
+        let session =
+            Session::start(id, port as u16, local, plan, device.map(|d| d.1), Arc::clone(self) as Arc<dyn Owner>)
+                .map_err(|e| CaptureError::Failed(format!("{e:#}")))?;
         self.running.fetch_add(1, Ordering::Relaxed);
         let info = session.info();
         sessions.insert(id, session);
@@ -342,6 +322,24 @@ impl CaptureManager {
 
     pub(crate) fn free_space_floor(&self) -> u64 {
         self.free_space_floor
+    }
+}
+
+impl Owner for CaptureManager {
+    fn dir(&self) -> &Path {
+        CaptureManager::dir(self)
+    }
+
+    fn free_space(&self) -> std::io::Result<u64> {
+        CaptureManager::free_space(self)
+    }
+
+    fn free_space_floor(&self) -> u64 {
+        CaptureManager::free_space_floor(self)
+    }
+
+    fn session_ended(&self, session: &Session) {
+        CaptureManager::session_ended(self, session);
     }
 }
 

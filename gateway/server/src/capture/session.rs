@@ -14,7 +14,7 @@ use daqiri::{Burst, MAX_SEGMENTS};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::CaptureManager;
+use super::device_side::DeviceSide;
 #[cfg(feature = "cuda")]
 use super::gds;
 use super::request::{CaptureFormat, Plan};
@@ -100,14 +100,27 @@ pub(crate) struct Session {
     gds_mode: Mutex<Option<&'static str>>,
 }
 
+/// What a session needs of the captures it belongs to: where its files go,
+/// the free-space floor it keeps to, and word when it ends.
+pub(crate) trait Owner: Send + Sync + std::fmt::Debug {
+    /// The capture directory.
+    fn dir(&self) -> &Path;
+    /// Bytes free on the capture filesystem.
+    fn free_space(&self) -> std::io::Result<u64>;
+    /// Bytes that must stay free there.
+    fn free_space_floor(&self) -> u64;
+    /// Called once the session's writer has ended.
+    fn session_ended(&self, session: &Session);
+}
+
 impl Session {
     pub(crate) fn start(
         id: u64,
         port: u16,
         local: Option<SocketAddr>,
         plan: Plan,
-        device: Option<super::DeviceSide>,
-        manager: Arc<CaptureManager>,
+        device: Option<DeviceSide>,
+        manager: Arc<dyn Owner>,
     ) -> anyhow::Result<Arc<Self>> {
         let mut slots = RING_SLOTS;
         #[cfg(feature = "cuda")]
@@ -138,11 +151,11 @@ impl Session {
             device,
             gds_mode: Mutex::new(None),
         });
-        let mut output = Output::open(&session, &manager)?;
+        let mut output = Output::open(&session, &*manager)?;
         let writer = {
             let session = Arc::clone(&session);
             std::thread::Builder::new().name(format!("capture-{id}")).spawn(move || {
-                let (state, reason) = match session.write_loop(&mut output, &manager) {
+                let (state, reason) = match session.write_loop(&mut output, &*manager) {
                     Ok(reason) => (CaptureState::Finished, reason),
                     Err(e) => {
                         // The files end with the last record counted as written.
@@ -333,7 +346,7 @@ impl Session {
     }
 
     /// Writes until a limit, a stop request, the free-space floor or an error.
-    fn write_loop(&self, output: &mut Output, manager: &CaptureManager) -> anyhow::Result<String> {
+    fn write_loop(&self, output: &mut Output, manager: &dyn Owner) -> anyhow::Result<String> {
         // cuFile takes device pointers from a thread with the GPU's context.
         #[cfg(feature = "cuda")]
         if let Some(device) = self.device_slots() {
@@ -487,7 +500,7 @@ impl PcapFile {
 }
 
 impl Output {
-    fn open(session: &Session, manager: &CaptureManager) -> anyhow::Result<Self> {
+    fn open(session: &Session, manager: &dyn Owner) -> anyhow::Result<Self> {
         let dir = manager.dir().to_path_buf();
         Ok(match (session.plan.format, &session.plan.reorder) {
             (CaptureFormat::Raw, _) => Output::Raw { dir, next: 0 },

@@ -1,0 +1,96 @@
+//! What every handler reads: the running engine, the active config, the
+//! counters, the captures and the tokens.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use daqiri::Engine;
+
+use super::error::ApiError;
+use super::rates::RateSampler;
+use super::tokens::Tokens;
+use crate::capture::CaptureManager;
+use crate::live::LiveEngine;
+use crate::telemetry::{ReloadCounters, Telemetry};
+
+/// Everything the handlers read.
+#[derive(Debug)]
+pub(crate) struct AdminState {
+    pub live: Arc<LiveEngine>,
+    pub started: Instant,
+    /// The active config, as a snapshot readers take without waiting: a
+    /// reload replaces it whole once it has applied.
+    pub active: arc_swap::ArcSwap<ActiveConfig>,
+    /// Held by whoever applies a config, so changes apply one at a time;
+    /// never taken by a read.
+    pub applying: Mutex<()>,
+    /// A config is being applied (validation, a flow swap or a restart).
+    pub reloading: std::sync::atomic::AtomicBool,
+    /// The file `POST /api/v1/config/reload` and SIGHUP re-read.
+    pub config_path: Option<std::path::PathBuf>,
+    pub reloads: Arc<ReloadCounters>,
+    pub rates: Mutex<RateSampler>,
+    pub telemetry: Telemetry,
+    pub captures: Arc<CaptureManager>,
+    /// Bearer tokens for changes and for reads, when set.
+    pub tokens: Tokens,
+}
+
+impl AdminState {
+    pub(crate) fn new(
+        live: Arc<LiveEngine>,
+        config_yaml: String,
+        config_path: Option<std::path::PathBuf>,
+        captures: Arc<CaptureManager>,
+        tokens: Tokens,
+    ) -> anyhow::Result<Arc<Self>> {
+        let reloads = Arc::new(ReloadCounters::default());
+        let rates = Mutex::new(RateSampler::default());
+        let telemetry = Telemetry::new(Arc::clone(&live), Arc::clone(&captures), Arc::clone(&reloads))?;
+        Ok(Arc::new(Self {
+            live,
+            started: Instant::now(),
+            // Generation 0: waiting for a first config (`run --wait-for-config`).
+            active: arc_swap::ArcSwap::from_pointee(ActiveConfig::new(
+                config_yaml.clone(),
+                u64::from(!config_yaml.is_empty()),
+            )),
+            applying: Mutex::new(()),
+            reloading: std::sync::atomic::AtomicBool::new(false),
+            config_path,
+            reloads,
+            rates,
+            telemetry,
+            captures,
+            tokens,
+        }))
+    }
+
+    /// The running engine, or 503 while a config change restarts it.
+    pub(crate) fn engine(&self) -> Result<Arc<Engine>, ApiError> {
+        self.live.get().ok_or_else(|| {
+            ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "no engine is running: a config change is restarting it (or the last restart failed, see /api/v1/status)",
+                None,
+            )
+        })
+    }
+}
+
+/// The YAML the engine runs and its generation.
+#[derive(Debug, Clone)]
+pub(crate) struct ActiveConfig {
+    pub yaml: String,
+    pub sha256: String,
+    pub generation: u64,
+    /// Set when a restart left no engine running.
+    pub engine_error: Option<String>,
+}
+
+impl ActiveConfig {
+    pub(super) fn new(yaml: String, generation: u64) -> Self {
+        let sha256 = crate::consumer::hex(&<sha2::Sha256 as sha2::Digest>::digest(yaml.as_bytes()));
+        Self { yaml, sha256, generation, engine_error: None }
+    }
+}
