@@ -42,6 +42,7 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         admin_read_token_file: None,
         capture_dir: std::env::temp_dir().join("daqiri-demo-captures"),
         capture_free_space_floor_mb: 256,
+        max_captures: crate::capture::DEFAULT_MAX_CAPTURES,
         wait_for_config: false,
     };
     let gateway = {

@@ -67,6 +67,10 @@ pub(crate) struct RunArgs {
     /// Captures refuse to start, and stop, below this much free space (MiB).
     #[arg(long, default_value_t = 1024)]
     pub capture_free_space_floor_mb: u64,
+    /// Most captures running at once; one more is refused with 429. Each
+    /// holds up to 8,192 packet copies in memory.
+    #[arg(long, default_value_t = crate::capture::DEFAULT_MAX_CAPTURES, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_captures: u16,
     /// When --config does not exist yet, serve the admin API without an engine
     /// and start once the file appears (a ConfigMap key the operator has not
     /// written for this node yet) or a config is PUT.
@@ -122,8 +126,12 @@ pub(crate) fn run_gateway(
         Some(config) => (LiveEngine::new(Engine::new(config.valid).context("cannot start the engine")?), config.yaml),
         None => (LiveEngine::empty(), String::new()),
     };
-    let captures =
-        CaptureManager::new(live.get().as_deref(), args.capture_dir.clone(), args.capture_free_space_floor_mb << 20)?;
+    let captures = CaptureManager::new(
+        live.get().as_deref(),
+        args.capture_dir.clone(),
+        args.capture_free_space_floor_mb << 20,
+        usize::from(args.max_captures),
+    )?;
     let admin = match args.no_admin {
         true => None,
         false => {

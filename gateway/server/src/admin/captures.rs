@@ -21,6 +21,7 @@ impl From<CaptureError> for ApiError {
             }
             CaptureError::NoSpace(message) => ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message, None),
             CaptureError::Conflict(field, message) => ApiError::new(StatusCode::CONFLICT, message, Some(field)),
+            CaptureError::TooMany(message) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, None),
             CaptureError::Failed(message) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message, None),
         }
     }

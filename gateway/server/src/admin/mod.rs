@@ -87,7 +87,12 @@ pub(crate) fn in_process(
     tokens: Tokens,
 ) -> anyhow::Result<(Router, utoipa::openapi::OpenApi, Arc<AdminState>)> {
     let live = LiveEngine::new(Engine::from_yaml(config)?);
-    let captures = crate::capture::CaptureManager::new(live.get().as_deref(), capture_dir, capture_free_space_floor)?;
+    let captures = crate::capture::CaptureManager::new(
+        live.get().as_deref(),
+        capture_dir,
+        capture_free_space_floor,
+        usize::from(crate::capture::DEFAULT_MAX_CAPTURES),
+    )?;
     let state = AdminState::new(live, config.to_owned(), None, captures, tokens)?;
     let (router, api) = router(Arc::clone(&state));
     Ok((router, api, state))

@@ -176,6 +176,24 @@ async fn capture_requests_are_checked_field_by_field() {
 }
 
 #[tokio::test]
+async fn one_capture_past_the_limit_is_refused_with_429_naming_it_until_one_stops() {
+    let (router, _, _, _captures) = app();
+    let start = |i: usize| format!(r#"{{"format": "pcap", "interface": "lo", "name": "c{i}"}}"#);
+    let limit = usize::from(crate::capture::DEFAULT_MAX_CAPTURES);
+    for i in 0..limit {
+        let (status, answer) = send(&router, "POST", "/api/v1/captures", None, &start(i)).await;
+        assert_eq!(status, StatusCode::CREATED, "capture {i}: {answer}");
+    }
+    let (status, answer) = send(&router, "POST", "/api/v1/captures", None, &start(limit)).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{answer}");
+    let message = answer["message"].as_str().unwrap();
+    assert!(message.contains(&format!("--max-captures {limit}")), "the limit is named: {message}");
+    assert_eq!(send(&router, "DELETE", "/api/v1/captures/1", None, "").await.0, StatusCode::OK);
+    let (status, answer) = send(&router, "POST", "/api/v1/captures", None, &start(limit)).await;
+    assert_eq!(status, StatusCode::CREATED, "a stopped capture frees its place: {answer}");
+}
+
+#[tokio::test]
 async fn captures_refuse_to_start_below_the_free_space_floor() {
     let (router, _, _, _captures) = app_with_config(CONFIG, u64::MAX, tokens::Tokens::default());
     let (status, answer) =

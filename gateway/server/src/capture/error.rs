@@ -13,6 +13,8 @@ pub(crate) enum CaptureError {
     NoSpace(String),
     /// Files of that name exist already: (field, message).
     Conflict(&'static str, String),
+    /// As many captures run as the gateway allows (`--max-captures`).
+    TooMany(String),
     /// Creating the capture failed.
     Failed(String),
 }

@@ -30,11 +30,17 @@ pub(crate) use request::CaptureRequest;
 pub(crate) use session::{CaptureInfo, CaptureState};
 use session::{Owner, Session};
 
+/// Captures that may run at once unless `--max-captures` says otherwise.
+pub(crate) const DEFAULT_MAX_CAPTURES: u16 = 8;
+
 /// Every capture of a gateway.
 #[derive(Debug)]
 pub(crate) struct CaptureManager {
     dir: PathBuf,
     free_space_floor: u64,
+    /// Most captures running at once: each holds a ring of packet copies
+    /// (up to 8,192 of them) and a writer thread.
+    max_running: usize,
     sessions: Mutex<BTreeMap<u64, Arc<Session>>>,
     /// Running sessions: the tap's fast path checks this one atomic.
     running: AtomicUsize,
@@ -150,11 +156,17 @@ fn port_infos(engine: &Engine) -> Vec<PortInfo> {
 impl CaptureManager {
     /// The directory is created when the first capture starts.
     /// Without an engine there are no interfaces until [`follow`](Self::follow).
-    pub(crate) fn new(engine: Option<&Engine>, dir: PathBuf, free_space_floor: u64) -> anyhow::Result<Arc<Self>> {
+    pub(crate) fn new(
+        engine: Option<&Engine>,
+        dir: PathBuf,
+        free_space_floor: u64,
+        max_running: usize,
+    ) -> anyhow::Result<Arc<Self>> {
         let ports = RwLock::new(engine.map(port_infos).unwrap_or_default());
         Ok(Arc::new(Self {
             dir,
             free_space_floor,
+            max_running,
             sessions: Mutex::new(BTreeMap::new()),
             running: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
@@ -200,6 +212,13 @@ impl CaptureManager {
         })?;
         self.check_space()?;
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let running = sessions.values().filter(|s| s.state() == CaptureState::Running).count();
+        if running >= self.max_running {
+            return Err(CaptureError::TooMany(format!(
+                "{running} captures are running, the most this gateway allows (--max-captures {}); stop one first",
+                self.max_running
+            )));
+        }
         if sessions.values().any(|s| s.name() == plan.name && s.state() == CaptureState::Running) {
             return Err(CaptureError::Conflict(
                 "name",
