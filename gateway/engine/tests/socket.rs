@@ -270,8 +270,9 @@ fn socket_overflow_counts_datagrams_of_coalesced_runs() {
 }
 
 /// A TCP client that connects and sends nothing cannot lock others out: once
-/// it has been silent for 5 s while another waits, it is closed and the
-/// waiting one served. Alone, a quiet connection is kept however long it pauses.
+/// a 5 s window passed without 5 KiB from it while another waits, it is
+/// closed and the waiting one served. Alone, a quiet connection is kept
+/// however long it pauses.
 #[test]
 fn a_silent_tcp_connection_gives_way_to_a_waiting_one_but_is_kept_alone() {
     use std::io::{Read, Write};
@@ -300,6 +301,46 @@ fn a_silent_tcp_connection_gives_way_to_a_waiting_one_but_is_kept_alone() {
     assert!(started.elapsed() > Duration::from_secs(4), "after the silent one's 5 s: {:?}", started.elapsed());
     quiet.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     assert_eq!(quiet.read(&mut [0u8; 16]).unwrap(), 0, "the silent connection was closed");
+}
+
+/// A client that keeps its connection alive with a byte now and then (the
+/// attack a silence timer misses) delivers less than 1 KiB/s: while another
+/// client waits, it is closed at the end of its 5 s window.
+#[test]
+fn a_trickling_tcp_connection_gives_way_to_a_waiting_one() {
+    use std::io::{Read, Write};
+    let port = free_tcp_port();
+    let yaml =
+        TestConfig::tcp_server(port).region("rx_mem", 64, 2048).rx_queue(rx(0, "rx_mem").timeout_us(1000)).yaml();
+    let engine = Engine::from_yaml(&yaml).unwrap();
+    let mut trickle = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dripping = {
+        let (mut trickle, stop) = (trickle.try_clone().unwrap(), std::sync::Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && trickle.write_all(b".").is_ok() {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    let mut waiting = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    waiting.write_all(b"let me in").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let mut bytes = Vec::new();
+    while Instant::now() < deadline && !bytes.ends_with(b"let me in") {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            burst.packets().for_each(|p| bytes.extend_from_slice(p.data()));
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    dripping.join().unwrap();
+    assert!(bytes.ends_with(b"let me in"), "the waiting client is served within 8 s: {bytes:?}");
+    assert!(
+        bytes[..bytes.len() - 9].iter().all(|&b| b == b'.'),
+        "first the trickle's bytes, then the waiting client's"
+    );
+    trickle.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    assert_eq!(trickle.read(&mut [0u8; 16]).unwrap_or(0), 0, "the trickling connection was closed");
 }
 
 /// A UDP server's RX queues form a reuseport group: each queue's socket

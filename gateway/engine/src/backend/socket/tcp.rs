@@ -2,9 +2,11 @@
 //!
 //! A TCP interface carries one connection at a time (a server accepts the
 //! next once the current one closes; a client reconnects). A connection
-//! silent for [`IDLE_YIELD`] while another waits to be accepted is closed,
-//! so a client that connects and sends nothing cannot lock every sender
-//! out; a lone quiet connection is kept however long it pauses. Received bytes
+//! that delivered less than [`YIELD_BELOW_BYTES`] over the last
+//! [`YIELD_WINDOW`] while another waits to be accepted is closed, so a
+//! client that connects and sends nothing, or a byte now and then, cannot
+//! lock every sender out; a lone quiet connection is kept however long it
+//! pauses. Received bytes
 //! land in buffers of the first RX queue's memory region: each packet is one
 //! `read` of up to `buf_size` bytes (or `max_payload_size`, if smaller), and
 //! packets and bursts go to the first RX queue in stream order. Packet
@@ -46,8 +48,13 @@ const READS_PER_POLL: usize = 64;
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
 /// A client retries a failed connect after this long.
 const CONNECT_RETRY: Duration = Duration::from_millis(100);
-/// Silence after which a server's connection gives way to a waiting one.
-pub(crate) const IDLE_YIELD: Duration = Duration::from_secs(5);
+/// The window over which a server's connection must deliver
+/// [`YIELD_BELOW_BYTES`] while another client waits, or give way to it.
+pub(crate) const YIELD_WINDOW: Duration = Duration::from_secs(5);
+/// What a connection must deliver per [`YIELD_WINDOW`] while another client
+/// waits: 1 KiB/s, far below any instrument's stream and far above a
+/// keep-alive trickle.
+pub(crate) const YIELD_BELOW_BYTES: u64 = 5 * 1024;
 /// How long a receiver alone on its core sleeps while the application holds
 /// every buffer or ring slot.
 const BACKPRESSURE_PAUSE: Duration = Duration::from_micros(20);
@@ -118,7 +125,7 @@ impl PortDriver for TcpDriver {
             let receiver = TcpReceiver {
                 connection: Connection::new(&self.shared),
                 assembler: Assembler::new(p, 0, FullRing::HoldBack),
-                last_data: Instant::now(),
+                window: (Instant::now(), 0),
             };
             tasks.push(Task::port_receiver(p, Box::new(receiver)));
         }
@@ -253,28 +260,34 @@ impl Connection {
 struct TcpReceiver {
     connection: Connection,
     assembler: Assembler,
-    /// When the connection last delivered bytes (or was made).
-    last_data: Instant,
+    /// The current [`YIELD_WINDOW`]: when it began, and the bytes it saw.
+    window: (Instant, u64),
 }
 
 impl TcpReceiver {
-    /// Closes a server's connection that has been silent for [`IDLE_YIELD`]
-    /// while another client waits in the listen backlog.
-    fn yield_if_idle(&mut self, stream: &TcpStream, name: &str) {
+    /// At the end of each [`YIELD_WINDOW`], closes a server's connection
+    /// that delivered less than [`YIELD_BELOW_BYTES`] in it while another
+    /// client waits in the listen backlog; else starts the next window.
+    /// Whether it closed the connection.
+    fn yield_if_slow(&mut self, stream: &TcpStream, name: &str) -> bool {
         let shared = &*self.connection.shared;
-        let Some(listener) = shared.listener.as_ref() else { return };
-        if self.last_data.elapsed() < IDLE_YIELD
-            || !sys::wait_readable(listener.as_fd(), Duration::ZERO).unwrap_or(false)
-        {
-            return;
+        let Some(listener) = shared.listener.as_ref() else { return false };
+        let (started, bytes) = self.window;
+        if started.elapsed() < YIELD_WINDOW {
+            return false;
+        }
+        self.window = (Instant::now(), 0);
+        if bytes >= YIELD_BELOW_BYTES || !sys::wait_readable(listener.as_fd(), Duration::ZERO).unwrap_or(false) {
+            return false;
         }
         tracing::warn!(
             interface = name,
             peer = ?stream.peer_addr().ok(),
-            "TCP connection silent for {IDLE_YIELD:?} while another client waits: closing it"
+            "TCP connection delivered {bytes} bytes in {YIELD_WINDOW:?} (less than {YIELD_BELOW_BYTES}) while another client waits: closing it"
         );
         let _ = stream.shutdown(Shutdown::Both);
         self.connection.lose();
+        true
     }
 }
 
@@ -286,10 +299,16 @@ impl QueueTask for TcpReceiver {
             Some(stream) => stream,
             None => {
                 let Some(stream) = self.connection.establish(&p.name, wait) else { return 0 };
-                self.last_data = Instant::now();
+                self.window = (Instant::now(), 0);
                 stream
             }
         };
+        // Checked on every poll, so a trickle that puts a byte into most
+        // polls is measured too.
+        if self.yield_if_slow(&stream, &p.name) {
+            self.assembler.flush(queue);
+            return 0;
+        }
         let landing = port.regions.get(queue.segment_regions[0]);
         let read_size = self.connection.shared.max_read.unwrap_or(usize::MAX).min(landing.buf_size());
         let mut reads = 0;
@@ -314,7 +333,7 @@ impl QueueTask for TcpReceiver {
                 }
                 Ok(n) => {
                     reads += 1;
-                    self.last_data = Instant::now();
+                    self.window.1 += n as u64;
                     if p.drop_all.load(std::sync::atomic::Ordering::Relaxed) {
                         landing.release(token);
                         p.rx_drops.dropped(DropReason::DropAllTraffic, 1);
@@ -324,11 +343,10 @@ impl QueueTask for TcpReceiver {
                 }
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
                     landing.release(token);
-                    if reads == 0 {
-                        self.yield_if_idle(&stream, &p.name);
-                        if let Some(wait) = wait {
-                            let _ = sys::wait_readable(stream.as_fd(), wait);
-                        }
+                    if reads == 0
+                        && let Some(wait) = wait
+                    {
+                        let _ = sys::wait_readable(stream.as_fd(), wait);
                     }
                     break;
                 }
