@@ -269,6 +269,13 @@ fn socket_overflow_counts_datagrams_of_coalesced_runs() {
     );
 }
 
+/// A TCP server on a free port with one queue of 64 buffers.
+fn one_tcp_server() -> (u16, Engine) {
+    let port = free_tcp_port();
+    let config = TestConfig::tcp_server(port).region("rx_mem", 64, 2048).rx_queue(rx(0, "rx_mem").timeout_us(1000));
+    (port, Engine::from_yaml(&config.yaml()).unwrap())
+}
+
 /// A TCP client that connects and sends nothing cannot lock others out: once
 /// a 5 s window passed without 5 KiB from it while another waits, it is
 /// closed and the waiting one served. Alone, a quiet connection is kept
@@ -276,10 +283,7 @@ fn socket_overflow_counts_datagrams_of_coalesced_runs() {
 #[test]
 fn a_silent_tcp_connection_gives_way_to_a_waiting_one_but_is_kept_alone() {
     use std::io::{Read, Write};
-    let port = free_tcp_port();
-    let yaml =
-        TestConfig::tcp_server(port).region("rx_mem", 64, 2048).rx_queue(rx(0, "rx_mem").timeout_us(1000)).yaml();
-    let engine = Engine::from_yaml(&yaml).unwrap();
+    let (port, engine) = one_tcp_server();
     let received = |within: Duration| -> Vec<u8> {
         let deadline = Instant::now() + within;
         let mut bytes = Vec::new();
@@ -309,10 +313,7 @@ fn a_silent_tcp_connection_gives_way_to_a_waiting_one_but_is_kept_alone() {
 #[test]
 fn a_trickling_tcp_connection_gives_way_to_a_waiting_one() {
     use std::io::{Read, Write};
-    let port = free_tcp_port();
-    let yaml =
-        TestConfig::tcp_server(port).region("rx_mem", 64, 2048).rx_queue(rx(0, "rx_mem").timeout_us(1000)).yaml();
-    let engine = Engine::from_yaml(&yaml).unwrap();
+    let (port, engine) = one_tcp_server();
     let mut trickle = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let dripping = {
