@@ -127,8 +127,11 @@ fn a_steady_stream_under_scrapes_captures_and_reloads_loses_nothing_and_keeps_me
     // Flat: the allocator returns a finished capture's memory to the system
     // only now and then, so each third is judged by its lowest sample; after
     // the first (pools touched, arenas grown), the last third is within 5%
-    // of the middle one.
+    // of the middle one, or 3 MiB: glibc may keep one more thread arena's
+    // heap (a capture writer's) for good, a single step of about 2 MiB that
+    // a 60 s run cannot tell from a leak, while a leak keeps climbing.
     let third = rss.len() / 3;
     let (middle, last) = (rss[third..2 * third].iter().min().unwrap(), rss[2 * third..].iter().min().unwrap());
-    assert!(last * 100 <= middle * 105, "RSS grew from {middle} to {last} KiB: {rss:?}");
+    let allowed = (middle * 105 / 100).max(middle + 3 * 1024);
+    assert!(*last <= allowed, "RSS grew from {middle} to {last} KiB (at most {allowed}): {rss:?}");
 }
