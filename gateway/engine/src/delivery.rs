@@ -69,10 +69,16 @@ impl<'p> Steer<'p> {
     /// could need them.
     #[inline]
     pub(crate) fn frame(&mut self, frame: &[u8], len: u32) -> Option<Steered> {
+        self.by_headers(|| frame, len)
+    }
+
+    /// [`frame`](Self::frame), with the headers found only when read.
+    #[inline]
+    fn by_headers<'f>(&mut self, frame: impl FnOnce() -> &'f [u8], len: u32) -> Option<Steered> {
         if self.dropping || self.unread {
             return self.decide(Steering::Default { queue: 0 }, len);
         }
-        self.decide(self.flows.steer_frame(frame), len)
+        self.decide(self.flows.steer_frame(frame()), len)
     }
 
     /// Steers a datagram of `len` payload bytes by its addresses.
@@ -100,8 +106,7 @@ impl<'p> Steer<'p> {
                 let queue = self.flows.rules[rule].queues().first().copied().unwrap_or(0);
                 self.decide(Steering::Flow { rule, queue }, len)
             }
-            None if self.dropping || self.unread => self.decide(Steering::Default { queue: 0 }, len),
-            None => self.frame(frame(), len),
+            None => self.by_headers(frame, len),
         }
     }
 

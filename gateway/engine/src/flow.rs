@@ -145,7 +145,6 @@ impl FlowTable {
 
     /// Whether every packet goes to the default queue without a flow id (no
     /// rules, no isolation), so a receiver need not read its headers.
-    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn steers_nothing(&self) -> bool {
         self.rules.is_empty() && !self.isolation
     }
