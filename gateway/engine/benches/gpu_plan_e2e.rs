@@ -19,54 +19,43 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use daqiri::Engine;
+use daqiri_config::model::{BitField, Endianness, InputType, MemoryKind, OutputType, ReorderType};
+use daqiri_config::testing::{self, TestConfig, rx};
 
 /// int16 samples per datagram, after a 4-byte sequence number.
 const SAMPLE_BYTES: usize = 1024;
 const PACKETS_PER_BATCH: u32 = 1024;
 const SEND_BATCH: usize = 64;
 
-/// A UDP server on `port`; with `plan` = (reorder_type, output kind), its
-/// datagrams go through a reorder plan converting int16 to fp32.
-fn config(port: u16, plan: Option<(&str, &str)>) -> String {
+/// A UDP server on `port`; with `plan` = (where the plan runs, its output
+/// region's kind), its datagrams go through a reorder plan converting
+/// int16 to fp32.
+fn config(port: u16, plan: Option<(ReorderType, MemoryKind)>) -> String {
     // A GPU plan reads packets where they land: pinned memory. The plain
     // case lands there too; a CPU plan lands in ordinary memory.
-    let rx_kind = if plan.is_some_and(|(reorder_type, _)| reorder_type == "cpu") { "host" } else { "host_pinned" };
-    let output_kind = plan.map_or("host", |(_, kind)| kind);
-    let reorder = plan.map_or(String::new(), |(reorder_type, _)| {
-        format!(
-            r#"
-        flows: [{{ name: all, id: 1, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: {port} }} }}]
-        reorder_configs:
-        - name: samples
-          reorder_type: {reorder_type}
-          memory_region: out
-          payload_byte_offset: 4
-          flow_ids: [1]
-          data_types: {{ input_type: int16, output_type: fp32, endianness: network }}
-          method: {{ seq_packets_per_batch: {{ sequence_number: {{ bit_offset: 0, bit_width: 32 }}, packets_per_batch: {PACKETS_PER_BATCH} }} }}"#
-        )
-    });
+    let rx_kind = match plan {
+        Some((ReorderType::Cpu, _)) => MemoryKind::Host,
+        _ => MemoryKind::HostPinned,
+    };
+    let output_kind = plan.map_or(MemoryKind::Host, |(_, kind)| kind);
     // The queue's timeout is far above a batch's fill time (2 ms at 500k
     // datagrams/s), so batches end complete and late packets measure loss.
-    format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-    - {{ name: rx, kind: {rx_kind}, affinity: 0, num_bufs: 32768, buf_size: 2048 }}
-    - {{ name: out, kind: {output_kind}, affinity: 0, num_bufs: 64, buf_size: {out} }}
-    interfaces:
-    - name: server
-      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{port}" }}
-      rx:
-        queues:
-        - {{ name: q0, id: 0, cpu_core: 2, batch_size: {PACKETS_PER_BATCH}, timeout_us: 100000, memory_regions: [rx] }}{reorder}
-"#,
+    let mut config = TestConfig::udp_server(port)
+        .region_of("rx", rx_kind, 32768, 2048)
         // Room for the largest payload a 2048-byte buffer holds, converted to fp32.
-        out = PACKETS_PER_BATCH as usize * 2048 * 2,
-    )
+        .region_of("out", output_kind, 64, u64::from(PACKETS_PER_BATCH) * 2048 * 2)
+        .rx_queue(rx(0, "rx").core(2).batch(PACKETS_PER_BATCH).timeout_us(100_000));
+    if let Some((on, _)) = plan {
+        let sequence = BitField { bit_offset: 0, bit_width: 32 };
+        config = config.udp_flow(1, 0, port).reorder(
+            testing::plan("samples", &[1], "out")
+                .on(on)
+                .payload_at(4)
+                .converting(InputType::Int16, OutputType::Fp32, Endianness::Network)
+                .packets_per_batch(sequence, PACKETS_PER_BATCH),
+        );
+    }
+    config.yaml()
 }
 
 /// Sends numbered datagrams to `port` until `stop`, taking sequence
@@ -187,9 +176,18 @@ fn main() {
     let seconds = (seconds, senders);
     println!("| path | datagrams/s received | lost | |");
     println!("|---|---|---|---|");
-    let gpu =
-        run("GPU plan: pinned -> kernel -> device aggregates", &config(port, Some(("gpu", "device"))), port, seconds);
-    let cpu = run("CPU plan: host -> host aggregates", &config(port + 1, Some(("cpu", "host"))), port + 1, seconds);
+    let gpu = run(
+        "GPU plan: pinned -> kernel -> device aggregates",
+        &config(port, Some((ReorderType::Gpu, MemoryKind::Device))),
+        port,
+        seconds,
+    );
+    let cpu = run(
+        "CPU plan: host -> host aggregates",
+        &config(port + 1, Some((ReorderType::Cpu, MemoryKind::Host))),
+        port + 1,
+        seconds,
+    );
     let plain = run("no plan: pinned bursts", &config(port + 2, None), port + 2, seconds);
     println!("\nGPU plan / CPU plan: {:.2}x; GPU plan / no plan: {:.2}x", gpu / cpu, gpu / plain);
 }

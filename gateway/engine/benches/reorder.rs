@@ -20,8 +20,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use daqiri::config::Document;
 use daqiri::reorder::Replay;
+use daqiri_config::model::{BitField, Endianness, InputType, OutputType};
+use daqiri_config::testing::{TestConfig, plan, rx};
 
 /// Sequence number (the low bits of a u32, network order) and 4 spare bytes before the samples.
 const HEADER: usize = 8;
@@ -30,67 +31,41 @@ const OUTPUT_BUFS: usize = 16;
 
 struct Case {
     name: &'static str,
-    data_types: &'static str,
+    data_types: Option<(InputType, OutputType, Endianness)>,
     /// Output bytes per input byte.
     growth: usize,
 }
 
 const CASES: [Case; 4] = [
-    Case { name: "plain copy", data_types: "", growth: 1 },
-    Case {
-        name: "int8 -> fp32",
-        data_types: "data_types: { input_type: int8, output_type: fp32, endianness: host }",
-        growth: 4,
-    },
+    Case { name: "plain copy", data_types: None, growth: 1 },
+    Case { name: "int8 -> fp32", data_types: Some((InputType::Int8, OutputType::Fp32, Endianness::Host)), growth: 4 },
     Case {
         name: "int16 (network) -> fp32",
-        data_types: "data_types: { input_type: int16, output_type: fp32, endianness: network }",
+        data_types: Some((InputType::Int16, OutputType::Fp32, Endianness::Network)),
         growth: 2,
     },
-    Case {
-        name: "int4 -> fp16",
-        data_types: "data_types: { input_type: int4, output_type: fp16, endianness: host }",
-        growth: 4,
-    },
+    Case { name: "int4 -> fp16", data_types: Some((InputType::Int4, OutputType::Fp16, Endianness::Host)), growth: 4 },
 ];
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn config(case: &Case, shape: Shape) -> String {
+fn config(case: &Case, shape: Shape) -> TestConfig {
     let Shape { batches, sample_bytes, per_batch } = shape;
     let out_buf = sample_bytes * case.growth * per_batch;
     let sequence_bits = (batches * per_batch).trailing_zeros();
-    format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    loopback: sw
-    memory_regions:
-    - {{ name: rx, kind: host, num_bufs: 64, buf_size: {rx_buf} }}
-    - {{ name: out, kind: host, num_bufs: {OUTPUT_BUFS}, buf_size: {out_buf} }}
-    interfaces:
-    - name: lo
-      address: loopback
-      rx:
-        queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: {per_batch}, memory_regions: [rx] }}]
-        flows: [{{ name: samples, id: 1, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: 5000 }} }}]
-        reorder_configs:
-        - name: plan
-          reorder_type: cpu
-          memory_region: out
-          payload_byte_offset: {HEADER}
-          flow_ids: [1]
-          {data_types}
-          method: {{ seq_packets_per_batch: {{ sequence_number: {{ bit_offset: {offset}, bit_width: {sequence_bits} }}, packets_per_batch: {per_batch} }} }}
-"#,
-        rx_buf = HEADER + sample_bytes,
-        data_types = case.data_types,
-        offset = 32 - sequence_bits,
-    )
+    let sequence = BitField { bit_offset: 32 - sequence_bits, bit_width: sequence_bits };
+    let mut plan = plan("plan", &[1], "out").payload_at(HEADER as u32).packets_per_batch(sequence, per_batch as u32);
+    if let Some((input, output, order)) = case.data_types {
+        plan = plan.converting(input, output, order);
+    }
+    TestConfig::loopback()
+        .region("rx", 64, (HEADER + sample_bytes) as u64)
+        .region("out", OUTPUT_BUFS as u32, out_buf as u64)
+        .rx_queue(rx(0, "rx").batch(per_batch as u32))
+        .udp_flow(1, 0, 5000)
+        .reorder(plan)
 }
 
 /// `batches` batches of packets, each batch's order shuffled (xorshift, fixed
@@ -129,9 +104,8 @@ fn stride(sample_bytes: usize) -> usize {
 /// Output bytes per second of reorder (+ convert) through a plan.
 fn reorder_rate(case: &Case, shape: Shape, for_how_long: Duration) -> f64 {
     let Shape { batches, sample_bytes, per_batch } = shape;
-    let config = Document::parse(&config(case, shape)).and_then(|d| d.validate());
-    let config = config.unwrap_or_else(|e| panic!("bench config: {e}"));
-    let mut replay = Replay::new(&config, "lo").expect("replay");
+    let config = config(case, shape).validate().unwrap_or_else(|e| panic!("bench config: {e}"));
+    let mut replay = Replay::new(&config, "loop").expect("replay");
     let input = packets(batches, sample_bytes, per_batch);
     let (mut bytes, mut emitted, mut pushed) = (0u64, 0u64, 0usize);
     let start = Instant::now();

@@ -7,23 +7,19 @@
 
 use daqiri::writer::{GdsFormat, GdsWriter};
 use daqiri::{Burst, Engine};
+use daqiri_config::model::MemoryKind;
+use daqiri_config::testing::{TestConfig, rx, tx};
 
-const CONFIG: &str = r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    loopback: sw
-    memory_regions:
-    - { name: tx, kind: host, num_bufs: 256, buf_size: 9000 }
-    - { name: headers, kind: host, num_bufs: 256, buf_size: 42 }
-    - { name: payload, kind: device, affinity: 0, num_bufs: 256, buf_size: 9000 }
-    interfaces:
-    - name: lo
-      address: loopback
-      tx: { queues: [{ name: t, id: 0, cpu_core: 0, batch_size: 16, memory_regions: [tx] }] }
-      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 16, timeout_us: 1000, memory_regions: [headers, payload] }] }
-"#;
+/// A loopback engine that sends from host memory and lands each frame's
+/// 42 header bytes in host memory and its payload in GPU memory.
+fn config() -> TestConfig {
+    TestConfig::loopback()
+        .region("tx", 256, 9000)
+        .region("headers", 256, 42)
+        .region_of("payload", MemoryKind::Device, 256, 9000)
+        .tx_queue(tx(0, "tx").batch(16))
+        .rx_queue(rx(0, "headers").split_into("payload").batch(16).timeout_us(1000))
+}
 
 /// Frames of assorted lengths, some not a multiple of 16, a jumbo among them.
 fn frames() -> Vec<Vec<u8>> {
@@ -71,7 +67,7 @@ fn pcap_records(file: &[u8]) -> Vec<Vec<u8>> {
 fn gpu_gds_raw_and_pcap_files_read_back_byte_for_byte() {
     let dir = std::env::temp_dir().join(format!("daqiri-gds-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let engine = Engine::from_yaml(CONFIG).expect("engine landing payloads in GPU memory");
+    let engine = Engine::from_yaml(&config().yaml()).expect("engine landing payloads in GPU memory");
     let frames = frames();
     let bursts = loop_back(&engine, &frames);
 

@@ -7,32 +7,29 @@
 #![cfg(feature = "cuda")]
 
 use daqiri::{Engine, SegmentMemory, Status};
+use daqiri_config::model::MemoryKind;
+use daqiri_config::testing::{QueueBuilder, TestConfig, rx, tx};
 
-fn config(rx_region: &str) -> String {
-    format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    loopback: sw
-    memory_regions:
-    - {{ name: tx, kind: host, num_bufs: 64, buf_size: 2048 }}
-    - {{ name: pinned, kind: host_pinned, affinity: 0, num_bufs: 64, buf_size: 2048 }}
-    - {{ name: gpu, kind: device, affinity: 0, num_bufs: 64, buf_size: 65536 }}
-    - {{ name: headers, kind: host, num_bufs: 64, buf_size: 42 }}
-    interfaces:
-    - name: lo
-      address: loopback
-      tx: {{ queues: [{{ name: t, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [tx] }}] }}
-      rx: {{ queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: 1, memory_regions: [{rx_region}] }}] }}
-"#
-    )
+/// A loopback engine's config with regions `tx` (host), `pinned`
+/// (host_pinned), `gpu` (device, GPU 0) and `headers` (host, 42 bytes), TX
+/// from `tx` and RX through `rx_queue`.
+fn config(rx_queue: QueueBuilder) -> TestConfig {
+    TestConfig::loopback()
+        .region("tx", 64, 2048)
+        .region_of("pinned", MemoryKind::HostPinned, 64, 2048)
+        .region_of("gpu", MemoryKind::Device, 64, 65536)
+        .region("headers", 64, 42)
+        .tx_queue(tx(0, "tx").batch(8))
+        .rx_queue(rx_queue)
+}
+
+fn engine(config: &TestConfig) -> Result<Engine, daqiri::Error> {
+    Engine::from_yaml(&config.yaml())
 }
 
 #[test]
 fn gpu_pinned_buffers_carry_packets_and_device_regions_name_their_gpu() {
-    let engine = Engine::from_yaml(&config("pinned")).expect("engine with GPU regions");
+    let engine = engine(&config(rx(0, "pinned"))).expect("engine with GPU regions");
     let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
     burst.packet_mut(0).write(b"through pinned memory").unwrap();
     engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
@@ -74,7 +71,7 @@ fn next_packet_segments(engine: &Engine) -> Vec<(bool, Vec<u8>)> {
 
 #[test]
 fn gpu_a_cpu_backend_lands_device_regions_through_pinned_staging() {
-    let engine = Engine::from_yaml(&config("gpu")).expect("engine landing in device memory");
+    let engine = engine(&config(rx(0, "gpu"))).expect("engine landing in device memory");
     let frames: Vec<Vec<u8>> = (0..40u8).map(|i| (0..(100 + i as usize * 37)).map(|b| b as u8 ^ i).collect()).collect();
     for frame in &frames {
         let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
@@ -88,7 +85,7 @@ fn gpu_a_cpu_backend_lands_device_regions_through_pinned_staging() {
 
 #[test]
 fn gpu_header_data_split_puts_only_the_payload_in_device_memory() {
-    let engine = Engine::from_yaml(&config("headers, gpu")).expect("engine splitting headers from payload");
+    let engine = engine(&config(rx(0, "headers").split_into("gpu"))).expect("engine splitting headers from payload");
     let frame: Vec<u8> = (0..1400u32).map(|b| (b * 7) as u8).collect();
     let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
     burst.packet_mut(0).write(&frame).unwrap();
@@ -98,16 +95,20 @@ fn gpu_header_data_split_puts_only_the_payload_in_device_memory() {
 
 #[test]
 fn gpu_a_cpu_backend_refuses_to_send_from_device_memory_by_name() {
-    let err =
-        Engine::from_yaml(&config("pinned").replace("memory_regions: [tx]", "memory_regions: [gpu]")).unwrap_err();
+    let sends_from_gpu = TestConfig::loopback()
+        .region_of("gpu", MemoryKind::Device, 64, 65536)
+        .tx_queue(tx(0, "gpu"))
+        .rx_queue(rx(0, "gpu"));
+    let err = engine(&sends_from_gpu).unwrap_err();
     assert_eq!(err.status, Status::NotSupported, "{err}");
-    assert!(err.to_string().contains("tx queue \"t\" of \"lo\" uses region \"gpu\" of kind device"), "{err}");
+    assert!(err.to_string().contains("tx queue \"t0\" of \"loop\" uses region \"gpu\" of kind device"), "{err}");
 }
 
 #[test]
 fn gpu_an_absent_gpu_is_named() {
-    let yaml = config("pinned").replace("kind: device, affinity: 0", "kind: device, affinity: 99");
-    let err = Engine::from_yaml(&yaml).unwrap_err();
+    let mut config = config(rx(0, "pinned"));
+    config.region_mut("gpu").affinity = 99;
+    let err = engine(&config).unwrap_err();
     assert!(err.to_string().contains("GPU 99 does not exist"), "{err}");
     assert!(err.to_string().contains("memory region \"gpu\""), "{err}");
 }
@@ -117,9 +118,9 @@ fn gpu_a_pinned_regions_affinity_is_a_numa_node_as_in_daqiri() {
     let nodes = std::fs::read_dir("/sys/devices/system/node")
         .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with("node")).count())
         .unwrap_or(1);
-    let yaml =
-        config("pinned").replace("kind: host_pinned, affinity: 0", &format!("kind: host_pinned, affinity: {nodes}"));
-    let err = Engine::from_yaml(&yaml).unwrap_err();
+    let mut config = config(rx(0, "pinned"));
+    config.region_mut("pinned").affinity = nodes as u32;
+    let err = engine(&config).unwrap_err();
     let message = err.to_string();
     assert!(message.contains(&format!("NUMA node {nodes} does not exist")), "{message}");
     assert!(message.contains("memory region \"pinned\""), "{message}");
@@ -129,11 +130,10 @@ fn gpu_a_pinned_regions_affinity_is_a_numa_node_as_in_daqiri() {
 fn gpu_device_regions_beyond_the_gpus_free_memory_are_refused_before_allocating() {
     let (free, _) = daqiri::gpu::memory_info(0).expect("GPU 0's free memory");
     let gib = 1usize << 30;
-    let yaml = config("pinned").replace(
-        "kind: device, affinity: 0, num_bufs: 64, buf_size: 65536",
-        &format!("kind: device, affinity: 0, num_bufs: {}, buf_size: {gib}", free / gib + 2),
-    );
-    let err = Engine::from_yaml(&yaml).unwrap_err();
+    let mut config = config(rx(0, "pinned"));
+    let gpu = config.region_mut("gpu");
+    (gpu.num_bufs, gpu.buf_size) = ((free / gib + 2) as u32, gib as u64);
+    let err = engine(&config).unwrap_err();
     assert_eq!(err.status, Status::NoFreePacketBuffers, "{err}");
     let message = err.to_string();
     assert!(message.contains("memory_regions") && message.contains("device regions on GPU 0 need"), "{message}");
@@ -141,7 +141,7 @@ fn gpu_device_regions_beyond_the_gpus_free_memory_are_refused_before_allocating(
 
 #[test]
 fn gpu_the_raw_and_pcap_writers_refuse_a_burst_in_device_memory_whole() {
-    let engine = Engine::from_yaml(&config("headers, gpu")).expect("engine splitting headers from payload");
+    let engine = engine(&config(rx(0, "headers").split_into("gpu"))).expect("engine splitting headers from payload");
     let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
     burst.packet_mut(0).write(&[7u8; 600]).unwrap();
     engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();

@@ -9,6 +9,8 @@
 use std::sync::Arc;
 
 use daqiri::{Engine, PlanStats, SegmentMemory, flags};
+use daqiri_config::model::{BitField, Endianness, InputType, MemoryKind, OutputType, ReorderType};
+use daqiri_config::testing::{TestConfig, plan, rx, tx};
 
 mod common;
 use common::{Random, send_payloads};
@@ -21,68 +23,40 @@ const BATCHES: u16 = 6;
 /// One plan on flow `10 + k` (UDP destination port `5000 + k`).
 struct PlanSpec {
     output_region: &'static str,
-    data_types: Option<(&'static str, &'static str, &'static str)>,
+    data_types: Option<(InputType, OutputType, Endianness)>,
     /// `seq_batch_number` (batch id in the sequence's high 12 bits) instead of `seq_packets_per_batch`.
     batch_field: bool,
 }
 
 /// A sw-loopback engine whose one RX queue lands frames in pinned memory
-/// and feeds `plans`; `pad` bytes follow the 16-bit sequence number.
-fn config(plans: &[PlanSpec], reorder_type: &str, pad: usize) -> String {
-    let mut flows = String::new();
-    let mut reorder = String::new();
-    let seq_bit = HEADERS * 8;
-    for (k, plan) in plans.iter().enumerate() {
-        flows += &format!(
-            "        - {{ name: f{k}, id: {}, action: {{ type: queue, id: 0 }}, match: {{ udp_dst: {} }} }}\n",
-            10 + k,
-            5000 + k
-        );
-        let types = plan.data_types.map_or(String::new(), |(input, output, order)| {
-            format!("data_types: {{ input_type: {input}, output_type: {output}, endianness: {order} }}")
-        });
-        let method = if plan.batch_field {
-            format!(
-                "seq_batch_number: {{ sequence_number: {{ bit_offset: {seq_bit}, bit_width: 16 }}, batch_number: {{ bit_offset: {seq_bit}, bit_width: 12 }} }}"
-            )
-        } else {
-            format!(
-                "seq_packets_per_batch: {{ sequence_number: {{ bit_offset: {seq_bit}, bit_width: 16 }}, packets_per_batch: {PACKETS_PER_BATCH} }}"
-            )
-        };
-        reorder += &format!(
-            "        - {{ name: p{k}, reorder_type: {reorder_type}, memory_region: {}, payload_byte_offset: {}, flow_ids: [{}], {types} {}method: {{ {method} }} }}\n",
-            plan.output_region,
-            HEADERS + 2 + pad,
-            10 + k,
-            if types.is_empty() { "" } else { ", " },
-        );
-    }
+/// and feeds `plans`, run `on` the GPU or the CPU; `pad` bytes follow the
+/// 16-bit sequence number.
+fn config(plans: &[PlanSpec], on: ReorderType, pad: usize) -> TestConfig {
     // The oracle's outputs are host memory: CPU plans cannot write a device region.
-    let device = if reorder_type == "gpu" { "device" } else { "host" };
-    format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: raw
-    loopback: sw
-    memory_regions:
-    - {{ name: tx, kind: host, num_bufs: 1024, buf_size: 256 }}
-    - {{ name: rx, kind: host_pinned, affinity: 0, num_bufs: 4096, buf_size: 256 }}
-    - {{ name: out_device, kind: {device}, affinity: 0, num_bufs: 128, buf_size: 32768 }}
-    - {{ name: out_pinned, kind: host_pinned, affinity: 0, num_bufs: 64, buf_size: 32768 }}
-    interfaces:
-    - name: lo
-      address: loopback
-      tx: {{ queues: [{{ name: t, id: 0, cpu_core: 0, batch_size: 64, memory_regions: [tx] }}] }}
-      rx:
-        flow_isolation: true
-        queues: [{{ name: r, id: 0, cpu_core: 0, batch_size: 64, memory_regions: [rx] }}]
-        flows:
-{flows}        reorder_configs:
-{reorder}"#
-    )
+    let out_device = if on == ReorderType::Gpu { MemoryKind::Device } else { MemoryKind::Host };
+    let sequence = BitField { bit_offset: HEADERS as u32 * 8, bit_width: 16 };
+    let mut config = TestConfig::loopback()
+        .region("tx", 1024, 256)
+        .region_of("rx", MemoryKind::HostPinned, 4096, 256)
+        .region_of("out_device", out_device, 128, 32768)
+        .region_of("out_pinned", MemoryKind::HostPinned, 64, 32768)
+        .tx_queue(tx(0, "tx").batch(64))
+        .rx_queue(rx(0, "rx").named("r").batch(64))
+        .isolated();
+    for (k, spec) in plans.iter().enumerate() {
+        let flow = 10 + k as u32;
+        let mut plan =
+            plan(&format!("p{k}"), &[flow], spec.output_region).on(on).payload_at((HEADERS + 2 + pad) as u32);
+        plan = match spec.batch_field {
+            true => plan.batch_number(sequence, BitField { bit_width: 12, ..sequence }),
+            false => plan.packets_per_batch(sequence, u32::from(PACKETS_PER_BATCH)),
+        };
+        if let Some((input, output, order)) = spec.data_types {
+            plan = plan.converting(input, output, order);
+        }
+        config = config.udp_flow(flow, 0, 5000 + k as u16).reorder(plan);
+    }
+    config
 }
 
 /// `BATCHES` batches of packets with `sample_bytes` of samples each,
@@ -121,10 +95,14 @@ struct Aggregate {
     bytes: Vec<u8>,
 }
 
-/// Runs `frames` (per plan) through `yaml`, stops, and returns every
+/// Runs `frames` (per plan) through an engine of `config`, stops, and returns every
 /// aggregate and each plan's counters.
-fn run(yaml: &str, frames: &[Vec<Vec<u8>>], before_traffic: impl Fn(&Engine)) -> (Vec<Aggregate>, Vec<PlanStats>) {
-    let engine = Engine::from_yaml(yaml).expect("engine");
+fn run(
+    config: &TestConfig,
+    frames: &[Vec<Vec<u8>>],
+    before_traffic: impl Fn(&Engine),
+) -> (Vec<Aggregate>, Vec<PlanStats>) {
+    let engine = Engine::from_yaml(&config.yaml()).expect("engine");
     before_traffic(&engine);
     for (k, plan_frames) in frames.iter().enumerate() {
         send_payloads(&engine, 5000 + k as u16, plan_frames);
@@ -159,8 +137,8 @@ fn run(yaml: &str, frames: &[Vec<Vec<u8>>], before_traffic: impl Fn(&Engine)) ->
 /// The GPU engine's aggregates and counters equal the CPU engine's.
 fn compare(plans: &[PlanSpec], pad: usize, sample_bytes: usize, before_traffic: impl Fn(&Engine)) {
     let frames: Vec<_> = (0..plans.len()).map(|k| traffic(0x9e37_79b9 ^ k as u64, pad, sample_bytes)).collect();
-    let (gpu, gpu_plans) = run(&config(plans, "gpu", pad), &frames, before_traffic);
-    let (cpu, cpu_plans) = run(&config(plans, "cpu", pad), &frames, |_| {});
+    let (gpu, gpu_plans) = run(&config(plans, ReorderType::Gpu, pad), &frames, before_traffic);
+    let (cpu, cpu_plans) = run(&config(plans, ReorderType::Cpu, pad), &frames, |_| {});
     assert!(!gpu.is_empty());
     assert_eq!(gpu.len(), cpu.len(), "aggregate count");
     for (g, c) in gpu.iter().zip(&cpu) {
@@ -174,9 +152,10 @@ fn compare(plans: &[PlanSpec], pad: usize, sample_bytes: usize, before_traffic: 
 
 #[test]
 fn gpu_plans_match_cpu_plans_for_every_type_pair_and_both_methods() {
-    for input in ["int4", "int8", "int16", "int32"] {
-        for order in ["host", "network"] {
-            let plans: Vec<_> = ["fp16", "bf16", "fp32", "fp64", "int32"]
+    use {InputType::*, OutputType::*};
+    for input in [Int4, Int8, Int16, InputType::Int32] {
+        for order in [Endianness::Host, Endianness::Network] {
+            let plans: Vec<_> = [Fp16, Bf16, Fp32, Fp64, OutputType::Int32]
                 .iter()
                 .enumerate()
                 .map(|(k, &output)| PlanSpec {
@@ -196,7 +175,11 @@ fn gpu_plain_plans_into_pinned_and_device_memory_on_the_applications_stream() {
     let plans = [
         PlanSpec { output_region: "out_pinned", data_types: None, batch_field: false },
         PlanSpec { output_region: "out_device", data_types: None, batch_field: true },
-        PlanSpec { output_region: "out_pinned", data_types: Some(("int16", "fp32", "network")), batch_field: false },
+        PlanSpec {
+            output_region: "out_pinned",
+            data_types: Some((InputType::Int16, OutputType::Fp32, Endianness::Network)),
+            batch_field: false,
+        },
     ];
     // Unaligned samples (after the 2-byte sequence number): the per-byte path.
     compare(&plans, 0, 58, |engine| {
@@ -208,14 +191,14 @@ fn gpu_plain_plans_into_pinned_and_device_memory_on_the_applications_stream() {
 #[test]
 fn gpu_set_reorder_cuda_stream_names_what_is_wrong() {
     let plans = [PlanSpec { output_region: "out_device", data_types: None, batch_field: false }];
-    let engine = Engine::from_yaml(&config(&plans, "gpu", 0)).expect("engine");
+    let engine = Engine::from_yaml(&config(&plans, ReorderType::Gpu, 0).yaml()).expect("engine");
     let stream = daqiri::gpu::new_stream(0).expect("a stream on GPU 0");
     let err = engine.set_reorder_cuda_stream(0, "nope", Arc::clone(&stream)).unwrap_err();
     assert!(err.to_string().contains("no reorder plan \"nope\"; its plans: [\"p0\"]"), "{err}");
     let err = engine.set_reorder_cuda_stream(3, "p0", stream).unwrap_err();
     assert!(err.to_string().contains('3'), "{err}");
     engine.shutdown();
-    let cpu = Engine::from_yaml(&config(&plans, "cpu", 0)).expect("engine");
+    let cpu = Engine::from_yaml(&config(&plans, ReorderType::Cpu, 0).yaml()).expect("engine");
     let err = cpu.set_reorder_cuda_stream(0, "p0", daqiri::gpu::new_stream(0).unwrap()).unwrap_err();
     assert!(err.to_string().contains("reorder_type cpu"), "{err}");
 }
@@ -223,8 +206,9 @@ fn gpu_set_reorder_cuda_stream_names_what_is_wrong() {
 #[test]
 fn gpu_a_plan_refuses_packets_landing_in_device_memory_through_a_cpu_backend() {
     let plans = [PlanSpec { output_region: "out_device", data_types: None, batch_field: false }];
-    let yaml = config(&plans, "gpu", 0).replace("name: rx, kind: host_pinned", "name: rx, kind: device");
-    let err = Engine::from_yaml(&yaml).unwrap_err();
+    let mut config = config(&plans, ReorderType::Gpu, 0);
+    config.region_mut("rx").kind = MemoryKind::Device;
+    let err = Engine::from_yaml(&config.yaml()).unwrap_err();
     assert!(err.to_string().contains("reorder plan \"p0\" reads packets where they land"), "{err}");
     assert!(err.to_string().contains("give queue \"r\" a host_pinned region"), "{err}");
 }

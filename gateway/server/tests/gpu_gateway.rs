@@ -11,6 +11,8 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
+use daqiri_config::model::{BitField, Endianness, InputType, MemoryKind, OutputType, ReorderType};
+use daqiri_config::testing::{TestConfig, plan, rx};
 use serde_json::Value;
 
 use common::{GATEWAY, Gateway, free_udp_port, http, scratch_dir, wait_for_capture_end};
@@ -28,21 +30,28 @@ struct PlanSpec {
     flow: u32,
     payload: usize,
     offset: usize,
-    types: (&'static str, &'static str, &'static str),
+    types: (InputType, OutputType, Endianness),
     /// Output bytes per input byte.
     growth: usize,
 }
 
 const PLANS: [PlanSpec; 2] = [
     // Aligned 16-byte words: the kernels' word path.
-    PlanSpec { name: "int4_fp16", flow: 1, payload: 16 + 512, offset: 16, types: ("int4", "fp16", "host"), growth: 4 },
+    PlanSpec {
+        name: "int4_fp16",
+        flow: 1,
+        payload: 16 + 512,
+        offset: 16,
+        types: (InputType::Int4, OutputType::Fp16, Endianness::Host),
+        growth: 4,
+    },
     // A 4-byte offset: the per-sample path.
     PlanSpec {
         name: "int16_fp32",
         flow: 2,
         payload: 4 + 256,
         offset: 4,
-        types: ("int16", "fp32", "network"),
+        types: (InputType::Int16, OutputType::Fp32, Endianness::Network),
         growth: 2,
     },
 ];
@@ -70,7 +79,7 @@ fn start_gateway(tag: &str) -> (String, Ports, Gateway) {
         landed_udp: free_udp_port(),
         sources: [free_udp_port(), free_udp_port(), free_udp_port()],
     };
-    let gw = Gateway::run(&gateway, scratch_dir(tag), &config(ports, false));
+    let gw = Gateway::run(&gateway, scratch_dir(tag), &config(ports, false).yaml());
     (gateway, ports, gw)
 }
 
@@ -84,57 +93,37 @@ fn gen_payload(seq: u32, len: usize) -> Vec<u8> {
 /// The config: interface `plans` (pinned landing, the GPU plans) and
 /// interface `landed` (one queue in GPU memory). `oracle` turns it into
 /// the same plans on the CPU with host memory, for `Replay`.
-fn config(Ports { udp, landed_udp, sources }: Ports, oracle: bool) -> String {
-    let (pinned, device, reorder_type) =
-        if oracle { ("host", "host", "cpu") } else { ("host_pinned", "device", "gpu") };
-    let mut regions = format!(
-        "    - {{ name: landing, kind: {pinned}, affinity: 0, num_bufs: 4096, buf_size: 2048 }}\n\
-         \x20   - {{ name: on_gpu, kind: {device}, affinity: 0, num_bufs: 2048, buf_size: 2048 }}\n"
-    );
-    let (mut flows, mut plans) = (String::new(), String::new());
-    for (plan, source) in PLANS.iter().zip(sources) {
-        regions += &format!(
-            "    - {{ name: out_{}, kind: {device}, affinity: 0, num_bufs: 8, buf_size: {} }}\n",
-            plan.name,
-            plan.aggregate_bytes()
-        );
-        flows += &format!(
-            "        - {{ name: f{0}, id: {0}, action: {{ type: queue, id: 0 }}, match: {{ udp_src: {source} }} }}\n",
-            plan.flow
-        );
-        let (input, output, order) = plan.types;
-        plans += &format!(
-            "        - {{ name: {}, reorder_type: {reorder_type}, memory_region: out_{0}, payload_byte_offset: {}, \
-             flow_ids: [{}], data_types: {{ input_type: {input}, output_type: {output}, endianness: {order} }}, \
-             method: {{ seq_packets_per_batch: {{ sequence_number: {{ bit_offset: 0, bit_width: 32 }}, packets_per_batch: {PACKETS_PER_BATCH} }} }} }}\n",
-            plan.name, plan.offset, plan.flow
-        );
+fn config(Ports { udp, landed_udp, sources }: Ports, oracle: bool) -> TestConfig {
+    let (pinned, device, on) = match oracle {
+        true => (MemoryKind::Host, MemoryKind::Host, ReorderType::Cpu),
+        false => (MemoryKind::HostPinned, MemoryKind::Device, ReorderType::Gpu),
+    };
+    let queue = |region| rx(0, region).batch(64).timeout_us(20_000);
+    let mut plans = TestConfig::udp_server(udp)
+        .interface_named("plans")
+        .region_of("landing", pinned, 4096, 2048)
+        .region_of("on_gpu", device, 2048, 2048)
+        .rx_queue(queue("landing"));
+    for (spec, source) in PLANS.iter().zip(sources) {
+        let output = format!("out_{}", spec.name);
+        let sequence = BitField { bit_offset: 0, bit_width: 32 };
+        let (input, output_type, order) = spec.types;
+        plans = plans
+            .region_of(&output, device, 8, spec.aggregate_bytes() as u64)
+            .udp_src_flow(spec.flow, 0, source)
+            .reorder(
+                plan(spec.name, &[spec.flow], &output)
+                    .on(on)
+                    .payload_at(spec.offset as u32)
+                    .converting(input, output_type, order)
+                    .packets_per_batch(sequence, PACKETS_PER_BATCH as u32),
+            );
     }
-    format!(
-        r#"
-daqiri:
-  cfg:
-    version: 1
-    stream_type: socket
-    memory_regions:
-{regions}    interfaces:
-    - name: plans
-      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{udp}" }}
-      rx:
-        queues:
-        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 64, timeout_us: 20000, memory_regions: [landing] }}
-        flows:
-{flows}        reorder_configs:
-{plans}    - name: landed
-      socket_config: {{ mode: server, local_addr: "udp://127.0.0.1:{landed_udp}" }}
-      rx:
-        queues:
-        - {{ name: q0, id: 0, cpu_core: 0, batch_size: 64, timeout_us: 20000, memory_regions: [on_gpu] }}
-        flows:
-        - {{ name: all, id: 9, action: {{ type: queue, id: 0 }}, match: {{ udp_src: {landed_source} }} }}
-"#,
-        landed_source = sources[2],
-    )
+    let landed = TestConfig::udp_server(landed_udp)
+        .interface_named("landed")
+        .rx_queue(queue("on_gpu"))
+        .udp_src_flow(9, 0, sources[2]);
+    plans.and(landed)
 }
 
 /// A `format: gds` capture started; its id.
@@ -217,8 +206,7 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     send(&gateway, landed_udp, sources[2], (0, LANDED), LANDED_PAYLOAD, 1);
 
     // Aggregates: equal, byte for byte, to the CPU plans on the same packets.
-    let oracle_config =
-        daqiri::config::Document::parse(&config(ports, true)).and_then(|d| d.validate()).expect("the oracle's config");
+    let oracle_config = config(ports, true).validate().expect("the oracle's config");
     let mut oracle = daqiri::reorder::Replay::new(&oracle_config, "plans").expect("the CPU plans");
     let mut expected = std::collections::BTreeMap::new();
     // Aggregates are taken as they complete: the output pools are small.
@@ -340,15 +328,13 @@ fn an_ended_gds_capture_gives_its_gpu_memory_back() {
 #[test]
 fn a_config_beyond_the_gpus_free_memory_is_refused_without_stopping_the_engine() {
     let (gateway, ports, gw) = start_gateway("gpu-gateway-preflight");
-    let running = config(ports, false);
     let (free, _) = daqiri::gpu::memory_info(0).expect("GPU 0's free memory");
     let gib = 1usize << 30;
-    let beyond = running.replace(
-        "name: on_gpu, kind: device, affinity: 0, num_bufs: 2048, buf_size: 2048",
-        &format!("name: on_gpu, kind: device, affinity: 0, num_bufs: {}, buf_size: {gib}", free / gib + 2),
-    );
-    assert_ne!(beyond, running);
-    let (status, body) = http(gw.admin, "PUT", "/api/v1/config", &[("Content-Type", "application/yaml")], &beyond);
+    let mut beyond = config(ports, false);
+    let on_gpu = beyond.region_mut("on_gpu");
+    (on_gpu.num_bufs, on_gpu.buf_size) = ((free / gib + 2) as u32, gib as u64);
+    let (status, body) =
+        http(gw.admin, "PUT", "/api/v1/config", &[("Content-Type", "application/yaml")], &beyond.yaml());
     let body: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(status, 422, "{body}");
     let message = body["message"].as_str().unwrap();

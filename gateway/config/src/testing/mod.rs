@@ -13,10 +13,15 @@
 //! assert_eq!(config.config().interfaces[0].rx_queues().len(), 1);
 //! ```
 
+mod plan;
+mod queue;
+
+pub use plan::{PlanBuilder, plan};
+pub use queue::{QueueBuilder, rx, tx};
+
 use crate::model::{
     ActionType, BitField, CpuCore, DaqiriBody, DaqiriSection, EngineConfig, EngineKind, Flow, FlowAction, FlowMatch,
-    Interface, Loopback, MemoryKind, MemoryRegion, PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod,
-    ReorderType, RxConfig, SeqPacketsPerBatch, SocketConfig, SocketMode, StreamType, TxConfig, TxOffload,
+    Interface, Loopback, MemoryKind, MemoryRegion, PortMatch, RxConfig, SocketConfig, SocketMode, StreamType, TxConfig,
 };
 use crate::{Report, ValidConfig};
 
@@ -28,93 +33,6 @@ pub struct TestConfig {
     /// (`qpairs` of `net_af_packet`): the address gets as many as the
     /// config has RX queues when written.
     queues_arg: Option<&'static str>,
-}
-
-/// An RX queue `id` landing in `region`, indirect, with DAQIRI's defaults
-/// until the builder methods say otherwise.
-pub fn rx(id: u16, region: &str) -> QueueBuilder {
-    QueueBuilder(Queue {
-        name: format!("q{id}"),
-        id,
-        poll_mode: PollMode::Indirect,
-        cpu_core: Some(CpuCore(0)),
-        batch_size: Some(1),
-        memory_regions: vec![region.to_owned()],
-        timeout_us: None,
-        offloads: Vec::new(),
-        pacing_mbps: None,
-        busy_poll_us: None,
-    })
-}
-
-/// A TX queue `id` sending from `region`.
-pub fn tx(id: u16, region: &str) -> QueueBuilder {
-    let mut queue = rx(id, region);
-    queue.0.name = format!("t{id}");
-    queue
-}
-
-/// One queue's settings.
-#[derive(Debug, Clone)]
-pub struct QueueBuilder(Queue);
-
-impl QueueBuilder {
-    /// `cpu_core`.
-    pub fn core(mut self, core: u32) -> Self {
-        self.0.cpu_core = Some(CpuCore(core));
-        self
-    }
-
-    /// `batch_size`.
-    pub fn batch(mut self, packets: u32) -> Self {
-        self.0.batch_size = Some(packets);
-        self
-    }
-
-    /// `timeout_us`.
-    pub fn timeout_us(mut self, us: u64) -> Self {
-        self.0.timeout_us = Some(us);
-        self
-    }
-
-    /// A second region: header-data split (headers, then payload).
-    pub fn split_into(mut self, payload_region: &str) -> Self {
-        self.0.memory_regions.push(payload_region.to_owned());
-        self
-    }
-
-    /// `poll_mode: direct` (no core, batch or timeout).
-    pub fn direct(mut self) -> Self {
-        self.0.poll_mode = PollMode::Direct;
-        self.0.cpu_core = None;
-        self.0.batch_size = None;
-        self.0.timeout_us = None;
-        self
-    }
-
-    /// `busy_poll_us` (AF_XDP RX).
-    pub fn busy_poll_us(mut self, us: u32) -> Self {
-        self.0.busy_poll_us = Some(us);
-        self
-    }
-
-    /// TX `pacing_mbps`.
-    pub fn pacing_mbps(mut self, mbps: u64) -> Self {
-        self.0.pacing_mbps = Some(mbps);
-        self
-    }
-
-    /// TX `offloads`.
-    pub fn offloads(mut self, offloads: &[TxOffload]) -> Self {
-        self.0.offloads = offloads.to_vec();
-        self
-    }
-
-    /// `name`.
-    pub fn named(mut self, name: &str) -> Self {
-        self.0.name = name.to_owned();
-        self
-    }
 }
 
 impl TestConfig {
@@ -219,12 +137,18 @@ impl TestConfig {
         self.region_of(name, MemoryKind::Host, num_bufs, buf_size)
     }
 
-    /// A region of any kind.
-    pub fn region_of(mut self, name: &str, kind: MemoryKind, num_bufs: u32, buf_size: u64) -> Self {
+    /// A region of any kind, with affinity 0.
+    pub fn region_of(self, name: &str, kind: MemoryKind, num_bufs: u32, buf_size: u64) -> Self {
+        self.region_at(name, kind, 0, num_bufs, buf_size)
+    }
+
+    /// A region of any kind with its `affinity` (a GPU for `device`, a
+    /// NUMA node otherwise).
+    pub fn region_at(mut self, name: &str, kind: MemoryKind, affinity: u32, num_bufs: u32, buf_size: u64) -> Self {
         self.config.memory_regions.push(MemoryRegion {
             name: name.to_owned(),
             kind,
-            affinity: 0,
+            affinity,
             access: Vec::new(),
             num_bufs,
             buf_size,
@@ -306,29 +230,24 @@ impl TestConfig {
     /// headers before it), then the data the plan places;
     /// `packets_per_batch` packets per batch.
     pub fn cpu_reorder(
-        mut self,
+        self,
         name: &str,
         flow_ids: &[u32],
         output_region: &str,
         sequence_at: u32,
         packets_per_batch: u32,
     ) -> Self {
-        let method = ReorderMethod {
-            seq_batch_number: None,
-            seq_packets_per_batch: Some(SeqPacketsPerBatch {
-                sequence_number: BitField { bit_offset: sequence_at * 8, bit_width: 32 },
-                packets_per_batch,
-            }),
-        };
-        self.rx_config().reorder_configs.push(ReorderConfig {
-            name: name.to_owned(),
-            reorder_type: ReorderType::Cpu,
-            memory_region: output_region.to_owned(),
-            payload_byte_offset: sequence_at + 4,
-            flow_ids: flow_ids.to_vec(),
-            data_types: None,
-            method,
-        });
+        let sequence = BitField { bit_offset: sequence_at * 8, bit_width: 32 };
+        self.reorder(
+            plan(name, flow_ids, output_region)
+                .payload_at(sequence_at + 4)
+                .packets_per_batch(sequence, packets_per_batch),
+        )
+    }
+
+    /// Adds a reorder plan.
+    pub fn reorder(mut self, plan: PlanBuilder) -> Self {
+        self.rx_config().reorder_configs.push(plan.build());
         self
     }
 
@@ -354,6 +273,11 @@ impl TestConfig {
     pub fn tx_meta_buffers(mut self, entries: u32) -> Self {
         self.config.tx_meta_buffers = Some(entries);
         self
+    }
+
+    /// The region named `name`, to change after the fact.
+    pub fn region_mut(&mut self, name: &str) -> &mut MemoryRegion {
+        self.config.memory_regions.iter_mut().find(|r| r.name == name).expect("a region of this name")
     }
 
     /// The model, for a test that changes what no method covers.
