@@ -29,6 +29,9 @@ for line in sys.stdin:
     target = msg["target"]
     if target["name"].startswith("gpu_") and ("test" in target["kind"] or "bench" in target["kind"]):
         print(target["name"], msg["executable"])
+    elif target["name"] == "conformance" and "test" in target["kind"]:
+        # Its GPU scenarios; run.sh runs only those there.
+        print("gpu_conformance", msg["executable"])
     elif target["name"] == "daqiri-gateway" and "bin" in target["kind"] and not msg["profile"]["test"]:
         # The binary itself, not its unit-test harness (also a "bin" target).
         print(target["name"], msg["executable"])

@@ -7,6 +7,9 @@ set -uo pipefail
 cd "$(dirname "$0")"
 # The gateway tests run the binary built beside them.
 export DAQIRI_GATEWAY=$PWD/daqiri-gateway
+# Where the conformance suite's GPU scenarios record their results
+# (tests/conformance_table.py reads them from tests/gpu/conformance).
+export CONFORMANCE_RESULTS=${CONFORMANCE_RESULTS:-$PWD/conformance}
 passed=0 failed=0 skipped=0
 gpu=yes
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -26,6 +29,8 @@ fi
 for bin in gpu_*; do
     [ -x "$bin" ] || continue
     tests=$("./$bin" --list --format terse 2>/dev/null | sed -n 's/: test$//p')
+    # The conformance suite's GPU scenarios only; the rest run in tests/run.sh.
+    [ "$bin" = gpu_conformance ] && tests=$(echo "$tests" | grep '^gpu_')
     if [ -z "$tests" ]; then
         # A benchmark, not a test binary.
         if [ -n "${BENCH:-}" ] && [ -n "$gpu" ]; then "./$bin"; fi

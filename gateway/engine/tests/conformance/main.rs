@@ -11,6 +11,8 @@
 mod common;
 
 mod beds;
+#[cfg(feature = "cuda")]
+mod gpu;
 mod outcome;
 mod scenarios;
 
@@ -45,11 +47,28 @@ macro_rules! scenario_tests {
 
 macro_rules! scenario_test {
     ($bed:expr; [$(#[$attr:meta])*]; $scenario:ident) => {
+        scenario_test!($bed; [$(#[$attr])*]; scenarios::$scenario);
+    };
+    ($bed:expr; [$(#[$attr:meta])*]; $module:ident::$scenario:ident) => {
         #[test]
         $(#[$attr])*
         fn $scenario() {
             let bed = $bed;
-            run(&bed, stringify!($scenario), scenarios::$scenario);
+            run(&bed, stringify!($scenario), $module::$scenario);
+        }
+    };
+}
+
+/// The GPU scenarios for the beds that run on the GPU machine (test names
+/// `gpu_<bed>::<scenario>`, which `tests/gpu/run.sh` picks out).
+#[cfg(feature = "cuda")]
+macro_rules! gpu_scenarios_on {
+    ($module:ident, $bed:expr) => {
+        mod $module {
+            use super::*;
+            scenario_test!($bed; []; gpu::gpu_landing);
+            scenario_test!($bed; []; gpu::gpu_reorder);
+            scenario_test!($bed; []; gpu::gpu_writers_refuse);
         }
     };
 }
@@ -65,3 +84,10 @@ scenarios_on!(af_xdp, beds::VethBed::af_xdp("ca", 2), #[ignore = "needs root for
 scenarios_on!(dpdk_af_packet, beds::VethBed::dpdk_af_packet("cp", 2), #[ignore = "needs root for a veth pair; tests/run.sh runs it"]);
 #[cfg(feature = "dpdk")]
 scenarios_on!(dpdk_af_xdp, beds::VethBed::dpdk_af_xdp("cx", 1), #[ignore = "needs root for a veth pair and XDP; tests/run.sh runs it"]);
+
+#[cfg(feature = "cuda")]
+gpu_scenarios_on!(gpu_udp, beds::Udp { port: common::free_udp_port() });
+#[cfg(feature = "cuda")]
+gpu_scenarios_on!(gpu_tcp, beds::Tcp { port: common::free_tcp_port() });
+#[cfg(feature = "cuda")]
+gpu_scenarios_on!(gpu_loopback, beds::Loopback::Software);

@@ -13,9 +13,13 @@ pub enum Outcome {
     NotApplicable(&'static str),
 }
 
-/// Where the results go: `target/tmp/conformance/<scenario>/<bed>`.
+/// Where the results go: `<dir>/<scenario>/<bed>`, with `dir` from
+/// `CONFORMANCE_RESULTS` (the GPU machine's run, which has no build tree)
+/// or else `target/tmp/conformance`.
 fn results() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("conformance")
+    std::env::var_os("CONFORMANCE_RESULTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("conformance"))
 }
 
 /// Records `outcome` of `scenario` on `bed`.

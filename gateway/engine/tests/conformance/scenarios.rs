@@ -18,7 +18,7 @@ type Received = Vec<(Option<u32>, Vec<u8>)>;
 
 /// The payload of datagram `seq` of `len` bytes: the sequence number
 /// (big-endian), then bytes that depend on it.
-fn payload(seq: u32, len: usize) -> Vec<u8> {
+pub fn payload(seq: u32, len: usize) -> Vec<u8> {
     let mut bytes: Vec<u8> = (0..len).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8).collect();
     bytes[..4].copy_from_slice(&seq.to_be_bytes());
     bytes
@@ -45,7 +45,7 @@ fn receive(engine: &Engine, queues: u16, want: usize, within: Duration) -> Vec<R
 /// Starts the engine, or says how the bed refused the config: with
 /// `NOT_SUPPORTED` naming the first of `paths` its message holds, else the
 /// test fails.
-fn start_or_refusal(yaml: &str, paths: &[&str]) -> Result<Engine, Outcome> {
+pub fn start_or_refusal(yaml: &str, paths: &[&str]) -> Result<Engine, Outcome> {
     match Engine::from_yaml(yaml) {
         Ok(engine) => Ok(engine),
         Err(e) => {
@@ -571,7 +571,7 @@ pub fn tx_byte_exact(bed: &dyn Bed) -> Outcome {
 /// Datagrams sent back to back past the first few thousand would outrun a
 /// kernel queue on a busy 2-core machine; a short sleep now and then keeps
 /// the test about the engine.
-fn pace(i: usize) {
+pub fn pace(i: usize) {
     if i % 64 == 63 {
         std::thread::sleep(Duration::from_millis(1));
     }

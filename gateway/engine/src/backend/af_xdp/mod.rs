@@ -116,6 +116,18 @@ fn plans<'a>(netdev: &str, port: &Port, regions: &'a RegionTable) -> Result<Vec<
                 ));
             }
             let region = regions.get(rx.or(tx).expect("k is below one of the counts"));
+            if region.backing().host_base().is_none() {
+                return Err(Error::new(
+                    Status::NotSupported,
+                    format!(
+                        "{}.queues[{k}].memory_regions of interface \"{}\": region \"{}\" is {} memory, and an AF_XDP UMEM must be host memory",
+                        if rx.is_some() { "rx" } else { "tx" },
+                        port.name,
+                        region.name(),
+                        region.kind().as_str()
+                    ),
+                ));
+            }
             let busy_poll = port.rx.get(k).and_then(|q| q.busy_poll_us.map(|us| (us, q.batch_size as u32)));
             Ok(SocketPlan { nic_queue: k as u32, region, rx: rx.is_some(), tx: tx.is_some(), busy_poll })
         })

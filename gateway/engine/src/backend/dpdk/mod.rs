@@ -14,7 +14,7 @@ mod steering;
 
 use std::sync::Arc;
 
-use daqiri_config::model::{Flow, MemoryKind};
+use daqiri_config::model::{Flow, MemoryKind, Queue};
 use daqiri_config::{Link, ValidConfig};
 
 use super::driver::PortDriver;
@@ -72,9 +72,8 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
         }
         // A packet's segments are mbufs of each of its queue's regions (an
         // RX queue of two splits headers from payload).
-        let rx = interface.rx_queues().iter().flat_map(|q| &q.memory_regions);
-        let tx = interface.tx.iter().flat_map(|tx| &tx.queues).flat_map(|q| &q.memory_regions);
-        for name in rx.chain(tx) {
+        let tx = interface.tx.as_ref().map_or(&[][..], |tx| &tx.queues);
+        for (direction, j, name) in queue_regions("rx", interface.rx_queues()).chain(queue_regions("tx", tx)) {
             let region = regions.iter_mut().find(|r| r.name() == name).expect("validated region name");
             if region.device_pool::<Mempool>().is_some() {
                 continue;
@@ -82,7 +81,10 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
             let base = region.backing().host_base().ok_or_else(|| {
                 Error::new(
                     Status::NotSupported,
-                    format!("region \"{name}\" is not host memory, which DPDK mbufs need here"),
+                    format!(
+                        "interfaces[{i}].{direction}.queues[{j}].memory_regions: region \"{name}\" is {} memory, and this build's DPDK mbufs must be host memory (GPUDirect receive is not built)",
+                        region.kind().as_str()
+                    ),
                 )
             })?;
             let pool = Mempool::over(name, base, region.buf_size(), region.num_bufs())?;
@@ -90,6 +92,14 @@ pub(crate) fn adopt_regions(config: &ValidConfig, regions: &mut [Region]) -> Res
         }
     }
     Ok(())
+}
+
+/// Each region `queues` name, with where: (`direction`, queue position, region name).
+fn queue_regions<'q>(
+    direction: &'static str,
+    queues: &'q [Queue],
+) -> impl Iterator<Item = (&'static str, usize, &'q String)> + 'q {
+    queues.iter().enumerate().flat_map(move |(j, q)| q.memory_regions.iter().map(move |name| (direction, j, name)))
 }
 
 /// A started DPDK port.

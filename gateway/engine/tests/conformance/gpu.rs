@@ -1,0 +1,160 @@
+//! The GPU scenarios (a `cuda` build on the GPU machine): packets landing in
+//! GPU memory, GPU reorder against its oracle, and the CPU writers' refusal
+//! of GPU bytes, on each bed that runs there. `tests/gpu/run.sh` runs them.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use daqiri::{Burst, Engine, SegmentMemory, Status};
+use daqiri_config::model::{BitField, MemoryKind, ReorderType};
+use daqiri_config::testing::{plan, rx};
+
+use crate::beds::Bed;
+use crate::outcome::Outcome;
+use crate::scenarios::{pace, payload, start_or_refusal};
+
+const BUFS: u32 = 4096;
+
+/// The next burst of queue 0 within 10 s.
+fn next_burst(engine: &Engine) -> Burst {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "a burst arrives");
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            return burst;
+        }
+    }
+}
+
+/// Segment 0 of packet `i`, read back from the GPU.
+fn device_bytes(burst: &Burst, i: usize) -> Vec<u8> {
+    match burst.packet(i).segment_memory(0).expect("the packet's segment") {
+        SegmentMemory::Device(slice) => {
+            burst.wait_ready();
+            daqiri::gpu::copy_to_host(0, slice).expect("copied back")
+        }
+        SegmentMemory::Host(_) => panic!("packet {i} landed in host memory, not in the device region"),
+    }
+}
+
+/// An RX queue landing in a `device` region delivers each packet there,
+/// byte-exact, and every buffer goes back once the bursts are dropped and
+/// the engine stopped.
+pub fn gpu_landing(bed: &dyn Bed) -> Outcome {
+    let config = bed
+        .config()
+        .region_of("mem", MemoryKind::Device, BUFS, bed.buf_size())
+        .rx_queue(rx(0, "mem").core(1).batch(8).timeout_us(500));
+    let engine = match start_or_refusal(&config.yaml(), &["rx.queues[0].memory_regions"]) {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    let sender = bed.sender(0);
+    let sent: Vec<Vec<u8>> = (0..24u32).map(|seq| payload(seq, 64 + 53 * seq as usize)).collect();
+    for (i, p) in sent.iter().enumerate() {
+        sender.send(&engine, p);
+        pace(i);
+    }
+    let mut got: Vec<u8> = Vec::new();
+    let want: usize = sent.iter().map(Vec::len).sum();
+    while got.len() < want {
+        let burst = next_burst(&engine);
+        for i in 0..burst.num_packets() {
+            got.extend_from_slice(&device_bytes(&burst, i)[bed.headers()..]);
+        }
+    }
+    // A byte stream may cut the payloads anywhere: compare the bytes in order.
+    assert!(got == sent.concat(), "every byte lands in GPU memory, in order");
+    // Stopped, the receiver gives back what it held for its next receive.
+    engine.shutdown();
+    for region in engine.stats().regions {
+        assert_eq!(region.in_use, 0, "region {} has every buffer back", region.name);
+    }
+    Outcome::Passed
+}
+
+/// A GPU reorder plan, fed from pinned landing buffers, places each batch
+/// in GPU memory equal to the oracle.
+pub fn gpu_reorder(bed: &dyn Bed) -> Outcome {
+    if !bed.has_datagrams() {
+        return Outcome::NotApplicable("a byte stream has no packets to reorder");
+    }
+    const PER_BATCH: u32 = 16;
+    const BATCHES: u32 = 4;
+    const DATA: usize = 96;
+    let sender = bed.sender(0);
+    let sequence = BitField { bit_offset: bed.headers() as u32 * 8, bit_width: 32 };
+    let config = bed
+        .config()
+        .region_of("mem", MemoryKind::HostPinned, BUFS, bed.buf_size())
+        .region_of("batches", MemoryKind::Device, 64, u64::from(PER_BATCH) * DATA as u64)
+        .rx_queue(rx(0, "mem").core(1).batch(PER_BATCH).timeout_us(20_000))
+        .udp_src_flow(3, 0, sender.port())
+        .reorder(
+            plan("plan", &[3], "batches")
+                .on(ReorderType::Gpu)
+                .payload_at(bed.headers() as u32 + 4)
+                .packets_per_batch(sequence, PER_BATCH),
+        );
+    let engine = match start_or_refusal(&config.yaml(), &["rx.queues[0].memory_regions", "reorder_configs"]) {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    let mut order: Vec<u32> = (0..PER_BATCH * BATCHES).collect();
+    for batch in order.chunks_mut(PER_BATCH as usize) {
+        batch.reverse();
+        batch.swap(1, 7);
+    }
+    for (i, &seq) in order.iter().enumerate() {
+        sender.send(&engine, &payload(seq, 4 + DATA));
+        pace(i);
+    }
+    let mut aggregates = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while aggregates.len() < BATCHES as usize && Instant::now() < deadline {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap()
+            && let Some(id) = burst.batch_id()
+        {
+            aggregates.insert(id, device_bytes(&burst, 0));
+        }
+    }
+    assert_eq!(aggregates.len(), BATCHES as usize, "every batch is emitted");
+    for (id, aggregate) in aggregates {
+        let oracle: Vec<u8> =
+            (0..PER_BATCH).flat_map(|slot| payload(id as u32 * PER_BATCH + slot, 4 + DATA)[4..].to_vec()).collect();
+        assert!(aggregate == oracle, "batch {id} equals the oracle");
+    }
+    Outcome::Passed
+}
+
+/// The raw and pcap writers refuse a burst whose bytes lie in GPU memory
+/// with `NOT_SUPPORTED` naming the segment, and write nothing of it.
+pub fn gpu_writers_refuse(bed: &dyn Bed) -> Outcome {
+    let config = bed
+        .config()
+        .region_of("mem", MemoryKind::Device, BUFS, bed.buf_size())
+        .rx_queue(rx(0, "mem").core(1).batch(4).timeout_us(500));
+    let engine = match start_or_refusal(&config.yaml(), &["rx.queues[0].memory_regions"]) {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    let sender = bed.sender(0);
+    for seq in 0..4u32 {
+        sender.send(&engine, &payload(seq, 300));
+    }
+    let burst = next_burst(&engine);
+    let dir = tempfile::tempdir().unwrap();
+    let raw = daqiri::writer::RawWriter::new(dir.path(), "pkt", 0).unwrap();
+    let err = raw.write(&burst).expect_err("the raw writer cannot read GPU memory");
+    assert_eq!(err.status, Status::NotSupported, "{err}");
+    assert!(err.message.contains("packet 0 segment 0 lies in GPU memory"), "{err}");
+    assert!(!raw.path(0).exists(), "nothing is written");
+    let pcap_path = dir.path().join("c.pcap");
+    let mut pcap =
+        daqiri::writer::PcapWriter::create(&pcap_path, daqiri::writer::PcapResolution::Micros, None).unwrap();
+    let err = pcap.write_burst(&burst).expect_err("the pcap writer cannot read GPU memory");
+    assert_eq!(err.status, Status::NotSupported, "{err}");
+    drop(pcap);
+    assert_eq!(std::fs::metadata(&pcap_path).unwrap().len(), 24, "the file holds its header and no record");
+    Outcome::Passed
+}
