@@ -2,7 +2,6 @@
 //! GPU memory, GPU reorder against its oracle, and the CPU writers' refusal
 //! of GPU bytes, on each bed that runs there. `tests/gpu/run.sh` runs them.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use daqiri::{Burst, Engine, SegmentMemory, Status};
@@ -11,7 +10,7 @@ use daqiri_config::testing::{plan, rx};
 
 use crate::beds::Bed;
 use crate::outcome::Outcome;
-use crate::scenarios::{pace, payload, start_or_refusal};
+use crate::scenarios::{collect_batches, oracle_batch, pace, payload, send_scrambled, start_or_refusal};
 
 const BUFS: u32 = 4096;
 
@@ -100,29 +99,9 @@ pub fn gpu_reorder(bed: &dyn Bed) -> Outcome {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };
-    let mut order: Vec<u32> = (0..PER_BATCH * BATCHES).collect();
-    for batch in order.chunks_mut(PER_BATCH as usize) {
-        batch.reverse();
-        batch.swap(1, 7);
-    }
-    for (i, &seq) in order.iter().enumerate() {
-        sender.send(&engine, &payload(seq, 4 + DATA));
-        pace(i);
-    }
-    let mut aggregates = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while aggregates.len() < BATCHES as usize && Instant::now() < deadline {
-        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap()
-            && let Some(id) = burst.batch_id()
-        {
-            aggregates.insert(id, device_bytes(&burst, 0));
-        }
-    }
-    assert_eq!(aggregates.len(), BATCHES as usize, "every batch is emitted");
-    for (id, aggregate) in aggregates {
-        let oracle: Vec<u8> =
-            (0..PER_BATCH).flat_map(|slot| payload(id as u32 * PER_BATCH + slot, 4 + DATA)[4..].to_vec()).collect();
-        assert!(aggregate == oracle, "batch {id} equals the oracle");
+    send_scrambled(&engine, sender.as_ref(), PER_BATCH * BATCHES, PER_BATCH, DATA);
+    for (id, aggregate) in collect_batches(&engine, BATCHES, |burst| device_bytes(burst, 0)) {
+        assert!(aggregate == oracle_batch(id, PER_BATCH, DATA), "batch {id} equals the oracle");
     }
     Outcome::Passed
 }

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use daqiri::{DropReason, Engine, Status};
+use daqiri::{Burst, DropReason, Engine, Status};
 use daqiri_config::testing::rx;
 
-use crate::beds::Bed;
+use crate::beds::{Bed, Sender};
 use crate::outcome::Outcome;
 
 /// Buffers in region `mem`, where every RX queue lands.
@@ -354,29 +354,10 @@ pub fn cpu_reorder(bed: &dyn Bed) -> Outcome {
         .udp_src_flow(3, 0, sender.port())
         .cpu_reorder("plan", &[3], "batches", bed.headers() as u32, PER_BATCH);
     let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
-    // Each batch's packets in a scrambled order (a fixed permutation).
-    let mut order: Vec<u32> = (0..PER_BATCH * BATCHES).collect();
-    for batch in order.chunks_mut(PER_BATCH as usize) {
-        batch.reverse();
-        batch.swap(1, 7);
-    }
-    for (i, &seq) in order.iter().enumerate() {
-        sender.send(&engine, &payload(seq, 4 + DATA));
-        pace(i);
-    }
-    let mut aggregates = BTreeMap::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while aggregates.len() < BATCHES as usize && Instant::now() < deadline {
-        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap()
-            && let Some(id) = burst.batch_id()
-        {
-            aggregates.insert(id, burst.packet(0).data().to_vec());
-        }
-    }
-    assert_eq!(aggregates.len(), BATCHES as usize, "every batch is emitted");
+    send_scrambled(&engine, sender.as_ref(), PER_BATCH * BATCHES, PER_BATCH, DATA);
+    let aggregates = collect_batches(&engine, BATCHES, |burst| burst.packet(0).data().to_vec());
     for (id, aggregate) in aggregates {
-        let oracle: Vec<u8> =
-            (0..PER_BATCH).flat_map(|slot| payload(id as u32 * PER_BATCH + slot, 4 + DATA)[4..].to_vec()).collect();
+        let oracle = oracle_batch(id, PER_BATCH, DATA);
         assert!(
             aggregate == oracle,
             "batch {id} equals the oracle (first bytes {:?} vs {:?})",
@@ -385,6 +366,41 @@ pub fn cpu_reorder(bed: &dyn Bed) -> Outcome {
         );
     }
     Outcome::Passed
+}
+
+/// Sends datagrams 0..`count`, each batch of `per_batch` in a scrambled
+/// order (a fixed permutation), `data` bytes after each sequence number.
+pub fn send_scrambled(engine: &Engine, sender: &dyn Sender, count: u32, per_batch: u32, data: usize) {
+    let mut order: Vec<u32> = (0..count).collect();
+    for batch in order.chunks_mut(per_batch as usize) {
+        batch.reverse();
+        batch.swap(1, 7);
+    }
+    for (i, &seq) in order.iter().enumerate() {
+        sender.send(engine, &payload(seq, 4 + data));
+        pace(i);
+    }
+}
+
+/// The first `batches` aggregates queue 0 delivers within 10 s, by batch
+/// id, each read by `read`; fails unless all came.
+pub fn collect_batches(engine: &Engine, batches: u32, read: impl Fn(&Burst) -> Vec<u8>) -> BTreeMap<u64, Vec<u8>> {
+    let mut aggregates = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while aggregates.len() < batches as usize && Instant::now() < deadline {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap()
+            && let Some(id) = burst.batch_id()
+        {
+            aggregates.insert(id, read(&burst));
+        }
+    }
+    assert_eq!(aggregates.len(), batches as usize, "every batch is emitted");
+    aggregates
+}
+
+/// Batch `id` as the oracle places it: each slot's data in slot order.
+pub fn oracle_batch(id: u64, per_batch: u32, data: usize) -> Vec<u8> {
+    (0..per_batch).flat_map(|slot| payload(id as u32 * per_batch + slot, 4 + data)[4..].to_vec()).collect()
 }
 
 /// Bursts written by the raw and pcap writers hold the packets' bytes exactly.
