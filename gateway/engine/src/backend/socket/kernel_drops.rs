@@ -2,46 +2,65 @@
 //!
 //! The kernel counts drops per socket buffer it could not queue
 //! (`SK_MEMINFO_DROPS`). Under UDP GRO one such buffer is a coalesced run of
-//! up to 64 datagrams, so the raw count under-reports by the run length. No
-//! kernel counter has the datagrams (the SNMP `RcvbufErrors` counts the same
-//! buffers), so each fresh drop is scaled by the mean datagrams per message
-//! received since the previous look: the runs that were dropped came from
-//! the same senders at the same moment. Without coalescing the mean is 1 and
-//! the count exact.
+//! up to 64 datagrams, so the raw count under-reports by the run length, and
+//! no kernel counter has the datagrams (the SNMP `RcvbufErrors` counts the
+//! same buffers). So each dropped buffer is counted as a run like its
+//! neighbours in the stream: every received message carries the counter as
+//! it was queued (`SO_RXQ_OVFL`), so the buffers dropped between two
+//! messages are known, and each counts the mean of the two messages' runs.
+//! A sender that switches from runs to single datagrams is then counted by
+//! what it sent around the drop, not by what it sent before. Drops after the
+//! last message are found by reading the counter, and count the last run.
+//! Without coalescing every run is 1 and the count exact.
 
-/// The drop counter of one socket, and what was received since it was last read.
+/// The drop counter of one socket, as far as it is counted.
 #[derive(Debug, Default)]
 pub(super) struct KernelDrops {
-    /// The kernel's counter at the last look (it wraps).
+    /// The kernel's counter up to which drops are counted (it wraps).
     seen: u32,
-    /// Messages and the datagrams they held since the last look.
-    messages: u64,
-    datagrams: u64,
-    /// Mean datagrams per message of the last interval that received any, in 1/1024ths.
-    last_mean: u64,
+    /// Datagrams the last received message held (0: none received yet).
+    last_run: u32,
+    /// Datagrams counted and not yet taken.
+    counted: u64,
 }
 
-/// Fixed-point scale of [`KernelDrops::last_mean`].
-const ONE: u64 = 1024;
-
 impl KernelDrops {
-    /// Notes one receive call's messages and the datagrams they held.
-    pub(super) fn received(&mut self, messages: usize, datagrams: usize) {
-        self.messages += messages as u64;
-        self.datagrams += datagrams as u64;
+    /// A received message that held `datagrams`, queued when the kernel's
+    /// counter stood at `stamp`.
+    pub(super) fn message(&mut self, stamp: u32, datagrams: u32) {
+        if let Some(buffers) = self.fresh(stamp) {
+            let run = match self.last_run {
+                0 => u64::from(datagrams),
+                last => u64::from(last + datagrams).div_ceil(2),
+            };
+            self.counted += u64::from(buffers) * run.max(1);
+        }
+        self.last_run = datagrams;
     }
 
-    /// Takes the kernel's counter `total` and returns the datagrams dropped
-    /// since the last look.
-    pub(super) fn fresh(&mut self, total: u32) -> u64 {
-        let buffers = u64::from(total.wrapping_sub(self.seen));
-        self.seen = total;
-        if let Some(mean) = (self.datagrams * ONE).checked_div(self.messages) {
-            self.last_mean = mean;
+    /// The kernel's counter, read now: buffers dropped since the last
+    /// message count as runs like it.
+    pub(super) fn counter(&mut self, total: u32) {
+        if let Some(buffers) = self.fresh(total) {
+            self.counted += u64::from(buffers) * u64::from(self.last_run.max(1));
         }
-        (self.messages, self.datagrams) = (0, 0);
-        let mean = if self.last_mean == 0 { ONE } else { self.last_mean };
-        (buffers * mean).div_ceil(ONE)
+    }
+
+    /// Datagrams counted since the last take.
+    pub(super) fn take(&mut self) -> u64 {
+        std::mem::take(&mut self.counted)
+    }
+
+    /// Buffers dropped between what was counted and `total`, and counts
+    /// them; `None` when `total` is not past it (a message queued before
+    /// the counter was last read, or no drop).
+    fn fresh(&mut self, total: u32) -> Option<u32> {
+        let buffers = total.wrapping_sub(self.seen);
+        if buffers == 0 || buffers > u32::MAX / 2 {
+            return None;
+        }
+        self.seen = total;
+        Some(buffers)
     }
 }
 
@@ -52,26 +71,62 @@ mod tests {
     #[test]
     fn without_coalescing_drops_are_counted_one_for_one() {
         let mut drops = KernelDrops::default();
-        assert_eq!(drops.fresh(0), 0);
-        drops.received(64, 64);
-        assert_eq!(drops.fresh(7), 7);
-        assert_eq!(drops.fresh(7), 0);
+        for _ in 0..64 {
+            drops.message(0, 1);
+        }
+        drops.message(7, 1);
+        assert_eq!(drops.take(), 7);
+        drops.counter(7);
+        assert_eq!(drops.take(), 0);
     }
 
     #[test]
-    fn a_dropped_run_counts_its_mean_length() {
+    fn a_dropped_run_counts_its_neighbours_mean_length() {
         let mut drops = KernelDrops::default();
-        drops.received(8, 256);
-        assert_eq!(drops.fresh(10), 320, "10 dropped runs of 32");
-        // No receive in between (the receiver was stalled): the last mean holds.
-        assert_eq!(drops.fresh(12), 64);
-        drops.received(4, 6);
-        assert_eq!(drops.fresh(14), 3, "runs of 1.5 datagrams: 3");
+        drops.message(0, 32);
+        drops.message(10, 32);
+        assert_eq!(drops.take(), 320, "10 dropped runs of 32");
+        drops.message(12, 2);
+        assert_eq!(drops.take(), 34, "2 runs between one of 32 and one of 2: 17 each");
+        drops.counter(14);
+        assert_eq!(drops.take(), 4, "after the last message: runs like it");
+    }
+
+    #[test]
+    fn a_sender_that_stops_coalescing_is_counted_by_its_new_runs() {
+        let mut drops = KernelDrops::default();
+        // 16 receive calls of runs of 64, then the sender sends single
+        // datagrams and the socket drops 1,000 of them among them.
+        for _ in 0..16 * 8 {
+            drops.message(0, 64);
+        }
+        drops.message(0, 1);
+        for stamp in (100..=1000).step_by(100) {
+            for _ in 0..50 {
+                drops.message(stamp, 1);
+            }
+        }
+        assert_eq!(drops.take(), 1000, "single datagrams counted one for one, not as runs of 64");
+    }
+
+    #[test]
+    fn drops_read_from_the_counter_are_not_counted_again_by_a_later_stamp() {
+        let mut drops = KernelDrops::default();
+        drops.message(0, 1);
+        drops.counter(5);
+        assert_eq!(drops.take(), 5);
+        // Queued before the read: its stamp is behind what was counted.
+        drops.message(3, 1);
+        drops.message(5, 1);
+        assert_eq!(drops.take(), 0);
+        drops.message(6, 1);
+        assert_eq!(drops.take(), 1);
     }
 
     #[test]
     fn the_counter_wraps() {
-        let mut drops = KernelDrops { seen: u32::MAX - 1, ..KernelDrops::default() };
-        assert_eq!(drops.fresh(2), 4);
+        let mut drops = KernelDrops { seen: u32::MAX - 1, last_run: 2, counted: 0 };
+        drops.counter(2);
+        assert_eq!(drops.take(), 8, "4 runs of 2");
     }
 }

@@ -41,7 +41,7 @@ pub(super) fn connect(server: &Socket, local: SocketAddr, peer: SocketAddr) -> i
     }
     let socket = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))?;
     super::buffers::tune(&socket);
-    let _ = sys::enable_gro(socket.as_fd());
+    sys::prepare_receive(socket.as_fd());
     socket.set_reuse_address(true)?;
     server.set_reuse_address(true)?;
     let wildcard = SocketAddr::new(unspecified(local.ip()), local.port());

@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
-/// Room for the `UDP_GRO` control message of one datagram.
+/// Room for the `UDP_GRO` and `SO_RXQ_OVFL` control messages of one datagram.
 const CONTROL_LEN: usize = 64;
 
 /// What the kernel said about one received message.
@@ -29,6 +29,9 @@ pub(crate) struct RecvMeta {
     pub(crate) truncated: bool,
     /// Sender address.
     pub(crate) peer: Option<SocketAddr>,
+    /// The socket's drop counter when the message was queued (`SO_RXQ_OVFL`;
+    /// the kernel leaves it out, and this is 0, before the first drop).
+    pub(crate) drops: u32,
 }
 
 /// Reusable `recvmmsg` state: up to `messages` messages per call, each
@@ -155,10 +158,11 @@ impl RecvBatch {
         let received = received as usize;
         for i in 0..received {
             let header = &self.headers[i];
-            let gro_segment = gro_segment(&header.msg_hdr);
+            let (gro_segment, drops) = control_messages(&header.msg_hdr);
             self.meta[i] = RecvMeta {
                 len: header.msg_len as usize,
                 gro_segment,
+                drops,
                 buffers: self.used[i],
                 truncated: header.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
                 peer: sockaddr_to_std(&self.names[i]),
@@ -358,11 +362,12 @@ impl SendBatch {
     }
 }
 
-/// Reads `UDP_GRO` (the segment size of a coalesced run).
-fn gro_segment(header: &libc::msghdr) -> Option<usize> {
-    let mut segment = None;
+/// Reads `UDP_GRO` (the segment size of a coalesced run) and
+/// `SO_RXQ_OVFL` (the drop counter as the message was queued; 0 when absent).
+fn control_messages(header: &libc::msghdr) -> (Option<usize>, u32) {
+    let (mut segment, mut drops) = (None, 0);
     if header.msg_controllen == 0 || header.msg_control.is_null() {
-        return segment;
+        return (segment, drops);
     }
     // SAFETY: the kernel filled msg_control with msg_controllen bytes of cmsgs;
     // the CMSG_* macros walk exactly that range, and each payload read matches
@@ -370,13 +375,19 @@ fn gro_segment(header: &libc::msghdr) -> Option<usize> {
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(header);
         while !cmsg.is_null() {
-            if ((*cmsg).cmsg_level, (*cmsg).cmsg_type) == (libc::SOL_UDP, libc::UDP_GRO) {
-                segment = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>()) as usize);
+            match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                (libc::SOL_UDP, libc::UDP_GRO) => {
+                    segment = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>()) as usize);
+                }
+                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
+                    drops = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u32>());
+                }
+                _ => {}
             }
             cmsg = libc::CMSG_NXTHDR(header, cmsg);
         }
     }
-    segment
+    (segment, drops)
 }
 
 fn sockaddr_to_std(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
@@ -457,9 +468,14 @@ pub(crate) fn socket_memory(socket: BorrowedFd<'_>) -> io::Result<SocketMemory> 
     })
 }
 
-/// Asks the kernel to hand over coalesced runs of datagrams (UDP GRO).
-pub(crate) fn enable_gro(socket: BorrowedFd<'_>) -> io::Result<()> {
-    set_int_option(socket, libc::SOL_UDP, libc::UDP_GRO, 1)
+/// What a receiving socket asks of the kernel: each message stamped with
+/// the socket's drop counter as it was queued (`SO_RXQ_OVFL`, which says
+/// where in the stream the kernel dropped; without it drops are still
+/// counted from the counter, less precisely), and coalesced runs (UDP GRO),
+/// where the kernel has them: whether it does.
+pub(crate) fn prepare_receive(socket: BorrowedFd<'_>) -> bool {
+    let _ = set_int_option(socket, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1);
+    set_int_option(socket, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok()
 }
 
 /// Raises the receive buffer past `net.core.rmem_max` where privileges allow.
@@ -492,5 +508,38 @@ pub(crate) fn wait_readable(socket: BorrowedFd<'_>, timeout: Duration) -> io::Re
         0 => Ok(false),
         n if n > 0 => Ok(true),
         _ => Err(io::Error::last_os_error()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    /// A socket whose small buffer overflowed hands over the messages it
+    /// kept, each stamped with the drops queued before it.
+    #[test]
+    fn received_messages_carry_the_drops_before_them() {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        prepare_receive(receiver.as_fd());
+        set_int_option(receiver.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 4096).unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for _ in 0..200 {
+            sender.send_to(&[7u8; 1000], receiver.local_addr().unwrap()).unwrap();
+        }
+        let dropped = socket_memory(receiver.as_fd()).unwrap().drops;
+        assert!(dropped > 0, "the buffer overflowed");
+        let mut batch = RecvBatch::new(64, 1, 0);
+        let mut buffers = vec![[0u8; 2048]; 64];
+        let got = batch.recv(receiver.as_fd(), buffers.iter_mut().map(|b| &mut b[..]), 2048, false).unwrap();
+        assert!(!got.is_empty());
+        // Everything kept was queued before the first drop (the buffer was
+        // never read), so no message carries a stamp yet...
+        assert!(got.iter().all(|m| m.drops == 0), "{:?}", got.iter().map(|m| m.drops).collect::<Vec<_>>());
+        // ...and one sent after the drops carries all of them.
+        sender.send_to(&[8u8; 1000], receiver.local_addr().unwrap()).unwrap();
+        let got = batch.recv(receiver.as_fd(), buffers.iter_mut().map(|b| &mut b[..]), 2048, true).unwrap();
+        assert_eq!(got.last().map(|m| m.drops), Some(dropped), "the stamp is the counter as it was queued");
     }
 }

@@ -124,7 +124,7 @@ impl UdpDriver {
         let mtu = sys::path_mtu(socket.as_fd(), target.is_ipv6()).unwrap_or(1500);
         let headers = if target.is_ipv6() { 40 } else { IPV4_LEN } + UDP_LEN;
         let gso_max_segment = mtu.saturating_sub(headers);
-        let gro = sys::enable_gro(socket.as_fd()).is_ok();
+        let gro = sys::prepare_receive(socket.as_fd());
         let group = grouped.then(|| open_group(&socket, local, port)).transpose()?;
         let _ = port.local_addr.set(local);
         port.awaiting_peer.store(endpoints.mode == SocketMode::Server, std::sync::atomic::Ordering::Release);
@@ -173,7 +173,7 @@ fn open_group(first: &Socket, local: SocketAddr, port: &Port) -> Result<Group> {
             let socket = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))
                 .map_err(|e| Error::io(Status::InternalError, context("cannot create a UDP socket".into()), e))?;
             tune(&socket);
-            let _ = sys::enable_gro(socket.as_fd());
+            sys::prepare_receive(socket.as_fd());
             socket
                 .set_reuse_port(true)
                 .and_then(|()| socket.bind(&local.into()))
@@ -431,7 +431,9 @@ impl UdpReceiver {
     fn count_kernel_drops(&mut self, p: &Port, source: Source) {
         let fd = source_fd(&self.shared, &self.peer, source, self.queue);
         if let Ok(total) = sys::socket_memory(fd).map(|m| m.drops) {
-            let fresh = self.kernel_drops(source).fresh(total);
+            let drops = self.kernel_drops(source);
+            drops.counter(total);
+            let fresh = drops.take();
             if fresh > 0 {
                 p.rx_drops.dropped(DropReason::SocketOverflow, fresh);
             }
@@ -547,6 +549,7 @@ impl UdpReceiver {
             }
             let shape = layout(&meta);
             datagrams += shape.datagrams;
+            self.kernel_drops(source).message(meta.drops, shape.datagrams as u32);
             let in_place = !meta.truncated
                 && shape.datagrams <= meta.buffers
                 && ((shape.datagrams == 1 && meta.len <= segment) || shape.segment == segment);
@@ -571,9 +574,12 @@ impl UdpReceiver {
         drop(view);
         self.tally = tally;
         self.follow_coalescing(count);
-        // The kernel's drop counter, every few receives that returned data;
-        // what this call held scales the runs it dropped.
-        self.kernel_drops(source).received(count, datagrams);
+        // Drops the messages' stamps showed; the counter itself every few
+        // receives that returned data, for drops after the last message.
+        let stamped = self.kernel_drops(source).take();
+        if stamped > 0 {
+            p.rx_drops.dropped(DropReason::SocketOverflow, stamped);
+        }
         self.receives_with_data = self.receives_with_data.wrapping_add(u32::from(count > 0));
         if count > 0 && self.receives_with_data % DROPS_EVERY == 1 {
             self.count_kernel_drops(p, source);
