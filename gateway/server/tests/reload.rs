@@ -183,10 +183,10 @@ fn a_queue_change_restarts_the_engine_during_traffic_and_loses_only_its_window()
         "in order, every loss a gap: {seq}"
     );
     assert!(consumed > count / 2, "traffic resumed on the new engine: {summary}");
-    // What can be lost: the window itself plus what the old socket still held
-    // when it closed (at most one receive buffer; with the sender, the gateway
-    // and its consumer sharing two cores, up to about 0.35 s of traffic here).
-    let bound = (rate as f64 * (window_ms / 1e3 + 0.5)) as u64;
+    // What can be lost: the window itself, plus what reached the old socket
+    // after its receiver's last drain at stop (what it had queued by then is
+    // delivered): a sliver, allowed a quarter second of traffic.
+    let bound = (rate as f64 * (window_ms / 1e3 + 0.25)) as u64;
     assert!(lost <= bound, "{lost} lost in a {window_ms:.2} ms window (bound {bound})");
 }
 

@@ -39,6 +39,10 @@ const GRO_MESSAGES: usize = 8;
 const GRO_SEGMENTS: usize = 64;
 /// Largest UDP datagram, for draining when the pool is exhausted.
 const MAX_DATAGRAM: usize = 65536;
+/// Most receive calls a stop spends on what the socket had already queued:
+/// more than a full receive buffer takes, and a bound for a sender that
+/// keeps sending.
+const DRAIN_CALLS_AT_STOP: usize = 4096;
 
 #[derive(Debug)]
 struct Shared {
@@ -329,6 +333,8 @@ pub(super) struct UdpReceiver {
     other: Option<RecvBatch>,
     /// Polls in a row that got messages but no coalesced run.
     polls_without_runs: u32,
+    /// Direct mode: the backlog was delivered at stop (once).
+    drained: bool,
     /// Free buffers of the landing region, refilled in bulk.
     cache: PoolCache,
     /// Buffers offered to the next receive call.
@@ -423,6 +429,7 @@ impl UdpReceiver {
             batch,
             other,
             polls_without_runs: 0,
+            drained: false,
             shared,
         }
     }
@@ -455,6 +462,17 @@ impl UdpReceiver {
         let landing = port.regions.get(self.landing);
         landing.release_all(self.ready.drain(..));
         landing.drain_cache(&mut self.cache);
+    }
+
+    /// At stop: what the socket had queued is delivered like any datagram
+    /// (or, where a ring is full, dropped and counted), so a stop or a
+    /// restart loses nothing the kernel accepted without a count.
+    fn drain_backlog(&mut self, port: &Port) {
+        for _ in 0..DRAIN_CALLS_AT_STOP {
+            if self.poll_once(port, false) == 0 {
+                return;
+            }
+        }
     }
 
     /// Receives and delivers what is ready; with `wait`, blocks up to the
@@ -729,6 +747,7 @@ impl QueueTask for UdpReceiver {
     }
 
     fn finish(&mut self, port: &Port) {
+        self.drain_backlog(port);
         crate::delivery::finish_all(&mut self.assemblers, &port.rx, &port.regions);
         self.release_held(port);
     }
@@ -737,6 +756,10 @@ impl QueueTask for UdpReceiver {
 impl DirectPoll for UdpReceiver {
     fn poll(&mut self, port: &Port, stopping: bool) -> usize {
         if stopping {
+            if !std::mem::replace(&mut self.drained, true) {
+                self.drain_backlog(port);
+                crate::delivery::finish_all(&mut self.assemblers, &port.rx, &port.regions);
+            }
             self.release_held(port);
             return 0;
         }
