@@ -94,16 +94,30 @@ pub(crate) async fn add_flow(
     body: Result<Json<serde_json::Value>, axum::extract::rejection::JsonRejection>,
 ) -> Result<(StatusCode, Json<FlowList>), ApiError> {
     let flow = flow_of(body)?;
-    let engine = state.engine()?;
-    let port = port_named(&engine, &name)?;
     // Programming a NIC can take a while: keep it off the async workers.
     let list = tokio::task::spawn_blocking(move || {
-        engine.add_flow(port, flow).map_err(refused)?;
-        flow_list(&engine, port)
+        between_reloads(&state, &name, |engine, port| engine.add_flow(port, flow).map_err(refused))
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("adding the flow failed: {e}"), None))??;
     Ok((StatusCode::CREATED, Json(list)))
+}
+
+/// Changes the runtime flows of interface `name` with `change`, and lists
+/// them after. Under the lock a config change holds: a restart carries the
+/// runtime flows it finds into the new engine, so a flow added (or deleted)
+/// between its look and its stop would be lost (or come back) after the
+/// answer said otherwise. A change under way is waited for.
+fn between_reloads(
+    state: &AdminState,
+    name: &str,
+    change: impl FnOnce(&Engine, u16) -> Result<(), ApiError>,
+) -> Result<FlowList, ApiError> {
+    let _serial = state.applying.lock().unwrap_or_else(|e| e.into_inner());
+    let engine = state.engine()?;
+    let port = port_named(&engine, name)?;
+    change(&engine, port)?;
+    flow_list(&engine, port)
 }
 
 /// Deletes an RX flow by id, whether configured or added at runtime (needs the token when one is set).
@@ -119,18 +133,19 @@ pub(crate) async fn delete_flow(
     State(state): State<Arc<AdminState>>,
     Path((name, id)): Path<(String, u32)>,
 ) -> Result<Json<FlowList>, ApiError> {
-    let engine = state.engine()?;
-    let port = port_named(&engine, &name)?;
-    if !engine.config().config().interfaces[port as usize].rx.iter().flat_map(|rx| &rx.flows).any(|f| f.id == id) {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("interface \"{name}\" has no RX flow with id {id}"),
-            Some("id"),
-        ));
-    }
     let list = tokio::task::spawn_blocking(move || {
-        engine.delete_flow(port, id).map_err(refused)?;
-        flow_list(&engine, port)
+        between_reloads(&state, &name, |engine, port| {
+            let config = engine.config();
+            let rx = &config.config().interfaces[port as usize].rx;
+            if !rx.iter().flat_map(|rx| &rx.flows).any(|f| f.id == id) {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("interface \"{name}\" has no RX flow with id {id}"),
+                    Some("id"),
+                ));
+            }
+            engine.delete_flow(port, id).map(drop).map_err(refused)
+        })
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("deleting the flow failed: {e}"), None))??;

@@ -456,3 +456,66 @@ async fn reads_never_wait_for_a_config_being_applied() {
         (Some(2), Some(false))
     );
 }
+
+/// A flow added while a config change is under way waits for it, so the
+/// restart cannot carry the runtime flows it found and then drop one that
+/// came after (answered 201 and lost). Then, restarts and adds racing, every
+/// flow answered 201 is on the engine at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flows_added_during_restarts_are_never_lost_after_a_201() {
+    let config = CONFIG.replace("rx: { queues:", "rx: { dynamic_flow_capacity: 64, queues:");
+    let (router, _, state, _captures) = app_with_config(&config, 0, tokens::Tokens::default());
+    let flows = "/api/v1/interfaces/lo/flows";
+    let flow = |id: u32| {
+        format!(
+            r#"{{"name": "f{id}", "id": {id}, "action": {{"type": "queue", "id": 0}}, "match": {{"udp_dst": {}}}}}"#,
+            9000 + id
+        )
+    };
+    let held = Arc::clone(&state);
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        let _applying = held.applying.lock().unwrap();
+        locked_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+    });
+    locked_rx.recv().unwrap();
+    let add = tokio::spawn({
+        let (router, body) = (router.clone(), flow(1));
+        async move { send(&router, "POST", flows, None, &body).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(!add.is_finished(), "the add waits for the change under way");
+    release_tx.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(add.await.unwrap().0, StatusCode::CREATED);
+
+    let restarts = tokio::spawn({
+        let (router, config) = (router.clone(), config.clone());
+        async move {
+            for round in 0..10 {
+                let batch = if round % 2 == 0 { "batch_size: 4" } else { "batch_size: 8" };
+                let (status, body) =
+                    send(&router, "PUT", "/api/v1/config", None, &config.replace("batch_size: 8", batch)).await;
+                assert_eq!(status, StatusCode::OK, "{body}");
+            }
+        }
+    });
+    let mut created = vec![1];
+    for id in 2..30u32 {
+        let (status, body) = send(&router, "POST", flows, None, &flow(id)).await;
+        match status {
+            StatusCode::CREATED => created.push(id),
+            // The moment no engine runs.
+            StatusCode::SERVICE_UNAVAILABLE => {}
+            other => panic!("flow {id}: {other} {body}"),
+        }
+    }
+    restarts.await.unwrap();
+    let (_, list) = send(&router, "GET", flows, None, "").await;
+    let present: Vec<u64> = list["flows"].as_array().unwrap().iter().filter_map(|f| f["id"].as_u64()).collect();
+    for id in created {
+        assert!(present.contains(&u64::from(id)), "flow {id} was answered 201 and is gone: {list}");
+    }
+}
