@@ -193,6 +193,26 @@ async fn one_capture_past_the_limit_is_refused_with_429_naming_it_until_one_stop
     assert_eq!(status, StatusCode::CREATED, "a stopped capture frees its place: {answer}");
 }
 
+/// A capture whose name is a running rotating capture's file name (or
+/// whose numbered files are another's name) is refused with 409 naming it:
+/// else one of them would find the other's file at its turn and fail.
+#[tokio::test]
+async fn a_capture_cannot_take_the_name_of_another_ones_rotated_file() {
+    let (router, _, _, _captures) = app();
+    let start =
+        |name: &str| format!(r#"{{"format": "pcap", "interface": "lo", "name": "{name}", "rotate_bytes": 100000}}"#);
+    assert_eq!(send(&router, "POST", "/api/v1/captures", None, &start("col")).await.0, StatusCode::CREATED);
+    for clash in ["col_0003", "col_17"] {
+        let (status, answer) = send(&router, "POST", "/api/v1/captures", None, &start(clash)).await;
+        assert_eq!((status, answer["field"].as_str()), (StatusCode::CONFLICT, Some("name")), "{answer}");
+        assert!(answer["message"].as_str().unwrap().contains("\"col\""), "the other capture is named: {answer}");
+    }
+    assert_eq!(send(&router, "POST", "/api/v1/captures", None, &start("colder")).await.0, StatusCode::CREATED);
+    // And the other way round: a running tap_5 keeps tap out.
+    assert_eq!(send(&router, "POST", "/api/v1/captures", None, &start("tap_5")).await.0, StatusCode::CREATED);
+    assert_eq!(send(&router, "POST", "/api/v1/captures", None, &start("tap")).await.0, StatusCode::CONFLICT);
+}
+
 #[tokio::test]
 async fn captures_refuse_to_start_below_the_free_space_floor() {
     let (router, _, _, _captures) = app_with_config(CONFIG, u64::MAX, tokens::Tokens::default());

@@ -219,11 +219,14 @@ impl CaptureManager {
                 self.max_running
             )));
         }
-        if sessions.values().any(|s| s.name() == plan.name && s.state() == CaptureState::Running) {
-            return Err(CaptureError::Conflict(
-                "name",
-                format!("a running capture is already called \"{}\"", plan.name),
-            ));
+        let running_names = sessions.values().filter(|s| s.state() == CaptureState::Running).map(|s| s.name());
+        if let Some(other) = running_names.into_iter().find(|other| session::names_collide(other, &plan.name)) {
+            let why = if other == plan.name {
+                format!("a running capture is already called \"{other}\"")
+            } else {
+                format!("the running capture \"{other}\" may write files of that name (\"{other}_<number>\")")
+            };
+            return Err(CaptureError::Conflict("name", why));
         }
         if let Some(existing) = session::existing_output(&self.dir, &plan.name) {
             return Err(CaptureError::Conflict(
@@ -463,6 +466,16 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(check(r#"{"format":"pcap","interface":"p","name":"a","flow":11}"#, &[11]).is_ok(), "a runtime flow");
+    }
+
+    #[test]
+    fn names_collide_where_one_captures_numbered_files_are_the_others() {
+        assert!(session::names_collide("col", "col"));
+        assert!(session::names_collide("col", "col_0003"), "col's fourth rotated file is col_0003.pcap");
+        assert!(session::names_collide("col_7", "col"));
+        assert!(!session::names_collide("col", "col_x1"));
+        assert!(!session::names_collide("col", "cola"));
+        assert!(!session::names_collide("col", "col_"));
     }
 
     #[test]

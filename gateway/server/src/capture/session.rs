@@ -624,16 +624,24 @@ fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 pub(super) fn existing_output(dir: &Path, name: &str) -> Option<PathBuf> {
     let ours = |file: &str| {
         let Some(rest) = file.strip_prefix(name) else { return false };
-        if rest == ".pcap" {
-            return true;
-        }
-        let Some(index) = rest.strip_prefix('_') else { return false };
-        let index = index.strip_suffix(".pcap").unwrap_or(index);
-        !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit())
+        rest == ".pcap" || numbered(rest.strip_suffix(".pcap").unwrap_or(rest))
     };
     std::fs::read_dir(dir)
         .ok()?
         .flatten()
         .map(|e| e.path())
         .find(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(ours))
+}
+
+/// Whether captures named `a` and `b` could write the same file: the same
+/// name, or one is the other's numbered file name (`col` rotates into
+/// `col_0003.pcap`, which a capture named `col_0003` writes too).
+pub(super) fn names_collide(a: &str, b: &str) -> bool {
+    let numbered_from = |name: &str, base: &str| name.strip_prefix(base).is_some_and(numbered);
+    a == b || numbered_from(a, b) || numbered_from(b, a)
+}
+
+/// `_<digits>`: the suffix of a rotated or raw capture file.
+fn numbered(suffix: &str) -> bool {
+    suffix.strip_prefix('_').is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
 }
