@@ -34,7 +34,7 @@ impl From<CaptureError> for ApiError {
     (status = 401, body = super::error::ApiErrorBody, description = "missing or wrong bearer token"),
     (status = 409, body = super::error::ApiErrorBody, description = "a running capture has the name (or one of the two would write the other's numbered files), or files of that name exist (captures never append)"),
     (status = 501, body = super::error::ApiErrorBody, description = "format gds where this gateway cannot run cuFile (no cuda feature, no GPU driver), or a pcap or raw capture of bytes in GPU memory"),
-    (status = 507, body = super::error::ApiErrorBody, description = "the capture filesystem is below its free-space floor")
+    (status = 507, body = super::error::ApiErrorBody, description = "the capture filesystem is below its free-space floor, or has no room (space, inodes, quota) for the first file")
 ))]
 pub(crate) async fn start_capture(
     State(state): State<Arc<AdminState>>,

@@ -539,3 +539,30 @@ async fn flows_added_during_restarts_are_never_lost_after_a_201() {
         assert!(present.contains(&u64::from(id)), "flow {id} was answered 201 and is gone: {list}");
     }
 }
+
+/// A capture directory with space left but no inode answers 507, as one
+/// below its free-space floor does, not 500.
+#[tokio::test]
+#[ignore = "needs root to mount a tmpfs; tests/run.sh runs it"]
+async fn a_capture_directory_out_of_inodes_answers_507() {
+    let dir = tempfile::Builder::new().prefix("daqiri-inodes-").tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m,nr_inodes=8", "tmpfs"])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs with 8 inodes");
+    let unmount = || std::process::Command::new("umount").arg(dir.path()).status();
+    let mut files = 0;
+    while std::fs::write(dir.path().join(format!("filler{files}")), b"").is_ok() {
+        files += 1;
+        assert!(files < 100, "the tmpfs runs out of inodes");
+    }
+    let (router, _, _) = in_process(CONFIG, dir.path().to_path_buf(), 0, tokens::Tokens::default()).unwrap();
+    let (status, answer) =
+        send(&router, "POST", "/api/v1/captures", None, r#"{"format": "pcap", "interface": "lo", "name": "a"}"#).await;
+    drop(router);
+    unmount().unwrap();
+    assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{answer}");
+    assert!(answer["message"].as_str().unwrap().contains("a.pcap"), "the file is named: {answer}");
+}

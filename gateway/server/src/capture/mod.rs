@@ -241,7 +241,10 @@ impl CaptureManager {
         let local = ports[port].local;
         let session =
             Session::start(id, port as u16, local, plan, device.map(|d| d.1), Arc::clone(self) as Arc<dyn Owner>)
-                .map_err(|e| CaptureError::Failed(format!("{e:#}")))?;
+                .map_err(|e| match out_of_space(&e) {
+                    true => CaptureError::NoSpace(format!("{e:#}")),
+                    false => CaptureError::Failed(format!("{e:#}")),
+                })?;
         self.running.fetch_add(1, Ordering::Relaxed);
         let info = session.info();
         sessions.insert(id, session);
@@ -345,6 +348,17 @@ impl CaptureManager {
     pub(crate) fn free_space_floor(&self) -> u64 {
         self.free_space_floor
     }
+}
+
+/// Whether a capture could not start for want of room: no space or no
+/// inode left (`ENOSPC`), or a quota reached (`EDQUOT`).
+fn out_of_space(e: &anyhow::Error) -> bool {
+    let full =
+        |io: &std::io::Error| matches!(io.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded);
+    e.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(full)
+            || cause.downcast_ref::<daqiri::Error>().and_then(daqiri::Error::io_error).is_some_and(full)
+    })
 }
 
 impl Owner for CaptureManager {
