@@ -384,6 +384,30 @@ fn a_full_disk_fails_the_capture_and_its_count_matches_the_records_in_the_file()
     assert!(tshark(&file, &["frame.number"]).0, "tshark reads the cut file");
 }
 
+/// A raw capture writes a file per packet: when the disk fills, it fails
+/// and counts every file it left, not only those of its last commit.
+#[test]
+#[ignore = "needs root to mount a small tmpfs; run by tests/run.sh"]
+fn a_full_disk_fails_a_raw_capture_and_its_count_matches_its_files() {
+    let disk = SmallFilesystem::mount("full-raw", 4);
+    let gw = Gateway::start_in(scratch_dir("captures-full-raw"), 2048, &disk.0, 0);
+    let body = r#"{"format": "raw", "interface": "udp_rx", "name": "raw"}"#;
+    let (status, started) = gw.json("POST", "/api/v1/captures", body);
+    assert_eq!(status, 201, "{started}");
+    std::fs::write(disk.0.join("filler"), vec![0u8; 3 << 20]).unwrap();
+    gw.send_sized(4000, 1000);
+    let ended = wait_for_capture_end(|| gw.json("GET", &format!("/api/v1/captures/{}", started["id"]), "").1);
+    assert_eq!(ended["state"], "failed", "{ended}");
+    let files = std::fs::read_dir(&*disk.0)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("raw_"))
+        .count() as u64;
+    assert!(files > 100, "the filesystem filled: {files} files");
+    let counted = (ended["packets"].as_u64(), ended["reason"].as_str());
+    assert_eq!(counted.0, Some(files), "the API counts every file it left ({:?})", counted.1);
+}
+
 #[test]
 #[ignore = "needs root to mount a small tmpfs; run by tests/run.sh"]
 fn a_small_free_space_floor_is_never_crossed() {

@@ -375,6 +375,11 @@ impl Session {
             pending.packets += 1;
             pending.bytes += written;
             unchecked += written;
+            // A file per record is whole once written: counted at once, so a
+            // failure later leaves no file uncounted.
+            if !output.buffered() {
+                self.commit(output, &mut pending)?;
+            }
             let packets = self.packets.load(Relaxed) + pending.packets;
             let bytes = self.bytes.load(Relaxed) + pending.bytes;
             let limit = if self.plan.max_packets.is_some_and(|m| packets >= m) {
@@ -557,6 +562,12 @@ impl Output {
                 Ok(written)
             }
         }
+    }
+
+    /// Whether written records wait for a flush (a pcap file's buffer);
+    /// else each is a whole file once written.
+    fn buffered(&self) -> bool {
+        matches!(self, Output::Pcap { .. })
     }
 
     /// Pushes buffered records to disk (at each commit).
