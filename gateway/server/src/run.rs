@@ -176,11 +176,16 @@ pub(crate) fn run_gateway(
                     &format!("{} was removed", args.config.as_ref().expect("watched").display()),
                 );
             }
-        } else if hangup.swap(false, std::sync::atomic::Ordering::Relaxed) || change == FileChange::Changed {
+        } else if hangup.swap(false, std::sync::atomic::Ordering::Relaxed) {
             match &admin {
                 // The outcome is logged and counted by the reload itself.
                 Some((_, state)) => drop(crate::admin::reload_from_file(state)),
                 None => tracing::warn!("SIGHUP ignored: reloading needs the admin API (drop --no-admin)"),
+            }
+        } else if change == FileChange::Changed {
+            match &admin {
+                Some((_, state)) => drop(crate::admin::reload_if_changed(state)),
+                None => tracing::warn!("the config file changed; reloading it needs the admin API (drop --no-admin)"),
             }
         }
         std::thread::sleep(Duration::from_millis(20).min(interval));

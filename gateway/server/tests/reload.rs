@@ -84,8 +84,12 @@ fn sighup_flow_reload_during_traffic_loses_nothing_and_invalid_files_change_noth
     let deadline = Instant::now() + Duration::from_secs(20);
     std::fs::write(&file, "daqiri: { cfg: { version: 9 } }\n").unwrap();
     hup(gateway.id()); // invalid: refused, nothing changes
-    std::thread::sleep(Duration::from_millis(200));
+    // Past the file watcher's next look (once a second), which sees the same edit.
+    std::thread::sleep(Duration::from_millis(1300));
     assert_eq!(admin_json("/api/v1/status")["config"]["generation"], 1, "an invalid file changes nothing");
+    let metrics = String::from_utf8(http(admin, "GET", "/metrics", &[], "").1).unwrap();
+    let failures = metrics.lines().find(|l| l.starts_with("daqiri_config_reload_failures")).unwrap_or_default();
+    assert!(failures.ends_with(" 1"), "one edit, one refusal, though SIGHUP and the watcher both saw it: {failures}");
     std::fs::write(&file, config(udp, 1)).unwrap();
     hup(gateway.id()); // flow moves to queue 1 mid-stream
     while admin_json("/api/v1/status")["config"]["generation"] != 2 {

@@ -96,6 +96,23 @@ pub(crate) async fn reload_config(State(state): State<Arc<AdminState>>) -> Resul
 
 /// Re-reads `--config` and applies it (the reload endpoint and SIGHUP).
 pub(crate) fn reload_from_file(state: &AdminState) -> Result<Applied, ApiError> {
+    let (yaml, _) = read_config_file(state)?;
+    apply(state, yaml)
+}
+
+/// The file watcher's reload: applies `--config` only when its text is not
+/// what a reload last read, so an edit that a SIGHUP or the reload endpoint
+/// already applied or refused is neither applied nor counted twice.
+pub(crate) fn reload_if_changed(state: &AdminState) -> Option<Result<Applied, ApiError>> {
+    match read_config_file(state) {
+        Ok((yaml, true)) => Some(apply(state, yaml)),
+        Ok((_, false)) => None,
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// `--config`'s text, and whether it differs from what a reload last read.
+fn read_config_file(state: &AdminState) -> Result<(String, bool), ApiError> {
     let path = state.config_path.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -106,7 +123,10 @@ pub(crate) fn reload_from_file(state: &AdminState) -> Result<Applied, ApiError> 
     let yaml = daqiri::config::read_text(path).map_err(|e| {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, format!("cannot read {}: {e}", path.display()), None)
     })?;
-    apply(state, yaml)
+    let mut last = state.file_text.lock().unwrap_or_else(|e| e.into_inner());
+    let fresh = last.as_deref() != Some(yaml.as_str());
+    *last = Some(yaml.clone());
+    Ok((yaml, fresh))
 }
 
 /// Validates and applies `yaml`; counts the outcome.

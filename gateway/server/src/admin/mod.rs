@@ -30,7 +30,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub(crate) use config::{reload_from_file, unload};
+pub(crate) use config::{reload_from_file, reload_if_changed, unload};
 pub(crate) use error::ApiError;
 pub(crate) use state::{ActiveConfig, AdminState};
 pub(crate) use stats::ReorderStats;

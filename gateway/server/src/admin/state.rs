@@ -28,6 +28,9 @@ pub(crate) struct AdminState {
     pub reloading: std::sync::atomic::AtomicBool,
     /// The file `POST /api/v1/config/reload` and SIGHUP re-read.
     pub config_path: Option<std::path::PathBuf>,
+    /// The text a reload last read from it, so that the watcher does not
+    /// apply (or count) again an edit a SIGHUP already took.
+    pub file_text: Mutex<Option<String>>,
     pub reloads: Arc<ReloadCounters>,
     pub rates: Mutex<RateSampler>,
     pub telemetry: Telemetry,
@@ -58,6 +61,7 @@ impl AdminState {
             applying: Mutex::new(()),
             reloading: std::sync::atomic::AtomicBool::new(false),
             config_path,
+            file_text: Mutex::new(None),
             reloads,
             rates,
             telemetry,
