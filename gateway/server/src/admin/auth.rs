@@ -43,10 +43,29 @@ pub(crate) async fn require_token(State(state): State<Arc<AdminState>>, request:
     next.run(request).await
 }
 
+/// Whether `headers` carry either of the gateway's tokens (admission lets
+/// such requests past the limit on anonymous ones).
+pub(crate) fn holds_a_token(tokens: &super::tokens::Tokens, headers: &axum::http::HeaderMap) -> bool {
+    let given = bearer_of(headers);
+    [&tokens.write, &tokens.read]
+        .into_iter()
+        .flatten()
+        .any(|t| given.is_some_and(|g| constant_time_eq(g.as_bytes(), t.as_bytes())))
+}
+
+/// A probe's request: health, readiness or metrics, answered from snapshots.
+pub(crate) fn is_probe(method: &Method, path: &str) -> bool {
+    *method == Method::GET && matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
 /// The token of an `Authorization: Bearer <token>` header; the scheme is
 /// case-insensitive (RFC 9110, 11.1).
 fn bearer(request: &Request) -> Option<&str> {
-    let value = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    bearer_of(request.headers())
+}
+
+fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }

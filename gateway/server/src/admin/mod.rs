@@ -5,6 +5,7 @@
 //! It runs on its own small tokio runtime beside the engine's worker threads
 //! and reads engine snapshots only: polling it does not touch the data path.
 
+mod admission;
 mod auth;
 mod body_deadline;
 mod captures;
@@ -120,11 +121,12 @@ pub(crate) fn serve(addr: SocketAddr, state: Arc<AdminState>) -> anyhow::Result<
         .block_on(tokio::net::TcpListener::bind(addr))
         .with_context(|| format!("cannot listen on --admin-addr {addr} (in use? pick another port)"))?;
     let addr = listener.local_addr()?;
+    let tokens = state.tokens.clone();
     let (router, _) = router(state);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new().name("admin-api".into()).spawn(move || {
         crate::control::pin_control_thread();
-        runtime.block_on(listener::serve(listener, router, stopped));
+        runtime.block_on(listener::serve(listener, router, tokens, admission::Limits::default(), stopped));
     })?;
     tracing::info!("admin API on http://{addr}");
     Ok(AdminServer { stop: Some(stop), thread: Some(thread) })
