@@ -151,12 +151,6 @@ impl Admission {
         }
     }
 
-    /// Connections open now.
-    #[cfg(test)]
-    pub(super) fn open_connections(&self) -> usize {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
     /// Serves `request` on `connection` through `router`, unless it is one
     /// anonymous request too many.
     pub(super) async fn serve<B>(
