@@ -291,6 +291,15 @@ impl Engine {
         Ok(self.queue(port, direction, queue)?.stats.snapshot())
     }
 
+    /// How full RX queue `queue`'s ring is: bursts waiting for the
+    /// application, of how many it holds. An application that does extra
+    /// work per burst (a capture's copy) can leave it out while the ring
+    /// fills, before the queue has to drop.
+    pub fn rx_backlog(&self, port: u16, queue: u16) -> Result<(usize, usize)> {
+        let ring = &self.queue(port, Direction::Rx, queue)?.ring;
+        Ok((ring.len(), ring.capacity()))
+    }
+
     /// A snapshot of every counter, for status lines, the admin API and metrics.
     pub fn stats(&self) -> crate::EngineStats {
         crate::snapshot::take(&self.inner, &self.drivers)

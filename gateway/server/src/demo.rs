@@ -43,6 +43,7 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         capture_dir: std::env::temp_dir().join("daqiri-demo-captures"),
         capture_free_space_floor_mb: 256,
         max_captures: crate::capture::DEFAULT_MAX_CAPTURES,
+        capture_memory_mb: crate::capture::DEFAULT_CAPTURE_MEMORY_MB,
         wait_for_config: false,
     };
     let gateway = {

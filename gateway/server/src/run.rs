@@ -11,7 +11,7 @@ use clap::Args;
 use daqiri::Engine;
 use daqiri_config::ValidConfig;
 
-use crate::capture::CaptureManager;
+use crate::capture::{CaptureLimits, CaptureManager};
 use crate::consumer::{self, ConsumerOptions};
 use crate::control::ControlSettings;
 use crate::live::LiveEngine;
@@ -71,6 +71,10 @@ pub(crate) struct RunArgs {
     /// holds up to 8,192 packet copies in memory.
     #[arg(long, default_value_t = crate::capture::DEFAULT_MAX_CAPTURES, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_captures: u16,
+    /// MiB the running captures' packet copies may hold together; a copy
+    /// past it is dropped and counted as a capture drop.
+    #[arg(long, default_value_t = crate::capture::DEFAULT_CAPTURE_MEMORY_MB, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub capture_memory_mb: u64,
     /// When --config does not exist yet, serve the admin API without an engine
     /// and start once the file appears (a ConfigMap key the operator has not
     /// written for this node yet) or a config is PUT.
@@ -130,7 +134,7 @@ pub(crate) fn run_gateway(
         live.get().as_deref(),
         args.capture_dir.clone(),
         args.capture_free_space_floor_mb << 20,
-        usize::from(args.max_captures),
+        CaptureLimits { max_running: usize::from(args.max_captures), ring_memory: args.capture_memory_mb << 20 },
     )?;
     let admin = match args.no_admin {
         true => None,

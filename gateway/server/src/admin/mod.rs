@@ -92,7 +92,7 @@ pub(crate) fn in_process(
         live.get().as_deref(),
         capture_dir,
         capture_free_space_floor,
-        usize::from(crate::capture::DEFAULT_MAX_CAPTURES),
+        crate::capture::CaptureLimits::default(),
     )?;
     let state = AdminState::new(live, config.to_owned(), None, captures, tokens)?;
     let (router, api) = router(Arc::clone(&state));

@@ -566,3 +566,41 @@ async fn a_capture_directory_out_of_inodes_answers_507() {
     assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{answer}");
     assert!(answer["message"].as_str().unwrap().contains("a.pcap"), "the file is named: {answer}");
 }
+
+/// While the burst's RX ring is more than half full, running captures
+/// count their copies of it as capture drops instead of making them:
+/// delivery comes first. Below half they copy again.
+#[tokio::test]
+async fn captures_skip_their_copies_while_delivery_is_behind() {
+    let config = CONFIG.replace("loopback: sw\n", "loopback: sw\n    tx_meta_buffers: 16\n").replace(
+        "      rx: {",
+        "      tx: { queues: [{ name: t, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }\n      rx: {",
+    );
+    let (router, _, state, _captures) = app_with_config(&config, 0, tokens::Tokens::default());
+    let (status, started) =
+        send(&router, "POST", "/api/v1/captures", None, r#"{"format": "pcap", "interface": "lo", "name": "c"}"#).await;
+    assert_eq!(status, StatusCode::CREATED, "{started}");
+    let engine = state.live.get().unwrap();
+    let next_burst = || {
+        // A whole RX burst (batch_size 8, no timeout).
+        let mut tx = engine.get_tx_packet_burst(0, 0, 8).unwrap();
+        for i in 0..8 {
+            tx.packet_mut(i).write(&[i as u8; 100]).unwrap();
+        }
+        engine.send_tx_burst(tx).map_err(|e| e.error).unwrap();
+        loop {
+            if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+                break burst;
+            }
+        }
+    };
+    let capture = |state: &AdminState| state.captures.list().into_iter().next().unwrap();
+    let burst = next_burst();
+    state.captures.tap(&burst, Some((9, 16)));
+    assert_eq!(capture(&state).capture_drops, burst.num_packets() as u64, "behind: counted, not copied");
+    let burst = next_burst();
+    state.captures.tap(&burst, Some((8, 16)));
+    assert_eq!(capture(&state).capture_drops, 8, "half full: copied");
+    assert_eq!(send(&router, "DELETE", "/api/v1/captures/1", None, "").await.0, StatusCode::OK);
+    assert_eq!(capture(&state).packets, 8, "the copied burst was written");
+}

@@ -27,11 +27,29 @@ use daqiri::{Burst, Engine};
 pub(crate) use device_side::DeviceSide;
 pub(crate) use error::CaptureError;
 pub(crate) use request::CaptureRequest;
+use ring::MemoryBudget;
 pub(crate) use session::{CaptureInfo, CaptureState};
 use session::{Owner, Session};
 
 /// Captures that may run at once unless `--max-captures` says otherwise.
 pub(crate) const DEFAULT_MAX_CAPTURES: u16 = 8;
+/// MiB the capture rings may hold together unless `--capture-memory-mb` says otherwise.
+pub(crate) const DEFAULT_CAPTURE_MEMORY_MB: u64 = 512;
+
+/// What running captures may take.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CaptureLimits {
+    /// Captures running at once (`--max-captures`).
+    pub max_running: usize,
+    /// Bytes of packet copies all rings hold together (`--capture-memory-mb`).
+    pub ring_memory: u64,
+}
+
+impl Default for CaptureLimits {
+    fn default() -> Self {
+        Self { max_running: usize::from(DEFAULT_MAX_CAPTURES), ring_memory: DEFAULT_CAPTURE_MEMORY_MB << 20 }
+    }
+}
 
 /// Every capture of a gateway.
 #[derive(Debug)]
@@ -41,6 +59,7 @@ pub(crate) struct CaptureManager {
     /// Most captures running at once: each holds a ring of packet copies
     /// (up to 8,192 of them) and a writer thread.
     max_running: usize,
+    ring_budget: Arc<MemoryBudget>,
     sessions: Mutex<BTreeMap<u64, Arc<Session>>>,
     /// Running sessions: the tap's fast path checks this one atomic.
     running: AtomicUsize,
@@ -160,13 +179,14 @@ impl CaptureManager {
         engine: Option<&Engine>,
         dir: PathBuf,
         free_space_floor: u64,
-        max_running: usize,
+        limits: CaptureLimits,
     ) -> anyhow::Result<Arc<Self>> {
         let ports = RwLock::new(engine.map(port_infos).unwrap_or_default());
         Ok(Arc::new(Self {
             dir,
             free_space_floor,
-            max_running,
+            max_running: limits.max_running,
+            ring_budget: MemoryBudget::new(limits.ring_memory),
             sessions: Mutex::new(BTreeMap::new()),
             running: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
@@ -308,13 +328,17 @@ impl CaptureManager {
     }
 
     /// Copies the burst's matching packets into every running capture.
-    pub(crate) fn tap(&self, burst: &Burst) {
+    /// `backlog` is how full the burst's RX ring is (waiting, capacity):
+    /// past half, delivery comes first and the captures count their copies
+    /// of this burst as capture drops instead of making them.
+    pub(crate) fn tap(&self, burst: &Burst, backlog: Option<(usize, usize)>) {
         if self.running.load(Ordering::Relaxed) == 0 {
             return;
         }
+        let behind = backlog.is_some_and(|(waiting, capacity)| waiting * 2 > capacity);
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         for session in sessions.values() {
-            session.tap(burst);
+            session.tap(burst, behind);
         }
     }
 
@@ -376,6 +400,10 @@ impl Owner for CaptureManager {
 
     fn session_ended(&self, session: &Session) {
         CaptureManager::session_ended(self, session);
+    }
+
+    fn ring_budget(&self) -> Arc<MemoryBudget> {
+        Arc::clone(&self.ring_budget)
     }
 }
 

@@ -18,7 +18,7 @@ use super::device_side::DeviceSide;
 #[cfg(feature = "cuda")]
 use super::gds;
 use super::request::{CaptureFormat, Plan};
-use super::ring::{Record, Ring};
+use super::ring::{MemoryBudget, Record, Ring};
 
 /// Packets the ring holds between the application loop and the writer.
 const RING_SLOTS: usize = 8192;
@@ -111,6 +111,8 @@ pub(crate) trait Owner: Send + Sync + std::fmt::Debug {
     fn free_space_floor(&self) -> u64;
     /// Called once the session's writer has ended.
     fn session_ended(&self, session: &Session);
+    /// The memory every capture's ring shares.
+    fn ring_budget(&self) -> Arc<MemoryBudget>;
 }
 
 impl Session {
@@ -139,7 +141,7 @@ impl Session {
             local,
             plan,
             started: Instant::now(),
-            ring: Ring::new(slots),
+            ring: Ring::new(slots, manager.ring_budget()),
             stop: AtomicBool::new(false),
             packets: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -262,13 +264,19 @@ impl Session {
         self.device.as_ref()?.load_full()
     }
 
-    /// Copies the matching packets of a burst (application loop; never blocks).
-    pub(crate) fn tap(&self, burst: &Burst) {
+    /// Copies the matching packets of a burst (application loop; never
+    /// blocks); while delivery is `behind`, counts them as capture drops.
+    pub(crate) fn tap(&self, burst: &Burst, behind: bool) {
         if self.stop.load(Relaxed)
             || burst.port_id() != self.port
             || self.plan.queue.is_some_and(|q| q != burst.queue_id())
             || self.plan.reorder.as_ref().is_some_and(|(plan, _)| burst.reorder_plan() != Some(*plan))
         {
+            return;
+        }
+        if behind {
+            let skipped = burst.packets().filter(|p| self.wants(p)).count();
+            self.drops.fetch_add(skipped as u64, Relaxed);
             return;
         }
         #[cfg(feature = "cuda")]
@@ -281,6 +289,12 @@ impl Session {
         let now = SystemTime::now();
         for (packet, mut record) in self.records_for(burst, now) {
             let pieces = (0..MAX_SEGMENTS).filter_map(|s| packet.segment(s));
+            let size = daqiri::headers::UDP_FRAME_HEADERS + pieces.clone().map(<[u8]>::len).sum::<usize>();
+            if !self.ring.make_room(&mut record, size) {
+                self.drops.fetch_add(1, Relaxed);
+                self.ring.recycle(record);
+                continue;
+            }
             let framed = match self.frame(&packet) {
                 Some((source, local)) => {
                     daqiri::headers::synthesize_udp_frame(&mut record.bytes, source, local, pieces.clone()).is_ok()
@@ -324,17 +338,20 @@ impl Session {
         burst: &'b Burst,
         time: SystemTime,
     ) -> impl Iterator<Item = (daqiri::Packet<'b>, Record)> + 'b {
-        burst.packets().filter(|p| self.plan.flow.is_none() || p.flow_id() == self.plan.flow).filter_map(
-            move |packet| {
-                let Some(mut record) = self.ring.slot() else {
-                    self.drops.fetch_add(1, Relaxed);
-                    return None;
-                };
-                record.time = time;
-                record.batch_id = burst.batch_id();
-                Some((packet, record))
-            },
-        )
+        burst.packets().filter(|p| self.wants(p)).filter_map(move |packet| {
+            let Some(mut record) = self.ring.slot() else {
+                self.drops.fetch_add(1, Relaxed);
+                return None;
+            };
+            record.time = time;
+            record.batch_id = burst.batch_id();
+            Some((packet, record))
+        })
+    }
+
+    /// Whether the packet passes the capture's flow filter.
+    fn wants(&self, packet: &daqiri::Packet<'_>) -> bool {
+        self.plan.flow.is_none() || packet.flow_id() == self.plan.flow
     }
 
     /// The addresses a socket datagram is framed with in a capture file.
