@@ -2,8 +2,10 @@
 //! bounded (descriptors are finite), so a client that opens many and sends
 //! nothing must not lock out the probes:
 //!
-//! - A connection with no request in flight (idle keep-alive, or a header
-//!   still arriving) is closed, oldest first, when a new one needs its place.
+//! - A connection with no request in flight and nothing unread (idle
+//!   keep-alive, or a client that connected and sent nothing) for
+//!   [`IDLE_GRACE`] is closed, the longest idle first, when a new one needs
+//!   its place. One whose request waits to be read is never taken for idle.
 //! - Requests without a token (probes aside) may hold only part of the
 //!   connections at once; past that they are answered 503 at once, so the
 //!   rest stays free for probes and for clients with a token.
@@ -28,6 +30,11 @@ use tokio::time::Instant;
 
 use super::error::ApiError;
 use super::tokens::Tokens;
+
+/// How long a connection without a request in flight is spared: a client
+/// that just connected has this long to send its request's header before
+/// another may take its place.
+const IDLE_GRACE: Duration = Duration::from_millis(20);
 
 /// The admission limits.
 #[derive(Debug, Clone, Copy)]
@@ -67,6 +74,10 @@ pub(super) struct Connection {
     /// Since when a write has waited for the client to take bytes (ms
     /// since the admission's epoch, plus one; 0: none waits).
     blocked_since: AtomicU64,
+    /// When it was accepted or last finished a request (same clock).
+    active_at: AtomicU64,
+    /// The socket (a duplicate descriptor), to see whether bytes wait unread.
+    socket: Option<std::net::TcpStream>,
     close: Notify,
     epoch: Instant,
 }
@@ -79,6 +90,20 @@ impl Connection {
     /// Neither a request in flight nor a write waiting for the client.
     fn idle(&self) -> bool {
         self.in_flight.load(Relaxed) == 0 && self.blocked_since.load(Relaxed) == 0
+    }
+
+    /// Idle past the grace with nothing unread: since when (ms), or `None`.
+    fn idle_since(&self) -> Option<u64> {
+        let since = self.active_at.load(Relaxed);
+        let past_grace = self.now_ms().saturating_sub(since) >= IDLE_GRACE.as_millis() as u64;
+        (self.idle() && past_grace && !self.request_waiting()).then_some(since)
+    }
+
+    /// Bytes wait in the socket that no request read yet (the socket is
+    /// non-blocking: an empty one answers `WouldBlock`). A peer that closed
+    /// has none.
+    fn request_waiting(&self) -> bool {
+        self.socket.as_ref().is_none_or(|socket| matches!(socket.peek(&mut [0u8; 1]), Ok(n) if n > 0))
     }
 
     /// Notes whether a write had to wait for room.
@@ -119,9 +144,9 @@ impl Admission {
         })
     }
 
-    /// A place for a connection just accepted: a free one, else the oldest
+    /// A place for `stream`, just accepted: a free one, else the longest
     /// idle connection's, else the next to end.
-    pub(super) async fn place(self: &Arc<Self>) -> Place {
+    pub(super) async fn place(self: &Arc<Self>, stream: &tokio::net::TcpStream) -> Place {
         let slot = loop {
             if let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() {
                 break slot;
@@ -135,6 +160,9 @@ impl Admission {
         let connection = Arc::new(Connection {
             in_flight: AtomicUsize::new(0),
             blocked_since: AtomicU64::new(0),
+            active_at: AtomicU64::new(self.epoch.elapsed().as_millis() as u64 + 1),
+            // Without a duplicate (descriptors out) it counts as waiting: never taken for idle.
+            socket: std::os::fd::AsFd::as_fd(stream).try_clone_to_owned().ok().map(std::net::TcpStream::from),
             close: Notify::new(),
             epoch: self.epoch,
         });
@@ -145,7 +173,9 @@ impl Admission {
 
     fn close_oldest_idle(&self) {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(idle) = open.values().find(|c| c.idle()) {
+        let longest =
+            open.values().filter_map(|c| c.idle_since().map(|since| (since, c))).min_by_key(|(since, _)| *since);
+        if let Some((_, idle)) = longest {
             // Stored, so a connection task not yet waiting still sees it.
             idle.close.notify_one();
         }
@@ -229,6 +259,7 @@ struct Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        self.connection.active_at.store(self.connection.now_ms(), Relaxed);
         self.connection.in_flight.fetch_sub(1, Relaxed);
         if self.anonymous {
             self.admission.anonymous.fetch_sub(1, Relaxed);

@@ -43,7 +43,7 @@ pub(super) async fn serve(
             accepted = accept(&listener) => accepted,
         };
         let Some(stream) = accepted else { continue };
-        let place = admission.place().await;
+        let place = admission.place(&stream).await;
         let service = {
             let (admission, connection, router) =
                 (Arc::clone(&admission), Arc::clone(&place.connection), router.clone());
