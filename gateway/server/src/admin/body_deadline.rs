@@ -1,5 +1,5 @@
 //! A whole-body deadline: a request body must have arrived in full within
-//! [`BODY_TIMEOUT`](super::listener::BODY_TIMEOUT) of its header. tower-http's
+//! [`BODY_TIMEOUT`] of its header. tower-http's
 //! body timeout restarts at every frame, so a body dripped a byte at a time
 //! would hold its connection slot forever.
 
@@ -11,6 +11,9 @@ use axum::extract::Request;
 use http_body::{Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
+/// Time a client has to send a request's body once its header arrived.
+pub(crate) const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What a body past its deadline fails with; `error::json_errors` answers 408 on it.
 pub(crate) const TIMED_OUT: &str = "the request body did not arrive in full within its deadline";
 
@@ -20,7 +23,7 @@ pub(crate) async fn with_deadline(request: Request) -> Request {
 }
 
 fn deadline() -> Instant {
-    Instant::now() + super::listener::BODY_TIMEOUT
+    Instant::now() + BODY_TIMEOUT
 }
 
 struct Deadline {

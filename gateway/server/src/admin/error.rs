@@ -104,7 +104,7 @@ pub(crate) async fn json_errors(request: axum::extract::Request, next: axum::mid
         ),
         _ if timed_out => (
             StatusCode::REQUEST_TIMEOUT,
-            format!("the request body did not arrive within {:?}", super::listener::BODY_TIMEOUT),
+            format!("the request body did not arrive within {:?}", super::body_deadline::BODY_TIMEOUT),
             Some("body"),
         ),
         _ if text.is_empty() => (status, status.canonical_reason().unwrap_or("error").to_owned(), None),

@@ -20,8 +20,6 @@ use super::tokens::Tokens;
 
 /// Time a client has to send a request's header, from connecting or from the last response.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-/// Time a client has to send a request's body once its header arrived.
-pub(crate) const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a stop waits for requests in flight.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
