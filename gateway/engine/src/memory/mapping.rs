@@ -6,6 +6,10 @@
 use std::io;
 use std::ptr::NonNull;
 
+/// Bytes faulted in per `madvise` call of ordinary pages: tens of
+/// milliseconds of work (hugetlb takes a multiple of its page size).
+const POPULATE_CHUNK: usize = 64 << 20;
+
 /// A private anonymous mapping, unmapped on drop.
 #[derive(Debug)]
 pub struct Mapping {
@@ -24,17 +28,18 @@ impl Mapping {
     /// now: a page fault per first-touched buffer on the data path costs
     /// more than the packet.
     pub(crate) fn host(len: usize, node: u32) -> io::Result<Self> {
-        Self::map(len, 0, node)
+        Self::map(len, 0, node, POPULATE_CHUNK)
     }
 
     /// Maps `len` bytes backed by the default hugepage size on NUMA node
     /// `node` and faults them in now, so a shortage shows at init rather than
     /// as SIGBUS on the data path.
     pub(crate) fn hugetlb(len: usize, node: u32) -> io::Result<Self> {
-        Self::map(len, libc::MAP_HUGETLB, node)
+        let page = super::hugepages::HugepageInfo::read().map_or(2 << 20, |info| info.page_size as usize);
+        Self::map(len, libc::MAP_HUGETLB, node, POPULATE_CHUNK.next_multiple_of(page))
     }
 
-    fn map(len: usize, extra_flags: libc::c_int, node: u32) -> io::Result<Self> {
+    fn map(len: usize, extra_flags: libc::c_int, node: u32, chunk: usize) -> io::Result<Self> {
         let len = len.max(1);
         // SAFETY: a fresh private anonymous mapping aliases no Rust object;
         // the arguments are valid for mmap and the result is checked.
@@ -64,16 +69,22 @@ impl Mapping {
             }
         }
         bind_to_node(ptr, len, node)?;
-        // Fault every page in now, on the node just bound.
-        // SAFETY: populates exactly the range just mapped, which nothing reads yet.
-        if unsafe { libc::madvise(ptr, len, libc::MADV_POPULATE_WRITE) } != 0 {
-            let e = io::Error::last_os_error();
-            // An allocation failure: for hugetlb, too few pages.
-            return Err(if e.raw_os_error() == Some(libc::EFAULT) {
-                io::Error::from_raw_os_error(libc::ENOMEM)
-            } else {
-                e
-            });
+        // Fault every page in now, on the node just bound, a chunk per call:
+        // each call holds the process's mmap lock, and one call over
+        // gigabytes would stall every other thread that maps memory (the
+        // admin API's health probes among them) for the whole allocation.
+        for start in (0..len).step_by(chunk) {
+            let chunk = chunk.min(len - start);
+            // SAFETY: populates part of the range just mapped, which nothing reads yet.
+            if unsafe { libc::madvise(ptr.cast::<u8>().add(start).cast(), chunk, libc::MADV_POPULATE_WRITE) } != 0 {
+                let e = io::Error::last_os_error();
+                // An allocation failure: for hugetlb, too few pages.
+                return Err(if e.raw_os_error() == Some(libc::EFAULT) {
+                    io::Error::from_raw_os_error(libc::ENOMEM)
+                } else {
+                    e
+                });
+            }
         }
         Ok(mapping)
     }
