@@ -2,28 +2,18 @@
 //! GPU memory, GPU reorder against its oracle, and the CPU writers' refusal
 //! of GPU bytes, on each bed that runs there. `tests/gpu/run.sh` runs them.
 
-use std::time::{Duration, Instant};
-
-use daqiri::{Burst, Engine, SegmentMemory, Status};
+use daqiri::{Burst, SegmentMemory, Status};
 use daqiri_config::model::{BitField, MemoryKind, ReorderType};
 use daqiri_config::testing::{plan, rx};
 
 use crate::beds::Bed;
 use crate::outcome::Outcome;
-use crate::scenarios::{collect_batches, oracle_batch, pace, payload, send_scrambled, start_or_refusal};
+use crate::scenarios::{
+    collect_batches, next_burst, oracle_batch, pace, payload, send_scrambled, start_or_refusal,
+    stops_with_every_buffer_back,
+};
 
 const BUFS: u32 = 4096;
-
-/// The next burst of queue 0 within 10 s.
-fn next_burst(engine: &Engine) -> Burst {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        assert!(Instant::now() < deadline, "a burst arrives");
-        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
-            return burst;
-        }
-    }
-}
 
 /// Segment 0 of packet `i`, read back from the GPU.
 fn device_bytes(burst: &Burst, i: usize) -> Vec<u8> {
@@ -36,15 +26,21 @@ fn device_bytes(burst: &Burst, i: usize) -> Vec<u8> {
     }
 }
 
+/// An engine whose RX queue 0 lands in a `device` region, in bursts of
+/// `batch`, or how the bed refused that.
+fn landing_in_gpu_memory(bed: &dyn Bed, batch: u32) -> Result<daqiri::Engine, Outcome> {
+    let config = bed
+        .config()
+        .region_of("mem", MemoryKind::Device, BUFS, bed.buf_size())
+        .rx_queue(rx(0, "mem").core(1).batch(batch).timeout_us(500));
+    start_or_refusal(&config.yaml(), &["rx.queues[0].memory_regions"])
+}
+
 /// An RX queue landing in a `device` region delivers each packet there,
 /// byte-exact, and every buffer goes back once the bursts are dropped and
 /// the engine stopped.
 pub fn gpu_landing(bed: &dyn Bed) -> Outcome {
-    let config = bed
-        .config()
-        .region_of("mem", MemoryKind::Device, BUFS, bed.buf_size())
-        .rx_queue(rx(0, "mem").core(1).batch(8).timeout_us(500));
-    let engine = match start_or_refusal(&config.yaml(), &["rx.queues[0].memory_regions"]) {
+    let engine = match landing_in_gpu_memory(bed, 8) {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };
@@ -64,11 +60,7 @@ pub fn gpu_landing(bed: &dyn Bed) -> Outcome {
     }
     // A byte stream may cut the payloads anywhere: compare the bytes in order.
     assert!(got == sent.concat(), "every byte lands in GPU memory, in order");
-    // Stopped, the receiver gives back what it held for its next receive.
-    engine.shutdown();
-    for region in engine.stats().regions {
-        assert_eq!(region.in_use, 0, "region {} has every buffer back", region.name);
-    }
+    stops_with_every_buffer_back(&engine);
     Outcome::Passed
 }
 
@@ -109,11 +101,7 @@ pub fn gpu_reorder(bed: &dyn Bed) -> Outcome {
 /// The raw and pcap writers refuse a burst whose bytes lie in GPU memory
 /// with `NOT_SUPPORTED` naming the segment, and write nothing of it.
 pub fn gpu_writers_refuse(bed: &dyn Bed) -> Outcome {
-    let config = bed
-        .config()
-        .region_of("mem", MemoryKind::Device, BUFS, bed.buf_size())
-        .rx_queue(rx(0, "mem").core(1).batch(4).timeout_us(500));
-    let engine = match start_or_refusal(&config.yaml(), &["rx.queues[0].memory_regions"]) {
+    let engine = match landing_in_gpu_memory(bed, 4) {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };

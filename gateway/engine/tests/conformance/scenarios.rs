@@ -329,11 +329,28 @@ pub fn pools_back_after_drain(bed: &dyn Bed) -> Outcome {
             read += burst.total_bytes();
         }
     }
+    stops_with_every_buffer_back(&engine);
+    Outcome::Passed
+}
+
+/// Stops `engine` (its receivers give back what they held for their next
+/// receive) and checks that every region has every buffer back.
+pub fn stops_with_every_buffer_back(engine: &Engine) {
     engine.shutdown();
     for region in engine.stats().regions {
         assert_eq!(region.in_use, 0, "region {} has every buffer back", region.name);
     }
-    Outcome::Passed
+}
+
+/// The next burst of queue 0 within 10 s.
+pub fn next_burst(engine: &Engine) -> Burst {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "a burst arrives");
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            return burst;
+        }
+    }
 }
 
 /// A CPU reorder plan over a flow whose packets arrive out of order puts
@@ -416,13 +433,7 @@ pub fn writers(bed: &dyn Bed) -> Outcome {
     for seq in 0..10u32 {
         sender.send(&engine, &payload(seq, 64 + seq as usize));
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let burst = loop {
-        assert!(Instant::now() < deadline, "a burst arrives");
-        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
-            break burst;
-        }
-    };
+    let burst = next_burst(&engine);
     let packets: Vec<Vec<u8>> = burst.packets().map(|p| p.data().to_vec()).collect();
     raw.write(&burst).expect("the raw writer writes");
     pcap.write_burst(&burst).expect("the pcap writer writes");
