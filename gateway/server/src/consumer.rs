@@ -143,7 +143,7 @@ pub(crate) fn run(
         };
         idle_rounds = 0;
         let (port, queue) = (burst.port_id(), burst.queue_id());
-        captures.tap(&burst, engine.as_ref().and_then(|e| e.rx_backlog(port, queue).ok()));
+        captures.tap(&burst, || engine.as_ref().and_then(|e| e.rx_backlog(port, queue).ok()));
         for packet in burst.packets() {
             report.packets += 1;
             report.bytes += packet.len() as u64;

@@ -59,10 +59,11 @@ pub(super) struct Admission {
     limits: Limits,
     tokens: Tokens,
     slots: Arc<Semaphore>,
-    /// Open connections by age (ids rise).
+    /// Open connections, by id.
     open: Mutex<BTreeMap<u64, Arc<Connection>>>,
     next_id: AtomicU64,
     anonymous: AtomicUsize,
+    /// The clock every connection's times count from, so idle times compare.
     epoch: Instant,
 }
 
@@ -160,12 +161,13 @@ impl Admission {
         let connection = Arc::new(Connection {
             in_flight: AtomicUsize::new(0),
             blocked_since: AtomicU64::new(0),
-            active_at: AtomicU64::new(self.epoch.elapsed().as_millis() as u64 + 1),
+            active_at: AtomicU64::new(0),
             // Without a duplicate (descriptors out) it counts as waiting: never taken for idle.
             socket: std::os::fd::AsFd::as_fd(stream).try_clone_to_owned().ok().map(std::net::TcpStream::from),
             close: Notify::new(),
             epoch: self.epoch,
         });
+        connection.active_at.store(connection.now_ms(), Relaxed);
         let id = self.next_id.fetch_add(1, Relaxed);
         self.open.lock().unwrap_or_else(|e| e.into_inner()).insert(id, Arc::clone(&connection));
         Place { admission: Arc::clone(self), id, connection, _slot: slot }

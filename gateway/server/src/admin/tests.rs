@@ -596,10 +596,10 @@ async fn captures_skip_their_copies_while_delivery_is_behind() {
     };
     let capture = |state: &AdminState| state.captures.list().into_iter().next().unwrap();
     let burst = next_burst();
-    state.captures.tap(&burst, Some((9, 16)));
+    state.captures.tap(&burst, || Some((9, 16)));
     assert_eq!(capture(&state).capture_drops, burst.num_packets() as u64, "behind: counted, not copied");
     let burst = next_burst();
-    state.captures.tap(&burst, Some((8, 16)));
+    state.captures.tap(&burst, || Some((8, 16)));
     assert_eq!(capture(&state).capture_drops, 8, "half full: copied");
     assert_eq!(send(&router, "DELETE", "/api/v1/captures/1", None, "").await.0, StatusCode::OK);
     assert_eq!(capture(&state).packets, 8, "the copied burst was written");

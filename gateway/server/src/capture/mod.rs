@@ -328,14 +328,15 @@ impl CaptureManager {
     }
 
     /// Copies the burst's matching packets into every running capture.
-    /// `backlog` is how full the burst's RX ring is (waiting, capacity):
-    /// past half, delivery comes first and the captures count their copies
-    /// of this burst as capture drops instead of making them.
-    pub(crate) fn tap(&self, burst: &Burst, backlog: Option<(usize, usize)>) {
+    /// `backlog` tells how full the burst's RX ring is (waiting, capacity),
+    /// asked only while a capture runs: past half, delivery comes first and
+    /// the captures count their copies of this burst as capture drops
+    /// instead of making them.
+    pub(crate) fn tap(&self, burst: &Burst, backlog: impl FnOnce() -> Option<(usize, usize)>) {
         if self.running.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let behind = backlog.is_some_and(|(waiting, capacity)| waiting * 2 > capacity);
+        let behind = backlog().is_some_and(|(waiting, capacity)| waiting * 2 > capacity);
         let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         for session in sessions.values() {
             session.tap(burst, behind);
