@@ -102,11 +102,14 @@ impl QueueTask for Receiver {
         let rx = &p.rx[self.queue];
         // A TX burst comes off the loop whole, as off a wire: no timeout runs
         // out half-way through one. Asked before draining, so what was posted
-        // by then is all taken before any timeout is looked at.
+        // by then is all taken before any timeout is looked at; and timeouts
+        // are judged at that moment, so a batch begun by this drain is never
+        // due because this thread was preempted before its flush.
         let whole = !self.inboxes.arriving();
+        let asked = Instant::now();
         let taken = self.inboxes.of(self.queue).drain_into(&mut self.assembler, rx, &port.regions);
         if whole {
-            self.assembler.flush_if_due(rx, Instant::now(), &port.regions);
+            self.assembler.flush_if_due(rx, asked, &port.regions);
         }
         taken
     }
