@@ -19,9 +19,15 @@ cargo test --workspace --doc
 # become docs/conformance.md, which must match them when every bed ran.
 rm -rf target/tmp/conformance
 cargo nextest run -p daqiri --features dpdk,af_xdp --lib --test dpdk --test af_xdp --test conformance \
-    --no-fail-fast "$ignored"
+    --no-fail-fast "$ignored" -E 'not test(/^vm_/)'
+# The VM test bed (Debian's kernel under QEMU, prepared by tests/vm/prepare.sh):
+# soft-RoCE, and the conformance rows of its NICs, with the tests built above.
 if [[ $ignored == --run-ignored=all ]]; then
+    tests/vm/build.sh
+    tests/vm/run.sh -- tests/vm/suite.sh
     tests/conformance_table.py --check
+else
+    echo "run.sh: the VM test bed's suite (soft-RoCE, the VM's conformance rows) is SKIPPED: it needs root" >&2
 fi
 # GPU tests: built with the cuda feature, run where a GPU is, else each
 # reported as skipped (tests/gpu/run.sh on the GPU machine runs them).

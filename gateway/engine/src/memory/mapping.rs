@@ -6,15 +6,18 @@
 use std::io;
 use std::ptr::NonNull;
 
-/// Bytes faulted in per `madvise` call of ordinary pages: tens of
-/// milliseconds of work (hugetlb takes a multiple of its page size).
-const POPULATE_CHUNK: usize = 64 << 20;
+/// Bytes faulted in, or unmapped, per call on ordinary pages: tens of
+/// milliseconds of work under the process's mmap lock (hugetlb takes a
+/// multiple of its page size).
+const LOCKED_CHUNK: usize = 64 << 20;
 
 /// A private anonymous mapping, unmapped on drop.
 #[derive(Debug)]
 pub struct Mapping {
     base: NonNull<u8>,
     len: usize,
+    /// Bytes per populating or unmapping call (see [`LOCKED_CHUNK`]).
+    chunk: usize,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; access to its bytes
@@ -28,7 +31,7 @@ impl Mapping {
     /// now: a page fault per first-touched buffer on the data path costs
     /// more than the packet.
     pub(crate) fn host(len: usize, node: u32) -> io::Result<Self> {
-        Self::map(len, 0, node, POPULATE_CHUNK)
+        Self::map(len, 0, node, LOCKED_CHUNK)
     }
 
     /// Maps `len` bytes backed by the default hugepage size on NUMA node
@@ -36,7 +39,7 @@ impl Mapping {
     /// as SIGBUS on the data path.
     pub(crate) fn hugetlb(len: usize, node: u32) -> io::Result<Self> {
         let page = super::hugepages::HugepageInfo::read().map_or(2 << 20, |info| info.page_size as usize);
-        Self::map(len, libc::MAP_HUGETLB, node, POPULATE_CHUNK.next_multiple_of(page))
+        Self::map(len, libc::MAP_HUGETLB, node, LOCKED_CHUNK.next_multiple_of(page))
     }
 
     fn map(len: usize, extra_flags: libc::c_int, node: u32, chunk: usize) -> io::Result<Self> {
@@ -58,7 +61,7 @@ impl Mapping {
         }
         let base = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
         // From here on, dropping `mapping` unmaps on every error path.
-        let mapping = Self { base, len };
+        let mapping = Self { base, len, chunk };
         // Packet pools can be gigabytes: keep them out of core dumps and out
         // of a forked child (a NIC or device may hold their physical pages).
         // The distinct flags also keep the pool its own entry in /proc/PID/smaps.
@@ -149,11 +152,16 @@ pub(crate) fn numa_nodes() -> Vec<u32> {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: base/len describe exactly the mapping created in `map`, and
-        // every buffer borrowed from it has been returned (pools outlive bursts
-        // through `Arc`).
-        unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.len);
+        // A chunk per call, for the reason `map` populates a chunk per call:
+        // unmapping gigabytes at once holds the mmap lock as long.
+        for start in (0..self.len).step_by(self.chunk) {
+            let chunk = self.chunk.min(self.len - start);
+            // SAFETY: each chunk lies in the mapping created in `map` (hugetlb
+            // chunks are whole pages), and every buffer borrowed from it has
+            // been returned (pools outlive bursts through `Arc`).
+            unsafe {
+                libc::munmap(self.base.as_ptr().add(start).cast(), chunk);
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use daqiri::{Engine, PacketMut};
 use daqiri_config::testing::{TestConfig, tx};
 
 #[cfg(any(feature = "dpdk", feature = "af_xdp"))]
-pub use raw::VethBed;
+pub use raw::RawBed;
 
 /// Bytes of Ethernet, IPv4 and UDP headers before a raw frame's payload.
 pub const RAW_HEADERS: usize = 42;
@@ -59,6 +59,12 @@ pub trait Bed {
 
     /// An independent reader at the far end of the bed's wire.
     fn tx_reader(&self) -> Box<dyn Reader>;
+
+    /// Why sent TX buffers may stay out of their pool until more is sent
+    /// (a driver that frees them only when its ring needs the room), if so.
+    fn keeps_sent_tx_buffers(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The UDP destination port of the frames raw backends send in TX scenarios.
@@ -331,6 +337,8 @@ pub fn send_one(engine: &Engine, write: impl FnOnce(&mut PacketMut<'_>)) {
 
 #[cfg(any(feature = "dpdk", feature = "af_xdp"))]
 mod raw {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::{Arc, OnceLock};
     use std::time::{Duration, Instant};
 
     use daqiri::{Engine, PacketMut};
@@ -339,11 +347,25 @@ mod raw {
     use super::{Bed, RAW_HEADERS, Reader, Sender, TX_PORT};
     use crate::common::veth::{RawSocket, Veth, udp_frame_to};
 
-    /// A veth pair whose receiving end a raw backend drives; senders are raw
-    /// AF_PACKET sockets on the other end, in a namespace of their own.
-    pub struct VethBed {
-        pub veth: Veth,
+    /// A wire a raw backend drives one end of; senders and the TX reader
+    /// are raw AF_PACKET sockets at the other end.
+    pub struct RawBed {
+        wire: Wire,
         kind: RawKind,
+        /// Frames its senders sent (paced on an emulated wire).
+        sent: Arc<AtomicU64>,
+    }
+
+    /// Where the far end of a bed's wire is.
+    enum Wire {
+        /// A veth pair; the sending end in a namespace of its own.
+        Veth(Veth),
+        /// A NIC of the VM test bed (`receive`: its netdev or PCI address)
+        /// and the guest kernel's own NIC on the same bridge (`send`).
+        VmNic { receive: String, mac: [u8; 6], send: String },
+        /// DPDK's `net_tap`: the tap netdev it creates, named `iface`, is
+        /// the far end; it exists once the engine runs.
+        Tap { iface: String },
     }
 
     // Each build with one raw backend constructs only its own kinds.
@@ -355,45 +377,142 @@ mod raw {
         DpdkAfPacket,
         #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
         DpdkAfXdp,
+        /// A PCI NIC under vfio-pci, `address` its PCI address.
+        #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+        DpdkPci(&'static str),
+        #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+        DpdkTap,
     }
 
-    impl VethBed {
+    /// The value of a variable tests/vm/guest.sh exports in the VM test bed.
+    fn vm_bed(variable: &str) -> String {
+        std::env::var(variable)
+            .unwrap_or_else(|_| panic!("{variable} is unset: this bed runs inside the VM test bed (tests/vm/run.sh)"))
+    }
+
+    /// The guest NICs' MACs, fixed by tests/vm/run.sh.
+    const VM_VIRTIO_MAC: [u8; 6] = [0x52, 0x54, 0, 0xda, 0, 1];
+    const VM_XDP_MAC: [u8; 6] = [0x52, 0x54, 0, 0xda, 0, 2];
+    const VM_E1000E_MAC: [u8; 6] = [0x52, 0x54, 0, 0xda, 0, 4];
+
+    impl RawBed {
         /// Our AF_XDP backend on a veth of `queues` queues.
         #[cfg_attr(not(feature = "af_xdp"), allow(dead_code))]
         pub fn af_xdp(tag: &str, queues: u32) -> Self {
-            Self { veth: Veth::quiet(tag, queues), kind: RawKind::AfXdp }
+            Self::on(Wire::Veth(Veth::quiet(tag, queues)), RawKind::AfXdp)
         }
 
         /// DPDK's `net_af_packet` on a veth of `queues` queues.
         #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
         pub fn dpdk_af_packet(tag: &str, queues: u32) -> Self {
-            Self { veth: Veth::quiet(tag, queues), kind: RawKind::DpdkAfPacket }
+            Self::on(Wire::Veth(Veth::quiet(tag, queues)), RawKind::DpdkAfPacket)
         }
 
         /// DPDK's `net_af_xdp` on a veth of `queues` queues.
         #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
         pub fn dpdk_af_xdp(tag: &str, queues: u32) -> Self {
-            Self { veth: Veth::quiet(tag, queues), kind: RawKind::DpdkAfXdp }
+            Self::on(Wire::Veth(Veth::quiet(tag, queues)), RawKind::DpdkAfXdp)
+        }
+
+        /// The VM's second virtio NIC, under `virtio_net` with native XDP.
+        #[cfg_attr(not(feature = "af_xdp"), allow(dead_code))]
+        pub fn vm_af_xdp() -> Self {
+            Self::vm_nic(vm_bed("DAQIRI_VM_XDP_NETDEV"), VM_XDP_MAC, RawKind::AfXdp)
+        }
+
+        /// The VM's virtio-net-pci NIC under vfio-pci, behind the IOMMU.
+        #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+        pub fn vm_dpdk_virtio() -> Self {
+            Self::vm_nic(vm_bed("DAQIRI_VM_VIRTIO_PCI"), VM_VIRTIO_MAC, RawKind::DpdkPci("virtio-net-pci"))
+        }
+
+        /// The VM's e1000e NIC under vfio-pci, behind the IOMMU.
+        #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+        pub fn vm_dpdk_e1000e() -> Self {
+            Self::vm_nic(vm_bed("DAQIRI_VM_E1000E_PCI"), VM_E1000E_MAC, RawKind::DpdkPci("e1000e"))
+        }
+
+        /// DPDK's `net_tap`, whose rte_flow rules are TC filters (the VM's
+        /// kernel has the TC modules; ours does not).
+        #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+        pub fn vm_dpdk_tap() -> Self {
+            vm_bed("DAQIRI_VM_SEND_NETDEV"); // inside the VM, or say so
+            Self::on(Wire::Tap { iface: "dqtap0".into() }, RawKind::DpdkTap)
+        }
+
+        fn vm_nic(receive: String, mac: [u8; 6], kind: RawKind) -> Self {
+            Self::on(Wire::VmNic { receive, mac, send: vm_bed("DAQIRI_VM_SEND_NETDEV") }, kind)
+        }
+
+        fn on(wire: Wire, kind: RawKind) -> Self {
+            Self { wire, kind, sent: Arc::default() }
+        }
+
+        /// The netdev (or PCI address) the backend drives.
+        fn receive(&self) -> &str {
+            match &self.wire {
+                Wire::Veth(veth) => &veth.receive,
+                Wire::VmNic { receive, .. } => receive,
+                Wire::Tap { iface } => iface,
+            }
+        }
+
+        /// The MAC frames to the backend carry.
+        fn receive_mac(&self) -> [u8; 6] {
+            match &self.wire {
+                Wire::Veth(veth) => veth.receive_mac(),
+                Wire::VmNic { mac, .. } => *mac,
+                Wire::Tap { .. } => [0xff; 6],
+            }
+        }
+
+        /// A raw socket at the far end: opened now, or, on a tap that the
+        /// engine has yet to create, at its first use.
+        fn far_end(&self) -> FarEnd {
+            let socket = OnceLock::new();
+            match &self.wire {
+                Wire::Veth(veth) => drop(socket.set(veth.sender())),
+                Wire::VmNic { send, .. } => drop(socket.set(RawSocket::on(send))),
+                Wire::Tap { .. } => {}
+            }
+            FarEnd { socket, iface: self.receive().to_owned() }
         }
     }
 
-    impl Bed for VethBed {
+    /// A raw socket at a wire's far end.
+    struct FarEnd {
+        socket: OnceLock<RawSocket>,
+        /// The tap to open it on when it was not opened at once.
+        iface: String,
+    }
+
+    impl FarEnd {
+        fn get(&self) -> &RawSocket {
+            self.socket.get_or_init(|| RawSocket::on(&self.iface))
+        }
+    }
+
+    impl Bed for RawBed {
         fn name(&self) -> &'static str {
-            match self.kind {
-                RawKind::AfXdp => "af_xdp (veth)",
-                RawKind::DpdkAfPacket => "dpdk net_af_packet (veth)",
-                RawKind::DpdkAfXdp => "dpdk net_af_xdp (veth)",
+            match (self.kind, &self.wire) {
+                (RawKind::AfXdp, Wire::Veth(_)) => "af_xdp (veth)",
+                (RawKind::AfXdp, _) => "af_xdp virtio_net (vm)",
+                (RawKind::DpdkAfPacket, _) => "dpdk net_af_packet (veth)",
+                (RawKind::DpdkAfXdp, _) => "dpdk net_af_xdp (veth)",
+                (RawKind::DpdkPci("e1000e"), _) => "dpdk e1000e vfio (vm)",
+                (RawKind::DpdkPci(_), _) => "dpdk virtio-net-pci vfio (vm)",
+                (RawKind::DpdkTap, _) => "dpdk net_tap (vm)",
             }
         }
         fn config(&self) -> TestConfig {
             match self.kind {
-                RawKind::AfXdp => TestConfig::af_xdp(&self.veth.receive),
-                RawKind::DpdkAfPacket => TestConfig::dpdk_af_packet(&self.veth.receive).master_core(0),
+                RawKind::AfXdp => TestConfig::af_xdp(self.receive()),
+                RawKind::DpdkAfPacket => TestConfig::dpdk_af_packet(self.receive()).master_core(0),
                 // DPDK 22.11's net_af_xdp counts a netdev's combined channels,
                 // which a veth has none of: one queue it is.
-                RawKind::DpdkAfXdp => {
-                    TestConfig::dpdk(&format!("net_af_xdp0,iface={}", self.veth.receive)).master_core(0)
-                }
+                RawKind::DpdkAfXdp => TestConfig::dpdk(&format!("net_af_xdp0,iface={}", self.receive())).master_core(0),
+                RawKind::DpdkPci(_) => TestConfig::dpdk(self.receive()).master_core(0),
+                RawKind::DpdkTap => TestConfig::dpdk(&format!("net_tap0,iface={}", self.receive())).master_core(0),
             }
         }
         fn headers(&self) -> usize {
@@ -403,44 +522,54 @@ mod raw {
             match self.kind {
                 // net_af_packet wants a whole frame slot after DPDK's headroom.
                 RawKind::DpdkAfPacket => 4096,
-                RawKind::AfXdp | RawKind::DpdkAfXdp => 2048,
+                _ => 2048,
             }
         }
         fn sender(&self, index: u16) -> Box<dyn Sender> {
-            Box::new(RawSender { socket: self.veth.sender(), port: 40_000 + index, mac: self.veth.receive_mac() })
+            Box::new(RawSender {
+                socket: self.far_end(),
+                port: 40_000 + index,
+                mac: self.receive_mac(),
+                paced: (!matches!(self.wire, Wire::Veth(_))).then(|| Arc::clone(&self.sent)),
+            })
         }
         fn tx_config(&self) -> TestConfig {
             match self.kind {
                 // The kernel takes one UMEM per NIC queue: TX sends from RX's region.
                 RawKind::AfXdp => self.config().tx_queue(tx(0, "mem").batch(16)),
-                RawKind::DpdkAfPacket | RawKind::DpdkAfXdp => {
-                    self.config().region("tx_mem", 1024, 2048).tx_queue(tx(0, "tx_mem").batch(16))
-                }
+                _ => self.config().region("tx_mem", 1024, 2048).tx_queue(tx(0, "tx_mem").batch(16)),
             }
         }
         fn tx_region(&self) -> &'static str {
             match self.kind {
                 RawKind::AfXdp => "mem",
-                RawKind::DpdkAfPacket | RawKind::DpdkAfXdp => "tx_mem",
+                _ => "tx_mem",
             }
         }
         fn write_tx(&self, packet: &mut PacketMut<'_>, payload: &[u8]) {
             packet.write_udp_frame(&super::tx_frame([0xff; 6]), payload).expect("the frame fits");
         }
         fn tx_reader(&self) -> Box<dyn Reader> {
-            Box::new(RawReader(self.veth.sender()))
+            Box::new(RawReader(self.far_end()))
+        }
+        fn keeps_sent_tx_buffers(&self) -> Option<&'static str> {
+            matches!(self.kind, RawKind::DpdkPci(_)).then_some(
+                "DPDK's PMD frees sent mbufs when its TX ring needs the room and not on request \
+                 (rte_eth_tx_done_cleanup): up to a ring's worth of sent buffers stays out of the pool \
+                 until more is sent or the engine stops",
+            )
         }
     }
 
-    /// A raw socket on the far end of the veth, in its namespace: it keeps
-    /// the frames sent to [`TX_PORT`].
-    struct RawReader(RawSocket);
+    /// A raw socket at the far end of the wire: it keeps the frames sent
+    /// to [`TX_PORT`].
+    struct RawReader(FarEnd);
 
     impl Reader for RawReader {
         fn next(&mut self, _engine: &Engine, within: Duration) -> Option<Vec<u8>> {
             let deadline = Instant::now() + within;
             loop {
-                let frame = self.0.receive(deadline.checked_duration_since(Instant::now())?)?;
+                let frame = self.0.get().receive(deadline.checked_duration_since(Instant::now())?)?;
                 let to_tx_port =
                     frame.len() >= RAW_HEADERS && frame[12..14] == [8, 0] && frame[36..38] == TX_PORT.to_be_bytes();
                 if to_tx_port {
@@ -451,16 +580,46 @@ mod raw {
     }
 
     struct RawSender {
-        socket: RawSocket,
+        socket: FarEnd,
         port: u16,
         mac: [u8; 6],
+        /// On an emulated wire, the frames all senders of the bed sent: see
+        /// [`RawSender::keep_pace`].
+        paced: Option<Arc<AtomicU64>>,
+    }
+
+    impl RawSender {
+        /// Frames a sender may be ahead of what the engine has seen.
+        const AHEAD: u64 = 48;
+
+        /// An emulated wire (QEMU's taps, and NIC emulation on an emulated
+        /// CPU) drops what it has no room for at a few thousand frames a
+        /// second, long before the engine would: the sender waits until the
+        /// engine has seen (delivered or counted as a drop) all but a few of
+        /// the frames sent, for a while at most, so a frame the engine loses
+        /// still shows.
+        fn keep_pace(&self, engine: &Engine) {
+            let Some(sent) = &self.paced else { return };
+            let sent = sent.fetch_add(1, Relaxed) + 1;
+            if sent % 8 != 0 {
+                return;
+            }
+            let deadline = Instant::now() + Duration::from_millis(250);
+            while Instant::now() < deadline {
+                let seen = engine.stats().ports[0].rx_total();
+                if seen.packets + seen.drops.iter().sum::<u64>() + Self::AHEAD >= sent {
+                    return;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
     }
 
     impl Sender for RawSender {
         fn port(&self) -> u16 {
             self.port
         }
-        fn send(&self, _engine: &Engine, payload: &[u8]) {
+        fn send(&self, engine: &Engine, payload: &[u8]) {
             let mut frame = udp_frame_to(self.mac, [10, 203, 0, 1], [10, 203, 0, 2], self.port, 5000, 0);
             frame.truncate(RAW_HEADERS);
             frame.extend_from_slice(payload);
@@ -472,7 +631,8 @@ mod raw {
             frame[24..26].copy_from_slice(&sum.to_be_bytes());
             frame[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
             frame[40..42].copy_from_slice(&[0, 0]);
-            self.socket.send(&frame);
+            self.socket.get().send(&frame);
+            self.keep_pace(engine);
         }
     }
 

@@ -79,11 +79,21 @@ scenarios_on!(loopback, beds::Loopback::Software);
 #[cfg(feature = "dpdk")]
 scenarios_on!(dpdk_net_ring, beds::Loopback::NetRing);
 #[cfg(feature = "af_xdp")]
-scenarios_on!(af_xdp, beds::VethBed::af_xdp("ca", 2), #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]);
+scenarios_on!(af_xdp, beds::RawBed::af_xdp("ca", 2), #[ignore = "needs root for veth pairs and XDP; tests/run.sh runs it"]);
 #[cfg(feature = "dpdk")]
-scenarios_on!(dpdk_af_packet, beds::VethBed::dpdk_af_packet("cp", 2), #[ignore = "needs root for a veth pair; tests/run.sh runs it"]);
+scenarios_on!(dpdk_af_packet, beds::RawBed::dpdk_af_packet("cp", 2), #[ignore = "needs root for a veth pair; tests/run.sh runs it"]);
 #[cfg(feature = "dpdk")]
-scenarios_on!(dpdk_af_xdp, beds::VethBed::dpdk_af_xdp("cx", 1), #[ignore = "needs root for a veth pair and XDP; tests/run.sh runs it"]);
+scenarios_on!(dpdk_af_xdp, beds::RawBed::dpdk_af_xdp("cx", 1), #[ignore = "needs root for a veth pair and XDP; tests/run.sh runs it"]);
+
+// The VM test bed's NICs (tests/vm/run.sh runs these inside it, one at a time).
+#[cfg(feature = "af_xdp")]
+scenarios_on!(vm_af_xdp_virtio, beds::RawBed::vm_af_xdp(), #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]);
+#[cfg(feature = "dpdk")]
+scenarios_on!(vm_dpdk_virtio, beds::RawBed::vm_dpdk_virtio(), #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]);
+#[cfg(feature = "dpdk")]
+scenarios_on!(vm_dpdk_e1000e, beds::RawBed::vm_dpdk_e1000e(), #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]);
+#[cfg(feature = "dpdk")]
+scenarios_on!(vm_dpdk_tap, beds::RawBed::vm_dpdk_tap(), #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]);
 
 #[cfg(feature = "cuda")]
 gpu_scenarios_on!(gpu_udp, beds::Udp { port: common::free_udp_port() });

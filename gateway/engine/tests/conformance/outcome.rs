@@ -11,6 +11,9 @@ pub enum Outcome {
     Refused(String),
     /// The scenario means nothing on this bed, and why.
     NotApplicable(&'static str),
+    /// Passed but for a limit of the bed's driver, said here, which the
+    /// scenario bounded.
+    PassedWithin(String),
 }
 
 /// Where the results go: `<dir>/<scenario>/<bed>`, with `dir` from
@@ -30,6 +33,7 @@ pub fn record(bed: &str, scenario: &str, outcome: &Outcome) {
         Outcome::Passed => "passed".to_owned(),
         Outcome::Refused(path) => format!("refused by path: `{path}`"),
         Outcome::NotApplicable(why) => format!("not applicable: {why}"),
+        Outcome::PassedWithin(limit) => format!("passed within a limit: {limit}"),
     };
     std::fs::write(dir.join(bed), text).expect("the result file");
 }

@@ -289,6 +289,10 @@ fn open_socket(name: &CString, netdev: &str, umem: &Umem, first: bool, plan: &So
         bind_flags: if first { SocketConfig::XDP_BIND_NEED_WAKEUP } else { 0 },
     };
     let user = umem.rx_tx(&socket, &config).map_err(|e| failed("RX and TX rings", e))?;
+    // Mapped before the bind, which works on every kernel: older ones (Debian
+    // 12's 6.1 in the VM test bed) refuse to map a bound socket's rings (EBUSY).
+    let rx = if plan.rx { Some(user.map_rx().map_err(|e| failed("mapping the RX ring", e))?) } else { None };
+    let tx = if plan.tx { Some(user.map_tx().map_err(|e| failed("mapping the TX ring", e))?) } else { None };
     umem.bind(&user).map_err(|e| {
         let hint = if e.get_raw() == libc::EINVAL {
             format!(" (does {netdev} have a queue {queue}? `ethtool -L {netdev} combined N` sets how many it has)")
@@ -301,8 +305,6 @@ fn open_socket(name: &CString, netdev: &str, umem: &Umem, first: bool, plan: &So
     if let Some((us, budget)) = plan.busy_poll {
         handle.set_busy_poll(us, budget)?;
     }
-    let rx = if plan.rx { Some(user.map_rx().map_err(|e| failed("mapping the RX ring", e))?) } else { None };
-    let tx = if plan.tx { Some(user.map_tx().map_err(|e| failed("mapping the TX ring", e))?) } else { None };
     let (fill, completion) = device.into_parts();
     Ok(QueueSocket {
         nic_queue: queue,

@@ -28,6 +28,10 @@ pub(super) struct Sender {
     pending: TxMbufs,
     registered: bool,
     pacer: Option<Pacer>,
+    /// Packets went out since the PMD last freed what the NIC sent.
+    unreclaimed: bool,
+    /// The PMD can free sent mbufs on request (`rte_eth_tx_done_cleanup`).
+    reclaims: bool,
 }
 
 impl Sender {
@@ -38,7 +42,17 @@ impl Sender {
         mac: [u8; 6],
         pacer: Option<Pacer>,
     ) -> Self {
-        Self { queue, eth, pools, mac, pending: TxMbufs::with_capacity(TX_BURST), registered: false, pacer }
+        Self {
+            queue,
+            eth,
+            pools,
+            mac,
+            pending: TxMbufs::with_capacity(TX_BURST),
+            registered: false,
+            pacer,
+            unreclaimed: false,
+            reclaims: true,
+        }
     }
 
     /// Offers the pending packets to the PMD; true once none is left.
@@ -47,6 +61,7 @@ impl Sender {
             let (packets, bytes) = self.eth.tx_burst(self.queue as u16, &mut self.pending);
             if packets > 0 {
                 port.tx[self.queue].stats.delivered(packets as u64, bytes);
+                self.unreclaimed = true;
             }
         }
         self.pending.len() == 0
@@ -94,6 +109,13 @@ impl QueueTask for Sender {
             // The burst, now empty of buffers, returns its metadata as it drops.
         }
         self.flush(port);
+        if moved == 0 && self.unreclaimed && self.reclaims && self.pending.len() == 0 {
+            // Idle: the buffers the NIC sent go back to the region now, not
+            // when the PMD's ring next needs room (a PCI NIC's ring holds
+            // hundreds). PMDs that cannot (virtio) keep them until then.
+            self.reclaims = self.eth.reclaim_sent(self.queue as u16);
+            self.unreclaimed = false;
+        }
         moved
     }
 

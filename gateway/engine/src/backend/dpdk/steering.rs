@@ -2,7 +2,10 @@
 //! PMD has no flow engine and one queue makes it needless, the receiver in
 //! software. Flow tables are swapped make-before-break: the new rules are
 //! programmed before the old ones go, and a table the PMD refuses leaves
-//! the old rules and table in place.
+//! the old rules and table in place. The new rules take priorities below
+//! the old ones' while both are in (the next swap goes back to the top):
+//! PMDs whose rules are TC filters (net_tap) refuse a second rule of the
+//! same priority and match.
 
 use std::sync::{Arc, Mutex};
 
@@ -26,6 +29,8 @@ struct State {
     /// `None` while software steers (no rules on the NIC).
     marking: Option<Marking>,
     installed: Vec<InstalledFlow>,
+    /// The priorities the installed rules take: `first..end`.
+    band: std::ops::Range<u32>,
 }
 
 impl PortSteering {
@@ -45,7 +50,7 @@ impl PortSteering {
                     false
                 }
             };
-        Self { rx_queues, isolated, state: Mutex::new(State { marking: None, installed: Vec::new() }) }
+        Self { rx_queues, isolated, state: Mutex::new(State { marking: None, installed: Vec::new(), band: 0..0 }) }
     }
 
     /// Programs `table` on the started port, replacing the rules it has, and
@@ -63,12 +68,16 @@ impl PortSteering {
         };
         let mut refusal = None;
         let mut programmed = None;
+        // Below the installed rules while they are in; at the top otherwise.
+        let first = if state.installed.is_empty() || state.band.start > 0 { 0 } else { state.band.end };
         if !empty {
             for &marking in attempts {
-                let rules = flow_rules::rules(&table, self.rx_queues, self.isolated, marking);
+                let mut rules = flow_rules::rules(&table, self.rx_queues, self.isolated, marking);
+                rules.iter_mut().for_each(|rule| rule.priority += first);
                 match install(eth, &rules) {
                     Ok(flows) => {
-                        programmed = Some((marking, flows));
+                        let end = rules.iter().map(|rule| rule.priority + 1).max().unwrap_or(first);
+                        programmed = Some((marking, flows, first..end));
                         break;
                     }
                     Err(reason) => refusal = Some(reason),
@@ -76,8 +85,9 @@ impl PortSteering {
             }
         }
         match (programmed, refusal) {
-            (Some((marking, flows)), _) => {
+            (Some((marking, flows, band)), _) => {
                 remove(eth, std::mem::replace(&mut state.installed, flows));
+                state.band = band;
                 if state.marking != Some(marking) {
                     tracing::info!(
                         port = %eth.address(),

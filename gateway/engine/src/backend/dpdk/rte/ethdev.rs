@@ -341,8 +341,9 @@ impl EthPort {
         // SAFETY: the port exists and is stopped; `conf` is a valid default configuration.
         let mut rc = unsafe { dpdk_sys::rte_eth_dev_configure(id, rx_queues, tx_queues, &conf) };
         let mut tx_queues = tx_queues;
-        if rc == -libc::EINVAL && tx_queues < rx_queues {
-            // Some PMDs (net_af_xdp) only run queue pairs: the extra TX queues stay unused.
+        if rc != 0 && tx_queues < rx_queues {
+            // Some PMDs only run queue pairs (net_af_xdp says EINVAL, net_tap
+            // EPERM): the extra TX queues stay unused.
             tx_queues = rx_queues;
             // SAFETY: as above.
             rc = unsafe { dpdk_sys::rte_eth_dev_configure(id, rx_queues, tx_queues, &conf) };
@@ -449,6 +450,15 @@ impl EthPort {
         let sent = usize::from(unsafe { dpdk_sys::daqiri_eth_tx_burst(self.id, queue, mbufs.raw.as_mut_ptr(), n) });
         mbufs.raw.drain(..sent);
         (sent, mbufs.lens.drain(..sent).map(u64::from).sum())
+    }
+
+    /// Asks the PMD to free the mbufs of packets the NIC finished sending
+    /// on TX queue `queue` (most PMDs free them only when their ring needs
+    /// the room); false when the PMD cannot.
+    pub(crate) fn reclaim_sent(&self, queue: u16) -> bool {
+        // SAFETY: the port is started with this queue; only this queue's
+        // sender calls it, as for `tx_burst`.
+        unsafe { dpdk_sys::rte_eth_tx_done_cleanup(self.id, queue, 0) >= 0 }
     }
 
     /// Limits TX queue `queue` to `mbps` in the NIC; the PMD's reason when it cannot.

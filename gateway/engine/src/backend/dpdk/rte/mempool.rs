@@ -163,9 +163,10 @@ impl Mempool {
         if status != 0 {
             return Err(Error::new(
                 Status::GenericFailure,
+                // rte_errno is not set on every path through VFIO: the
+                // kernel's answer is in EAL's log, not in the error.
                 format!(
-                    "memory region \"{region}\": DPDK cannot map it for DMA by {address}: {}",
-                    super::errors::last_error()
+                    "memory region \"{region}\": DPDK cannot map it for DMA by {address}: the IOMMU refused the mapping (EAL's log above says why; under IOVA as VA the region's virtual addresses are its IOVAs, and an IOMMU whose address width is narrower than they are refuses them)"
                 ),
             ));
         }

@@ -1,0 +1,100 @@
+//! What only the VM test bed's real drivers show (tests/vm/run.sh runs
+//! these inside it; the conformance suite's VM rows run the shared
+//! scenarios there): our XDP program runs in `virtio_net` itself, not in
+//! the kernel's generic path, and DPDK drives the emulated PCI NICs through
+//! `vfio-pci`, its DMA going through the IOMMU into our regions.
+#![cfg(all(feature = "dpdk", feature = "af_xdp"))]
+
+use std::time::{Duration, Instant};
+
+use daqiri::Engine;
+use daqiri_config::testing::{TestConfig, rx};
+
+mod common;
+use common::veth::{RawSocket, udp_frame_to};
+
+fn vm_bed(variable: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| panic!("{variable} is unset: run inside tests/vm/run.sh"))
+}
+
+/// Sends `count` frames to `mac` from the guest kernel's NIC, paced for an
+/// emulated wire, and reads them back from RX queue 0 of port 0.
+fn frames_arrive(engine: &Engine, mac: [u8; 6], count: u32) {
+    let sender = RawSocket::on(&vm_bed("DAQIRI_VM_SEND_NETDEV"));
+    for seq in 0..count {
+        sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 40_000, 5000, seq));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let (mut seen, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(20));
+    while seen.len() < count as usize && Instant::now() < deadline {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            seen.extend(burst.packets().map(|p| u32::from_be_bytes(p.data()[42..46].try_into().unwrap())));
+        }
+    }
+    assert_eq!(
+        seen,
+        (0..count).collect::<Vec<_>>(),
+        "every frame arrives, in order: {:?}",
+        engine.stats().ports[0].link
+    );
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_af_xdp_runs_natively_in_virtio_net() {
+    let netdev = vm_bed("DAQIRI_VM_XDP_NETDEV");
+    let config = TestConfig::af_xdp(&netdev)
+        .master_core(0)
+        .region("mem", 4096, 2048)
+        .rx_queue(rx(0, "mem").core(1).batch(8).timeout_us(500))
+        .rx_queue(rx(1, "mem").core(1).batch(8).timeout_us(500));
+    let engine = Engine::from_yaml(&config.yaml()).expect("AF_XDP on virtio_net");
+    let link = engine.stats().ports[0].link.af_xdp.clone().expect("an AF_XDP link");
+    assert_eq!(link.xdp_mode, "native", "virtio_net runs XDP in its driver: {link:?}");
+    // One flow, one NIC queue (the host's tap hashes by flow): on whichever.
+    let sender = RawSocket::on(&vm_bed("DAQIRI_VM_SEND_NETDEV"));
+    let mac = [0x52, 0x54, 0, 0xda, 0, 2];
+    for seq in 0..50u32 {
+        sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 40_000, 5000, seq));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let (mut seen, deadline) = (0, Instant::now() + Duration::from_secs(20));
+    while seen < 50 && Instant::now() < deadline {
+        for queue in 0..2 {
+            if let Some(burst) = engine.get_rx_burst(0, queue).unwrap() {
+                seen += burst.num_packets();
+            }
+        }
+    }
+    assert_eq!(seen, 50, "every frame arrives through the native program: {link:?}");
+}
+
+/// DPDK on the PCI NIC at the address in `variable`, whose MAC ends in `mac`.
+fn dpdk_receives_under_vfio(variable: &str, mac: u8) {
+    let address = vm_bed(variable);
+    // The kernel let go of the device and vfio-pci has it, in an IOMMU group.
+    let device = std::path::Path::new("/sys/bus/pci/devices").join(&address);
+    let driver = std::fs::read_link(device.join("driver")).expect("a driver");
+    assert!(driver.ends_with("vfio-pci"), "{address} is under {driver:?}");
+    assert!(device.join("iommu_group").exists(), "{address} sits behind the IOMMU");
+    let config = TestConfig::dpdk(&address)
+        .master_core(0)
+        .region("mem", 4096, 2048)
+        .rx_queue(rx(0, "mem").core(1).batch(8).timeout_us(500));
+    let engine = Engine::from_yaml(&config.yaml()).expect("DPDK on the PCI NIC");
+    frames_arrive(&engine, [0x52, 0x54, 0, 0xda, 0, mac], 100);
+}
+
+// One process per device: EAL starts once per process, with the first
+// config's PCI addresses as its allow-list.
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_dpdk_receives_from_virtio_net_pci_under_vfio_through_the_iommu() {
+    dpdk_receives_under_vfio("DAQIRI_VM_VIRTIO_PCI", 1);
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_dpdk_receives_from_e1000e_under_vfio_through_the_iommu() {
+    dpdk_receives_under_vfio("DAQIRI_VM_E1000E_PCI", 4);
+}
