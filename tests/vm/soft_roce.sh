@@ -31,19 +31,29 @@ gid_index() {
 g0=$(gid_index rxe0 10.77.0.1)
 echo "soft-RoCE: rxe0 GID $g0"
 
-peers() { # server and client command lines; the client runs once the server listens
+pair() { # server and client command lines; the client runs once the server listens
     local server=$1 client=$2 log; log=$(mktemp)
     $server >"$log" 2>&1 &
     local pid=$! waited=0
     # Both tools exchange queue pair numbers over TCP port 18515 first.
     until [[ -n $(ss -Htln 'sport = :18515') ]]; do
-        ((waited++ < 300)) || { cat "$log"; echo "soft_roce.sh: $server never listened" >&2; return 1; }
+        ((waited++ < 300)) || { kill "$pid" 2>/dev/null || true; cat "$log"; return 1; }
         sleep 0.1
     done
+    sleep 1 # perftest's server listens before it is ready to exchange
     if ! timeout 120 $client; then
-        kill "$pid" 2>/dev/null || true; cat "$log"; return 1
+        kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; cat "$log"; return 1
     fi
     wait "$pid" || { cat "$log"; return 1; }
+}
+peers() { # the pair, again if its TCP handshake fails under emulation (twice at most)
+    local attempt
+    for attempt in 1 2 3; do
+        pair "$1" "$2" && return 0
+        echo "soft_roce.sh: attempt $attempt of \"$2\" failed" >&2
+        sleep 2
+    done
+    return 1
 }
 peers "ibv_rc_pingpong -d rxe0 -g $g0 -n 200 -s 4096" "ibv_rc_pingpong -d rxe0 -g $g0 -n 200 -s 4096 10.77.0.1"
 peers "ib_send_bw -d rxe0 -x $g0 -c RC -n 200 -s 4096" "ib_send_bw -d rxe0 -x $g0 -c RC -n 200 -s 4096 10.77.0.1"

@@ -98,3 +98,47 @@ fn vm_dpdk_receives_from_virtio_net_pci_under_vfio_through_the_iommu() {
 fn vm_dpdk_receives_from_e1000e_under_vfio_through_the_iommu() {
     dpdk_receives_under_vfio("DAQIRI_VM_E1000E_PCI", 4);
 }
+
+/// RSS without flows on the virtio NIC: the host's tap spreads frames over
+/// its queues by flow hash, as a NIC's RSS does; DPDK's virtio PMD has no
+/// rte_flow, so flows among queues are refused there (the conformance
+/// table's `rx.flows`), and plain RSS is what it offers.
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_dpdk_spreads_senders_over_the_virtio_queues_each_on_its_own_core() {
+    const SENDERS: u16 = 16;
+    const EACH: u32 = 10;
+    let config = TestConfig::dpdk(&vm_bed("DAQIRI_VM_VIRTIO_PCI"))
+        .master_core(0)
+        .region("mem", 4096, 2048)
+        .rx_queue(rx(0, "mem").core(0).batch(8).timeout_us(200_000))
+        .rx_queue(rx(1, "mem").core(1).batch(8).timeout_us(200_000));
+    let engine = Engine::from_yaml(&config.yaml()).expect("DPDK on the PCI NIC with two queues");
+    let workers: Vec<_> =
+        engine.stats().ports[0].rx_queues.iter().map(|q| q.worker.clone().expect("a worker per queue")).collect();
+    assert_eq!((workers[0].core, workers[1].core), (Some(0), Some(1)), "{workers:?}");
+    let sender = RawSocket::on(&vm_bed("DAQIRI_VM_SEND_NETDEV"));
+    let mac = [0x52, 0x54, 0, 0xda, 0, 1];
+    for seq in 0..EACH {
+        for port in 0..SENDERS {
+            sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 40_000 + port, 5000, seq));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let mut queue_of = std::collections::BTreeMap::new();
+    let (mut seen, deadline) = (0, Instant::now() + Duration::from_secs(20));
+    while seen < u32::from(SENDERS) * EACH && Instant::now() < deadline {
+        for queue in 0..2u16 {
+            let Some(burst) = engine.get_rx_burst(0, queue).unwrap() else { continue };
+            for packet in burst.packets() {
+                let source = u16::from_be_bytes(packet.data()[34..36].try_into().unwrap());
+                let first = *queue_of.entry(source).or_insert(queue);
+                assert_eq!(first, queue, "sender {source} stays on queue {first}");
+                seen += 1;
+            }
+        }
+    }
+    assert_eq!(seen, u32::from(SENDERS) * EACH, "every frame arrives: {:?}", engine.stats().ports[0].rx_total());
+    let queues: std::collections::BTreeSet<_> = queue_of.values().collect();
+    assert_eq!(queues.len(), 2, "the senders spread over both queues: {queue_of:?}");
+}

@@ -60,6 +60,14 @@ pub trait Bed {
     /// An independent reader at the far end of the bed's wire.
     fn tx_reader(&self) -> Box<dyn Reader>;
 
+    /// A burst (and reorder batch) timeout for scenarios that read only
+    /// after sending: `us`, or longer where the wire is so slow that bursts
+    /// that short would hold a few packets each and fill the queue's ring of
+    /// bursts first, or batches would time out before their packets came.
+    fn burst_timeout_us(&self, us: u64) -> u64 {
+        us
+    }
+
     /// Why sent TX buffers may stay out of their pool until more is sent
     /// (a driver that frees them only when its ring needs the room), if so.
     fn keeps_sent_tx_buffers(&self) -> Option<&'static str> {
@@ -552,6 +560,11 @@ mod raw {
         fn tx_reader(&self) -> Box<dyn Reader> {
             Box::new(RawReader(self.far_end()))
         }
+        fn burst_timeout_us(&self, us: u64) -> u64 {
+            // An emulated wire brings a few thousand frames a second, and
+            // its senders wait for the engine now and then (`keep_pace`).
+            if matches!(self.wire, Wire::Veth(_)) { us } else { us.max(200_000) }
+        }
         fn keeps_sent_tx_buffers(&self) -> Option<&'static str> {
             matches!(self.kind, RawKind::DpdkPci(_)).then_some(
                 "DPDK's PMD frees sent mbufs when its TX ring needs the room and not on request \
@@ -566,6 +579,9 @@ mod raw {
     struct RawReader(FarEnd);
 
     impl Reader for RawReader {
+        fn attach(&mut self, _engine: &Engine) {
+            self.0.get(); // a tap's socket opens once the engine made the tap
+        }
         fn next(&mut self, _engine: &Engine, within: Duration) -> Option<Vec<u8>> {
             let deadline = Instant::now() + within;
             loop {
