@@ -142,3 +142,69 @@ fn vm_dpdk_spreads_senders_over_the_virtio_queues_each_on_its_own_core() {
     let queues: std::collections::BTreeSet<_> = queue_of.values().collect();
     assert_eq!(queues.len(), 2, "the senders spread over both queues: {queue_of:?}");
 }
+
+/// The contract's DMA mapping is what lets the NIC land frames: with the
+/// region's IOMMU mapping taken away behind the engine's back, the virtio
+/// NIC under vfio-pci lands nothing (the guest's IOMMU refuses its writes).
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_dpdk_lands_nothing_in_a_region_the_iommu_does_not_map() {
+    let config = TestConfig::dpdk(&vm_bed("DAQIRI_VM_VIRTIO_PCI"))
+        .master_core(0)
+        .region("mem", 4096, 2048)
+        .rx_queue(rx(0, "mem").core(1).batch(1).timeout_us(500));
+    let engine = Engine::from_yaml(&config.yaml()).expect("DPDK on the PCI NIC");
+    let mac = [0x52, 0x54, 0, 0xda, 0, 1];
+    frames_arrive(&engine, mac, 10);
+    // A landed frame's address lies in the region DPDK registered as
+    // external memory; its memseg list is the range the engine mapped.
+    let sender = RawSocket::on(&vm_bed("DAQIRI_VM_SEND_NETDEV"));
+    sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 40_000, 5000, 10));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let landed = loop {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            break burst.packet(0).data().as_ptr();
+        }
+        assert!(Instant::now() < deadline, "a frame lands while the region is mapped");
+    };
+    // SAFETY: EAL runs in this process (the engine started it); `landed`
+    // points into registered external memory, whose list DPDK returns; the
+    // port is DPDK's only one (id 0) and its device is live. Unmapping only
+    // withdraws the NIC's access; the process's own mapping stays.
+    unsafe {
+        let list = dpdk_sys::rte_mem_virt2memseg_list(landed.cast());
+        assert!(!list.is_null() && (*list).external != 0, "the frame landed in our registered region");
+        let (base, len) = ((*list).__bindgen_anon_1.base_va, (*list).len);
+        let mut info: dpdk_sys::rte_eth_dev_info = std::mem::zeroed();
+        assert_eq!(dpdk_sys::rte_eth_dev_info_get(0, &mut info), 0);
+        // IOVA as VA: the region's IOVAs are its addresses.
+        assert_eq!(dpdk_sys::rte_dev_dma_unmap(info.device, base, base as u64, len), 0, "the mapping is withdrawn");
+    }
+    for seq in 0..20 {
+        sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 40_000, 5000, 100 + seq));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The NIC still completes descriptors (their rings are DPDK's own,
+    // mapped memory), but the frames' bytes never reach the buffers.
+    let until = Instant::now() + Duration::from_secs(5);
+    let (mut completed, mut intact) = (0, 0);
+    while Instant::now() < until {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            for packet in burst.packets() {
+                completed += 1;
+                let seq = packet.data().get(42..46).map(|b| u32::from_be_bytes(b.try_into().unwrap()));
+                intact += usize::from(packet.data().get(..6) == Some(&mac[..]) && seq.is_some_and(|s| s >= 100));
+            }
+        }
+    }
+    assert_eq!(
+        intact, 0,
+        "no frame's bytes land in a region the IOMMU does not map ({completed} descriptors came back)"
+    );
+    let log = std::process::Command::new("dmesg").output().expect("dmesg");
+    let faults = String::from_utf8_lossy(&log.stdout).matches("DMAR: [DMA Write").count();
+    assert!(faults > 0, "the guest's IOMMU refused the NIC's writes, and logged it");
+    // The device's rings now point at memory it cannot reach: a stop could
+    // wait on it, and the process ends with the test anyway.
+    std::mem::forget(engine);
+}
