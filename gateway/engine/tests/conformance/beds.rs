@@ -385,9 +385,9 @@ mod raw {
         DpdkAfPacket,
         #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
         DpdkAfXdp,
-        /// A PCI NIC under vfio-pci, `address` its PCI address.
+        /// The VM's virtio-net-pci NIC under vfio-pci.
         #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
-        DpdkPci(&'static str),
+        DpdkVirtioPci,
         #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
         DpdkTap,
     }
@@ -401,7 +401,6 @@ mod raw {
     /// The guest NICs' MACs, fixed by tests/vm/run.sh.
     const VM_VIRTIO_MAC: [u8; 6] = [0x52, 0x54, 0, 0xda, 0, 1];
     const VM_XDP_MAC: [u8; 6] = [0x52, 0x54, 0, 0xda, 0, 2];
-    const VM_E1000E_MAC: [u8; 6] = [0x52, 0x54, 0, 0xda, 0, 4];
 
     impl RawBed {
         /// Our AF_XDP backend on a veth of `queues` queues.
@@ -431,13 +430,7 @@ mod raw {
         /// The VM's virtio-net-pci NIC under vfio-pci, behind the IOMMU.
         #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
         pub fn vm_dpdk_virtio() -> Self {
-            Self::vm_nic(vm_bed("DAQIRI_VM_VIRTIO_PCI"), VM_VIRTIO_MAC, RawKind::DpdkPci("virtio-net-pci"))
-        }
-
-        /// The VM's e1000e NIC under vfio-pci, behind the IOMMU.
-        #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
-        pub fn vm_dpdk_e1000e() -> Self {
-            Self::vm_nic(vm_bed("DAQIRI_VM_E1000E_PCI"), VM_E1000E_MAC, RawKind::DpdkPci("e1000e"))
+            Self::vm_nic(vm_bed("DAQIRI_VM_VIRTIO_PCI"), VM_VIRTIO_MAC, RawKind::DpdkVirtioPci)
         }
 
         /// DPDK's `net_tap`, whose rte_flow rules are TC filters (the VM's
@@ -507,8 +500,7 @@ mod raw {
                 (RawKind::AfXdp, _) => "af_xdp virtio_net (vm)",
                 (RawKind::DpdkAfPacket, _) => "dpdk net_af_packet (veth)",
                 (RawKind::DpdkAfXdp, _) => "dpdk net_af_xdp (veth)",
-                (RawKind::DpdkPci("e1000e"), _) => "dpdk e1000e vfio (vm)",
-                (RawKind::DpdkPci(_), _) => "dpdk virtio-net-pci vfio (vm)",
+                (RawKind::DpdkVirtioPci, _) => "dpdk virtio-net-pci vfio (vm)",
                 (RawKind::DpdkTap, _) => "dpdk net_tap (vm)",
             }
         }
@@ -519,7 +511,7 @@ mod raw {
                 // DPDK 22.11's net_af_xdp counts a netdev's combined channels,
                 // which a veth has none of: one queue it is.
                 RawKind::DpdkAfXdp => TestConfig::dpdk(&format!("net_af_xdp0,iface={}", self.receive())).master_core(0),
-                RawKind::DpdkPci(_) => TestConfig::dpdk(self.receive()).master_core(0),
+                RawKind::DpdkVirtioPci => TestConfig::dpdk(self.receive()).master_core(0),
                 RawKind::DpdkTap => TestConfig::dpdk(&format!("net_tap0,iface={}", self.receive())).master_core(0),
             }
         }
@@ -566,7 +558,7 @@ mod raw {
             if matches!(self.wire, Wire::Veth(_)) { us } else { us.max(200_000) }
         }
         fn keeps_sent_tx_buffers(&self) -> Option<&'static str> {
-            matches!(self.kind, RawKind::DpdkPci(_)).then_some(
+            matches!(self.kind, RawKind::DpdkVirtioPci).then_some(
                 "DPDK's PMD frees sent mbufs when its TX ring needs the room and not on request \
                  (rte_eth_tx_done_cleanup): up to a ring's worth of sent buffers stays out of the pool \
                  until more is sent or the engine stops",
