@@ -79,28 +79,25 @@ def short(text: str) -> str:
 
 
 def table(beds: list[str], scenarios: dict[str, str], results: pathlib.Path) -> list[str]:
-    """The matrix, then why each n/a cell does not apply."""
+    """The matrix, then why each n/a cell does not apply and the limits passes were within."""
     lines = ["| scenario | " + " | ".join(beds) + " |", "|---|" + "---|" * len(beds)]
     for scenario, title in scenarios.items():
         cells = [short(result(scenario, bed, results)) for bed in beds]
         lines.append(f"| {title} (`{scenario}`) | " + " | ".join(cells) + " |")
-    reasons = [
-        f"- `{scenario}` on {bed}: {result(scenario, bed, results).removeprefix('not applicable: ')}."
-        for scenario in scenarios
-        for bed in beds
-        if result(scenario, bed, results).startswith("not applicable: ")
-    ]
-    if reasons:
-        lines += ["", "Why a scenario does not apply:", ""] + reasons
-    limits = [
-        f"- `{scenario}` on {bed}: {result(scenario, bed, results).removeprefix('passed within a limit: ')}."
-        for scenario in scenarios
-        for bed in beds
-        if result(scenario, bed, results).startswith("passed within a limit: ")
-    ]
-    if limits:
-        lines += ["", "The limits a pass was within:", ""] + limits
+    lines += notes(beds, scenarios, results, "not applicable: ", "Why a scenario does not apply:")
+    lines += notes(beds, scenarios, results, "passed within a limit: ", "The limits a pass was within:")
     return lines
+
+
+def notes(beds: list[str], scenarios: dict[str, str], results: pathlib.Path, prefix: str, heading: str) -> list[str]:
+    """Under `heading`, what each result starting with `prefix` says after it (nothing when none does)."""
+    said = [
+        f"- `{scenario}` on {bed}: {text.removeprefix(prefix)}."
+        for scenario in scenarios
+        for bed in beds
+        if (text := result(scenario, bed, results)).startswith(prefix)
+    ]
+    return ["", heading, ""] + said if said else []
 
 
 def page() -> str:

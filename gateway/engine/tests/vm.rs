@@ -17,12 +17,17 @@ fn vm_bed(variable: &str) -> String {
     std::env::var(variable).unwrap_or_else(|_| panic!("{variable} is unset: run inside tests/vm/run.sh"))
 }
 
+/// The test's frame to `mac`: UDP from `src_port` to 5000, `seq` first in its payload.
+fn frame_to(mac: [u8; 6], src_port: u16, seq: u32) -> Vec<u8> {
+    udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], src_port, 5000, seq)
+}
+
 /// Sends `count` frames to `mac` from the guest kernel's NIC, paced for an
 /// emulated wire, and reads them back from RX queue 0 of port 0.
 fn frames_arrive(engine: &Engine, mac: [u8; 6], count: u32) {
     let sender = RawSocket::on(&vm_bed("DAQIRI_VM_SEND_NETDEV"));
     for seq in 0..count {
-        sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 40_000, 5000, seq));
+        sender.send(&frame_to(mac, 40_000, seq));
         std::thread::sleep(Duration::from_millis(2));
     }
     let (mut seen, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(20));
@@ -62,7 +67,7 @@ fn vm_af_xdp_runs_natively_in_virtio_net() {
     let sender = RawSocket::on(&vm_bed("DAQIRI_VM_SEND_NETDEV"));
     let mac = [0x52, 0x54, 0, 0xda, 0, 2];
     for seq in 0..50u32 {
-        sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 40_000, 5000, seq));
+        sender.send(&frame_to(mac, 40_000, seq));
         std::thread::sleep(Duration::from_millis(2));
     }
     let (mut seen, deadline) = (0, Instant::now() + Duration::from_secs(20));
@@ -128,7 +133,7 @@ fn vm_dpdk_spreads_senders_over_the_virtio_queues_each_on_its_own_core() {
     let mac = [0x52, 0x54, 0, 0xda, 0, 1];
     for seq in 0..EACH {
         for port in 0..SENDERS {
-            sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 40_000 + port, 5000, seq));
+            sender.send(&frame_to(mac, 40_000 + port, seq));
             std::thread::sleep(Duration::from_millis(2));
         }
     }
@@ -166,7 +171,7 @@ fn vm_dpdk_lands_nothing_in_a_region_the_iommu_does_not_map() {
     // A landed frame's address lies in the region DPDK registered as
     // external memory; its memseg list is the range the engine mapped.
     let sender = RawSocket::on(&vm_bed("DAQIRI_VM_SEND_NETDEV"));
-    sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 40_000, 5000, 10));
+    sender.send(&frame_to(mac, 40_000, 10));
     let deadline = Instant::now() + Duration::from_secs(10);
     let landed = loop {
         if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
@@ -188,7 +193,7 @@ fn vm_dpdk_lands_nothing_in_a_region_the_iommu_does_not_map() {
         assert_eq!(dpdk_sys::rte_dev_dma_unmap(info.device, base, base as u64, len), 0, "the mapping is withdrawn");
     }
     for seq in 0..20 {
-        sender.send(&udp_frame_to(mac, [10, 203, 0, 1], [10, 203, 0, 2], 40_000, 5000, 100 + seq));
+        sender.send(&frame_to(mac, 40_000, 100 + seq));
         std::thread::sleep(Duration::from_millis(5));
     }
     // The NIC still completes descriptors (their rings are DPDK's own,

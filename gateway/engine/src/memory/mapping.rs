@@ -76,8 +76,7 @@ impl Mapping {
         // each call holds the process's mmap lock, and one call over
         // gigabytes would stall every other thread that maps memory (the
         // admin API's health probes among them) for the whole allocation.
-        for start in (0..len).step_by(chunk) {
-            let chunk = chunk.min(len - start);
+        for (start, chunk) in chunks(len, chunk) {
             // SAFETY: populates part of the range just mapped, which nothing reads yet.
             if unsafe { libc::madvise(ptr.cast::<u8>().add(start).cast(), chunk, libc::MADV_POPULATE_WRITE) } != 0 {
                 let e = io::Error::last_os_error();
@@ -150,12 +149,16 @@ pub(crate) fn numa_nodes() -> Vec<u32> {
     nodes
 }
 
+/// `(start, len)` of each `chunk`-byte piece of `len` bytes, the last shorter.
+fn chunks(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..len).step_by(chunk).map(move |start| (start, chunk.min(len - start)))
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // A chunk per call, for the reason `map` populates a chunk per call:
         // unmapping gigabytes at once holds the mmap lock as long.
-        for start in (0..self.len).step_by(self.chunk) {
-            let chunk = self.chunk.min(self.len - start);
+        for (start, chunk) in chunks(self.len, self.chunk) {
             // SAFETY: each chunk lies in the mapping created in `map` (hugetlb
             // chunks are whole pages), and every buffer borrowed from it has
             // been returned (pools outlive bursts through `Arc`).

@@ -588,11 +588,12 @@ pub fn tx_byte_exact(bed: &dyn Bed) -> Outcome {
         assert!(stream == sent.concat(), "the stream arrives unchanged ({} bytes)", stream.len());
     }
     // A PMD that keeps sent buffers keeps them however long one waits.
-    let wait = if bed.keeps_sent_tx_buffers().is_some() { Duration::from_secs(2) } else { Duration::from_secs(10) };
+    let keeps = bed.keeps_sent_tx_buffers();
+    let wait = if keeps.is_some() { Duration::from_secs(2) } else { Duration::from_secs(10) };
     let deadline = Instant::now() + wait;
     while in_use() != idle {
         if Instant::now() >= deadline
-            && let Some(limit) = bed.keeps_sent_tx_buffers()
+            && let Some(limit) = keeps
         {
             // Bounded by the PMD's TX ring (tx_descriptors, 1024 by default).
             let held = in_use().unwrap_or(0) - idle.unwrap_or(0);
