@@ -137,11 +137,13 @@ fn probes_answer_within_a_second_while_a_large_config_restarts_the_engine() {
     let udp = free_udp_port();
     let gw = Gateway::run(GATEWAY, scratch_dir("attack-restart"), &config(udp, 1024));
     let admin = gw.admin;
-    // 256 MiB of buffers, allocated and touched at each start, and back.
-    let (large, small) = (config(udp, 131_072), config(udp, 1024));
+    // 1 GiB of buffers, allocated and touched at each start, and back: the
+    // populating thread once kept the admin API's worker from the mmap lock
+    // for most of a second.
+    let (large, small) = (config(udp, 524_288), config(udp, 1024));
     let restarts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = Arc::clone(&restarts);
-    probes_during("restarts of a 256 MiB config", admin, 4.0, move |stop| {
+    probes_during("restarts of a 1 GiB config", admin, 4.0, move |stop| {
         for text in [&large, &small].into_iter().cycle() {
             if stop.load(Relaxed) {
                 break;
