@@ -18,7 +18,7 @@ cargo test --workspace --doc
 # and the conformance suite, every scenario on every backend; its results
 # become docs/conformance.md, which must match them when every bed ran.
 rm -rf target/tmp/conformance
-cargo nextest run -p daqiri --features dpdk,af_xdp --lib --test dpdk --test af_xdp --test conformance \
+cargo nextest run -p daqiri --features dpdk,af_xdp,rdma --lib --test dpdk --test af_xdp --test conformance --test vm_rdma \
     --no-fail-fast "$ignored" -E 'not test(/^vm_/)'
 # The VM test bed (Debian's kernel under QEMU, prepared by tests/vm/prepare.sh):
 # soft-RoCE, and the conformance rows of its NICs, with the tests built above.

@@ -22,6 +22,9 @@ ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 || need_apt+=(libclang-dev)
 # AF_XDP: clang builds our XDP program against libbpf's BPF headers.
 command -v clang >/dev/null || need_apt+=(clang)
 [[ -e /usr/include/bpf/bpf_helpers.h ]] || need_apt+=(libbpf-dev)
+# RoCE: rdma-core's headers and libraries for rdma-sys (bindgen, as for DPDK).
+[[ -e /usr/include/infiniband/verbs.h ]] || need_apt+=(libibverbs-dev)
+[[ -e /usr/include/rdma/rdma_cma.h ]] || need_apt+=(librdmacm-dev)
 if ((${#need_apt[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
         log "installing ${need_apt[*]}"

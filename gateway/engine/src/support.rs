@@ -56,6 +56,9 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
         if backend == InterfaceBackend::Socket {
             socket_keys(iface, config.endpoints(port), &path, &mut refuse);
         }
+        if backend == InterfaceBackend::Roce {
+            roce_keys(iface, config.endpoints(port), &path, &mut refuse);
+        }
         #[cfg(feature = "af_xdp")]
         if backend == InterfaceBackend::AfXdp {
             af_xdp_keys(config, iface, &path, &mut refuse);
@@ -151,6 +154,58 @@ fn socket_keys(
                     first.name,
                     first.cpu_core.map_or_else(|| "(none)".to_owned(), |c| c.0.to_string()),
                     queue.name
+                ),
+            );
+        }
+    }
+}
+
+/// What the RoCE backend does so far: a server that accepts one RC
+/// connection and receives its SENDs on one RX queue, each message in one
+/// buffer of the queue's one region. Everything else is refused by path.
+fn roce_keys(
+    iface: &Interface,
+    endpoints: Option<daqiri_config::SocketEndpoints>,
+    path: &YamlPath,
+    refuse: &mut impl FnMut(YamlPath, String),
+) {
+    if endpoints.is_some_and(|e| e.mode == daqiri_config::model::SocketMode::Client) {
+        refuse(
+            path.key("socket_config").key("mode"),
+            "a RoCE client (rdma_connect and SEND from TX bursts) is not built yet; the RoCE backend runs servers"
+                .into(),
+        );
+    }
+    if iface.roce_config.as_ref().is_some_and(|r| r.transport_mode == daqiri_config::model::TransportMode::Uc) {
+        refuse(
+            path.key("roce_config").key("transport_mode"),
+            "UC is not built yet: rdma_cm connects UC queue pairs in another port space than RC's; use RC".into(),
+        );
+    }
+    if iface.tx.as_ref().is_some_and(|tx| !tx.queues.is_empty()) {
+        refuse(path.key("tx"), "RoCE TX queues (SEND, WRITE, READ from TX bursts) are not built yet".into());
+    }
+    let Some(rx) = &iface.rx else { return };
+    if !rx.flows.is_empty() {
+        refuse(
+            path.key("rx").key("flows"),
+            "RDMA messages carry no Ethernet, IP or UDP headers of their own to match: a RoCE queue takes its connection's messages".into(),
+        );
+    }
+    let queues = path.key("rx").key("queues");
+    for (i, queue) in rx.queues.iter().enumerate() {
+        if i > 0 {
+            refuse(
+                queues.index(i),
+                "a RoCE server has one RX queue for now (its connection's receive queue); a queue per connection is not built yet".into(),
+            );
+        }
+        if queue.memory_regions.len() != 1 {
+            refuse(
+                queues.index(i).key("memory_regions"),
+                format!(
+                    "{} regions: a RoCE receive lands each message in one buffer of one region; name one",
+                    queue.memory_regions.len()
                 ),
             );
         }

@@ -83,6 +83,15 @@ impl TestConfig {
         Self::socket_client(&format!("tcp://{remote}"))
     }
 
+    /// A RoCE interface `server` listening on `roce://local`, RC.
+    pub fn roce_server(local: std::net::SocketAddr) -> Self {
+        let mut built = Self::socket_server(&format!("roce://{local}"));
+        for interface in &mut built.config.interfaces {
+            interface.roce_config = Some(crate::model::RoceConfig { transport_mode: crate::model::TransportMode::Rc });
+        }
+        built
+    }
+
     fn socket_client(remote: &str) -> Self {
         Self::socket("client", SocketMode::Client, None, Some(remote))
     }

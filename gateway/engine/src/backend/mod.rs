@@ -10,6 +10,8 @@ mod dpdk;
 mod driver;
 mod link;
 mod loopback;
+#[cfg(feature = "rdma")]
+mod rdma;
 mod socket;
 
 #[cfg(feature = "af_xdp")]
@@ -38,6 +40,12 @@ pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> 
         }
         #[cfg(feature = "af_xdp")]
         Link::AfXdp { netdev } => af_xdp::open(netdev, port, regions),
+        #[cfg(feature = "rdma")]
+        Link::Roce(endpoints) => {
+            let roce = config.config().interfaces[port.id as usize].roce_config.as_ref();
+            let transport = roce.map_or(daqiri_config::model::TransportMode::Rc, |r| r.transport_mode);
+            rdma::open(*endpoints, transport, port, regions)
+        }
         other => Err(Error::new(
             Status::NotSupported,
             format!(
@@ -54,6 +62,7 @@ pub(crate) fn compiled_in(backend: InterfaceBackend) -> bool {
     matches!(backend, InterfaceBackend::Socket | InterfaceBackend::SoftwareLoopback)
         || (backend == InterfaceBackend::Dpdk && cfg!(feature = "dpdk"))
         || (backend == InterfaceBackend::AfXdp && cfg!(feature = "af_xdp"))
+        || (backend == InterfaceBackend::Roce && cfg!(feature = "rdma"))
 }
 
 /// Prepares regions that a backend's own pools manage (DPDK mempools over

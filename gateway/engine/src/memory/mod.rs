@@ -12,7 +12,7 @@ mod host_memory;
 mod hugepages;
 // The table kernel-bypass backends (AF_XDP rings, RDMA work requests) park
 // lent buffers in; only the AF_XDP backend uses it so far.
-#[cfg_attr(not(any(test, feature = "af_xdp")), allow(dead_code))]
+#[cfg_attr(not(any(test, feature = "af_xdp", feature = "rdma")), allow(dead_code))]
 mod lent;
 mod mapping;
 mod pool;
@@ -22,7 +22,7 @@ pub use backing::Backing;
 pub use device::{DevicePtr, DeviceSlice, SegmentMemory};
 pub use host_memory::HostMemory;
 pub use hugepages::HugepageInfo;
-#[cfg(feature = "af_xdp")]
+#[cfg(any(feature = "af_xdp", feature = "rdma"))]
 pub(crate) use lent::LentBuffers;
 pub use mapping::Mapping;
 pub(crate) use mapping::numa_nodes;

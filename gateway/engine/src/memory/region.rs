@@ -39,7 +39,7 @@ impl BufToken {
 
     /// The buffer's index in its region (an AF_XDP frame's address is
     /// derived from it).
-    #[cfg(any(test, feature = "af_xdp"))]
+    #[cfg(any(test, feature = "af_xdp", feature = "rdma"))]
     pub(crate) fn index(&self) -> u32 {
         self.0
     }

@@ -1,0 +1,46 @@
+#!/usr/bin/python3
+"""An independent RoCE peer for the VM tests, on rdma-core's pyverbs (none
+of our code): connects to SERVER:PORT through rdma_cm with an RC queue pair
+and SENDs COUNT messages, message k being `message(k)` below, each waited
+for until its send completes (so the receiver's RNR retries pace it).
+
+    tests/vm/rdma_send.py SERVER PORT COUNT
+"""
+
+import sys
+
+import pyverbs.cm_enums as cm
+import pyverbs.enums as e
+from pyverbs.cmid import AddrInfo, CMID
+from pyverbs.qp import QPCap, QPInitAttr
+
+LARGEST = 4096
+
+
+def message(k: int) -> bytes:
+    """Message k: 1 to 4096 bytes, its index first, then a pattern."""
+    length = 1 + (k * 997) % LARGEST
+    body = k.to_bytes(4, "big") + bytes((k + i) & 0xFF for i in range(max(0, length - 4)))
+    return body[:length]
+
+
+def main() -> None:
+    server, port, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    info = AddrInfo(dst=server, dst_service=port, port_space=cm.RDMA_PS_TCP)
+    cap = QPCap(max_send_wr=1, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
+    cmid = CMID(creator=info, qp_init_attr=QPInitAttr(qp_type=e.IBV_QPT_RC, cap=cap, sq_sig_all=1))
+    cmid.connect()
+    mr = cmid.reg_msgs(LARGEST)
+    for k in range(count):
+        data = message(k)
+        mr.write(data, len(data))
+        cmid.post_send(mr, 0, len(data))
+        wc = cmid.get_send_comp()
+        if wc.status != e.IBV_WC_SUCCESS:
+            sys.exit(f"send {k}: completion status {wc.status}")
+    cmid.disconnect()
+    print(f"sent {count} messages")
+
+
+if __name__ == "__main__":
+    main()
