@@ -94,7 +94,7 @@ impl PacketSlot {
     }
 
     /// Says that segment `index`'s bytes start `offset` bytes into its buffer.
-    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp", feature = "rdma")), allow(dead_code))]
     pub(crate) fn set_segment_offset(&mut self, index: usize, offset: u16) {
         self.offsets[index] = offset;
     }
@@ -448,7 +448,7 @@ impl Burst {
     /// Takes segment `segment` of packet `index` out of the burst: its
     /// region, buffer, offset and length, for a backend that hands the
     /// buffer itself to a device (a DPDK TX queue). `None` once freed.
-    #[cfg(any(feature = "dpdk", feature = "af_xdp"))]
+    #[cfg(any(feature = "dpdk", feature = "af_xdp", feature = "rdma"))]
     pub(crate) fn take_segment(&mut self, segment: usize, index: usize) -> Option<(u16, BufToken, u16, u32)> {
         let meta = self.meta.as_deref_mut().expect("present until drop");
         let column = meta.segments.get_mut(segment)?;
@@ -525,7 +525,7 @@ impl Burst {
     /// [`PacketSlot`] is a hundred bytes, and moving one per packet through
     /// the stack cost more than the rest of a DPDK receive.
     #[inline]
-    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp", feature = "rdma")), allow(dead_code))]
     pub(crate) fn push_frame(
         &mut self,
         (token, offset, len): (BufToken, u16, u32),

@@ -230,7 +230,7 @@ impl Assembler {
     /// length) as [`push`](Self::push) does, without building a slot where
     /// no reorder plan needs one: the raw backends' hot path.
     #[inline]
-    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp", feature = "rdma")), allow(dead_code))]
     pub(crate) fn push_frame(
         &mut self,
         queue: &Queue,

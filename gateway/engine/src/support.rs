@@ -160,20 +160,21 @@ fn socket_keys(
     }
 }
 
-/// What the RoCE backend does so far: a server that accepts one RC
-/// connection and receives its SENDs on one RX queue, each message in one
-/// buffer of the queue's one region. Everything else is refused by path.
+/// What the RoCE backend does so far: a port is one RC connection (a
+/// server accepting one peer at a time, or a client connecting to
+/// `remote_addr`), its SENDs received on one RX queue and sent from at most
+/// one TX queue, each message in one buffer of the queue's one region.
+/// Everything else is refused by path.
 fn roce_keys(
     iface: &Interface,
     endpoints: Option<daqiri_config::SocketEndpoints>,
     path: &YamlPath,
     refuse: &mut impl FnMut(YamlPath, String),
 ) {
-    if endpoints.is_some_and(|e| e.mode == daqiri_config::model::SocketMode::Client) {
+    if endpoints.is_some_and(|e| e.mode == daqiri_config::model::SocketMode::Client && e.remote.is_none()) {
         refuse(
-            path.key("socket_config").key("mode"),
-            "a RoCE client (rdma_connect and SEND from TX bursts) is not built yet; the RoCE backend runs servers"
-                .into(),
+            path.key("socket_config").key("remote_addr"),
+            "a RoCE client connects to remote_addr (roce://IP:PORT, our extension); DAQIRI's connect call from the application is not built yet".into(),
         );
     }
     if iface.roce_config.as_ref().is_some_and(|r| r.transport_mode == daqiri_config::model::TransportMode::Uc) {
@@ -182,32 +183,37 @@ fn roce_keys(
             "UC is not built yet: rdma_cm connects UC queue pairs in another port space than RC's; use RC".into(),
         );
     }
-    if iface.tx.as_ref().is_some_and(|tx| !tx.queues.is_empty()) {
-        refuse(path.key("tx"), "RoCE TX queues (SEND, WRITE, READ from TX bursts) are not built yet".into());
+    let rx_queues = iface.rx.as_ref().map_or(&[][..], |rx| &rx.queues);
+    let tx_queues = iface.tx.as_ref().map_or(&[][..], |tx| &tx.queues);
+    if rx_queues.is_empty() && !tx_queues.is_empty() {
+        refuse(path.key("tx"), "a RoCE port's RX queue runs its connection: give the interface one RX queue".into());
     }
-    let Some(rx) = &iface.rx else { return };
-    if !rx.flows.is_empty() {
+    if iface.rx.as_ref().is_some_and(|rx| !rx.flows.is_empty()) {
         refuse(
             path.key("rx").key("flows"),
             "RDMA messages carry no Ethernet, IP or UDP headers of their own to match: a RoCE queue takes its connection's messages".into(),
         );
     }
-    let queues = path.key("rx").key("queues");
-    for (i, queue) in rx.queues.iter().enumerate() {
-        if i > 0 {
-            refuse(
-                queues.index(i),
-                "a RoCE server has one RX queue for now (its connection's receive queue); a queue per connection is not built yet".into(),
-            );
-        }
-        if queue.memory_regions.len() != 1 {
-            refuse(
-                queues.index(i).key("memory_regions"),
-                format!(
-                    "{} regions: a RoCE receive lands each message in one buffer of one region; name one",
-                    queue.memory_regions.len()
-                ),
-            );
+    for (direction, queues) in [("rx", rx_queues), ("tx", tx_queues)] {
+        let at = path.key(direction).key("queues");
+        for (i, queue) in queues.iter().enumerate() {
+            if i > 0 {
+                refuse(
+                    at.index(i),
+                    format!(
+                        "a RoCE port is one connection with one {direction} queue for now; a queue per connection is not built yet"
+                    ),
+                );
+            }
+            if queue.memory_regions.len() != 1 {
+                refuse(
+                    at.index(i).key("memory_regions"),
+                    format!(
+                        "{} regions: a RoCE queue receives or sends each message in one buffer of one region; name one",
+                        queue.memory_regions.len()
+                    ),
+                );
+            }
         }
     }
 }

@@ -31,15 +31,23 @@ fn server(addr: SocketAddr) -> TestConfig {
 
 #[test]
 fn what_the_roce_backend_does_not_do_yet_is_refused_by_path() {
-    let mut config =
-        server(SocketAddr::from((RXE_ADDR, 18_611))).rx_queue(rx(1, "rx").core(1)).tx_queue(tx(0, "rx").core(1));
+    let mut config = server(SocketAddr::from((RXE_ADDR, 18_611)))
+        .rx_queue(rx(1, "rx").core(1))
+        .tx_queue(tx(0, "rx").core(1))
+        .tx_queue(tx(1, "rx").core(1));
     config.model_mut().interfaces[0].roce_config.as_mut().unwrap().transport_mode = TransportMode::Uc;
-    let err = Engine::from_yaml(&config.yaml()).expect_err("refused");
+    let mut client = TestConfig::roce_client(RXE_ADDR.into(), SocketAddr::from((RXE_ADDR, 18_611)))
+        .region("c", 8, 4096)
+        .tx_queue(tx(0, "c").core(1));
+    client.model_mut().interfaces[0].socket_config.as_mut().unwrap().remote_addr = None;
+    let err = Engine::from_yaml(&config.and(client.interface_named("client")).yaml()).expect_err("refused");
     assert_eq!(err.status, Status::NotSupported, "{err}");
     for path in [
         "daqiri.cfg.interfaces[0].roce_config.transport_mode",
-        "daqiri.cfg.interfaces[0].tx",
         "daqiri.cfg.interfaces[0].rx.queues[1]",
+        "daqiri.cfg.interfaces[0].tx.queues[1]",
+        "daqiri.cfg.interfaces[1].socket_config.remote_addr",
+        "daqiri.cfg.interfaces[1].tx",
     ] {
         assert!(err.message.contains(path), "names {path}: {err}");
     }
@@ -53,8 +61,58 @@ fn a_roce_server_fails_to_start_with_the_reason_where_no_rdma_device_has_its_add
     assert!(err.message.contains("RoCE interface \"server\""), "names the interface: {err}");
 }
 
+/// Sends message 0..count from TX queue 0 of `port`, each packet its own
+/// message, retrying while the ring is full (it waits for a connection).
+fn send_messages(engine: &Engine, port: u16, count: u32) {
+    let (mut k, deadline) = (0, Instant::now() + Duration::from_secs(60));
+    while k < count {
+        assert!(
+            Instant::now() < deadline,
+            "sent {k} of {count} in a minute: {:?}",
+            engine.stats().ports[port as usize]
+        );
+        let n = (count - k).min(8) as usize;
+        let Ok(mut burst) = engine.get_tx_packet_burst(port, 0, n) else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        for i in 0..n {
+            burst.packet_mut(i).write(&message(k + i as u32)).unwrap();
+        }
+        let mut pending = burst;
+        while let Err(refused) = engine.send_tx_burst(pending) {
+            pending = refused.burst;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        k += n as u32;
+    }
+}
+
+/// Every packet RX queue 0 of `port` delivers until `count` or a minute passed.
+fn receive_messages(engine: &Engine, port: u16, count: u32) -> Vec<Vec<u8>> {
+    let (mut seen, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
+    while seen.len() < count as usize && Instant::now() < deadline {
+        match engine.get_rx_burst(port, 0).unwrap() {
+            Some(burst) => seen.extend(burst.packets().map(|p| p.data().to_vec())),
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    seen
+}
+
+fn assert_messages(seen: &[Vec<u8>], count: u32) {
+    assert_eq!(seen.len(), count as usize, "every message arrives");
+    for (k, data) in seen.iter().enumerate() {
+        assert_eq!(data, &message(k as u32), "message {k} arrives whole, in order, of its own length");
+    }
+}
+
+/// Checks the test runs in the VM, and shows the engine's log (the
+/// connection's events) in the test's output.
 fn in_the_vm() {
     assert_eq!(std::env::var("DAQIRI_VM").as_deref(), Ok("1"), "run inside tests/vm/run.sh");
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
 }
 
 #[test]
@@ -75,23 +133,144 @@ fn vm_rdma_rc_server_receives_every_send_of_a_pyverbs_peer_byte_exact() {
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .spawn()
         .unwrap();
-    let (mut seen, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
-    while seen.len() < count as usize && Instant::now() < deadline {
-        match engine.get_rx_burst(0, 0).unwrap() {
-            Some(burst) => seen.extend(burst.packets().map(|p| p.data().to_vec())),
-            None => std::thread::sleep(Duration::from_millis(1)),
-        }
-    }
+    let seen = receive_messages(&engine, 0, count);
     let sent = peer.wait_with_output().unwrap();
     assert!(sent.status.success(), "the pyverbs peer failed: {sent:?}");
-    assert_eq!(seen.len(), count as usize, "every message arrives: {:?}", engine.stats().ports[0]);
-    for (k, data) in seen.iter().enumerate() {
-        assert_eq!(data, &message(k as u32), "message {k} arrives whole, in order, of its own length");
-    }
+    assert_messages(&seen, count);
     let closed = Instant::now() + Duration::from_secs(10);
     while engine.stats().ports[0].link.connected != Some(false) && Instant::now() < closed {
         std::thread::sleep(Duration::from_millis(20));
     }
     let link = &engine.stats().ports[0].link;
     assert_eq!(link.connected, Some(false), "the peer disconnected and the server saw it: {link:?}");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_rc_client_sends_every_tx_packet_to_a_pyverbs_server_byte_exact() {
+    in_the_vm();
+    let count = 300u32;
+    let mut peer = Command::new("/usr/bin/python3")
+        .args(["tests/vm/rdma_recv.py", "10.77.0.1", "18620", &count.to_string()])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut listening = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(peer.stdout.as_mut().unwrap()), &mut listening).unwrap();
+    assert_eq!(listening.trim(), "listening");
+    let config = TestConfig::roce_client(RXE_ADDR.into(), SocketAddr::from((RXE_ADDR, 18_620)))
+        .master_core(0)
+        .region("rx", 64, 4096)
+        .region("tx", 64, 4096)
+        .rx_queue(rx(0, "rx").core(1))
+        .tx_queue(tx(0, "tx").core(1).batch(8))
+        .validate()
+        .unwrap();
+    let engine = Engine::new(config).unwrap();
+    send_messages(&engine, 0, count);
+    let received = peer.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&received.stdout);
+    assert!(received.status.success(), "the pyverbs server: {said} {received:?}");
+    assert!(said.contains(&format!("received {count} messages")), "{said}");
+    let port = &engine.stats().ports[0];
+    assert_eq!(port.tx_queues[0].stats.packets, u64::from(count), "{port:?}");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_client_and_server_in_one_engine_exchange_messages_both_ways() {
+    in_the_vm();
+    let server_addr = SocketAddr::from((RXE_ADDR, 18_630));
+    let config = TestConfig::roce_server(server_addr)
+        .master_core(0)
+        .region("server_rx", 128, 4096)
+        .region("server_tx", 64, 4096)
+        .rx_queue(rx(0, "server_rx").core(1))
+        .tx_queue(tx(0, "server_tx").core(1).batch(8))
+        .and(
+            TestConfig::roce_client(RXE_ADDR.into(), server_addr)
+                .region("client_rx", 128, 4096)
+                .region("client_tx", 64, 4096)
+                .rx_queue(rx(0, "client_rx").core(1))
+                .tx_queue(tx(0, "client_tx").core(1).batch(8)),
+        )
+        .validate()
+        .unwrap();
+    let engine = Engine::new(config).unwrap();
+    // More messages than either receiver has buffers: a receiver short of
+    // buffers holds its sender back (RNR), so each side reads as the other
+    // sends. The client's first bursts wait in its ring for the connection.
+    let count = 500u32;
+    for (from, to) in [(1, 0), (0, 1)] {
+        let seen = std::thread::scope(|scope| {
+            scope.spawn(|| send_messages(&engine, from, count));
+            receive_messages(&engine, to, count)
+        });
+        assert_messages(&seen, count);
+    }
+    for port in &engine.stats().ports {
+        assert_eq!(port.link.connected, Some(true), "{port:?}");
+    }
+}
+
+/// This process's threads' ids: the kernel files an RDMA object under the
+/// thread that made it (a worker's, here).
+fn our_threads() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .map(|t| t.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The lines of `rdma resource show` for queue pairs, completion queues,
+/// memory registrations, protection domains and CM ids made by `threads`.
+fn rdma_resources_of(threads: &[String]) -> Vec<String> {
+    let pids: Vec<String> = threads.iter().map(|tid| format!("pid {tid} ")).collect();
+    ["qp", "cq", "mr", "pd", "cm_id"]
+        .into_iter()
+        .flat_map(|kind| {
+            let shown = Command::new("rdma").args(["resource", "show", kind]).output().unwrap();
+            assert!(shown.status.success(), "rdma resource show {kind}: {shown:?}");
+            String::from_utf8_lossy(&shown.stdout)
+                .lines()
+                .filter(|line| pids.iter().any(|pid| line.contains(pid.as_str())))
+                .map(|line| format!("{kind}: {line}"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_shutdown_leaves_no_queue_pair_registration_or_cm_id_behind() {
+    in_the_vm();
+    let server_addr = SocketAddr::from((RXE_ADDR, 18_640));
+    let config = TestConfig::roce_server(server_addr)
+        .master_core(0)
+        .region("server_rx", 64, 4096)
+        .rx_queue(rx(0, "server_rx").core(1))
+        .and(
+            TestConfig::roce_client(RXE_ADDR.into(), server_addr)
+                .region("client_rx", 64, 4096)
+                .region("client_tx", 64, 4096)
+                .rx_queue(rx(0, "client_rx").core(1))
+                .tx_queue(tx(0, "client_tx").core(1).batch(8)),
+        )
+        .validate()
+        .unwrap();
+    let engine = Engine::new(config).unwrap();
+    let count = 40;
+    std::thread::scope(|scope| {
+        scope.spawn(|| send_messages(&engine, 1, count));
+        assert_messages(&receive_messages(&engine, 0, count), count);
+    });
+    let threads = our_threads();
+    let held = rdma_resources_of(&threads);
+    for kind in ["qp:", "cq:", "mr:", "pd:", "cm_id:"] {
+        assert!(held.iter().any(|line| line.starts_with(kind)), "a running port holds a {kind} {held:#?}");
+    }
+    drop(engine);
+    let left = rdma_resources_of(&threads);
+    assert!(left.is_empty(), "left behind after shutdown: {left:#?}");
 }

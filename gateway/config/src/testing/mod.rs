@@ -85,11 +85,25 @@ impl TestConfig {
 
     /// A RoCE interface `server` listening on `roce://local`, RC.
     pub fn roce_server(local: std::net::SocketAddr) -> Self {
-        let mut built = Self::socket_server(&format!("roce://{local}"));
+        Self::socket_server(&format!("roce://{local}")).rc()
+    }
+
+    /// A RoCE interface `client` on `roce://local` connecting to `roce://remote`, RC.
+    pub fn roce_client(local: std::net::IpAddr, remote: std::net::SocketAddr) -> Self {
+        let mut built = Self::socket("client", SocketMode::Client, None, Some(&format!("roce://{remote}")));
         for interface in &mut built.config.interfaces {
+            if let Some(socket) = &mut interface.socket_config {
+                socket.local_addr = Some(format!("roce://{local}"));
+            }
+        }
+        built.rc()
+    }
+
+    fn rc(mut self) -> Self {
+        for interface in &mut self.config.interfaces {
             interface.roce_config = Some(crate::model::RoceConfig { transport_mode: crate::model::TransportMode::Rc });
         }
-        built
+        self
     }
 
     fn socket_client(remote: &str) -> Self {

@@ -1,58 +1,68 @@
-//! The RoCE backend (`stream_type: socket` with a `roce://` endpoint), over
-//! rdma-core through rdma-sys: a server listens through `rdma_cm`, accepts
-//! a reliable connected (RC) queue pair, and receives its SENDs straight into
-//! the RX queue's region: each receive posted is one region buffer,
-//! registered with the device, so a message lands zero-copy and reaches the
-//! application as one packet of its received length.
+//! The RoCE backend (`stream_type: socket` with `roce://` endpoints), over
+//! rdma-core through rdma-sys. A port is one reliable connected (RC) queue
+//! pair set up through `rdma_cm`: a server listens on `local_addr` and
+//! accepts one peer at a time; a client binds `local_addr` and connects to
+//! `remote_addr` (our extension: DAQIRI connects from the application),
+//! trying again while the server is away.
 //!
-//! What is not built yet (UC, clients, TX, WRITE and READ, immediates, queue
-//! pairs programmed by hand) is refused by path in [`crate::support`].
+//! Every buffer the device touches is a buffer of the queue's region,
+//! registered with the device: a SEND received lands zero-copy and reaches
+//! the application as one packet of its received length; a TX packet goes
+//! out as one SEND of the buffer the application wrote.
+//!
+//! What is not built yet (UC, several queues, WRITE and READ, immediates,
+//! queue pairs programmed by hand) is refused by path in [`crate::support`].
 
+mod connection;
+mod manager;
 mod receiver;
+mod sender;
 mod verbs;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::Instant;
 
 use daqiri_config::SocketEndpoints;
-use daqiri_config::model::{MemoryAccess, TransportMode};
+use daqiri_config::model::{MemoryAccess, SocketMode, TransportMode};
 
 use super::driver::PortDriver;
 use super::link::LinkStats;
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::port::Port;
+use crate::queue::Queue;
 use crate::task::Task;
 
-use receiver::{ConnectionState, Listening, Receiver};
+use connection::{Device, Link};
+use manager::{Manager, Role};
+use receiver::Receiver;
+use sender::Sender;
 use verbs::{CmId, EventChannel, MemoryRegistration, ProtectionDomain};
+
+/// Most receives posted at once (a smaller region posts all its buffers).
+const RECV_DEPTH: u32 = 1024;
+/// Most SENDs outstanding.
+const SEND_DEPTH: u32 = 256;
 
 #[derive(Debug)]
 pub(super) struct RdmaDriver {
-    /// The listener and its device objects until the receive task takes them.
-    listening: Mutex<Option<Listening>>,
-    state: Arc<Mutex<ConnectionState>>,
+    /// The connection's manager until the RX task takes it.
+    manager: std::sync::Mutex<Option<Manager>>,
+    device: Arc<Device>,
+    link: Arc<Link>,
 }
 
 fn refused(message: String) -> Error {
     Error::new(Status::NotSupported, message)
 }
 
-/// Opens the listener of a RoCE server port and registers its RX region.
-pub(super) fn open(
-    endpoints: SocketEndpoints,
-    transport: TransportMode,
-    port: &Port,
-    regions: &RegionTable,
-) -> Result<Box<dyn PortDriver>> {
-    let local = endpoints.local.ok_or_else(|| refused(format!("interface \"{}\" has no local_addr", port.name)))?;
-    let addr = local.socket_addr();
-    let Some(queue) = port.rx.first() else {
-        return Err(refused(format!("RoCE interface \"{}\" has no RX queue to receive into", port.name)));
-    };
-    let region = regions.get(queue.segment_regions[0]);
+/// The region of `queue`, checked for what a registration needs.
+fn queue_region(port: &Port, queue: &Queue, regions: &RegionTable) -> Result<u16> {
+    let index = queue.segment_regions[0];
+    let region = regions.get(index);
     if region.backing().host_base().is_none() {
         return Err(refused(format!(
-            "RX queue \"{}\" of \"{}\" uses region \"{}\" of kind {}; the RoCE backend registers host memory only in this build",
+            "queue \"{}\" of \"{}\" uses region \"{}\" of kind {}; the RoCE backend registers host memory only in this build",
             queue.name,
             port.name,
             region.name(),
@@ -61,45 +71,92 @@ pub(super) fn open(
     }
     if !region.access().is_empty() && !region.access().contains(&MemoryAccess::Local) {
         return Err(refused(format!(
-            "region \"{}\" is RX queue \"{}\"'s, and a receive needs local write access: add local to its access list",
+            "region \"{}\" is queue \"{}\"'s, and the device writes receives and reads sends there: add local to its access list",
             region.name(),
             queue.name
         )));
     }
-    let failed = |what: std::io::Error| {
-        Error::new(Status::InvalidParameter, format!("RoCE interface \"{}\": {what}", port.name))
+    Ok(index)
+}
+
+/// Opens a RoCE port: the event channel, the listener (server) or a first
+/// bound id (client, to find the device), and the regions' registrations.
+pub(super) fn open(
+    endpoints: SocketEndpoints,
+    transport: TransportMode,
+    port: &Port,
+    regions: &RegionTable,
+) -> Result<Box<dyn PortDriver>> {
+    let invalid =
+        |what: String| Error::new(Status::InvalidParameter, format!("RoCE interface \"{}\": {what}", port.name));
+    let local = endpoints.local.ok_or_else(|| invalid("no local_addr".into()))?;
+    let Some(rx) = port.rx.first() else { return Err(invalid("no RX queue".into())) };
+    let mut used = vec![queue_region(port, rx, regions)?];
+    if let Some(tx) = port.tx.first() {
+        used.push(queue_region(port, tx, regions)?);
+    }
+    used.dedup();
+    let channel = Arc::new(EventChannel::new().map_err(|e| invalid(e.to_string()))?);
+    let (role, anchor) = match endpoints.mode {
+        SocketMode::Server => {
+            let listener = CmId::listen(&channel, local.socket_addr()).map_err(|e| invalid(e.to_string()))?;
+            (Role::Server, listener)
+        }
+        SocketMode::Client => {
+            let remote = endpoints.remote.ok_or_else(|| invalid("a client needs remote_addr".into()))?.socket_addr();
+            // An id bound now finds the device, fails here if none has the
+            // address, and keeps the device open.
+            let bound = CmId::bound(&channel, local.ip).map_err(|e| invalid(e.to_string()))?;
+            (Role::Client { local: local.ip, remote, resolving: None, retry_at: Instant::now(), failures: 0 }, bound)
+        }
     };
-    let channel = EventChannel::new().map_err(failed)?;
-    let listener = CmId::listen(&channel, addr).map_err(failed)?;
-    let device = listener.verbs().ok_or_else(|| {
-        Error::new(
-            Status::InvalidParameter,
-            format!("RoCE interface \"{}\": {addr} is no RDMA device's address; give the address of one", port.name),
-        )
-    })?;
-    let pd = ProtectionDomain::new(device).map_err(failed)?;
-    let registration = MemoryRegistration::of_region(&pd, region, verbs::IBV_ACCESS_LOCAL_WRITE.0)
-        .expect("host memory, checked above")
-        .map_err(failed)?;
+    let context = anchor
+        .verbs()
+        .ok_or_else(|| invalid(format!("{} is no RDMA device's address; give the address of one", local.ip)))?;
+    let pd = ProtectionDomain::new(context).map_err(|e| invalid(e.to_string()))?;
+    let registrations = used
+        .into_iter()
+        .map(|index| {
+            MemoryRegistration::of_region(&pd, regions.get(index), verbs::IBV_ACCESS_LOCAL_WRITE.0)
+                .expect("host memory, checked above")
+                .map(|mr| (index, mr))
+                .map_err(|e| invalid(e.to_string()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let device = Arc::new(Device { registrations, pd, anchor, channel });
     // UC is refused by path (crate::support) until its port space is built.
     debug_assert_eq!(transport, TransportMode::Rc);
-    let qp_type = verbs::IBV_QPT_RC;
-    tracing::info!(port = port.name, %addr, ?transport, "RoCE server listening");
-    let listening = Listening { connection: None, registration, pd, listener, channel, qp_type };
-    Ok(Box::new(RdmaDriver { listening: Mutex::new(Some(listening)), state: Arc::default() }))
+    let recv_depth = regions.get(rx.segment_regions[0]).num_bufs().min(RECV_DEPTH);
+    let link = Arc::new(Link::default());
+    let manager = Manager::new(
+        &port.name,
+        role,
+        Arc::clone(&link),
+        (verbs::IBV_QPT_RC, (SEND_DEPTH, recv_depth)),
+        Arc::clone(&device),
+    );
+    tracing::info!(port = port.name, local = %local.socket_addr(), mode = ?endpoints.mode, "RoCE port open");
+    Ok(Box::new(RdmaDriver { manager: std::sync::Mutex::new(Some(manager)), device, link }))
 }
 
 impl PortDriver for RdmaDriver {
+    /// The RX task runs the connection; the TX task sends on it.
     fn tasks(&mut self, port: &Port) -> Vec<Task> {
-        let Some(listening) = self.listening.lock().unwrap_or_else(|e| e.into_inner()).take() else {
-            return Vec::new();
-        };
-        let receiver = Receiver::new(port, listening, Arc::clone(&self.state));
-        vec![Task::receiver(port, &port.rx[0], Box::new(receiver)).polling()]
+        let Some(manager) = self.manager.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Vec::new() };
+        let recv_depth = port.regions.get(port.rx[0].segment_regions[0]).num_bufs().min(RECV_DEPTH);
+        let receiver = Receiver::new(port, manager, Arc::clone(&self.link), Arc::clone(&self.device), recv_depth);
+        let mut tasks = vec![Task::receiver(port, &port.rx[0], Box::new(receiver)).polling()];
+        if let Some(tx) = port.tx.first()
+            && let Some(lkey) = self.device.lkey(tx.segment_regions[0])
+        {
+            let sender = Sender::new(port, Arc::clone(&self.link), lkey, SEND_DEPTH);
+            tasks.push(Task::sender(port, tx, Box::new(sender)));
+        }
+        tasks
     }
 
     fn link_stats(&self) -> LinkStats {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.link.state();
         LinkStats { peer: state.peer, connected: Some(state.connected), ..LinkStats::default() }
     }
 }

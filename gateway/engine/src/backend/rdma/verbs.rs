@@ -125,14 +125,7 @@ unsafe impl Sync for CmId {}
 impl CmId {
     /// An id listening on `addr` (reliable or unreliable connected queue pairs).
     pub(super) fn listen(channel: &EventChannel, addr: SocketAddr) -> io::Result<Self> {
-        let mut id: *mut sys::rdma_cm_id = null_mut();
-        // SAFETY: the channel is valid; `id` receives the new id.
-        if unsafe { sys::rdma_create_id(channel.0.as_ptr(), &mut id, null_mut(), sys::rdma_port_space::RDMA_PS_TCP) }
-            != 0
-        {
-            return Err(last_error("rdma_create_id"));
-        }
-        let id = Self(NonNull::new(id).ok_or_else(|| io::Error::other("rdma_create_id returned no id"))?);
+        let id = Self::create(channel)?;
         let mut storage = sockaddr(addr);
         // SAFETY: the id is valid; `storage` holds a sockaddr of addr's family.
         if unsafe { sys::rdma_bind_addr(id.0.as_ptr(), (&raw mut storage).cast()) } != 0 {
@@ -143,6 +136,57 @@ impl CmId {
             return Err(last_error(&format!("rdma_listen {addr}")));
         }
         Ok(id)
+    }
+
+    /// A client's id, bound to `local` (an RDMA device's address), any port.
+    pub(super) fn bound(channel: &EventChannel, local: std::net::IpAddr) -> io::Result<Self> {
+        let id = Self::create(channel)?;
+        let mut storage = sockaddr(SocketAddr::new(local, 0));
+        // SAFETY: the id is valid; `storage` holds a sockaddr of local's family.
+        if unsafe { sys::rdma_bind_addr(id.0.as_ptr(), (&raw mut storage).cast()) } != 0 {
+            return Err(last_error(&format!("rdma_bind_addr {local} (no RDMA device has this address?)")));
+        }
+        Ok(id)
+    }
+
+    fn create(channel: &EventChannel) -> io::Result<Self> {
+        let mut id: *mut sys::rdma_cm_id = null_mut();
+        // SAFETY: the channel is valid; `id` receives the new id.
+        if unsafe { sys::rdma_create_id(channel.0.as_ptr(), &mut id, null_mut(), sys::rdma_port_space::RDMA_PS_TCP) }
+            != 0
+        {
+            return Err(last_error("rdma_create_id"));
+        }
+        NonNull::new(id).map(Self).ok_or_else(|| io::Error::other("rdma_create_id returned no id"))
+    }
+
+    /// Starts resolving `remote` to a device path; ADDR_RESOLVED (or an error event) follows.
+    pub(super) fn resolve_addr(&self, remote: SocketAddr, timeout_ms: i32) -> io::Result<()> {
+        let mut storage = sockaddr(remote);
+        // SAFETY: the id is bound; no source address (the bound one is used).
+        if unsafe { sys::rdma_resolve_addr(self.0.as_ptr(), null_mut(), (&raw mut storage).cast(), timeout_ms) } != 0 {
+            return Err(last_error(&format!("rdma_resolve_addr {remote}")));
+        }
+        Ok(())
+    }
+
+    /// Starts resolving the route; ROUTE_RESOLVED (or an error event) follows.
+    pub(super) fn resolve_route(&self, timeout_ms: i32) -> io::Result<()> {
+        // SAFETY: the id's address is resolved.
+        if unsafe { sys::rdma_resolve_route(self.0.as_ptr(), timeout_ms) } != 0 {
+            return Err(last_error("rdma_resolve_route"));
+        }
+        Ok(())
+    }
+
+    /// Starts connecting (its queue pair created); ESTABLISHED (or an error event) follows.
+    pub(super) fn connect(&self) -> io::Result<()> {
+        let mut param = connection_parameters();
+        // SAFETY: the id's route is resolved and it has its queue pair.
+        if unsafe { sys::rdma_connect(self.0.as_ptr(), &mut param) } != 0 {
+            return Err(last_error("rdma_connect"));
+        }
+        Ok(())
     }
 
     /// The device context the id is bound to (`None` for a wildcard address).
@@ -258,8 +302,10 @@ impl Drop for MemoryRegistration {
 #[derive(Debug)]
 pub(super) struct CompletionQueue(NonNull<sys::ibv_cq>);
 
-// SAFETY: polled by one thread at a time.
+// SAFETY: each completion queue is polled by one task; verbs lock it anyway.
 unsafe impl Send for CompletionQueue {}
+// SAFETY: as above.
+unsafe impl Sync for CompletionQueue {}
 
 impl CompletionQueue {
     pub(super) fn new(device: NonNull<sys::ibv_context>, entries: u32) -> io::Result<Self> {
@@ -284,26 +330,27 @@ impl Drop for CompletionQueue {
     }
 }
 
-/// Creates `id`'s queue pair on `pd`, both directions completing on `cq`.
+/// Creates `id`'s queue pair on `pd`: sends complete on `send_cq`, receives on `recv_cq`.
 pub(super) fn create_queue_pair(
     id: &CmId,
     pd: &ProtectionDomain,
-    cq: &CompletionQueue,
+    (send_cq, recv_cq): (&CompletionQueue, &CompletionQueue),
     qp_type: u32,
-    recv_depth: u32,
+    (send_depth, recv_depth): (u32, u32),
 ) -> io::Result<()> {
     // SAFETY: all-zero is a valid init attribute block; the fields we need are set.
     let mut attr: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-    attr.send_cq = cq.0.as_ptr();
-    attr.recv_cq = cq.0.as_ptr();
+    attr.send_cq = send_cq.0.as_ptr();
+    attr.recv_cq = recv_cq.0.as_ptr();
     attr.qp_type = qp_type;
-    attr.cap.max_send_wr = 1;
+    attr.sq_sig_all = 1;
+    attr.cap.max_send_wr = send_depth;
     attr.cap.max_recv_wr = recv_depth;
     attr.cap.max_send_sge = 1;
     attr.cap.max_recv_sge = 1;
     // SAFETY: the id is valid and has no queue pair yet; pd and cq are live.
     if unsafe { sys::rdma_create_qp(id.as_ptr(), pd.0.as_ptr(), &mut attr) } != 0 {
-        return Err(last_error(&format!("rdma_create_qp with {recv_depth} receive slots")));
+        return Err(last_error(&format!("rdma_create_qp with {send_depth} send and {recv_depth} receive slots")));
     }
     Ok(())
 }
@@ -323,14 +370,22 @@ pub(super) fn post_receive(id: &CmId, wr_id: u64, addr: *mut u8, len: u32, lkey:
     if rc != 0 { Err(io::Error::from_raw_os_error(rc)) } else { Ok(()) }
 }
 
-/// Accepts a connect request on `id` (its queue pair created and receives posted).
-pub(super) fn accept(id: &CmId) -> io::Result<()> {
-    // SAFETY: all-zero connection parameters are valid; the retry counts are set.
+/// What both ends ask of a connection: DAQIRI's, seven transport retries
+/// and an RNR retry that never gives up (a receiver short of posted
+/// buffers slows its sender, it does not lose its messages).
+fn connection_parameters() -> sys::rdma_conn_param {
+    // SAFETY: all-zero connection parameters are valid; the counts are set below.
     let mut param: sys::rdma_conn_param = unsafe { std::mem::zeroed() };
     param.responder_resources = 1;
     param.initiator_depth = 1;
     param.retry_count = 7;
     param.rnr_retry_count = 7;
+    param
+}
+
+/// Accepts a connect request on `id` (its queue pair created and receives posted).
+pub(super) fn accept(id: &CmId) -> io::Result<()> {
+    let mut param = connection_parameters();
     // SAFETY: the id came from a connect request and has its queue pair.
     if unsafe { sys::rdma_accept(id.as_ptr(), &mut param) } != 0 {
         return Err(last_error("rdma_accept"));
@@ -338,10 +393,42 @@ pub(super) fn accept(id: &CmId) -> io::Result<()> {
     Ok(())
 }
 
+/// Posts one signaled SEND of `len` bytes at `addr` (in `lkey`'s registration), tagged `wr_id`.
+pub(super) fn post_send(id: &CmId, wr_id: u64, addr: *const u8, len: u32, lkey: u32) -> io::Result<()> {
+    let mut sge = sys::ibv_sge { addr: addr as u64, length: len, lkey };
+    // SAFETY: all-zero is a valid work request; its fields are set below.
+    let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+    wr.wr_id = wr_id;
+    wr.sg_list = &mut sge;
+    wr.num_sge = 1;
+    wr.opcode = sys::ibv_wr_opcode::IBV_WR_SEND;
+    wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+    let mut bad: *mut sys::ibv_send_wr = null_mut();
+    // SAFETY: the id has a queue pair; the buffer lies in a live registration
+    // and stays lent to the device until its completion.
+    let rc = unsafe { sys::ibv_post_send(id.0.as_ref().qp, &mut wr, &mut bad) };
+    if rc != 0 { Err(io::Error::from_raw_os_error(rc)) } else { Ok(()) }
+}
+
 /// Refuses a connect request on `id` (then dropped, which destroys it).
 pub(super) fn reject(id: &CmId) {
     // SAFETY: the id came from a connect request; no private data.
     unsafe { sys::rdma_reject(id.as_ptr(), std::ptr::null(), 0) };
+}
+
+/// Moves `id`'s queue pair to the error state: the device stops using its
+/// buffers and completes every outstanding work request as flushed.
+pub(super) fn to_error(id: &CmId) {
+    // SAFETY: all-zero attributes with the state set; only the state is modified.
+    unsafe {
+        let qp = id.0.as_ref().qp;
+        if qp.is_null() {
+            return;
+        }
+        let mut attr: sys::ibv_qp_attr = std::mem::zeroed();
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+        sys::ibv_modify_qp(qp, &mut attr, sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32);
+    }
 }
 
 /// Starts disconnecting `id`; the peer and our channel see DISCONNECTED.
@@ -362,4 +449,5 @@ pub(super) use sys::ibv_qp_type::IBV_QPT_RC;
 pub(super) use sys::ibv_wc;
 pub(super) use sys::ibv_wc_opcode::{IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM};
 pub(super) use sys::ibv_wc_status::IBV_WC_SUCCESS;
+pub(super) use sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
 pub(super) use sys::rdma_cm_event_type as event;

@@ -1,0 +1,150 @@
+//! The TX task of a RoCE port, on its TX queue's core: each packet of a TX
+//! burst goes out as one SEND of the very buffer the application wrote,
+//! lent to the device until its completion. While no connection is up the
+//! bursts wait in the queue's ring (an RC sender loses nothing; a full
+//! ring tells the application to slow down).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::connection::{Connection, Link};
+use super::verbs::{self, ibv_wc};
+use crate::burst::Burst;
+use crate::memory::{LentBuffers, Region};
+use crate::pacing::{self, Pacer};
+use crate::port::Port;
+use crate::stats::DropReason;
+use crate::task::QueueTask;
+
+/// Completions taken per poll.
+const TX_BATCH: usize = 64;
+
+pub(super) struct Sender {
+    link: Arc<Link>,
+    lkey: u32,
+    /// Most SENDs outstanding (the queue pair's send depth).
+    depth: u32,
+    /// The connection our SENDs are posted on.
+    posted_on: Option<Arc<Connection>>,
+    /// Buffers the device is sending, by buffer index (the work request id).
+    lent: LentBuffers,
+    pacer: Option<Pacer>,
+    /// A burst not all of whose packets are posted yet, and its next packet.
+    current: Option<(Burst, usize)>,
+    completions: [ibv_wc; TX_BATCH],
+}
+
+impl Sender {
+    pub(super) fn new(port: &Port, link: Arc<Link>, lkey: u32, depth: u32) -> Self {
+        let q = &port.tx[0];
+        Self {
+            link,
+            lkey,
+            depth,
+            posted_on: None,
+            lent: LentBuffers::keyed(region(port).num_bufs()),
+            pacer: Pacer::for_queue(q),
+            current: None,
+            completions: verbs::completions(),
+        }
+    }
+
+    /// Gives back the buffers of completed SENDs; counts the failed ones.
+    fn reap(&mut self, port: &Port, connection: &Connection) -> usize {
+        let Ok(taken) = connection.send_cq.poll(&mut self.completions) else { return 0 };
+        let region = region(port);
+        for wc in &self.completions[..taken] {
+            let Some(token) = self.lent.reclaim(wc.wr_id as u32) else { continue };
+            if wc.status != verbs::IBV_WC_SUCCESS {
+                port.tx[0].stats.dropped(DropReason::SendFailed, 1);
+            }
+            region.release(token);
+        }
+        taken
+    }
+
+    /// Posts SENDs of the current burst while the send queue has room; the number posted.
+    fn post(&mut self, port: &Port, connection: &Connection) -> usize {
+        let Some((burst, next)) = self.current.as_mut() else { return 0 };
+        let q = &port.tx[0];
+        let region = region(port);
+        let (mut packets, mut bytes) = (0u64, 0u64);
+        while (self.lent.lent() as u32) < self.depth && *next < burst.num_packets() {
+            let index = *next;
+            *next += 1;
+            let Some((_, token, offset, len)) = burst.take_segment(0, index) else { continue };
+            let at = region.bytes(&token)[usize::from(offset)..].as_ptr();
+            let buffer = token.index();
+            if let Err(e) = verbs::post_send(&connection.id, u64::from(buffer), at, len, self.lkey) {
+                tracing::warn!(port = port.name, "ibv_post_send: {e}");
+                region.release(token);
+                q.stats.dropped(DropReason::SendFailed, 1);
+                continue;
+            }
+            if let Err(token) = self.lent.lend_as(buffer, token) {
+                region.release(token);
+            }
+            packets += 1;
+            bytes += u64::from(len);
+        }
+        if packets > 0 {
+            q.stats.delivered(packets, bytes);
+        }
+        if *next >= burst.num_packets() {
+            self.current = None;
+        }
+        packets as usize
+    }
+
+    /// Lets go of a closed connection: its queue pair in the error state,
+    /// so the device reads no buffer that goes back to the pool.
+    fn retire(&mut self, port: &Port) {
+        let Some(old) = self.posted_on.take() else { return };
+        verbs::to_error(&old.id);
+        self.reap(port, &old);
+        let unconfirmed = self.lent.lent() as u64;
+        if unconfirmed > 0 {
+            // Posted, never confirmed: the peer may or may not have them.
+            port.tx[0].stats.dropped(DropReason::SendFailed, unconfirmed);
+        }
+        region(port).release_all(self.lent.reclaim_all());
+    }
+}
+
+fn region(port: &Port) -> &Region {
+    port.regions.get(port.tx[0].segment_regions[0])
+}
+
+impl QueueTask for Sender {
+    fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
+        let live = self.link.connection();
+        if self.posted_on.as_ref().is_some_and(|on| !live.as_ref().is_some_and(|l| Arc::ptr_eq(l, on))) {
+            self.retire(port);
+        }
+        let Some(connection) = live else { return 0 };
+        self.posted_on = Some(Arc::clone(&connection));
+        let mut moved = self.reap(port, &connection);
+        moved += self.post(port, &connection);
+        while self.current.is_none()
+            && let Some(burst) = pacing::next_burst(&port.tx[0], self.pacer.as_mut())
+        {
+            self.current = Some((burst, 0));
+            moved += self.post(port, &connection);
+        }
+        moved
+    }
+
+    fn finish(&mut self, port: &Port) {
+        // Wait briefly for what is in flight, so a clean stop confirms it.
+        if let Some(connection) = self.posted_on.clone() {
+            let deadline = std::time::Instant::now() + Duration::from_millis(500);
+            while self.lent.lent() > 0 && std::time::Instant::now() < deadline {
+                self.reap(port, &connection);
+            }
+        }
+        self.retire(port);
+        if let Some((burst, next)) = self.current.take() {
+            port.tx[0].stats.dropped(DropReason::SendFailed, (burst.num_packets() - next) as u64);
+        }
+    }
+}
