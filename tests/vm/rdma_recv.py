@@ -2,12 +2,14 @@
 """An independent RoCE peer for the VM tests, on rdma-core's pyverbs (none
 of our code): listens on ADDR:PORT through rdma_cm, accepts one RC
 connection and receives COUNT SENDs, checking that message k is
-`rdma_send.message(k)` byte for byte; prints how many it checked.
+`rdma_send.message(k)` byte for byte, with the immediate
+`rdma_send.immediate(k)` or none; prints how many it checked.
 
     tests/vm/rdma_recv.py ADDR PORT COUNT
 """
 
 import os
+import socket
 import sys
 
 import pyverbs.cm_enums as cm
@@ -16,7 +18,7 @@ from pyverbs.cmid import AddrInfo, CMID
 from pyverbs.qp import QPCap, QPInitAttr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rdma_send import LARGEST, message  # noqa: E402
+from rdma_send import LARGEST, immediate, message  # noqa: E402
 
 # Receives kept posted, so a sender seldom waits for one (RNR).
 POSTED = 32
@@ -46,6 +48,9 @@ def main() -> None:
             peer.post_recv(mr, LARGEST)
         if got != message(k):
             sys.exit(f"message {k}: {len(got)} bytes, expected {len(message(k))}: {got[:16].hex()}")
+        carried = socket.ntohl(wc.imm_data) if wc.wc_flags & e.IBV_WC_WITH_IMM else None
+        if carried != immediate(k):
+            sys.exit(f"message {k}: immediate {carried}, expected {immediate(k)}")
     print(f"received {count} messages", flush=True)
     peer.disconnect()
 

@@ -24,6 +24,13 @@ def message(k: int) -> bytes:
     return body[:length]
 
 
+def immediate(k: int):
+    """The immediate message k carries when the gateway sends it (every
+    third message, as gateway/engine/tests/vm_rdma.rs sends them); this
+    peer sends none."""
+    return 0xDA000000 + k if k % 3 == 1 else None
+
+
 def main() -> None:
     server, port, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     info = AddrInfo(dst=server, dst_service=port, port_space=cm.RDMA_PS_TCP)

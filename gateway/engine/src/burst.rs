@@ -71,6 +71,7 @@ pub(crate) struct PacketSlot {
     flow_id: Option<u32>,
     source: Option<SocketAddr>,
     rx_timestamp: Option<u64>,
+    immediate: Option<u32>,
 }
 
 impl PacketSlot {
@@ -103,6 +104,12 @@ impl PacketSlot {
     #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn set_rx_timestamp(&mut self, timestamp: Option<u64>) {
         self.rx_timestamp = timestamp;
+    }
+
+    /// Records the 32 bits an RDMA message carried beside its bytes.
+    #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+    pub(crate) fn set_immediate(&mut self, immediate: Option<u32>) {
+        self.immediate = immediate;
     }
 
     /// Sets the flow id.
@@ -179,6 +186,8 @@ struct BurstMeta {
     senders: Vec<SocketAddr>,
     /// `rx.hardware_timestamps`: per packet the NIC's receive timestamp (`NO_TIMESTAMP`: none).
     rx_timestamps: Option<Vec<u64>>,
+    /// RDMA queues: per packet the immediate its message carried, if any.
+    immediates: Option<Vec<Option<u32>>>,
     completion: Option<Box<dyn Completion>>,
 }
 
@@ -205,6 +214,9 @@ impl BurstMeta {
         self.senders.clear();
         if let Some(stamps) = &mut self.rx_timestamps {
             stamps.clear();
+        }
+        if let Some(immediates) = &mut self.immediates {
+            immediates.clear();
         }
         self.flags = 0;
         self.source_packets = 0;
@@ -235,6 +247,8 @@ pub(crate) struct PacketFields {
     pub(crate) senders: bool,
     /// The NIC's receive timestamp (`rx.hardware_timestamps`).
     pub(crate) rx_timestamps: bool,
+    /// An RDMA message's immediate (RoCE queues, both directions).
+    pub(crate) immediates: bool,
 }
 
 /// A pool of burst metadata entries for one queue. Entries are reused last
@@ -279,6 +293,7 @@ impl MetaPool {
                     sender_index: shape.fields.senders.then(|| Vec::with_capacity(capacity)),
                     senders: Vec::new(),
                     rx_timestamps: shape.fields.rx_timestamps.then(|| Vec::with_capacity(capacity)),
+                    immediates: shape.fields.immediates.then(|| Vec::with_capacity(capacity)),
                     completion: None,
                 })
             })
@@ -551,6 +566,9 @@ impl Burst {
         if let Some(stamps) = &mut meta.rx_timestamps {
             stamps.push(stamp.unwrap_or(NO_TIMESTAMP));
         }
+        if let Some(immediates) = &mut meta.immediates {
+            immediates.push(None);
+        }
     }
 
     /// Appends a packet. Segments the slot lacks are stored as released.
@@ -584,6 +602,15 @@ impl Burst {
         if let Some(stamps) = &mut meta.rx_timestamps {
             stamps.push(slot.rx_timestamp.unwrap_or(NO_TIMESTAMP));
         }
+        if let Some(immediates) = &mut meta.immediates {
+            immediates.push(slot.immediate);
+        }
+    }
+
+    /// Packet `index`'s immediate, for a backend sending it.
+    #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+    pub(crate) fn immediate(&self, index: usize) -> Option<u32> {
+        *self.meta().immediates.as_ref()?.get(index)?
     }
 }
 
@@ -672,6 +699,13 @@ impl<'a> Packet<'a> {
         (stamp != NO_TIMESTAMP).then_some(stamp)
     }
 
+    /// The 32 bits of immediate data its RDMA message carried (SEND or
+    /// WRITE with immediate), in host order; `None` for a message without,
+    /// and on every other backend.
+    pub fn immediate(&self) -> Option<u32> {
+        *self.meta.immediates.as_ref()?.get(self.index)?
+    }
+
     /// Whether the packet's buffers were released early.
     pub fn is_freed(&self) -> bool {
         self.num_segments() == 0
@@ -735,6 +769,17 @@ impl PacketMut<'_> {
             .ok_or_else(|| crate::Error::invalid(format!("{} bytes exceed the {capacity}-byte buffer", bytes.len())))?;
         dst.copy_from_slice(bytes);
         self.set_lengths(&[bytes.len()])
+    }
+
+    /// Sends the packet with 32 bits of immediate data (an RDMA SEND with
+    /// immediate); `NOT_SUPPORTED` on a queue of any other backend.
+    pub fn set_immediate(&mut self, immediate: u32) -> crate::Result<()> {
+        let column =
+            self.meta.immediates.as_mut().ok_or_else(|| {
+                crate::Error::new(crate::Status::NotSupported, "only RoCE queues carry immediate data")
+            })?;
+        column[self.index] = Some(immediate);
+        Ok(())
     }
 
     fn buffer0(&mut self) -> crate::Result<&mut [u8]> {

@@ -73,6 +73,7 @@ impl Port {
             // Only sockets know who sent a packet; raw frames carry it in their headers.
             senders: config.backend(index) == InterfaceBackend::Socket,
             rx_timestamps: iface.rx.as_ref().is_some_and(|rx| rx.hardware_timestamps),
+            immediates: config.backend(index) == InterfaceBackend::Roce,
         };
         let plans: Vec<Arc<Plan>> = iface
             .rx
@@ -96,7 +97,16 @@ impl Port {
         let tx = iface
             .tx_queues()
             .iter()
-            .map(|q| Queue::new(q, id, tx_meta, regions, engine, PacketFields::default()))
+            .map(|q| {
+                Queue::new(
+                    q,
+                    id,
+                    tx_meta,
+                    regions,
+                    engine,
+                    PacketFields { immediates: fields.immediates, ..PacketFields::default() },
+                )
+            })
             .collect::<Result<_>>()?;
         Ok(Self {
             id,

@@ -61,6 +61,36 @@ fn a_roce_server_fails_to_start_with_the_reason_where_no_rdma_device_has_its_add
     assert!(err.message.contains("RoCE interface \"server\""), "names the interface: {err}");
 }
 
+/// An engine with a RoCE server on `server_addr` (port 0) and its client
+/// (port 1), each with an RX queue of the given buffers (server's, client's;
+/// bursts of 8, a partial one delivered after 1 ms) and a TX queue of 64,
+/// every queue on core 1.
+fn server_and_client(server_addr: SocketAddr, (server_rx, client_rx): (u32, u32)) -> daqiri::Result<Engine> {
+    let config = TestConfig::roce_server(server_addr)
+        .master_core(0)
+        .region("server_rx", server_rx, 4096)
+        .region("server_tx", 64, 4096)
+        .rx_queue(rx(0, "server_rx").core(1).batch(8).timeout_us(1000))
+        .tx_queue(tx(0, "server_tx").core(1).batch(8))
+        .and(
+            TestConfig::roce_client(RXE_ADDR.into(), server_addr)
+                .region("client_rx", client_rx, 4096)
+                .region("client_tx", 64, 4096)
+                .rx_queue(rx(0, "client_rx").core(1).batch(8).timeout_us(1000))
+                .tx_queue(tx(0, "client_tx").core(1).batch(8)),
+        )
+        .validate()
+        .unwrap();
+    Engine::new(config)
+}
+
+/// The immediate message `k` goes with when our engine sends it: every
+/// third message has one (0xDA00_0000 + k), the rest none (as
+/// tests/vm/rdma_send.py's `immediate` says, which the pyverbs server checks).
+fn immediate_of(k: u32) -> Option<u32> {
+    (k % 3 == 1).then_some(0xDA00_0000 + k)
+}
+
 /// Sends message 0..count from TX queue 0 of `port`, each packet its own
 /// message, retrying while the ring is full (it waits for a connection).
 fn send_messages(engine: &Engine, port: u16, count: u32) {
@@ -77,7 +107,12 @@ fn send_messages(engine: &Engine, port: u16, count: u32) {
             continue;
         };
         for i in 0..n {
-            burst.packet_mut(i).write(&message(k + i as u32)).unwrap();
+            let mut packet = burst.packet_mut(i);
+            let k = k + i as u32;
+            packet.write(&message(k)).unwrap();
+            if let Some(immediate) = immediate_of(k) {
+                packet.set_immediate(immediate).unwrap();
+            }
         }
         let mut pending = burst;
         while let Err(refused) = engine.send_tx_burst(pending) {
@@ -88,23 +123,33 @@ fn send_messages(engine: &Engine, port: u16, count: u32) {
     }
 }
 
-/// Every packet RX queue 0 of `port` delivers until `count` or a minute passed.
-fn receive_messages(engine: &Engine, port: u16, count: u32) -> Vec<Vec<u8>> {
+/// Every packet RX queue 0 of `port` delivers until `count` or a minute
+/// passed: its bytes and its immediate.
+fn receive_messages(engine: &Engine, port: u16, count: u32) -> Vec<(Vec<u8>, Option<u32>)> {
     let (mut seen, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
     while seen.len() < count as usize && Instant::now() < deadline {
         match engine.get_rx_burst(port, 0).unwrap() {
-            Some(burst) => seen.extend(burst.packets().map(|p| p.data().to_vec())),
+            Some(burst) => seen.extend(burst.packets().map(|p| (p.data().to_vec(), p.immediate()))),
             None => std::thread::sleep(Duration::from_millis(1)),
         }
     }
     seen
 }
 
-fn assert_messages(seen: &[Vec<u8>], count: u32) {
+/// Messages 0..count arrived whole, in order, each of its own length and
+/// with the immediate it was sent with (`immediates` says how it was sent).
+fn assert_messages(seen: &[(Vec<u8>, Option<u32>)], count: u32, immediates: fn(u32) -> Option<u32>) {
     assert_eq!(seen.len(), count as usize, "every message arrives");
-    for (k, data) in seen.iter().enumerate() {
-        assert_eq!(data, &message(k as u32), "message {k} arrives whole, in order, of its own length");
+    for (k, (data, immediate)) in seen.iter().enumerate() {
+        let k = k as u32;
+        assert_eq!(data, &message(k), "message {k} arrives whole, in order, of its own length");
+        assert_eq!(*immediate, immediates(k), "message {k}'s immediate");
     }
+}
+
+/// How the pyverbs peer sends: no immediates.
+fn none(_: u32) -> Option<u32> {
+    None
 }
 
 /// Checks the test runs in the VM, and shows the engine's log (the
@@ -136,7 +181,7 @@ fn vm_rdma_rc_server_receives_every_send_of_a_pyverbs_peer_byte_exact() {
     let seen = receive_messages(&engine, 0, count);
     let sent = peer.wait_with_output().unwrap();
     assert!(sent.status.success(), "the pyverbs peer failed: {sent:?}");
-    assert_messages(&seen, count);
+    assert_messages(&seen, count, none);
     let closed = Instant::now() + Duration::from_secs(10);
     while engine.stats().ports[0].link.connected != Some(false) && Instant::now() < closed {
         std::thread::sleep(Duration::from_millis(20));
@@ -182,22 +227,7 @@ fn vm_rdma_rc_client_sends_every_tx_packet_to_a_pyverbs_server_byte_exact() {
 fn vm_rdma_client_and_server_in_one_engine_exchange_messages_both_ways() {
     in_the_vm();
     let server_addr = SocketAddr::from((RXE_ADDR, 18_630));
-    let config = TestConfig::roce_server(server_addr)
-        .master_core(0)
-        .region("server_rx", 128, 4096)
-        .region("server_tx", 64, 4096)
-        .rx_queue(rx(0, "server_rx").core(1))
-        .tx_queue(tx(0, "server_tx").core(1).batch(8))
-        .and(
-            TestConfig::roce_client(RXE_ADDR.into(), server_addr)
-                .region("client_rx", 128, 4096)
-                .region("client_tx", 64, 4096)
-                .rx_queue(rx(0, "client_rx").core(1))
-                .tx_queue(tx(0, "client_tx").core(1).batch(8)),
-        )
-        .validate()
-        .unwrap();
-    let engine = Engine::new(config).unwrap();
+    let engine = server_and_client(server_addr, (128, 128)).unwrap();
     // More messages than either receiver has buffers: a receiver short of
     // buffers holds its sender back (RNR), so each side reads as the other
     // sends. The client's first bursts wait in its ring for the connection.
@@ -207,7 +237,7 @@ fn vm_rdma_client_and_server_in_one_engine_exchange_messages_both_ways() {
             scope.spawn(|| send_messages(&engine, from, count));
             receive_messages(&engine, to, count)
         });
-        assert_messages(&seen, count);
+        assert_messages(&seen, count, immediate_of);
     }
     for port in &engine.stats().ports {
         assert_eq!(port.link.connected, Some(true), "{port:?}");
@@ -246,24 +276,11 @@ fn rdma_resources_of(threads: &[String]) -> Vec<String> {
 fn vm_rdma_shutdown_leaves_no_queue_pair_registration_or_cm_id_behind() {
     in_the_vm();
     let server_addr = SocketAddr::from((RXE_ADDR, 18_640));
-    let config = TestConfig::roce_server(server_addr)
-        .master_core(0)
-        .region("server_rx", 64, 4096)
-        .rx_queue(rx(0, "server_rx").core(1))
-        .and(
-            TestConfig::roce_client(RXE_ADDR.into(), server_addr)
-                .region("client_rx", 64, 4096)
-                .region("client_tx", 64, 4096)
-                .rx_queue(rx(0, "client_rx").core(1))
-                .tx_queue(tx(0, "client_tx").core(1).batch(8)),
-        )
-        .validate()
-        .unwrap();
-    let engine = Engine::new(config).unwrap();
+    let engine = server_and_client(server_addr, (64, 64)).unwrap();
     let count = 40;
     std::thread::scope(|scope| {
         scope.spawn(|| send_messages(&engine, 1, count));
-        assert_messages(&receive_messages(&engine, 0, count), count);
+        assert_messages(&receive_messages(&engine, 0, count), count, immediate_of);
     });
     let threads = our_threads();
     let held = rdma_resources_of(&threads);
@@ -273,4 +290,54 @@ fn vm_rdma_shutdown_leaves_no_queue_pair_registration_or_cm_id_behind() {
     drop(engine);
     let left = rdma_resources_of(&threads);
     assert!(left.is_empty(), "left behind after shutdown: {left:#?}");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_a_client_whose_server_is_away_keeps_trying_and_the_other_ports_keep_serving() {
+    in_the_vm();
+    // Port 0 receives from a pyverbs peer; port 1 is a client of a port nobody listens on.
+    let config = TestConfig::roce_server(SocketAddr::from((RXE_ADDR, 18_650)))
+        .master_core(0)
+        .region("rx", 64, 4096)
+        .rx_queue(rx(0, "rx").core(1))
+        .and(
+            TestConfig::roce_client(RXE_ADDR.into(), SocketAddr::from((RXE_ADDR, 18_659)))
+                .region("client_rx", 8, 4096)
+                .rx_queue(rx(0, "client_rx").core(1)),
+        )
+        .validate()
+        .unwrap();
+    let engine = Engine::new(config).unwrap();
+    let count = 100u32;
+    let peer = Command::new("/usr/bin/python3")
+        .args(["tests/vm/rdma_send.py", "10.77.0.1", "18650", &count.to_string()])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .spawn()
+        .unwrap();
+    let seen = receive_messages(&engine, 0, count);
+    assert!(peer.wait_with_output().unwrap().status.success());
+    assert_messages(&seen, count, none);
+    let client = &engine.stats().ports[1];
+    assert_eq!(client.link.connected, Some(false), "nobody listens there: {client:?}");
+    assert_eq!(client.rx_port_drops.packets, 0);
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_a_reader_that_stops_holds_the_sender_back_and_loses_nothing() {
+    in_the_vm();
+    let server_addr = SocketAddr::from((RXE_ADDR, 18_660));
+    // The server's whole region is 32 buffers: far fewer than the messages.
+    let engine = server_and_client(server_addr, (32, 8)).unwrap();
+    let count = 200u32;
+    let seen = std::thread::scope(|scope| {
+        scope.spawn(|| send_messages(&engine, 1, count));
+        // Nobody reads for two seconds: the server's buffers all wait in its ring.
+        std::thread::sleep(Duration::from_secs(2));
+        receive_messages(&engine, 0, count)
+    });
+    assert_messages(&seen, count, immediate_of);
+    let server = &engine.stats().ports[0];
+    assert!(server.rx_queues[0].stats.drops.iter().all(|&d| d == 0), "nothing dropped: {server:?}");
 }

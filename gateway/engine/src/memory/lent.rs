@@ -80,6 +80,7 @@ impl LentBuffers {
     }
 
     /// Every token still out, for a stop that will see no more completions.
+    #[cfg_attr(not(feature = "af_xdp"), allow(dead_code))]
     pub(crate) fn reclaim_all(&mut self) -> impl Iterator<Item = BufToken> + '_ {
         if !self.keyed {
             self.free_slots.clear();

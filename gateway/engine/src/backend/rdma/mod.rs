@@ -10,7 +10,7 @@
 //! the application as one packet of its received length; a TX packet goes
 //! out as one SEND of the buffer the application wrote.
 //!
-//! What is not built yet (UC, several queues, WRITE and READ, immediates,
+//! What is not built yet (UC, several queues, WRITE and READ,
 //! queue pairs programmed by hand) is refused by path in [`crate::support`].
 
 mod connection;

@@ -1,7 +1,8 @@
 //! The receive task of a RoCE port, on its RX queue's core: it runs the
 //! port's connection ([`Manager`]), keeps the connection's receive queue
 //! stocked with region buffers, and hands each completed receive to the
-//! queue's assembler as one packet of its received length.
+//! queue's assembler as one packet of its received length, with the
+//! immediate its message carried.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::connection::{Connection, Device, Link};
 use super::manager::Manager;
 use super::verbs::{self, ibv_wc};
+use crate::burst::PacketSlot;
 use crate::delivery::{Assembler, FullRing};
 use crate::memory::{LentBuffers, PoolCache, Region};
 use crate::port::Port;
@@ -41,7 +43,7 @@ impl Receiver {
             manager,
             link,
             device,
-            assembler: Assembler::new(port, 0, FullRing::Drop),
+            assembler: Assembler::new(port, 0, FullRing::HoldBack),
             posted_on: None,
             lent: LentBuffers::keyed(region(port).num_bufs()),
             cache: PoolCache::new(RX_BATCH),
@@ -70,8 +72,14 @@ impl Receiver {
         }
     }
 
-    /// Delivers what completed on `connection`; how many completions there were.
-    fn receive(&mut self, port: &Port, connection: &Connection) -> usize {
+    /// Delivers what completed on `connection`; how many completions there
+    /// were. While the queue's ring is full nothing is taken (`hold`): the
+    /// receives are not posted again, and the sender waits (RNR), as a TCP
+    /// sender waits for its window; a closing connection is taken regardless.
+    fn receive(&mut self, port: &Port, connection: &Connection, hold: bool) -> usize {
+        if hold && !self.assembler.ready(&port.rx[0]) {
+            return 0;
+        }
         let taken = match connection.recv_cq.poll(&mut self.completions) {
             Ok(n) => n,
             Err(e) => {
@@ -89,7 +97,14 @@ impl Receiver {
             let received = wc.status == verbs::IBV_WC_SUCCESS
                 && matches!(wc.opcode, verbs::IBV_WC_RECV | verbs::IBV_WC_RECV_RDMA_WITH_IMM);
             if received {
-                self.assembler.push_frame(queue, (token, 0, wc.byte_len), None, None, &port.regions);
+                match verbs::immediate(wc) {
+                    None => self.assembler.push_frame(queue, (token, 0, wc.byte_len), None, None, &port.regions),
+                    Some(immediate) => {
+                        let mut slot = PacketSlot::single(token, wc.byte_len, None);
+                        slot.set_immediate(Some(immediate));
+                        self.assembler.push(queue, slot, &port.regions);
+                    }
+                }
                 continue;
             }
             // A flushed receive held no message: the connection closed.
@@ -109,7 +124,7 @@ impl Receiver {
         verbs::to_error(&old.id);
         let deadline = Instant::now() + FLUSH_WAIT;
         while self.lent.lent() > 0 && Instant::now() < deadline {
-            if self.receive(port, &old) == 0 {
+            if self.receive(port, &old, false) == 0 {
                 std::thread::yield_now();
             }
         }
@@ -146,7 +161,7 @@ impl QueueTask for Receiver {
         let asked = Instant::now();
         let mut received = 0;
         if let Some(on) = self.posted_on.clone() {
-            received = self.receive(port, &on);
+            received = self.receive(port, &on, true);
             self.stock(port, &on);
         }
         self.assembler.flush_if_due(&port.rx[0], asked, &port.regions);

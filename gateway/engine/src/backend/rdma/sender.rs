@@ -1,11 +1,12 @@
 //! The TX task of a RoCE port, on its TX queue's core: each packet of a TX
-//! burst goes out as one SEND of the very buffer the application wrote,
+//! burst goes out as one SEND (with its immediate, where the application
+//! set one) of the very buffer the application wrote,
 //! lent to the device until its completion. While no connection is up the
 //! bursts wait in the queue's ring (an RC sender loses nothing; a full
 //! ring tells the application to slow down).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::connection::{Connection, Link};
 use super::verbs::{self, ibv_wc};
@@ -18,6 +19,9 @@ use crate::task::QueueTask;
 
 /// Completions taken per poll.
 const TX_BATCH: usize = 64;
+/// How long a closed connection's flushed SENDs are waited for before
+/// their buffers are given up on (kept out of the pool, and said so).
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 pub(super) struct Sender {
     link: Arc<Link>,
@@ -72,10 +76,11 @@ impl Sender {
         while (self.lent.lent() as u32) < self.depth && *next < burst.num_packets() {
             let index = *next;
             *next += 1;
+            let immediate = burst.immediate(index);
             let Some((_, token, offset, len)) = burst.take_segment(0, index) else { continue };
             let at = region.bytes(&token)[usize::from(offset)..].as_ptr();
             let buffer = token.index();
-            if let Err(e) = verbs::post_send(&connection.id, u64::from(buffer), at, len, self.lkey) {
+            if let Err(e) = verbs::post_send(&connection.id, u64::from(buffer), (at, len, self.lkey), immediate) {
                 tracing::warn!(port = port.name, "ibv_post_send: {e}");
                 region.release(token);
                 q.stats.dropped(DropReason::SendFailed, 1);
@@ -96,18 +101,29 @@ impl Sender {
         packets as usize
     }
 
-    /// Lets go of a closed connection: its queue pair in the error state,
-    /// so the device reads no buffer that goes back to the pool.
+    /// Lets go of a closed connection: its queue pair to the error state,
+    /// then every SEND's buffer back once the device has completed or
+    /// flushed it (the device may read a buffer until then).
     fn retire(&mut self, port: &Port) {
         let Some(old) = self.posted_on.take() else { return };
         verbs::to_error(&old.id);
-        self.reap(port, &old);
-        let unconfirmed = self.lent.lent() as u64;
-        if unconfirmed > 0 {
-            // Posted, never confirmed: the peer may or may not have them.
-            port.tx[0].stats.dropped(DropReason::SendFailed, unconfirmed);
+        // A flushed SEND counts as failed in `reap`: the peer may not have it.
+        let deadline = Instant::now() + FLUSH_WAIT;
+        while self.lent.lent() > 0 && Instant::now() < deadline {
+            if self.reap(port, &old) == 0 {
+                std::thread::yield_now();
+            }
         }
-        region(port).release_all(self.lent.reclaim_all());
+        if self.lent.lent() > 0 {
+            tracing::error!(
+                port = port.name,
+                buffers = self.lent.lent(),
+                "the device did not flush these send buffers within {FLUSH_WAIT:?}; they stay out of the pool"
+            );
+            port.tx[0].stats.dropped(DropReason::SendFailed, self.lent.lent() as u64);
+            // Forgotten, not released: the device may still read them.
+            self.lent = LentBuffers::keyed(region(port).num_bufs());
+        }
     }
 }
 
@@ -137,9 +153,11 @@ impl QueueTask for Sender {
     fn finish(&mut self, port: &Port) {
         // Wait briefly for what is in flight, so a clean stop confirms it.
         if let Some(connection) = self.posted_on.clone() {
-            let deadline = std::time::Instant::now() + Duration::from_millis(500);
-            while self.lent.lent() > 0 && std::time::Instant::now() < deadline {
-                self.reap(port, &connection);
+            let deadline = Instant::now() + Duration::from_millis(500);
+            while self.lent.lent() > 0 && Instant::now() < deadline {
+                if self.reap(port, &connection) == 0 {
+                    std::thread::yield_now();
+                }
             }
         }
         self.retire(port);

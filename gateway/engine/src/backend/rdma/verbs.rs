@@ -393,8 +393,14 @@ pub(super) fn accept(id: &CmId) -> io::Result<()> {
     Ok(())
 }
 
-/// Posts one signaled SEND of `len` bytes at `addr` (in `lkey`'s registration), tagged `wr_id`.
-pub(super) fn post_send(id: &CmId, wr_id: u64, addr: *const u8, len: u32, lkey: u32) -> io::Result<()> {
+/// Posts one signaled SEND of `len` bytes at `addr` (in `lkey`'s
+/// registration), tagged `wr_id`, with `immediate` if given (host order).
+pub(super) fn post_send(
+    id: &CmId,
+    wr_id: u64,
+    (addr, len, lkey): (*const u8, u32, u32),
+    immediate: Option<u32>,
+) -> io::Result<()> {
     let mut sge = sys::ibv_sge { addr: addr as u64, length: len, lkey };
     // SAFETY: all-zero is a valid work request; its fields are set below.
     let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
@@ -402,6 +408,10 @@ pub(super) fn post_send(id: &CmId, wr_id: u64, addr: *const u8, len: u32, lkey: 
     wr.sg_list = &mut sge;
     wr.num_sge = 1;
     wr.opcode = sys::ibv_wr_opcode::IBV_WR_SEND;
+    if let Some(immediate) = immediate {
+        wr.opcode = sys::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
+        wr.imm_data_invalidated_rkey_union.imm_data = immediate.to_be();
+    }
     wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
     let mut bad: *mut sys::ibv_send_wr = null_mut();
     // SAFETY: the id has a queue pair; the buffer lies in a live registration
@@ -435,6 +445,15 @@ pub(super) fn to_error(id: &CmId) {
 pub(super) fn disconnect(id: &CmId) {
     // SAFETY: the id is valid; disconnecting an id never connected only fails.
     unsafe { sys::rdma_disconnect(id.as_ptr()) };
+}
+
+/// The immediate a completed receive carried, in host order.
+pub(super) fn immediate(wc: &sys::ibv_wc) -> Option<u32> {
+    if wc.wc_flags & sys::ibv_wc_flags::IBV_WC_WITH_IMM.0 == 0 {
+        return None;
+    }
+    // SAFETY: with IBV_WC_WITH_IMM set, the union holds the immediate (both members are u32).
+    Some(u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }))
 }
 
 /// A zeroed completion array.
