@@ -58,9 +58,7 @@ command=$(printf '%q ' "$@")
 # Hugepages for DPDK and the engine's `huge` regions; the IOMMU on for vfio.
 append="intel_iommu=on hugepagesz=2M hugepages=768"
 exec_line="export DAQIRI_VM=1 PATH=$(printf %q "$PATH"); cd $(printf %q "$PWD") && $command"
-# Through a pipe: the VM's console reopens /dev/stdout, which would truncate
-# a log file that is our stdout and write over what came before the VM.
 ip netns exec "$netns" env PATH="$cache/venv/bin:$PATH" timeout "${DAQIRI_VM_TIMEOUT:-1800}" \
     vng --disable-kvm --run "$cache/kernel/boot/vmlinuz-$version" \
     --memory 4G --cpus 2 --rwdir="$PWD" --append "$append" \
-    --qemu-opts="${qemu[*]}" --exec "$exec_line" | cat
+    --qemu-opts="${qemu[*]}" --exec "$exec_line"
