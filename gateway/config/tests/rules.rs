@@ -816,6 +816,35 @@ fn roce_config_needs_roce_endpoints() {
     );
 }
 
+/// `SOCKET` made a RoCE ingest port whose sender is 10.0.0.2's queue pair 17.
+fn ingest(local_addr: &str) -> String {
+    let roce = edit(SOCKET, r#"local_addr: "udp://127.0.0.1:5001""#, &format!(r#"local_addr: "{local_addr}""#));
+    edit(
+        &roce,
+        "address: 127.0.0.1",
+        "address: 127.0.0.1\n      roce_config: { transport_mode: UC, ingest: { peer_ip: 10.0.0.2, peer_qpn: 17 } }",
+    )
+}
+
+#[test]
+fn a_roce_ingest_port_receives_from_its_sender_only() {
+    let valid = Document::parse(&ingest("roce://127.0.0.1")).unwrap().validate().expect("an ingest port");
+    let ring = valid.config().interfaces[0].roce_config.as_ref().unwrap().ingest.clone().unwrap();
+    assert_eq!((ring.peer_qpn, ring.peer_psn, ring.mtu), (17, 0, 1024), "defaults: PSN 0, MTU 1024");
+    let at = "daqiri.cfg.interfaces[0]";
+    assert_error(&ingest("roce://127.0.0.1:4791"), &format!("{at}.socket_config.local_addr"), "not to a port");
+    let mtu = edit(&ingest("roce://127.0.0.1"), "peer_qpn: 17", "peer_qpn: 17, mtu: 1500");
+    assert_error(&mtu, &format!("{at}.roce_config.ingest.mtu"), "valid: 256, 512, 1024, 2048, 4096");
+    let client = edit(&ingest("roce://127.0.0.1"), "mode: server", "mode: client");
+    assert_error(&client, &format!("{at}.socket_config.mode"), "waits for its sender");
+    let tx = edit(
+        &ingest("roce://127.0.0.1"),
+        "      rx:\n",
+        "      tx:\n        queues:\n        - { name: t, id: 0, cpu_core: 1, batch_size: 1, memory_regions: [rx] }\n      rx:\n",
+    );
+    assert_error(&tx, &format!("{at}.tx"), "only receives");
+}
+
 #[test]
 fn raw_only_features_are_rejected_on_sockets() {
     let yaml = edit(SOCKET, "      rx:\n", "      rx:\n        hardware_timestamps: true\n");

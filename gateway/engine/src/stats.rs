@@ -34,11 +34,14 @@ pub enum DropReason {
     NicMissed,
     /// The NIC received it damaged (DPDK `ierrors`: bad CRC, runt, ...).
     NicRxError,
+    /// Never arrived: the sender's sequence numbers skipped it (a RoCE
+    /// ingest ring's immediates), so it was lost on the way.
+    SequenceGap,
 }
 
 impl DropReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::NoFreePacketBuffers,
         DropReason::NoFreeBurstBuffers,
         DropReason::RingFull,
@@ -51,6 +54,7 @@ impl DropReason {
         DropReason::DeviceError,
         DropReason::NicMissed,
         DropReason::NicRxError,
+        DropReason::SequenceGap,
     ];
 
     /// The label value (`daqiri.drop.reason`).
@@ -68,6 +72,7 @@ impl DropReason {
             DropReason::DeviceError => "device_error",
             DropReason::NicMissed => "nic_missed",
             DropReason::NicRxError => "nic_rx_error",
+            DropReason::SequenceGap => "sequence_gap",
         }
     }
 
@@ -80,7 +85,9 @@ impl DropReason {
             DropReason::RingFull | DropReason::SocketOverflow | DropReason::NicMissed => Some(Status::NoSpaceAvailable),
             DropReason::Truncated => Some(Status::InvalidParameter),
             DropReason::UnmatchedFlow | DropReason::DropAllTraffic | DropReason::Flushed => None,
-            DropReason::SendFailed | DropReason::DeviceError | DropReason::NicRxError => Some(Status::GenericFailure),
+            DropReason::SendFailed | DropReason::DeviceError | DropReason::NicRxError | DropReason::SequenceGap => {
+                Some(Status::GenericFailure)
+            }
         }
     }
 

@@ -57,7 +57,7 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
             socket_keys(iface, config.endpoints(port), &path, &mut refuse);
         }
         if backend == InterfaceBackend::Roce {
-            roce_keys(iface, config.endpoints(port), &path, &mut refuse);
+            roce_keys(config, iface, config.endpoints(port), &path, &mut refuse);
         }
         #[cfg(feature = "af_xdp")]
         if backend == InterfaceBackend::AfXdp {
@@ -163,9 +163,11 @@ fn socket_keys(
 /// What the RoCE backend does so far: a port is one RC connection (a
 /// server accepting one peer at a time, or a client connecting to
 /// `remote_addr`), its SENDs received on one RX queue and sent from at most
-/// one TX queue, each message in one buffer of the queue's one region.
-/// Everything else is refused by path.
+/// one TX queue, each message in one buffer of the queue's one region; or
+/// an ingest ring (UC or RC), a region no other queue uses. Everything else
+/// is refused by path.
 fn roce_keys(
+    config: &ValidConfig,
     iface: &Interface,
     endpoints: Option<daqiri_config::SocketEndpoints>,
     path: &YamlPath,
@@ -177,11 +179,17 @@ fn roce_keys(
             "a RoCE client connects to remote_addr (roce://IP:PORT, our extension); DAQIRI's connect call from the application is not built yet".into(),
         );
     }
-    if iface.roce_config.as_ref().is_some_and(|r| r.transport_mode == daqiri_config::model::TransportMode::Uc) {
+    let ingest = iface.roce_config.as_ref().is_some_and(|r| r.ingest.is_some());
+    if !ingest
+        && iface.roce_config.as_ref().is_some_and(|r| r.transport_mode == daqiri_config::model::TransportMode::Uc)
+    {
         refuse(
             path.key("roce_config").key("transport_mode"),
-            "UC is not built yet: rdma_cm connects UC queue pairs in another port space than RC's; use RC".into(),
+            "UC through rdma_cm is not built yet (it connects UC queue pairs in another port space than RC's): use RC, or UC with roce_config.ingest".into(),
         );
+    }
+    if ingest {
+        ingest_ring_keys(config, iface, path, refuse);
     }
     let rx_queues = iface.rx.as_ref().map_or(&[][..], |rx| &rx.queues);
     let tx_queues = iface.tx.as_ref().map_or(&[][..], |tx| &tx.queues);
@@ -214,6 +222,45 @@ fn roce_keys(
                     ),
                 );
             }
+        }
+    }
+}
+
+/// An ingest ring is open to its sender's writes (`rdma_write`), and its
+/// pages are the sender's to write at any time, so no other queue may take
+/// buffers from its region.
+fn ingest_ring_keys(
+    config: &ValidConfig,
+    iface: &Interface,
+    path: &YamlPath,
+    refuse: &mut impl FnMut(YamlPath, String),
+) {
+    let Some(ring) = iface.rx.as_ref().and_then(|rx| rx.queues.first()).and_then(|q| q.memory_regions.first()) else {
+        return;
+    };
+    let regions = &config.config().memory_regions;
+    if let Some(index) = regions.iter().position(|r| &r.name == ring)
+        && !regions[index].access.contains(&daqiri_config::model::MemoryAccess::RdmaWrite)
+    {
+        refuse(
+            YamlPath::cfg().key("memory_regions").index(index).key("access"),
+            format!("region \"{ring}\" is an ingest ring its sender writes into: add rdma_write to its access list"),
+        );
+    }
+    let others = config.config().interfaces.iter().flat_map(|other| {
+        let rx = other.rx.iter().flat_map(|rx| &rx.queues).map(move |q| (other, "rx", q));
+        rx.chain(other.tx.iter().flat_map(|tx| &tx.queues).map(move |q| (other, "tx", q)))
+    });
+    for (other, direction, queue) in others {
+        let same = std::ptr::eq(other, iface) && direction == "rx";
+        if !same && queue.memory_regions.contains(ring) {
+            refuse(
+                path.key("rx").key("queues").index(0).key("memory_regions"),
+                format!(
+                    "region \"{ring}\" is an ingest ring its sender writes at any time; {direction} queue \"{}\" of \"{}\" uses it too: give the ring a region of its own",
+                    queue.name, other.name
+                ),
+            );
         }
     }
 }

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use daqiri::{Engine, Status};
-use daqiri_config::model::TransportMode;
+use daqiri::{DropReason, Engine, Status};
+use daqiri_config::model::{MemoryAccess, TransportMode};
 use daqiri_config::testing::{TestConfig, rx, tx};
 
 /// The soft-RoCE device's address in the VM.
@@ -152,6 +152,14 @@ fn none(_: u32) -> Option<u32> {
     None
 }
 
+/// A pyverbs peer: `/usr/bin/python3` (Debian's, which has pyverbs) on
+/// one of tests/vm's scripts, from the repository root.
+fn python(args: &[&str]) -> Command {
+    let mut command = Command::new("/usr/bin/python3");
+    command.args(args).current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    command
+}
+
 /// Checks the test runs in the VM, and shows the engine's log (the
 /// connection's events) in the test's output.
 fn in_the_vm() {
@@ -173,11 +181,7 @@ fn vm_rdma_rc_server_receives_every_send_of_a_pyverbs_peer_byte_exact() {
         .unwrap();
     let engine = Engine::new(config).unwrap();
     let count = 300u32;
-    let peer = Command::new("/usr/bin/python3")
-        .args(["tests/vm/rdma_send.py", "10.77.0.1", "18610", &count.to_string()])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .spawn()
-        .unwrap();
+    let peer = python(&["tests/vm/rdma_send.py", "10.77.0.1", "18610", &count.to_string()]).spawn().unwrap();
     let seen = receive_messages(&engine, 0, count);
     let sent = peer.wait_with_output().unwrap();
     assert!(sent.status.success(), "the pyverbs peer failed: {sent:?}");
@@ -195,9 +199,7 @@ fn vm_rdma_rc_server_receives_every_send_of_a_pyverbs_peer_byte_exact() {
 fn vm_rdma_rc_client_sends_every_tx_packet_to_a_pyverbs_server_byte_exact() {
     in_the_vm();
     let count = 300u32;
-    let mut peer = Command::new("/usr/bin/python3")
-        .args(["tests/vm/rdma_recv.py", "10.77.0.1", "18620", &count.to_string()])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    let mut peer = python(&["tests/vm/rdma_recv.py", "10.77.0.1", "18620", &count.to_string()])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -310,11 +312,7 @@ fn vm_rdma_a_client_whose_server_is_away_keeps_trying_and_the_other_ports_keep_s
         .unwrap();
     let engine = Engine::new(config).unwrap();
     let count = 100u32;
-    let peer = Command::new("/usr/bin/python3")
-        .args(["tests/vm/rdma_send.py", "10.77.0.1", "18650", &count.to_string()])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .spawn()
-        .unwrap();
+    let peer = python(&["tests/vm/rdma_send.py", "10.77.0.1", "18650", &count.to_string()]).spawn().unwrap();
     let seen = receive_messages(&engine, 0, count);
     assert!(peer.wait_with_output().unwrap().status.success());
     assert_messages(&seen, count, none);
@@ -340,4 +338,117 @@ fn vm_rdma_a_reader_that_stops_holds_the_sender_back_and_loses_nothing() {
     assert_messages(&seen, count, immediate_of);
     let server = &engine.stats().ports[0];
     assert!(server.rx_queues[0].stats.drops.iter().all(|&d| d == 0), "nothing dropped: {server:?}");
+}
+
+/// Bytes of frame `n`'s metadata record and data, as
+/// tests/vm/sensor_emulator.py writes them.
+const METADATA: usize = 128;
+
+fn sensor_frame(n: u32, length: usize) -> Vec<u8> {
+    (0..length).map(|i| ((n as usize * 31 + i) % 251) as u8).collect()
+}
+
+fn sensor_metadata(n: u32, length: usize) -> Vec<u8> {
+    let mut record = n.to_be_bytes().to_vec();
+    record.extend((length as u32).to_be_bytes());
+    record.extend(b"daqiri-sensor-emulator");
+    record.resize(METADATA, 0);
+    record
+}
+
+/// An ingest port on the soft-RoCE address whose ring (`pages` pages of
+/// `page_size`) the queue pair `peer_qpn` there writes over `transport`.
+fn ingest(peer_qpn: u32, transport: TransportMode, (pages, page_size): (u32, u64)) -> TestConfig {
+    let mut config = TestConfig::roce_ingest(RXE_ADDR.into(), (RXE_ADDR.into(), peer_qpn), transport)
+        .master_core(0)
+        .region("ring", pages, page_size)
+        .rx_queue(rx(0, "ring").core(1).batch(4).timeout_us(2000));
+    config.model_mut().memory_regions[0].access = vec![MemoryAccess::Local, MemoryAccess::RdmaWrite];
+    config
+}
+
+/// The emulated sensor sends `frames` frames over `transport`, leaving out
+/// `withheld`; the ingest port delivers each other one as its page, byte
+/// exact, in order, with its immediate, and counts the withheld as lost.
+fn ingest_from_an_emulated_sensor(transport: TransportMode) {
+    in_the_vm();
+    let (frames, withheld) = (120u32, [7u32, 8, 50]);
+    let kind = if transport == TransportMode::Uc { "UC" } else { "RC" };
+    let list = withheld.map(|n| n.to_string()).join(",");
+    let mut sensor = python(&["tests/vm/sensor_emulator.py", "rxe0", "10.77.0.1", kind, &frames.to_string(), &list])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = std::io::BufReader::new(sensor.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut said, &mut line).unwrap();
+    let peer_qpn: u32 = line.trim().strip_prefix("qpn ").and_then(|n| n.parse().ok()).expect(&line);
+    let page_size = 8192u64;
+    let engine = Engine::new(ingest(peer_qpn, transport, (64, page_size)).validate().unwrap()).unwrap();
+    // What a control plane programs the sensor with, from the status.
+    let link = engine.stats().ports[0].link.clone();
+    let roce = link.roce.as_ref().expect("a RoCE link");
+    let ring = roce.ingest.as_ref().expect("an ingest ring");
+    assert_eq!((roce.device.as_str(), ring.base, ring.page_size, ring.pages), ("rxe0", 0, page_size, 64), "{roce:?}");
+    assert_eq!(ring.transport, kind);
+    let programme = format!("qpn {} rkey {} page_size {} pages {}\n", ring.qpn, ring.rkey, ring.page_size, ring.pages);
+    std::io::Write::write_all(sensor.stdin.as_mut().unwrap(), programme.as_bytes()).unwrap();
+
+    let expected: Vec<u32> = (0..frames).filter(|n| !withheld.contains(n)).collect();
+    let (mut seen, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
+    let data = page_size as usize - METADATA;
+    while seen.len() < expected.len() && Instant::now() < deadline {
+        let Some(burst) = engine.get_rx_burst(0, 0).unwrap() else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        for packet in burst.packets() {
+            let n = packet.immediate().expect("every frame carries its sequence number");
+            let page = packet.data();
+            assert_eq!(page.len(), page_size as usize, "frame {n} is its whole page");
+            assert!(page[..data] == sensor_frame(n, data)[..], "frame {n}'s data arrives byte exact");
+            assert_eq!(page[data..], sensor_metadata(n, data)[..], "frame {n}'s metadata");
+            seen.push(n);
+        }
+    }
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut said, &mut rest).unwrap();
+    assert!(sensor.wait().unwrap().success(), "the emulated sensor failed: {rest}");
+    assert!(rest.contains(&format!("sent {} frames", expected.len())), "{rest}");
+    assert_eq!(seen, expected, "every frame sent arrives, in order");
+    let port = &engine.stats().ports[0];
+    let lost = port.rx_port_drops.drops(DropReason::SequenceGap);
+    assert_eq!(lost, withheld.len() as u64, "the withheld frames are counted lost: {port:?}");
+    assert_eq!(port.rx_port_drops.drops(DropReason::NoFreePacketBuffers), 0, "no page overwritten while held");
+    let counters: Vec<&str> = port.link.nic_counters.iter().map(|(name, _)| name.as_str()).collect();
+    assert!(counters.contains(&"rcvd_pkts"), "the device's hw_counters are shown: {counters:?}");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_ingest_delivers_an_emulated_uc_sensors_frames_byte_exact_and_counts_the_withheld() {
+    ingest_from_an_emulated_sensor(TransportMode::Uc);
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_ingest_delivers_an_emulated_rc_senders_frames_byte_exact_and_counts_the_withheld() {
+    ingest_from_an_emulated_sensor(TransportMode::Rc);
+}
+
+#[test]
+fn an_ingest_ring_shared_with_another_queue_or_closed_to_writes_is_refused_by_path() {
+    let mut config = ingest(1, TransportMode::Uc, (64, 8192)).and(
+        TestConfig::roce_server(SocketAddr::from((RXE_ADDR, 18_613)))
+            .rx_queue(rx(0, "ring").core(1))
+            .interface_named("server"),
+    );
+    config.model_mut().memory_regions[0].access = vec![MemoryAccess::Local];
+    let err = Engine::from_yaml(&config.yaml()).expect_err("refused");
+    assert_eq!(err.status, Status::NotSupported, "{err}");
+    for path in ["daqiri.cfg.interfaces[0].rx.queues[0].memory_regions", "daqiri.cfg.memory_regions[0].access"] {
+        assert!(err.message.contains(path), "names {path}: {err}");
+    }
+    assert!(err.message.contains("rx queue \"q0\" of \"server\""), "names the other queue: {err}");
 }

@@ -165,6 +165,11 @@ impl Telemetry {
             "Bytes waiting in the kernel's receive buffers of a socket port, not yet read",
             kernel_backlog,
         );
+        series_gauge(
+            "daqiri.roce.ingest.pages",
+            "Pages in a RoCE ingest ring, labelled with what its sender is programmed with (QPN, rkey, GID, page size)",
+            ingest_rings,
+        );
         series_gauge("daqiri.reorder.open_batches", "Batches a reorder plan is filling now", |s| {
             plan_series(s, |p| vec![("open", u64::from(p.open_batches))])
         });
@@ -280,6 +285,25 @@ fn nic_counters(stats: &EngineStats) -> Series {
             labels.push(KeyValue::new("daqiri.nic.counter.name", name.clone()));
             series.push((*value, labels));
         }
+    }
+    series
+}
+
+fn ingest_rings(stats: &EngineStats) -> Series {
+    let mut series = Vec::new();
+    for p in &stats.ports {
+        let Some(roce) = &p.link.roce else { continue };
+        let Some(ring) = &roce.ingest else { continue };
+        let mut labels = port_labels(p, "0".into());
+        labels.extend([
+            KeyValue::new("daqiri.roce.device", roce.device.clone()),
+            KeyValue::new("daqiri.roce.gid", roce.gid.to_string()),
+            KeyValue::new("daqiri.roce.qpn", i64::from(ring.qpn)),
+            KeyValue::new("daqiri.roce.rkey", i64::from(ring.rkey)),
+            KeyValue::new("daqiri.roce.page_size", ring.page_size as i64),
+            KeyValue::new("daqiri.roce.transport", ring.transport),
+        ]);
+        series.push((u64::from(ring.pages), labels));
     }
     series
 }

@@ -70,6 +70,32 @@ pub enum SocketMode {
 pub struct RoceConfig {
     /// RDMA transport.
     pub transport_mode: TransportMode,
+    /// Our extension: the RX queue is an instrument's ring, its queue pair
+    /// set up by hand instead of through `rdma_cm` (DAQIRI has no such key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest: Option<RoceIngest>,
+}
+
+/// `roce_config.ingest`: a sender programmed out of band (an FPGA, a
+/// sensor) writes into the RX queue's region, a ring of pages registered
+/// for remote write at address 0, and ends each page with an RDMA WRITE
+/// with immediate whose immediate is the page's sequence number.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RoceIngest {
+    /// The sender's IP address (its RoCE v2 GID follows from it).
+    pub peer_ip: std::net::IpAddr,
+    /// The sender's queue pair number.
+    pub peer_qpn: u32,
+    /// The first packet sequence number the sender uses.
+    #[serde(default)]
+    pub peer_psn: u32,
+    /// Path MTU in bytes: 256, 512, 1024, 2048 or 4096.
+    #[serde(default = "default_ingest_mtu")]
+    pub mtu: u32,
+}
+
+fn default_ingest_mtu() -> u32 {
+    1024
 }
 
 /// `roce_config.transport_mode`.

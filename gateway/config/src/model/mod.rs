@@ -12,7 +12,7 @@ mod reorder;
 mod scalar;
 
 pub use flow::{ActionType, Ecpri, FlexItem, Flow, FlowAction, FlowClass, FlowMatch, Tunnel, TunnelType};
-pub use interface::{Interface, RoceConfig, RxConfig, SocketConfig, SocketMode, TransportMode, TxConfig};
+pub use interface::{Interface, RoceConfig, RoceIngest, RxConfig, SocketConfig, SocketMode, TransportMode, TxConfig};
 pub use memory::{MemoryAccess, MemoryKind, MemoryRegion};
 pub use queue::{PollMode, Queue, TxOffload};
 pub use reorder::{

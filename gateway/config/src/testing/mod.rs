@@ -99,9 +99,28 @@ impl TestConfig {
         built.rc()
     }
 
+    /// A RoCE interface `ingest` on `local`, its RX queue the ring that
+    /// the sender at `peer` (queue pair `peer_qpn`) writes over `transport`.
+    pub fn roce_ingest(
+        local: std::net::IpAddr,
+        (peer, peer_qpn): (std::net::IpAddr, u32),
+        transport: crate::model::TransportMode,
+    ) -> Self {
+        let mut built = Self::socket_server(&format!("roce://{local}"));
+        for interface in &mut built.config.interfaces {
+            interface.name = "ingest".into();
+            interface.roce_config = Some(crate::model::RoceConfig {
+                transport_mode: transport,
+                ingest: Some(crate::model::RoceIngest { peer_ip: peer, peer_qpn, peer_psn: 0, mtu: 1024 }),
+            });
+        }
+        built
+    }
+
     fn rc(mut self) -> Self {
         for interface in &mut self.config.interfaces {
-            interface.roce_config = Some(crate::model::RoceConfig { transport_mode: crate::model::TransportMode::Rc });
+            interface.roce_config =
+                Some(crate::model::RoceConfig { transport_mode: crate::model::TransportMode::Rc, ingest: None });
         }
         self
     }

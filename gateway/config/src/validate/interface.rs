@@ -2,7 +2,7 @@
 
 use crate::diagnostic::{Report, YamlPath};
 use crate::endpoint::{Endpoint, Transport};
-use crate::model::{EngineConfig, EngineKind, Interface, Loopback, SocketConfig, SocketMode, StreamType};
+use crate::model::{EngineConfig, EngineKind, Interface, Loopback, RoceIngest, SocketConfig, SocketMode, StreamType};
 use crate::valid::{InterfaceBackend, Link, SocketEndpoints};
 
 use super::context::InterfaceCtx;
@@ -22,11 +22,14 @@ pub(super) fn check_interfaces(config: &EngineConfig, report: &mut Report) -> Ve
             let endpoints = iface
                 .socket_config
                 .as_ref()
-                .and_then(|s| socket_endpoints(config, s, &path.key("socket_config"), report));
+                .and_then(|s| socket_endpoints(config, (s, is_ingest(iface)), &path.key("socket_config"), report));
             let backend = resolve_backend(config, iface, endpoints.as_ref(), &path, report);
             check_address(config, iface, backend, &path, report);
             if iface.roce_config.is_some() && backend != InterfaceBackend::Roce {
                 report.error(&path.key("roce_config"), "roce_config applies only to interfaces with roce:// endpoints");
+            }
+            if let Some(ingest) = iface.roce_config.as_ref().and_then(|r| r.ingest.as_ref()) {
+                check_roce_ingest(iface, ingest, &path, report);
             }
             if iface.rx.is_none() && iface.tx.is_none() {
                 report.warn(&path, format!("interface \"{}\" has neither rx nor tx queues", iface.name));
@@ -40,6 +43,35 @@ pub(super) fn check_interfaces(config: &EngineConfig, report: &mut Report) -> Ve
             Link::resolve(backend, endpoints, &iface.address)
         })
         .collect()
+}
+
+/// An ingest port only receives, from the peer its `ingest` names: no
+/// connection to make, nothing to send.
+fn check_roce_ingest(iface: &Interface, ingest: &RoceIngest, path: &YamlPath, report: &mut Report) {
+    let at = path.key("roce_config").key("ingest");
+    if ![256, 512, 1024, 2048, 4096].contains(&ingest.mtu) {
+        report.error(&at.key("mtu"), format!("{} is no RDMA path MTU; valid: 256, 512, 1024, 2048, 4096", ingest.mtu));
+    }
+    if let Some(socket) = &iface.socket_config {
+        if socket.mode != SocketMode::Server {
+            report.error(
+                &path.key("socket_config").key("mode"),
+                "an ingest port waits for its sender: mode server (the peer is roce_config.ingest.peer_ip)",
+            );
+        }
+        if socket.remote_addr.is_some() || socket.remote_ip.is_some() {
+            report.error(
+                &path.key("socket_config").key("remote_addr"),
+                "an ingest port connects to no one: its sender is roce_config.ingest.peer_ip",
+            );
+        }
+    }
+    if iface.tx.is_some() {
+        report.error(&path.key("tx"), "an ingest port only receives: its queue pair never sends");
+    }
+    if iface.rx.as_ref().is_none_or(|rx| rx.queues.len() != 1) {
+        report.error(&path.key("rx").key("queues"), "an ingest port has one RX queue: the ring its sender writes");
+    }
 }
 
 fn resolve_backend(
@@ -162,9 +194,16 @@ fn netdev_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `iface` is a RoCE ingest port (`roce_config.ingest`).
+fn is_ingest(iface: &Interface) -> bool {
+    iface.roce_config.as_ref().is_some_and(|r| r.ingest.is_some())
+}
+
+/// The endpoints of `socket` (an ingest port's, if `ingest`: its sender
+/// reaches its queue pair, not a port, so it has none).
 fn socket_endpoints(
     config: &EngineConfig,
-    socket: &SocketConfig,
+    (socket, ingest): (&SocketConfig, bool),
     path: &YamlPath,
     report: &mut Report,
 ) -> Option<SocketEndpoints> {
@@ -241,7 +280,13 @@ fn socket_endpoints(
         SocketMode::Server if local.is_none() => {
             report.error(&path.key("local_addr"), "server mode needs local_addr (the address to bind)");
         }
-        SocketMode::Server if local.is_some_and(|l| l.port.is_none()) => {
+        SocketMode::Server if ingest && local.is_some_and(|l| l.port.is_some()) => {
+            report.error(
+                &path.key("local_addr"),
+                "an ingest port's sender writes to its queue pair, not to a port: give roce://IP",
+            );
+        }
+        SocketMode::Server if !ingest && local.is_some_and(|l| l.port.is_none()) => {
             report.error(&path.key("local_addr"), "server mode needs a port in local_addr");
         }
         SocketMode::Server if local.is_some_and(|l| l.port == Some(0)) => {

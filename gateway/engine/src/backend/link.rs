@@ -21,6 +21,8 @@ pub struct LinkStats {
     pub nic_counters: Vec<(String, u64)>,
     /// An AF_XDP port's XDP program and sockets.
     pub af_xdp: Option<AfXdpLink>,
+    /// A RoCE port's device, and the ring an ingest port's sender writes.
+    pub roce: Option<RoceLink>,
 }
 
 /// How an AF_XDP port moves frames.
@@ -42,4 +44,34 @@ pub struct AfXdpSocket {
     pub mode: &'static str,
     /// The socket's busy-poll time in microseconds, when it busy-polls.
     pub busy_poll_us: Option<u32>,
+}
+
+/// Where a RoCE port lives on its RDMA device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoceLink {
+    /// The RDMA device (`rxe0`, `mlx5_0`).
+    pub device: String,
+    /// Its port number.
+    pub port: u8,
+    /// Our RoCE v2 GID (the address's IPv4-mapped form for IPv4).
+    pub gid: std::net::Ipv6Addr,
+    /// An ingest port's queue pair and ring: what its sender is programmed with.
+    pub ingest: Option<IngestRing>,
+}
+
+/// The values a sender (an FPGA, a sensor) writes an ingest port's ring with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestRing {
+    /// The queue pair number its packets go to.
+    pub qpn: u32,
+    /// The remote key of the ring's registration.
+    pub rkey: u32,
+    /// The ring's first byte as the sender addresses it (0: registered at IOVA 0).
+    pub base: u64,
+    /// Bytes per page: one frame each, its last bytes the sender's metadata.
+    pub page_size: u64,
+    /// Pages in the ring; the frame with immediate `n` is page `n % pages`.
+    pub pages: u32,
+    /// `UC` or `RC`.
+    pub transport: &'static str,
 }

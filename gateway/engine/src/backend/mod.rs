@@ -19,7 +19,7 @@ pub(crate) use af_xdp::{
     MAX_RSS_QUEUES as AF_XDP_MAX_RSS_QUEUES, MAX_RULES as AF_XDP_MAX_RULES, MAX_SOCKETS as AF_XDP_MAX_SOCKETS,
 };
 pub(crate) use driver::PortDriver;
-pub use link::{AfXdpLink, AfXdpSocket, LinkStats};
+pub use link::{AfXdpLink, AfXdpSocket, IngestRing, LinkStats, RoceLink};
 pub(crate) use socket::reuseport_group as udp_reuseport_group;
 
 use daqiri_config::{InterfaceBackend, Link, ValidConfig};
@@ -43,8 +43,7 @@ pub(crate) fn open(config: &ValidConfig, port: &Port, regions: &RegionTable) -> 
         #[cfg(feature = "rdma")]
         Link::Roce(endpoints) => {
             let roce = config.config().interfaces[port.id as usize].roce_config.as_ref();
-            let transport = roce.map_or(daqiri_config::model::TransportMode::Rc, |r| r.transport_mode);
-            rdma::open(*endpoints, transport, port, regions)
+            rdma::open(*endpoints, roce, port, regions)
         }
         other => Err(Error::new(
             Status::NotSupported,

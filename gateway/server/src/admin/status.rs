@@ -61,6 +61,58 @@ pub(crate) struct InterfaceStatus {
     /// AF_XDP interfaces: how the XDP program runs and how each socket moves frames.
     #[serde(skip_serializing_if = "Option::is_none")]
     af_xdp: Option<AfXdpStatus>,
+    /// RoCE interfaces: the RDMA device, and an ingest port's ring.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    roce: Option<RoceStatus>,
+}
+
+/// Where a RoCE interface lives on its RDMA device.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct RoceStatus {
+    /// The RDMA device (`rxe0`, `mlx5_0`).
+    device: String,
+    /// Its port number.
+    port: u8,
+    /// Our RoCE v2 GID.
+    gid: String,
+    /// An ingest port's ring: what its sender is programmed with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ingest: Option<IngestStatus>,
+}
+
+/// The values an instrument writes an ingest port's ring with.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct IngestStatus {
+    /// `UC` or `RC`.
+    transport: &'static str,
+    /// Queue pair number the sender's packets go to.
+    qpn: u32,
+    /// Remote key of the ring's registration.
+    rkey: u32,
+    /// The ring's first byte as the sender addresses it.
+    base: u64,
+    /// Bytes per page (one frame).
+    page_size: u64,
+    /// Pages in the ring; the frame with immediate `n` is page `n % pages`.
+    pages: u32,
+}
+
+impl From<&daqiri::RoceLink> for RoceStatus {
+    fn from(link: &daqiri::RoceLink) -> Self {
+        Self {
+            device: link.device.clone(),
+            port: link.port,
+            gid: link.gid.to_string(),
+            ingest: link.ingest.as_ref().map(|r| IngestStatus {
+                transport: r.transport,
+                qpn: r.qpn,
+                rkey: r.rkey,
+                base: r.base,
+                page_size: r.page_size,
+                pages: r.pages,
+            }),
+        }
+    }
 }
 
 /// An AF_XDP interface's data path.
@@ -213,6 +265,7 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
                 })
                 .collect(),
             af_xdp: p.link.af_xdp.as_ref().map(AfXdpStatus::from),
+            roce: p.link.roce.as_ref().map(RoceStatus::from),
         })
         .collect();
     Json(Status {

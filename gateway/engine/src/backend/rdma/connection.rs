@@ -21,8 +21,9 @@ pub(super) struct Device {
     /// (region index, its registration).
     pub(super) registrations: Vec<(u16, MemoryRegistration)>,
     pub(super) pd: ProtectionDomain,
-    /// The server's listener, or the client's first bound id.
-    #[expect(dead_code, reason = "held, not read: it listens, or keeps the device open, until dropped")]
+    /// The server's listener, or the first id bound to the local address
+    /// (a client's, an ingest port's): it listens, or keeps the device
+    /// open, until dropped.
     pub(super) anchor: CmId,
     pub(super) channel: Arc<EventChannel>,
 }

@@ -10,23 +10,28 @@
 //! the application as one packet of its received length; a TX packet goes
 //! out as one SEND of the buffer the application wrote.
 //!
-//! What is not built yet (UC, several queues, WRITE and READ,
-//! queue pairs programmed by hand) is refused by path in [`crate::support`].
+//! An ingest port ([`ingest`], `roce_config.ingest`) is instead a ring an
+//! instrument writes into, its queue pair set up by hand.
+//!
+//! What is not built yet (UC through `rdma_cm`, several queues, WRITE and
+//! READ from TX) is refused by path in [`crate::support`].
 
 mod connection;
+mod ingest;
 mod manager;
 mod receiver;
 mod sender;
+mod sysfs;
 mod verbs;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use daqiri_config::SocketEndpoints;
-use daqiri_config::model::{MemoryAccess, SocketMode, TransportMode};
+use daqiri_config::model::{MemoryAccess, RoceConfig, SocketMode, TransportMode};
 
 use super::driver::PortDriver;
-use super::link::LinkStats;
+use super::link::{LinkStats, RoceLink};
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::port::Port;
@@ -40,7 +45,7 @@ use sender::Sender;
 use verbs::{CmId, EventChannel, MemoryRegistration, ProtectionDomain};
 
 /// Most receives posted at once (a smaller region posts all its buffers).
-const RECV_DEPTH: u32 = 1024;
+pub(super) const RECV_DEPTH: u32 = 1024;
 /// Most SENDs outstanding.
 const SEND_DEPTH: u32 = 256;
 
@@ -50,9 +55,11 @@ pub(super) struct RdmaDriver {
     manager: std::sync::Mutex<Option<Manager>>,
     device: Arc<Device>,
     link: Arc<Link>,
+    /// The device port, for the status.
+    place: Option<RoceLink>,
 }
 
-fn refused(message: String) -> Error {
+pub(super) fn refused(message: String) -> Error {
     Error::new(Status::NotSupported, message)
 }
 
@@ -80,10 +87,11 @@ fn queue_region(port: &Port, queue: &Queue, regions: &RegionTable) -> Result<u16
 }
 
 /// Opens a RoCE port: the event channel, the listener (server) or a first
-/// bound id (client, to find the device), and the regions' registrations.
+/// bound id (client and ingest, to find the device), and the regions'
+/// registrations.
 pub(super) fn open(
     endpoints: SocketEndpoints,
-    transport: TransportMode,
+    roce: Option<&RoceConfig>,
     port: &Port,
     regions: &RegionTable,
 ) -> Result<Box<dyn PortDriver>> {
@@ -97,6 +105,12 @@ pub(super) fn open(
     }
     used.dedup();
     let channel = Arc::new(EventChannel::new().map_err(|e| invalid(e.to_string()))?);
+    let transport = roce.map_or(TransportMode::Rc, |r| r.transport_mode);
+    if let Some(ingest) = roce.and_then(|r| r.ingest.as_ref()) {
+        let anchor = CmId::bound(&channel, local.ip).map_err(|e| invalid(e.to_string()))?;
+        let device = open_device(port, regions, used, (anchor, channel), Some(0))?;
+        return ingest::open(port, local.ip, ingest, transport, device);
+    }
     let (role, anchor) = match endpoints.mode {
         SocketMode::Server => {
             let listener = CmId::listen(&channel, local.socket_addr()).map_err(|e| invalid(e.to_string()))?;
@@ -110,20 +124,7 @@ pub(super) fn open(
             (Role::Client { local: local.ip, remote, resolving: None, retry_at: Instant::now(), failures: 0 }, bound)
         }
     };
-    let context = anchor
-        .verbs()
-        .ok_or_else(|| invalid(format!("{} is no RDMA device's address; give the address of one", local.ip)))?;
-    let pd = ProtectionDomain::new(context).map_err(|e| invalid(e.to_string()))?;
-    let registrations = used
-        .into_iter()
-        .map(|index| {
-            MemoryRegistration::of_region(&pd, regions.get(index), verbs::IBV_ACCESS_LOCAL_WRITE.0)
-                .expect("host memory, checked above")
-                .map(|mr| (index, mr))
-                .map_err(|e| invalid(e.to_string()))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let device = Arc::new(Device { registrations, pd, anchor, channel });
+    let device = open_device(port, regions, used, (anchor, channel), None)?;
     // UC is refused by path (crate::support) until its port space is built.
     debug_assert_eq!(transport, TransportMode::Rc);
     let recv_depth = regions.get(rx.segment_regions[0]).num_bufs().min(RECV_DEPTH);
@@ -136,7 +137,40 @@ pub(super) fn open(
         Arc::clone(&device),
     );
     tracing::info!(port = port.name, local = %local.socket_addr(), mode = ?endpoints.mode, "RoCE port open");
-    Ok(Box::new(RdmaDriver { manager: std::sync::Mutex::new(Some(manager)), device, link }))
+    let place = verbs::DevicePort::of(&device.anchor).map(|place| RoceLink {
+        device: place.device_name(),
+        port: place.port_num,
+        gid: sysfs::gid_of(local.ip),
+        ingest: None,
+    });
+    Ok(Box::new(RdmaDriver { manager: std::sync::Mutex::new(Some(manager)), device, link, place }))
+}
+
+/// The device `anchor` found: its protection domain and the registrations
+/// of the regions `used`, at device address `iova` where given.
+fn open_device(
+    port: &Port,
+    regions: &RegionTable,
+    used: Vec<u16>,
+    (anchor, channel): (CmId, Arc<EventChannel>),
+    iova: Option<u64>,
+) -> Result<Arc<Device>> {
+    let invalid =
+        |what: String| Error::new(Status::InvalidParameter, format!("RoCE interface \"{}\": {what}", port.name));
+    let context = anchor
+        .verbs()
+        .ok_or_else(|| invalid("its local_addr is no RDMA device's address; give the address of one".into()))?;
+    let pd = ProtectionDomain::new(context).map_err(|e| invalid(e.to_string()))?;
+    let registrations = used
+        .into_iter()
+        .map(|index| {
+            MemoryRegistration::of_region(&pd, regions.get(index), iova)
+                .expect("host memory, checked by queue_region")
+                .map(|mr| (index, mr))
+                .map_err(|e| invalid(e.to_string()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Arc::new(Device { registrations, pd, anchor, channel }))
 }
 
 impl PortDriver for RdmaDriver {
@@ -157,6 +191,12 @@ impl PortDriver for RdmaDriver {
 
     fn link_stats(&self) -> LinkStats {
         let state = self.link.state();
-        LinkStats { peer: state.peer, connected: Some(state.connected), ..LinkStats::default() }
+        LinkStats {
+            peer: state.peer,
+            connected: Some(state.connected),
+            nic_counters: self.place.as_ref().map(|p| sysfs::hw_counters(&p.device, p.port)).unwrap_or_default(),
+            roce: self.place.clone(),
+            ..LinkStats::default()
+        }
     }
 }

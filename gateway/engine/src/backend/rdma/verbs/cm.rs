@@ -1,9 +1,6 @@
-//! The RDMA objects a RoCE port owns, each freed on drop in the order the
-//! verbs require: the only place this backend calls rdma-core. rdma-sys
-//! gives the raw bindings; nothing on crates.io wraps `rdma_cm` and verbs
-//! with owned handles over memory that is not its own, so these do.
-
-#![allow(unsafe_code)]
+//! Connections through `rdma_cm`: the event channel, ids that listen,
+//! bind, resolve and connect, and the work requests posted on their
+//! queue pairs.
 
 use std::io;
 use std::net::SocketAddr;
@@ -11,12 +8,7 @@ use std::ptr::{NonNull, null_mut};
 
 use rdma_sys as sys;
 
-use crate::memory::Region;
-
-fn last_error(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
+use super::{CompletionQueue, ProtectionDomain, last_error, post_receive_on, qp_to_error};
 
 /// `sockaddr_in`/`sockaddr_in6` of `addr`, as rdma_cm takes it.
 fn sockaddr(addr: SocketAddr) -> libc::sockaddr_storage {
@@ -50,7 +42,7 @@ fn sockaddr(addr: SocketAddr) -> libc::sockaddr_storage {
 
 /// An `rdma_cm` event channel, non-blocking, so a worker polls it.
 #[derive(Debug)]
-pub(super) struct EventChannel(NonNull<sys::rdma_event_channel>);
+pub(crate) struct EventChannel(NonNull<sys::rdma_event_channel>);
 
 // SAFETY: the channel is used by one thread at a time (the task that owns it).
 unsafe impl Send for EventChannel {}
@@ -58,7 +50,7 @@ unsafe impl Send for EventChannel {}
 unsafe impl Sync for EventChannel {}
 
 impl EventChannel {
-    pub(super) fn new() -> io::Result<Self> {
+    pub(crate) fn new() -> io::Result<Self> {
         // SAFETY: no arguments; the result is checked.
         let channel = NonNull::new(unsafe { sys::rdma_create_event_channel() }).ok_or_else(|| {
             last_error("rdma_create_event_channel (is an RDMA device present, and /dev/infiniband/rdma_cm readable?)")
@@ -77,7 +69,7 @@ impl EventChannel {
 
     /// The next event, if one is waiting. It is acknowledged before this
     /// returns; a connect request's new id is then the caller's.
-    pub(super) fn next(&self) -> io::Result<Option<CmEvent>> {
+    pub(crate) fn next(&self) -> io::Result<Option<CmEvent>> {
         let mut event: *mut sys::rdma_cm_event = null_mut();
         // SAFETY: the channel is valid; `event` receives an event we ack below.
         if unsafe { sys::rdma_get_cm_event(self.0.as_ptr(), &mut event) } != 0 {
@@ -104,18 +96,18 @@ impl Drop for EventChannel {
 
 /// One `rdma_cm` event.
 #[derive(Debug)]
-pub(super) struct CmEvent {
-    pub(super) kind: u32,
+pub(crate) struct CmEvent {
+    pub(crate) kind: u32,
     /// The id it concerns (compare with [`CmId::is`]).
-    pub(super) id: *mut sys::rdma_cm_id,
-    pub(super) status: i32,
+    pub(crate) id: *mut sys::rdma_cm_id,
+    pub(crate) status: i32,
     /// A connect request's new id, now owned.
-    pub(super) request: Option<CmId>,
+    pub(crate) request: Option<CmId>,
 }
 
 /// An `rdma_cm` id: a listener, or one accepted connection with its queue pair.
 #[derive(Debug)]
-pub(super) struct CmId(NonNull<sys::rdma_cm_id>);
+pub(crate) struct CmId(NonNull<sys::rdma_cm_id>);
 
 // SAFETY: one owner drives the id; rdma_cm ids are not tied to a thread.
 unsafe impl Send for CmId {}
@@ -124,7 +116,7 @@ unsafe impl Sync for CmId {}
 
 impl CmId {
     /// An id listening on `addr` (reliable or unreliable connected queue pairs).
-    pub(super) fn listen(channel: &EventChannel, addr: SocketAddr) -> io::Result<Self> {
+    pub(crate) fn listen(channel: &EventChannel, addr: SocketAddr) -> io::Result<Self> {
         let id = Self::create(channel)?;
         let mut storage = sockaddr(addr);
         // SAFETY: the id is valid; `storage` holds a sockaddr of addr's family.
@@ -139,7 +131,7 @@ impl CmId {
     }
 
     /// A client's id, bound to `local` (an RDMA device's address), any port.
-    pub(super) fn bound(channel: &EventChannel, local: std::net::IpAddr) -> io::Result<Self> {
+    pub(crate) fn bound(channel: &EventChannel, local: std::net::IpAddr) -> io::Result<Self> {
         let id = Self::create(channel)?;
         let mut storage = sockaddr(SocketAddr::new(local, 0));
         // SAFETY: the id is valid; `storage` holds a sockaddr of local's family.
@@ -161,7 +153,7 @@ impl CmId {
     }
 
     /// Starts resolving `remote` to a device path; ADDR_RESOLVED (or an error event) follows.
-    pub(super) fn resolve_addr(&self, remote: SocketAddr, timeout_ms: i32) -> io::Result<()> {
+    pub(crate) fn resolve_addr(&self, remote: SocketAddr, timeout_ms: i32) -> io::Result<()> {
         let mut storage = sockaddr(remote);
         // SAFETY: the id is bound; no source address (the bound one is used).
         if unsafe { sys::rdma_resolve_addr(self.0.as_ptr(), null_mut(), (&raw mut storage).cast(), timeout_ms) } != 0 {
@@ -171,7 +163,7 @@ impl CmId {
     }
 
     /// Starts resolving the route; ROUTE_RESOLVED (or an error event) follows.
-    pub(super) fn resolve_route(&self, timeout_ms: i32) -> io::Result<()> {
+    pub(crate) fn resolve_route(&self, timeout_ms: i32) -> io::Result<()> {
         // SAFETY: the id's address is resolved.
         if unsafe { sys::rdma_resolve_route(self.0.as_ptr(), timeout_ms) } != 0 {
             return Err(last_error("rdma_resolve_route"));
@@ -180,7 +172,7 @@ impl CmId {
     }
 
     /// Starts connecting (its queue pair created); ESTABLISHED (or an error event) follows.
-    pub(super) fn connect(&self) -> io::Result<()> {
+    pub(crate) fn connect(&self) -> io::Result<()> {
         let mut param = connection_parameters();
         // SAFETY: the id's route is resolved and it has its queue pair.
         if unsafe { sys::rdma_connect(self.0.as_ptr(), &mut param) } != 0 {
@@ -190,22 +182,34 @@ impl CmId {
     }
 
     /// The device context the id is bound to (`None` for a wildcard address).
-    pub(super) fn verbs(&self) -> Option<NonNull<sys::ibv_context>> {
+    pub(crate) fn verbs(&self) -> Option<NonNull<sys::ibv_context>> {
         // SAFETY: the id is valid.
         NonNull::new(unsafe { self.0.as_ref().verbs })
     }
 
-    pub(super) fn as_ptr(&self) -> *mut sys::rdma_cm_id {
+    pub(crate) fn as_ptr(&self) -> *mut sys::rdma_cm_id {
         self.0.as_ptr()
     }
 
+    /// The id's queue pair (null until one is created).
+    fn qp(&self) -> *mut sys::ibv_qp {
+        // SAFETY: the id is valid.
+        unsafe { self.0.as_ref().qp }
+    }
+
+    /// The device port the id is bound to.
+    pub(crate) fn port_num(&self) -> u8 {
+        // SAFETY: the id is valid.
+        unsafe { self.0.as_ref().port_num }
+    }
+
     /// Whether `raw` is this id.
-    pub(super) fn is(&self, raw: *mut sys::rdma_cm_id) -> bool {
+    pub(crate) fn is(&self, raw: *mut sys::rdma_cm_id) -> bool {
         self.0.as_ptr() == raw
     }
 
     /// The peer's address of a connected id.
-    pub(super) fn peer(&self) -> Option<SocketAddr> {
+    pub(crate) fn peer(&self) -> Option<SocketAddr> {
         // SAFETY: the id is valid; the peer's address lies inside it.
         let addr: *const libc::sockaddr = unsafe { sys::rdma_get_peer_addr(self.0.as_ref()) };
         // SAFETY: the id's address storage is large enough for the family it names.
@@ -237,101 +241,8 @@ impl Drop for CmId {
     }
 }
 
-/// A protection domain on one device.
-#[derive(Debug)]
-pub(super) struct ProtectionDomain(NonNull<sys::ibv_pd>);
-
-// SAFETY: verbs objects may be used from any thread.
-unsafe impl Send for ProtectionDomain {}
-// SAFETY: as above.
-unsafe impl Sync for ProtectionDomain {}
-
-impl ProtectionDomain {
-    pub(super) fn new(device: NonNull<sys::ibv_context>) -> io::Result<Self> {
-        // SAFETY: `device` is a live context (the listener's).
-        NonNull::new(unsafe { sys::ibv_alloc_pd(device.as_ptr()) }).map(Self).ok_or_else(|| last_error("ibv_alloc_pd"))
-    }
-}
-
-impl Drop for ProtectionDomain {
-    fn drop(&mut self) {
-        // SAFETY: every MR and QP of the domain was freed first.
-        unsafe { sys::ibv_dealloc_pd(self.0.as_ptr()) };
-    }
-}
-
-/// A memory registration: the buffers of one region, for the device.
-#[derive(Debug)]
-pub(super) struct MemoryRegistration(NonNull<sys::ibv_mr>);
-
-// SAFETY: as for the domain.
-unsafe impl Send for MemoryRegistration {}
-// SAFETY: as above.
-unsafe impl Sync for MemoryRegistration {}
-
-impl MemoryRegistration {
-    /// Registers the host memory of `region` (`None` if it has none) with
-    /// `flags` (`ibv_access_flags` bits). The engine drops its drivers and
-    /// tasks, and so this registration, before its regions.
-    pub(super) fn of_region(pd: &ProtectionDomain, region: &Region, flags: u32) -> Option<io::Result<Self>> {
-        let base = region.backing().host_base()?;
-        let len = region.buf_size() * region.num_bufs() as usize;
-        // SAFETY: the region's mapping outlives the registration (above); the domain is live.
-        let mr = unsafe { sys::ibv_reg_mr(pd.0.as_ptr(), base.as_ptr().cast(), len, flags as i32) };
-        Some(
-            NonNull::new(mr)
-                .map(Self)
-                .ok_or_else(|| last_error(&format!("ibv_reg_mr of {len} bytes (memlock limit: ulimit -l)"))),
-        )
-    }
-
-    pub(super) fn lkey(&self) -> u32 {
-        // SAFETY: the registration is valid.
-        unsafe { self.0.as_ref().lkey }
-    }
-}
-
-impl Drop for MemoryRegistration {
-    fn drop(&mut self) {
-        // SAFETY: no queue pair that could still use it is alive (owners drop them first).
-        unsafe { sys::ibv_dereg_mr(self.0.as_ptr()) };
-    }
-}
-
-/// A completion queue.
-#[derive(Debug)]
-pub(super) struct CompletionQueue(NonNull<sys::ibv_cq>);
-
-// SAFETY: each completion queue is polled by one task; verbs lock it anyway.
-unsafe impl Send for CompletionQueue {}
-// SAFETY: as above.
-unsafe impl Sync for CompletionQueue {}
-
-impl CompletionQueue {
-    pub(super) fn new(device: NonNull<sys::ibv_context>, entries: u32) -> io::Result<Self> {
-        // SAFETY: a live context; no completion channel, no vector.
-        NonNull::new(unsafe { sys::ibv_create_cq(device.as_ptr(), entries as i32, null_mut(), null_mut(), 0) })
-            .map(Self)
-            .ok_or_else(|| last_error(&format!("ibv_create_cq of {entries} entries")))
-    }
-
-    /// Fills `into` with completions; how many.
-    pub(super) fn poll(&self, into: &mut [sys::ibv_wc]) -> io::Result<usize> {
-        // SAFETY: `into` has room for its length in completions.
-        let n = unsafe { sys::ibv_poll_cq(self.0.as_ptr(), into.len() as i32, into.as_mut_ptr()) };
-        usize::try_from(n).map_err(|_| io::Error::other("ibv_poll_cq failed"))
-    }
-}
-
-impl Drop for CompletionQueue {
-    fn drop(&mut self) {
-        // SAFETY: the queue pairs using it were destroyed first.
-        unsafe { sys::ibv_destroy_cq(self.0.as_ptr()) };
-    }
-}
-
 /// Creates `id`'s queue pair on `pd`: sends complete on `send_cq`, receives on `recv_cq`.
-pub(super) fn create_queue_pair(
+pub(crate) fn create_queue_pair(
     id: &CmId,
     pd: &ProtectionDomain,
     (send_cq, recv_cq): (&CompletionQueue, &CompletionQueue),
@@ -356,18 +267,8 @@ pub(super) fn create_queue_pair(
 }
 
 /// Posts one receive of `len` bytes at `addr` (in `lkey`'s registration), tagged `wr_id`.
-pub(super) fn post_receive(id: &CmId, wr_id: u64, addr: *mut u8, len: u32, lkey: u32) -> io::Result<()> {
-    let mut sge = sys::ibv_sge { addr: addr as u64, length: len, lkey };
-    // SAFETY: all-zero is a valid work request; its fields are set below.
-    let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
-    wr.wr_id = wr_id;
-    wr.sg_list = &mut sge;
-    wr.num_sge = 1;
-    let mut bad: *mut sys::ibv_recv_wr = null_mut();
-    // SAFETY: the id has a queue pair; the buffer lies in a live registration
-    // and stays lent to the device until its completion.
-    let rc = unsafe { sys::ibv_post_recv(id.0.as_ref().qp, &mut wr, &mut bad) };
-    if rc != 0 { Err(io::Error::from_raw_os_error(rc)) } else { Ok(()) }
+pub(crate) fn post_receive(id: &CmId, wr_id: u64, addr: *mut u8, len: u32, lkey: u32) -> io::Result<()> {
+    post_receive_on(id.qp(), wr_id, Some((addr, len, lkey)))
 }
 
 /// What both ends ask of a connection: DAQIRI's, seven transport retries
@@ -384,7 +285,7 @@ fn connection_parameters() -> sys::rdma_conn_param {
 }
 
 /// Accepts a connect request on `id` (its queue pair created and receives posted).
-pub(super) fn accept(id: &CmId) -> io::Result<()> {
+pub(crate) fn accept(id: &CmId) -> io::Result<()> {
     let mut param = connection_parameters();
     // SAFETY: the id came from a connect request and has its queue pair.
     if unsafe { sys::rdma_accept(id.as_ptr(), &mut param) } != 0 {
@@ -395,7 +296,7 @@ pub(super) fn accept(id: &CmId) -> io::Result<()> {
 
 /// Posts one signaled SEND of `len` bytes at `addr` (in `lkey`'s
 /// registration), tagged `wr_id`, with `immediate` if given (host order).
-pub(super) fn post_send(
+pub(crate) fn post_send(
     id: &CmId,
     wr_id: u64,
     (addr, len, lkey): (*const u8, u32, u32),
@@ -416,57 +317,23 @@ pub(super) fn post_send(
     let mut bad: *mut sys::ibv_send_wr = null_mut();
     // SAFETY: the id has a queue pair; the buffer lies in a live registration
     // and stays lent to the device until its completion.
-    let rc = unsafe { sys::ibv_post_send(id.0.as_ref().qp, &mut wr, &mut bad) };
+    let rc = unsafe { sys::ibv_post_send(id.qp(), &mut wr, &mut bad) };
     if rc != 0 { Err(io::Error::from_raw_os_error(rc)) } else { Ok(()) }
 }
 
 /// Refuses a connect request on `id` (then dropped, which destroys it).
-pub(super) fn reject(id: &CmId) {
+pub(crate) fn reject(id: &CmId) {
     // SAFETY: the id came from a connect request; no private data.
     unsafe { sys::rdma_reject(id.as_ptr(), std::ptr::null(), 0) };
 }
 
-/// Moves `id`'s queue pair to the error state: the device stops using its
-/// buffers and completes every outstanding work request as flushed.
-pub(super) fn to_error(id: &CmId) {
-    // SAFETY: all-zero attributes with the state set; only the state is modified.
-    unsafe {
-        let qp = id.0.as_ref().qp;
-        if qp.is_null() {
-            return;
-        }
-        let mut attr: sys::ibv_qp_attr = std::mem::zeroed();
-        attr.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
-        sys::ibv_modify_qp(qp, &mut attr, sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32);
-    }
+/// Moves `id`'s queue pair to the error state (see [`qp_to_error`]).
+pub(crate) fn to_error(id: &CmId) {
+    qp_to_error(id.qp());
 }
 
 /// Starts disconnecting `id`; the peer and our channel see DISCONNECTED.
-pub(super) fn disconnect(id: &CmId) {
+pub(crate) fn disconnect(id: &CmId) {
     // SAFETY: the id is valid; disconnecting an id never connected only fails.
     unsafe { sys::rdma_disconnect(id.as_ptr()) };
 }
-
-/// The immediate a completed receive carried, in host order.
-pub(super) fn immediate(wc: &sys::ibv_wc) -> Option<u32> {
-    if wc.wc_flags & sys::ibv_wc_flags::IBV_WC_WITH_IMM.0 == 0 {
-        return None;
-    }
-    // SAFETY: with IBV_WC_WITH_IMM set, the union holds the immediate (both members are u32).
-    Some(u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }))
-}
-
-/// A zeroed completion array.
-pub(super) fn completions<const N: usize>() -> [sys::ibv_wc; N] {
-    // SAFETY: all-zero is a valid ibv_wc.
-    unsafe { std::mem::zeroed() }
-}
-
-/// Receives write into local memory; nothing remote reads or writes it.
-pub(super) const IBV_ACCESS_LOCAL_WRITE: sys::ibv_access_flags = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE;
-pub(super) use sys::ibv_qp_type::IBV_QPT_RC;
-pub(super) use sys::ibv_wc;
-pub(super) use sys::ibv_wc_opcode::{IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM};
-pub(super) use sys::ibv_wc_status::IBV_WC_SUCCESS;
-pub(super) use sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
-pub(super) use sys::rdma_cm_event_type as event;

@@ -1,0 +1,227 @@
+//! An instrument's ring (`roce_config.ingest`, our extension): a sender
+//! programmed out of band (an FPGA, a sensor) writes each frame into a page
+//! of the RX queue's region with RDMA WRITEs, then ends it with a WRITE
+//! with immediate, its immediate the frame's sequence number. The region is
+//! registered for remote write at address 0 (page `p` at `p * page_size`);
+//! the queue pair is made by hand from config and never connects.
+//!
+//! Each WRITE with immediate completes one receive without a buffer; the
+//! frame it ends is page `sequence % pages`, delivered zero-copy as one
+//! packet with the immediate. The sender never waits: a page it writes
+//! while the application still holds it is counted, not delivered twice;
+//! sequence numbers it skipped are frames lost on the way, and counted.
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use daqiri_config::model::{RoceIngest, TransportMode};
+
+use super::connection::Device;
+use super::verbs::{self, CompletionQueue, DevicePort, QueuePair, Rtr, ibv_wc};
+use super::{RECV_DEPTH, sysfs};
+use crate::backend::driver::PortDriver;
+use crate::backend::link::{IngestRing, LinkStats, RoceLink};
+use crate::burst::PacketSlot;
+use crate::delivery::{Assembler, FullRing};
+use crate::error::{Error, Result, Status};
+use crate::memory::{LentBuffers, Region};
+use crate::port::Port;
+use crate::stats::DropReason;
+use crate::task::{QueueTask, Task};
+
+/// Completions taken per poll.
+const RX_BATCH: usize = 64;
+
+/// An ingest port: its receive task until the engine takes it, and what
+/// the status shows a control plane that programs the sender.
+pub(super) struct IngestDriver {
+    receiver: Mutex<Option<IngestReceiver>>,
+    link: RoceLink,
+}
+
+/// Brings up the queue pair of an ingest port, its ring registered at
+/// address 0 on the device that holds `local`, and posts its receives.
+pub(super) fn open(
+    port: &Port,
+    local: IpAddr,
+    ingest: &RoceIngest,
+    transport: TransportMode,
+    device: Arc<Device>,
+) -> Result<Box<dyn PortDriver>> {
+    let invalid =
+        |what: String| Error::new(Status::InvalidParameter, format!("RoCE ingest interface \"{}\": {what}", port.name));
+    let queue = &port.rx[0];
+    let ring = port.regions.get(queue.segment_regions[0]);
+    let place =
+        DevicePort::of(&device.anchor).ok_or_else(|| invalid(format!("{local} is no RDMA device's address")))?;
+    let name = place.device_name();
+    let gid_index = sysfs::roce_v2_gid_index(&name, place.port_num, local).map_err(|e| invalid(e.to_string()))?;
+    let rtr = Rtr {
+        qp_type: if transport == TransportMode::Uc { verbs::IBV_QPT_UC } else { verbs::IBV_QPT_RC },
+        port: place,
+        gid_index,
+        peer_gid: sysfs::gid_of(ingest.peer_ip).octets(),
+        peer_qpn: ingest.peer_qpn,
+        peer_psn: ingest.peer_psn,
+        mtu: ingest.mtu,
+    };
+    let depth = RECV_DEPTH;
+    let context = device.anchor.verbs().ok_or_else(|| invalid(format!("{local} is no RDMA device's address")))?;
+    let cq = CompletionQueue::new(context, depth + 1).map_err(|e| invalid(e.to_string()))?;
+    let qp = QueuePair::ready_to_receive(&device.pd, &cq, depth, &rtr).map_err(|e| invalid(e.to_string()))?;
+    for wr_id in 0..depth {
+        qp.post_empty_receive(u64::from(wr_id)).map_err(|e| invalid(format!("ibv_post_recv: {e}")))?;
+    }
+    let index = queue.segment_regions[0];
+    let registration = device.registrations.iter().find(|(r, _)| *r == index).map(|(_, mr)| mr);
+    let link = RoceLink {
+        device: name,
+        port: place.port_num,
+        gid: sysfs::gid_of(local),
+        ingest: Some(IngestRing {
+            qpn: qp.qpn(),
+            rkey: registration.map_or(0, |mr| mr.rkey()),
+            base: 0,
+            page_size: ring.buf_size() as u64,
+            pages: ring.num_bufs(),
+            transport: if transport == TransportMode::Uc { "UC" } else { "RC" },
+        }),
+    };
+    tracing::info!(port = port.name, qpn = qp.qpn(), peer = %ingest.peer_ip, peer_qpn = ingest.peer_qpn, "RoCE ingest ring ready");
+    let receiver = IngestReceiver::new(port, qp, cq, device);
+    Ok(Box::new(IngestDriver { receiver: Mutex::new(Some(receiver)), link }))
+}
+
+impl std::fmt::Debug for IngestDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IngestDriver").field("link", &self.link).finish_non_exhaustive()
+    }
+}
+
+impl PortDriver for IngestDriver {
+    fn tasks(&mut self, port: &Port) -> Vec<Task> {
+        let Some(receiver) = self.receiver.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Vec::new() };
+        vec![Task::receiver(port, &port.rx[0], Box::new(receiver)).polling()]
+    }
+
+    fn link_stats(&self) -> LinkStats {
+        LinkStats {
+            nic_counters: sysfs::hw_counters(&self.link.device, self.link.port),
+            roce: Some(self.link.clone()),
+            ..LinkStats::default()
+        }
+    }
+}
+
+/// The receive task of an ingest port. Fields drop in order: the queue
+/// pair before its completion queue, both before the device's
+/// registration and domain.
+struct IngestReceiver {
+    qp: QueuePair,
+    cq: CompletionQueue,
+    _device: Arc<Device>,
+    assembler: Assembler,
+    /// The ring's pages not with the application, by page (buffer) index.
+    free_pages: LentBuffers,
+    /// The sequence number the next frame should carry.
+    expected: Option<u32>,
+    completions: [ibv_wc; RX_BATCH],
+}
+
+impl IngestReceiver {
+    fn new(port: &Port, qp: QueuePair, cq: CompletionQueue, device: Arc<Device>) -> Self {
+        let mut receiver = Self {
+            qp,
+            cq,
+            _device: device,
+            assembler: Assembler::new(port, 0, FullRing::Drop),
+            free_pages: LentBuffers::keyed(ring(port).num_bufs()),
+            expected: None,
+            completions: verbs::completions(),
+        };
+        receiver.take_back_pages(port);
+        receiver
+    }
+
+    /// Files every page back in the pool (all, at start; those the
+    /// application released, later) under its index.
+    fn take_back_pages(&mut self, port: &Port) {
+        let ring = ring(port);
+        while let Some(token) = ring.take() {
+            let page = token.index();
+            if let Err(token) = self.free_pages.lend_as(page, token) {
+                ring.release(token);
+                return;
+            }
+        }
+    }
+
+    /// Counts the frames between the one expected and `sequence`.
+    fn count_gap(&mut self, port: &Port, sequence: u32) {
+        if let Some(expected) = self.expected {
+            let skipped = sequence.wrapping_sub(expected);
+            // Behind by more than half the space: the sender started over.
+            if skipped != 0 && skipped < u32::MAX / 2 {
+                port.rx_drops.dropped(DropReason::SequenceGap, u64::from(skipped));
+            }
+        }
+        self.expected = Some(sequence.wrapping_add(1));
+    }
+
+    fn deliver(&mut self, port: &Port, immediate: Option<u32>) {
+        let Some(sequence) = immediate else {
+            // A WRITE with immediate always carries one; anything else is not the ring's protocol.
+            port.rx_drops.dropped(DropReason::NicRxError, 1);
+            return;
+        };
+        self.count_gap(port, sequence);
+        let ring = ring(port);
+        let page = sequence % ring.num_bufs();
+        let Some(token) = self.free_pages.reclaim(page) else {
+            port.rx_drops.dropped(DropReason::NoFreePacketBuffers, 1);
+            return;
+        };
+        let mut slot = PacketSlot::single(token, ring.buf_size() as u32, None);
+        slot.set_immediate(Some(sequence));
+        self.assembler.push(&port.rx[0], slot, &port.regions);
+    }
+}
+
+fn ring(port: &Port) -> &Region {
+    port.regions.get(port.rx[0].segment_regions[0])
+}
+
+impl QueueTask for IngestReceiver {
+    fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
+        self.take_back_pages(port);
+        let asked = std::time::Instant::now();
+        let taken = match self.cq.poll(&mut self.completions) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(port = port.name, "{e}");
+                0
+            }
+        };
+        for i in 0..taken {
+            let wc = &self.completions[i];
+            let (status, opcode, wr_id, immediate) = (wc.status, wc.opcode, wc.wr_id, verbs::immediate(wc));
+            match (status, opcode) {
+                (verbs::IBV_WC_SUCCESS, verbs::IBV_WC_RECV_RDMA_WITH_IMM) => self.deliver(port, immediate),
+                (verbs::IBV_WC_WR_FLUSH_ERR, _) => continue,
+                _ => port.rx_drops.dropped(DropReason::NicRxError, 1),
+            }
+            if let Err(e) = self.qp.post_empty_receive(wr_id) {
+                tracing::error!(port = port.name, "ibv_post_recv: {e}");
+            }
+        }
+        self.assembler.flush_if_due(&port.rx[0], asked, &port.regions);
+        taken
+    }
+
+    fn finish(&mut self, port: &Port) {
+        self.qp.to_error();
+        self.assembler.finish(&port.rx[0], &port.regions);
+        ring(port).release_all(self.free_pages.reclaim_all());
+    }
+}
