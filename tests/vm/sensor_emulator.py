@@ -54,8 +54,10 @@ def roce_v2_gid_index(device: str, ip: str) -> int:
     wanted = "0000:0000:0000:0000:0000:ffff:" + "".join(f"{int(o):02x}" for o in ip.split("."))
     wanted = wanted[:34] + ":" + wanted[34:]
     for gid in (port / "gids").iterdir():
-        kind = (port / "gid_attrs/types" / gid.name).read_text(errors="replace").strip()
-        if gid.read_text().strip() == wanted and kind == "RoCE v2":
+        if gid.read_text().strip() != wanted:
+            continue
+        # An unused entry's type reads as an error; ours is in use.
+        if (port / "gid_attrs/types" / gid.name).read_text().strip() == "RoCE v2":
             return int(gid.name)
     sys.exit(f"no RoCE v2 GID for {ip} on {device}")
 
@@ -98,14 +100,14 @@ def main() -> None:
         requests = []
         for offset in range(0, data_length, MTU):
             length = min(MTU, data_length - offset)
-            wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=SGE(mr.buf + offset, length, mr.lkey))
+            wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(mr.buf + offset, length, mr.lkey)])
             wr.set_wr_rdma(peer["rkey"], base + offset)
             requests.append(wr)
         last = SendWR(
             opcode=e.IBV_WR_RDMA_WRITE_WITH_IMM,
             num_sge=1,
             imm_data=socket.htonl(n),
-            sg=SGE(mr.buf + data_length, METADATA, mr.lkey),
+            sg=[SGE(mr.buf + data_length, METADATA, mr.lkey)],
         )
         last.set_wr_rdma(peer["rkey"], base + data_length)
         requests.append(last)

@@ -28,11 +28,21 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
             );
         }
         if region.access.iter().any(|a| !matches!(a, MemoryAccess::Local)) {
-            refuse(
-                regions.index(i).key("access"),
-                "rdma_read and rdma_write need memory registered with an RDMA device, which this build does not include"
-                    .into(),
-            );
+            if !cfg!(feature = "rdma") {
+                refuse(
+                    regions.index(i).key("access"),
+                    "rdma_read and rdma_write need memory registered with an RDMA device, which this build does not include"
+                        .into(),
+                );
+            } else if !used_by_roce_queue(config, &region.name) {
+                refuse(
+                    regions.index(i).key("access"),
+                    format!(
+                        "rdma_read and rdma_write are granted through a RoCE queue's registration, and no RoCE queue uses region \"{}\"",
+                        region.name
+                    ),
+                );
+            }
         }
     }
     let interfaces = YamlPath::cfg().key("interfaces");
@@ -158,6 +168,16 @@ fn socket_keys(
             );
         }
     }
+}
+
+/// Whether a queue of a RoCE interface names region `name` (and so
+/// registers it with its device, with the access it lists).
+fn used_by_roce_queue(config: &ValidConfig, name: &str) -> bool {
+    config.interfaces().filter(|(port, _)| config.backend(*port) == InterfaceBackend::Roce).any(|(_, iface)| {
+        let rx = iface.rx.iter().flat_map(|rx| &rx.queues);
+        let tx = iface.tx.iter().flat_map(|tx| &tx.queues);
+        rx.chain(tx).any(|q| q.memory_regions.iter().any(|r| r == name))
+    })
 }
 
 /// What the RoCE backend does so far: a port is one RC connection (a

@@ -400,6 +400,9 @@ fn ingest_from_an_emulated_sensor(transport: TransportMode) {
     let data = page_size as usize - METADATA;
     while seen.len() < expected.len() && Instant::now() < deadline {
         let Some(burst) = engine.get_rx_burst(0, 0).unwrap() else {
+            if sensor.try_wait().unwrap().is_some_and(|status| !status.success()) {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(1));
             continue;
         };
