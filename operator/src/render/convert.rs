@@ -78,7 +78,7 @@ pub fn interface(port: &DaqiriPort, flows: &[&DaqiriFlow]) -> Interface {
             remote_port: None,
             max_payload_size: s.max_payload_size,
         }),
-        roce_config: spec.roce.as_ref().map(|r| RoceConfig { transport_mode: r.transport_mode }),
+        roce_config: spec.roce.as_ref().map(|r| RoceConfig { transport_mode: r.transport_mode, ingest: None }),
         rx: (!spec.rx_queues.is_empty()).then_some(rx),
         tx,
     }

@@ -18,8 +18,8 @@ use std::time::Duration;
 use daqiri_config::model::{RoceIngest, TransportMode};
 
 use super::connection::Device;
+use super::sysfs;
 use super::verbs::{self, CompletionQueue, DevicePort, QueuePair, Rtr, ibv_wc};
-use super::{RECV_DEPTH, sysfs};
 use crate::backend::driver::PortDriver;
 use crate::backend::link::{IngestRing, LinkStats, RoceLink};
 use crate::burst::PacketSlot;
@@ -32,6 +32,9 @@ use crate::task::{QueueTask, Task};
 
 /// Completions taken per poll.
 const RX_BATCH: usize = 64;
+/// Receives posted at once: each WRITE with immediate takes one, and each
+/// is posted again as its completion is taken.
+const RECV_DEPTH: u32 = 1024;
 
 /// An ingest port: its receive task until the engine takes it, and what
 /// the status shows a control plane that programs the sender.

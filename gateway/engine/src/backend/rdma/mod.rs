@@ -45,7 +45,7 @@ use sender::Sender;
 use verbs::{CmId, EventChannel, MemoryRegistration, ProtectionDomain};
 
 /// Most receives posted at once (a smaller region posts all its buffers).
-pub(super) const RECV_DEPTH: u32 = 1024;
+const RECV_DEPTH: u32 = 1024;
 /// Most SENDs outstanding.
 const SEND_DEPTH: u32 = 256;
 
