@@ -2,10 +2,12 @@
 //! bounded (descriptors are finite), so a client that opens many and sends
 //! nothing must not lock out the probes:
 //!
+//! - Only a connection whose request bytes arrived asks for a place (the
+//!   [`Lobby`](super::lobby::Lobby) holds the others).
 //! - A connection with no request in flight and nothing unread (idle
-//!   keep-alive, or a client that connected and sent nothing) for
-//!   [`IDLE_GRACE`] is closed, the longest idle first, when a new one needs
-//!   its place. One whose request waits to be read is never taken for idle.
+//!   keep-alive) for [`IDLE_GRACE`] is closed, the longest idle first, when
+//!   a new one needs its place. One whose request waits to be read is never
+//!   taken for idle.
 //! - Requests without a token (probes aside) may hold only part of the
 //!   connections at once; past that they are answered 503 at once, so the
 //!   rest stays free for probes and for clients with a token.
@@ -31,9 +33,8 @@ use tokio::time::Instant;
 use super::error::ApiError;
 use super::tokens::Tokens;
 
-/// How long a connection without a request in flight is spared: a client
-/// that just connected has this long to send its request's header before
-/// another may take its place.
+/// How long a connection without a request in flight is spared after it
+/// was placed or answered, before another may take its place.
 const IDLE_GRACE: Duration = Duration::from_millis(20);
 
 /// The admission limits.
@@ -45,11 +46,13 @@ pub(crate) struct Limits {
     pub anonymous: usize,
     /// How long a write may wait for the client to take bytes.
     pub stall: Duration,
+    /// Accepted connections waiting for their first request bytes.
+    pub waiting: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { connections: 128, anonymous: 96, stall: Duration::from_secs(30) }
+        Self { connections: 128, anonymous: 96, stall: Duration::from_secs(30), waiting: 256 }
     }
 }
 

@@ -1,27 +1,44 @@
 //! The admin server's accept loop. `axum::serve` accepts without limit and
 //! gives hyper no timer, so idle or slow clients could hold descriptors
 //! forever, and once the process runs out of them nothing else (config
-//! files, sockets) can be opened. Here connections are admitted by
+//! files, sockets) can be opened. Here an accepted connection waits in the
+//! [`Lobby`] until its first request bytes arrive, is then admitted by
 //! [`Admission`] (bounded, idle ones closed first when a new one needs a
-//! place), and a connection that has not sent a whole request header within
-//! [`HEADER_TIMEOUT`] (idle keep-alive included) is closed.
+//! place), and is closed if it has not sent a byte, or a whole request
+//! header, within [`HEADER_TIMEOUT`] (idle keep-alive included).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::oneshot;
 
 use super::admission::{Admission, Limits, Watched};
+use super::lobby::Lobby;
 use super::tokens::Tokens;
 
 /// Time a client has to send a request's header, from connecting or from the last response.
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a stop waits for requests in flight.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections the kernel queues for accepting (capped by
+/// `net.core.somaxconn`). Tokio's default, 128, overflows under a client
+/// that holds hundreds of connections, and a probe whose handshake finds
+/// the queue full waits out a one-second SYN retransmission.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `addr` with room for [`LISTEN_BACKLOG`] queued connections.
+pub(super) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
 
 /// Serves `router` on `listener` until `stop` fires.
 pub(super) async fn serve(
@@ -32,6 +49,7 @@ pub(super) async fn serve(
     mut stop: oneshot::Receiver<()>,
 ) {
     let admission = Admission::new(limits, tokens);
+    let lobby = Lobby::new(limits.waiting);
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
@@ -41,18 +59,23 @@ pub(super) async fn serve(
             accepted = accept(&listener) => accepted,
         };
         let Some(stream) = accepted else { continue };
-        let place = admission.place(&stream).await;
-        let service = {
-            let (admission, connection, router) =
-                (Arc::clone(&admission), Arc::clone(&place.connection), router.clone());
-            hyper::service::service_fn(move |request| {
-                Arc::clone(&admission).serve(Arc::clone(&connection), router.clone(), request)
-            })
-        };
-        let io = TokioIo::new(Watched::new(stream, Arc::clone(&place.connection)));
-        let connection = graceful.watch(http.serve_connection(io, service));
-        let admission = Arc::clone(&admission);
+        let seat = lobby.enter();
+        let (admission, router, http, watcher) =
+            (Arc::clone(&admission), router.clone(), http.clone(), graceful.watcher());
         tokio::spawn(async move {
+            if !seat.request_arrives(&stream, HEADER_TIMEOUT).await {
+                return;
+            }
+            drop(seat);
+            let place = admission.place(&stream).await;
+            let service = {
+                let (admission, connection) = (Arc::clone(&admission), Arc::clone(&place.connection));
+                hyper::service::service_fn(move |request| {
+                    Arc::clone(&admission).serve(Arc::clone(&connection), router.clone(), request)
+                })
+            };
+            let io = TokioIo::new(Watched::new(stream, Arc::clone(&place.connection)));
+            let connection = watcher.watch(http.serve_connection(io, service));
             // Timeouts and resets end connections; they are the client's business.
             tokio::select! {
                 _ = connection => {}
@@ -83,7 +106,7 @@ async fn accept(listener: &TcpListener) -> Option<tokio::net::TcpStream> {
 #[cfg(test)]
 mod tests {
     use std::io::{Read, Write};
-    use std::net::{SocketAddr, TcpStream};
+    use std::net::TcpStream;
     use std::time::Instant;
 
     use axum::routing::get;
@@ -92,7 +115,7 @@ mod tests {
 
     /// Serves `router` on a fresh loopback port in the background.
     async fn start(router: Router, tokens: Tokens, limits: Limits) -> (SocketAddr, oneshot::Sender<()>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = bind(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel();
         tokio::spawn(serve(listener, router, tokens, limits, stopped));
@@ -163,7 +186,7 @@ mod tests {
             .route("/slow", get(|| async { tokio::time::sleep(Duration::from_millis(1500)).await }))
             .route("/healthz", get(|| async {}));
         let tokens = Tokens { write: Some("secret".into()), read: None };
-        let limits = Limits { connections: 8, anonymous: 2, stall: Duration::from_secs(30) };
+        let limits = Limits { connections: 8, anonymous: 2, ..Limits::default() };
         let (addr, _stop) = start(router, tokens, limits).await;
         let slow: Vec<_> = (0..2).map(|_| std::thread::spawn(move || get_status(addr, "/slow", None))).collect();
         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -14,6 +14,7 @@ mod error;
 mod flows;
 mod health;
 mod listener;
+mod lobby;
 mod metrics;
 mod rates;
 mod state;
@@ -118,7 +119,7 @@ pub(crate) fn serve(addr: SocketAddr, state: Arc<AdminState>) -> anyhow::Result<
         .build()
         .context("cannot start the admin API runtime")?;
     let listener = runtime
-        .block_on(tokio::net::TcpListener::bind(addr))
+        .block_on(async { listener::bind(addr) })
         .with_context(|| format!("cannot listen on --admin-addr {addr} (in use? pick another port)"))?;
     let addr = listener.local_addr()?;
     let tokens = state.tokens.clone();
