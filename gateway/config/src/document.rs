@@ -144,11 +144,14 @@ impl Document {
     }
 
     fn validate_as_written(&self) -> Result<ValidConfig, Report> {
-        let mut valid = self.config.clone().validate().map_err(|mut report| {
-            report.diagnostics.splice(0..0, self.unknown_keys.diagnostics.iter().cloned());
+        let mut config = self.config.clone();
+        let mut notes = self.unknown_keys.clone();
+        notes.extend(crate::rdma_bench::fill_from_bench(&mut config, &self.sections));
+        let mut valid = config.validate().map_err(|mut report| {
+            report.diagnostics.splice(0..0, notes.diagnostics.iter().cloned());
             report
         })?;
-        valid.prepend_warnings(self.unknown_keys.clone());
+        valid.prepend_warnings(notes);
         Ok(valid)
     }
 

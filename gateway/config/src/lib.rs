@@ -34,6 +34,7 @@ mod endpoint;
 pub mod model;
 pub mod nesting;
 pub mod placeholder;
+mod rdma_bench;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod valid;

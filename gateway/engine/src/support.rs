@@ -196,7 +196,7 @@ fn roce_keys(
     if endpoints.is_some_and(|e| e.mode == daqiri_config::model::SocketMode::Client && e.remote.is_none()) {
         refuse(
             path.key("socket_config").key("remote_addr"),
-            "a RoCE client connects to remote_addr (roce://IP:PORT, our extension); DAQIRI's connect call from the application is not built yet".into(),
+            "a RoCE client connects to remote_addr (roce://IP:PORT, our extension), or where an rdma_bench_client section's server_address and server_port say, as DAQIRI's RDMA bench connects".into(),
         );
     }
     let ingest = iface.roce_config.as_ref().is_some_and(|r| r.ingest.is_some());
