@@ -1,6 +1,6 @@
 # daqiri-gateway and daqiri-operator in one image.
 #   docker build -t daqiri-gateway:0.1.0 .
-#   docker build --build-arg CARGO_FEATURES=dpdk,af_xdp -t daqiri-gateway:0.1.0-bypass .
+#   docker build --build-arg CARGO_FEATURES=dpdk,af_xdp,rdma -t daqiri-gateway:0.1.0-bypass .
 
 # --- builder: Rust, plus the DPDK and rdma-core headers the hardware backends build against,
 # and clang with libbpf's headers for the AF_XDP backend's XDP program.

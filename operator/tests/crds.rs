@@ -38,7 +38,7 @@ fn flow_errors(value: &Value) -> Vec<String> {
 
 #[test]
 fn the_samples_pass_every_rule() {
-    for file in ["port-socket.yaml", "port-sriov-dpdk.yaml"] {
+    for file in ["port-socket.yaml", "port-sriov-dpdk.yaml", "port-roce-ingest.yaml"] {
         for port in samples(file) {
             assert_eq!(port_errors(&port), Vec::<String>::new(), "{file}");
         }
@@ -52,6 +52,7 @@ fn the_samples_pass_every_rule() {
 fn port_rules_refuse_each_mistake_with_its_message() {
     let socket = samples("port-socket.yaml").remove(0);
     let dpdk = samples("port-sriov-dpdk.yaml").remove(0);
+    let ingest = samples("port-roce-ingest.yaml").remove(0);
     let with = |base: &Value, pointer: &str, value: Value| {
         let mut v = base.clone();
         let (parent, key) = pointer.rsplit_once('/').unwrap();
@@ -91,6 +92,35 @@ fn port_rules_refuse_each_mistake_with_its_message() {
             "client mode needs remoteAddr",
         ),
         ("roce settings on dpdk", with(&dpdk, "/spec/roce", json!({"transportMode": "RC"})), "rdma ports only"),
+        (
+            "access on a socket port",
+            with(&socket, "/spec/memoryRegions/0/access", json!(["rdma_write"])),
+            "memoryRegions[].access is a region's registration with an RDMA device",
+        ),
+        (
+            "ingest with a TX queue",
+            with(&ingest, "/spec/txQueues", json!([{"name": "t", "id": 0, "memoryRegions": ["ring"]}])),
+            "an ingest port (roce.ingest) is a server with one rxQueue",
+        ),
+        (
+            "ingest as a client",
+            with(
+                &ingest,
+                "/spec/socket",
+                json!({"mode": "client", "localAddr": "roce://192.168.50.2", "remoteAddr": "roce://192.168.50.10:4791"}),
+            ),
+            "an ingest port (roce.ingest) is a server with one rxQueue",
+        ),
+        (
+            "a ring closed to the sender's writes",
+            with(&ingest, "/spec/memoryRegions/0/access", json!(["local"])),
+            "needs rdma_write in its access list",
+        ),
+        (
+            "an mtu no RoCE path has",
+            with(&ingest, "/spec/roce/ingest/mtu", json!(1500)),
+            "mtu is 256, 512, 1024, 2048 or 4096",
+        ),
     ] {
         let errors = port_errors(&port);
         assert!(errors.iter().any(|e| e.contains(message)), "{case}: expected \"{message}\" in {errors:?}");

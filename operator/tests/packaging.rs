@@ -66,13 +66,14 @@ fn validate(manifests: &str, samples: &[PathBuf]) -> String {
     report
 }
 
-const VALUES: [Option<&str>; 6] = [
+const VALUES: [Option<&str>; 7] = [
     None,
     Some("ci/socket-only.yaml"),
     Some("ci/sriov-hugepages-gpu.yaml"),
     Some("ci/servicemonitor.yaml"),
     Some("ci/af-xdp.yaml"),
     Some("ci/network-policy.yaml"),
+    Some("ci/roce.yaml"),
 ];
 
 #[test]
@@ -86,7 +87,7 @@ fn the_chart_lints_with_every_values_file() {
 
 #[test]
 fn every_rendered_object_passes_the_kubernetes_schemas() {
-    let samples: Vec<PathBuf> = ["port-socket.yaml", "port-sriov-dpdk.yaml", "flows.yaml"]
+    let samples: Vec<PathBuf> = ["port-socket.yaml", "port-sriov-dpdk.yaml", "port-roce-ingest.yaml", "flows.yaml"]
         .iter()
         .map(|f| root().join("operator/samples").join(f))
         .collect();
@@ -128,6 +129,11 @@ fn values_files_shape_the_gateway_pod() {
     for needle in ["- NET_ADMIN", "- BPF", "- NET_RAW", "- IPC_LOCK", "drop: [ALL]", "hostNetwork: true"] {
         assert!(af_xdp.contains(needle), "af_xdp values: missing {needle}");
     }
+    let roce = render(Some("ci/roce.yaml"));
+    for needle in ["rdma/hca_shared_devices_a: 1", "- IPC_LOCK", "- NET_RAW", "drop: [ALL]", "hostNetwork: true"] {
+        assert!(roce.contains(needle), "roce values: missing {needle}");
+    }
+    assert_eq!(roce.matches("rdma/hca_shared_devices_a: 1").count(), 2, "requested and limited");
     let socket = render(Some("ci/socket-only.yaml"));
     for needle in [
         "hostNetwork: true",

@@ -72,6 +72,24 @@ fn a_socket_port_and_its_flows_land_on_daqiri_keys() {
 }
 
 #[test]
+fn a_roce_ingest_port_renders_its_ring_access_and_sender() {
+    let ports: Vec<DaqiriPort> = load("port-roce-ingest.yaml");
+    let config = render_node(&node("n1", &[]), &ports, &[]).unwrap();
+    assert_eq!(config.ports["sensor-ingest"], Verdict::Included);
+    let cfg = tree(&config.yaml);
+    assert_eq!(cfg["stream_type"], "socket");
+    let region = &cfg["memory_regions"][0];
+    assert_eq!(region["name"], "sensor-ingest-ring");
+    assert_eq!(region["access"], serde_yaml::from_str::<Value>("[local, rdma_write]").unwrap());
+    let roce = &cfg["interfaces"][0]["roce_config"];
+    assert_eq!(roce["transport_mode"], "UC");
+    let ingest = &roce["ingest"];
+    assert_eq!((&ingest["peer_ip"], &ingest["peer_qpn"]), (&"192.168.50.10".into(), &2.into()));
+    assert_eq!((&ingest["peer_psn"], &ingest["mtu"]), (&0.into(), &4096.into()));
+    assert_eq!(cfg["interfaces"][0]["socket_config"]["local_addr"], "roce://192.168.50.2");
+}
+
+#[test]
 fn an_sriov_dpdk_port_renders_a_resource_address_and_raw_stream() {
     let mut ports: Vec<DaqiriPort> = load("port-sriov-dpdk.yaml");
     let labelled = node("gpu-1", &[("daqiri.nvidia.com/instrument", "true")]);

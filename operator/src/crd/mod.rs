@@ -16,7 +16,8 @@ pub use condition::{Condition, ConditionStatus, GatewayStatus, ResourceStatus};
 pub use flow::{BitFieldSpec, CapturePolicy, DaqiriFlow, DaqiriFlowSpec, DataTypesSpec, FlowMatchSpec, ReorderSpec};
 pub use node_state::{DaqiriNodeState, DaqiriNodeStateSpec, NodeStateStatus, SriovResource};
 pub use port::{
-    DaqiriPort, DaqiriPortSpec, DeviceSpec, MemoryRegionSpec, PortBackend, QueueSpec, RoceSpec, SocketSpec,
+    DaqiriPort, DaqiriPortSpec, DeviceSpec, MemoryRegionSpec, PortBackend, QueueSpec, RoceIngestSpec, RoceSpec,
+    SocketSpec,
 };
 
 /// The API group of both resources.

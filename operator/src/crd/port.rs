@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use daqiri_config::model::{MemoryKind, SocketMode, TransportMode};
+use daqiri_config::model::{MemoryAccess, MemoryKind, SocketMode, TransportMode};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +32,9 @@ use super::ResourceStatus;
 #[x_kube(validation = Rule::new("self.backend == 'dpdk' || has(self.socket)").message("socket and rdma ports need spec.socket (mode and addresses)"))]
 #[x_kube(validation = Rule::new("self.backend != 'dpdk' || !has(self.socket)").message("spec.socket applies to socket and rdma ports, not dpdk"))]
 #[x_kube(validation = Rule::new("self.backend == 'rdma' || !has(self.roce)").message("spec.roce applies to rdma ports only"))]
+#[x_kube(validation = Rule::new("!has(self.roce) || !has(self.roce.ingest) || (has(self.socket) && self.socket.mode == 'server' && !has(self.socket.remoteAddr) && size(self.rxQueues) == 1 && (!has(self.txQueues) || size(self.txQueues) == 0))").message("an ingest port (roce.ingest) is a server with one rxQueue, no txQueues and no remoteAddr: its sender was programmed with the ring's address"))]
+#[x_kube(validation = Rule::new("!has(self.roce) || !has(self.roce.ingest) || size(self.rxQueues) != 1 || self.memoryRegions.exists(r, r.name == self.rxQueues[0].memoryRegions[0] && has(r.access) && 'rdma_write' in r.access)").message("an ingest port's ring (its rxQueue's region) needs rdma_write in its access list: the sender writes it"))]
+#[x_kube(validation = Rule::new("self.backend == 'rdma' || self.memoryRegions.all(r, !has(r.access))").message("memoryRegions[].access is a region's registration with an RDMA device: rdma ports only"))]
 #[x_kube(validation = Rule::new("self.rxQueues.all(q, self.rxQueues.exists_one(r, r.id == q.id))").message("rxQueues ids must be unique"))]
 #[x_kube(validation = Rule::new("self.rxQueues.all(q, q.memoryRegions.all(m, self.memoryRegions.exists(r, r.name == m)))").message("every rxQueues[].memoryRegions entry must name one of spec.memoryRegions"))]
 pub struct DaqiriPortSpec {
@@ -130,8 +133,38 @@ pub struct SocketSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RoceSpec {
-    /// RC, UC or UD.
+    /// RC or UC (UC only with `ingest`).
     pub transport_mode: TransportMode,
+    /// The port's RX queue is an instrument's ring rather than an `rdma_cm`
+    /// connection (`roce_config.ingest`): what the sender's queue pair is.
+    /// The ring's QPN, rkey, GID, base and page size and count, which the
+    /// sender must be programmed with, are in the gateway's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest: Option<RoceIngestSpec>,
+}
+
+/// The sender of an ingest ring, programmed out of band (an FPGA, a sensor).
+#[derive(KubeSchema, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.mtu in [256, 512, 1024, 2048, 4096]").message("mtu is 256, 512, 1024, 2048 or 4096"))]
+pub struct RoceIngestSpec {
+    /// The sender's IPv4 address (its RoCE v2 GID follows from it).
+    pub peer_ip: std::net::Ipv4Addr,
+    /// The sender's queue pair number (24 bits).
+    #[schemars(range(min = 1, max = 16_777_215))]
+    pub peer_qpn: u32,
+    /// The first packet sequence number the sender uses (24 bits).
+    #[serde(default)]
+    #[schemars(range(max = 16_777_215))]
+    pub peer_psn: u32,
+    /// Path MTU in bytes.
+    #[serde(default = "default_ingest_mtu")]
+    #[schemars(range(min = 256, max = 4096))]
+    pub mtu: u32,
+}
+
+fn default_ingest_mtu() -> u32 {
+    1024
 }
 
 /// One buffer pool.
@@ -152,6 +185,11 @@ pub struct MemoryRegionSpec {
     /// NUMA node (host kinds) or GPU index (`device`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<u32>,
+    /// What an RDMA device may do with the region once registered (rdma
+    /// ports): `local`, `rdma_read`, `rdma_write`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 3))]
+    pub access: Vec<MemoryAccess>,
 }
 
 /// One RX or TX queue.

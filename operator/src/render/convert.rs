@@ -5,8 +5,8 @@
 use daqiri_config::EngineConfig;
 use daqiri_config::model::{
     ActionType, BitField, CpuCore, DataTypes, EngineKind, Flow, FlowAction, FlowMatch, Interface, MemoryRegion,
-    PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod, RoceConfig, RxConfig, SeqBatchNumber, SeqPacketsPerBatch,
-    SocketConfig, StreamType, TxConfig,
+    PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod, RoceConfig, RoceIngest, RxConfig, SeqBatchNumber,
+    SeqPacketsPerBatch, SocketConfig, StreamType, TxConfig,
 };
 use kube::ResourceExt;
 
@@ -41,7 +41,7 @@ pub fn memory_regions(port: &DaqiriPort) -> Vec<MemoryRegion> {
             name: region_name(&iface, &r.name),
             kind: r.kind,
             affinity: r.affinity.unwrap_or(0),
-            access: Vec::new(),
+            access: r.access.clone(),
             num_bufs: r.num_bufs,
             buf_size: r.buf_size,
         })
@@ -78,7 +78,15 @@ pub fn interface(port: &DaqiriPort, flows: &[&DaqiriFlow]) -> Interface {
             remote_port: None,
             max_payload_size: s.max_payload_size,
         }),
-        roce_config: spec.roce.as_ref().map(|r| RoceConfig { transport_mode: r.transport_mode, ingest: None }),
+        roce_config: spec.roce.as_ref().map(|r| RoceConfig {
+            transport_mode: r.transport_mode,
+            ingest: r.ingest.as_ref().map(|i| RoceIngest {
+                peer_ip: i.peer_ip.into(),
+                peer_qpn: i.peer_qpn,
+                peer_psn: i.peer_psn,
+                mtu: i.mtu,
+            }),
+        }),
         rx: (!spec.rx_queues.is_empty()).then_some(rx),
         tx,
     }
