@@ -45,11 +45,12 @@ SCENARIOS = {
 }
 # The VM test bed's NICs (tests/vm/run.sh): DPDK over vfio-pci behind an
 # emulated IOMMU, DPDK's net_tap with rte_flow as TC filters, AF_XDP on
-# virtio_net's native XDP.
+# virtio_net's native XDP, RoCE on soft-RoCE.
 VM_BEDS = [
     "dpdk virtio-net-pci vfio (vm)",
     "dpdk net_tap (vm)",
     "af_xdp virtio_net (vm)",
+    "roce rc soft-RoCE (vm)",
 ]
 # The beds the GPU machine runs: it has no DPDK and the suite makes no veth there.
 GPU_BEDS = ["udp socket", "tcp socket", "sw loopback"]
@@ -123,7 +124,11 @@ def page() -> str:
         "`net_tap` programs its rte_flow rules as TC filters (`cls_flower`, `act_skbedit`,",
         "`sch_multiq`, which this machine's kernel lacks); AF_XDP runs on `virtio_net`'s native",
         "XDP. Senders and readers are raw sockets on the guest kernel's own NIC on the same",
-        "bridge. Emulation says nothing about speed: no figure from it goes into benchmarks.",
+        "bridge. RoCE runs on soft-RoCE (`rdma_rxe`, which this machine's kernel lacks): the engine",
+        "is an RC server, and its senders and TX reader are RC clients written with rdma-core's",
+        "pyverbs (`tests/vm/rdma_pipe.py`), one process each. RDMA messages carry no headers of",
+        "their own for flows to match, so every scenario built on flows is refused there by",
+        "`rx.flows`. Emulation says nothing about speed: no figure from it goes into benchmarks.",
         "DPDK 22.11's virtio PMD has no rte_flow, so flows among several queues are refused there",
         "by `rx.flows`. Its RSS without flows (the host's tap spreads by flow hash), DPDK on an",
         "emulated `e1000e` (a second PCI driver) under `vfio-pci`, the IOMMU refusing the NIC's",
@@ -153,9 +158,9 @@ def page() -> str:
         "",
         "## Not in these tables yet",
         "",
-        "Soft-RoCE rows: the RDMA backend so far is one RC connection per port, SEND and receive on",
-        "one queue each (`gateway/engine/tests/vm_rdma.rs` runs it in the VM against pyverbs peers);",
-        "it runs none of these scenarios yet, and refuses what it does not do by path.",
+        "RoCE instrument ingest (UC and RC WRITE with immediate into a ring a sender was programmed",
+        "with) is no scenario's shape: `gateway/engine/tests/vm_rdma.rs` tests it against a pyverbs",
+        "sensor emulator, beside DAQIRI's own RDMA bench config.",
         "`net_ring` and `net_af_packet` have no rte_flow, so DPDK's steering among queues",
         "is refused there; rte_flow on a real PMD runs in the VM test bed. DPDK 22.11's `net_af_xdp`",
         "takes one queue on a veth (it counts combined channels, which a veth has none of), so",

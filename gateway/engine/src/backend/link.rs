@@ -23,6 +23,9 @@ pub struct LinkStats {
     pub af_xdp: Option<AfXdpLink>,
     /// A RoCE port's device, and the ring an ingest port's sender writes.
     pub roce: Option<RoceLink>,
+    /// Why the port is down for good, where the backend knows (a RoCE
+    /// port whose device was removed).
+    pub down: Option<String>,
 }
 
 /// How an AF_XDP port moves frames.

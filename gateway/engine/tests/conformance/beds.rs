@@ -10,6 +10,8 @@ use daqiri_config::testing::{TestConfig, tx};
 
 #[cfg(any(feature = "dpdk", feature = "af_xdp"))]
 pub use raw::RawBed;
+#[cfg(feature = "rdma")]
+pub use roce::RoceBed;
 
 /// Bytes of Ethernet, IPv4 and UDP headers before a raw frame's payload.
 pub const RAW_HEADERS: usize = 42;
@@ -27,9 +29,22 @@ pub trait Bed {
     /// (they deliver payloads), the frame's headers on raw backends.
     fn headers(&self) -> usize;
 
-    /// Flows can tell senders apart (a byte stream cannot).
+    /// What arrives keeps the sender's message boundaries (a byte stream
+    /// does not).
     fn has_datagrams(&self) -> bool {
         true
+    }
+
+    /// Flows can tell senders apart: a datagram carries headers to match
+    /// (an RDMA message carries none of its own).
+    fn matches_flows(&self) -> bool {
+        self.has_datagrams()
+    }
+
+    /// Why nothing is ever dropped for an application that stops reading
+    /// (the transport holds the sender back), if so.
+    fn flow_controlled(&self) -> Option<&'static str> {
+        None
     }
 
     /// `buf_size` of the region RX queues land in.
@@ -181,6 +196,9 @@ impl Bed for Tcp {
     }
     fn has_datagrams(&self) -> bool {
         false
+    }
+    fn flow_controlled(&self) -> Option<&'static str> {
+        Some("a byte stream is never dropped: TCP flow control slows the sender")
     }
     fn sender(&self, _index: u16) -> Box<dyn Sender> {
         Box::new(TcpSender { server: self.port, stream: std::sync::Mutex::new(None) })
@@ -651,5 +669,175 @@ mod raw {
             sum = (sum & 0xffff) + (sum >> 16);
         }
         !(sum as u16)
+    }
+}
+
+#[cfg(feature = "rdma")]
+mod roce {
+    use std::io::{Read, Write};
+    use std::net::SocketAddr;
+    use std::process::{Child, ChildStdin, Command, Stdio};
+    use std::sync::Mutex;
+    use std::sync::mpsc::{Receiver, channel};
+    use std::time::{Duration, Instant};
+
+    use daqiri::Engine;
+    use daqiri_config::testing::TestConfig;
+
+    use super::{Bed, Reader, Sender};
+
+    /// The VM's soft-RoCE device (tests/vm/soft_roce.sh leaves `rxe0` on it).
+    const RXE_ADDR: [u8; 4] = [10, 77, 0, 1];
+
+    /// Our engine an RC server on the VM's soft-RoCE device; its senders and
+    /// its TX reader are pyverbs clients (tests/vm/rdma_pipe.py), a process
+    /// each, connected at first use (the server listens once the engine runs).
+    pub struct RoceBed {
+        server: SocketAddr,
+    }
+
+    impl RoceBed {
+        pub fn vm_soft_roce() -> Self {
+            assert_eq!(
+                std::env::var("DAQIRI_VM").as_deref(),
+                Ok("1"),
+                "this bed runs inside the VM test bed (tests/vm/run.sh)"
+            );
+            Self { server: SocketAddr::from((RXE_ADDR, crate::common::free_tcp_port())) }
+        }
+    }
+
+    impl Bed for RoceBed {
+        fn name(&self) -> &'static str {
+            "roce rc soft-RoCE (vm)"
+        }
+        fn config(&self) -> TestConfig {
+            TestConfig::roce_server(self.server).master_core(0)
+        }
+        fn headers(&self) -> usize {
+            0
+        }
+        fn matches_flows(&self) -> bool {
+            false
+        }
+        fn flow_controlled(&self) -> Option<&'static str> {
+            Some("an RDMA sender waits (RNR) while its receiver has no receive posted: nothing is dropped")
+        }
+        fn sender(&self, _index: u16) -> Box<dyn Sender> {
+            Box::new(PipeSender { server: self.server, peer: Mutex::new(None) })
+        }
+        fn tx_reader(&self) -> Box<dyn Reader> {
+            Box::new(PipeReader { server: self.server, peer: None, messages: None })
+        }
+        fn burst_timeout_us(&self, us: u64) -> u64 {
+            // A few thousand messages a second under emulation.
+            us.max(200_000)
+        }
+    }
+
+    /// tests/vm/rdma_pipe.py in `role`, a client of `server`.
+    fn pipe(role: &str, server: SocketAddr) -> Command {
+        let mut command = Command::new("/usr/bin/python3");
+        command
+            .args(["tests/vm/rdma_pipe.py", role, &server.ip().to_string(), &server.port().to_string()])
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+        command
+    }
+
+    /// Waits for the pyverbs peer just started to connect to port 0.
+    fn await_connection(engine: &Engine) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while engine.stats().ports[0].link.connected != Some(true) {
+            assert!(Instant::now() < deadline, "the pyverbs peer connects: {:?}", engine.stats().ports[0].link);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Ends a peer: it has until `within` to finish on its own.
+    fn reap(mut child: Child, within: Duration) {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if child.try_wait().is_ok_and(|status| status.is_some()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Each payload one SEND, through a pyverbs client fed on its stdin.
+    struct PipeSender {
+        server: SocketAddr,
+        peer: Mutex<Option<(Child, ChildStdin)>>,
+    }
+
+    impl Sender for PipeSender {
+        fn port(&self) -> u16 {
+            0 // no flow matches an RDMA message
+        }
+        fn send(&self, engine: &Engine, payload: &[u8]) {
+            let mut peer = self.peer.lock().unwrap();
+            let (_, stdin) = peer.get_or_insert_with(|| {
+                let mut child = pipe("send", self.server).stdin(Stdio::piped()).spawn().expect("a pyverbs sender");
+                let stdin = child.stdin.take().unwrap();
+                // Python and pyverbs start slowly under emulation: the
+                // scenario's clock starts once the peer is connected.
+                await_connection(engine);
+                (child, stdin)
+            });
+            let length = u32::try_from(payload.len()).unwrap().to_be_bytes();
+            stdin
+                .write_all(&length)
+                .and_then(|()| stdin.write_all(payload))
+                .expect("the pyverbs sender takes a message");
+        }
+    }
+
+    impl Drop for PipeSender {
+        fn drop(&mut self) {
+            if let Some((child, stdin)) = self.peer.get_mut().unwrap().take() {
+                drop(stdin); // the end of its input: it sends what it has and disconnects
+                reap(child, Duration::from_secs(20));
+            }
+        }
+    }
+
+    /// A pyverbs client of the engine's server, writing out each message
+    /// the engine's TX queue 0 sends it.
+    struct PipeReader {
+        server: SocketAddr,
+        peer: Option<Child>,
+        messages: Option<Receiver<Vec<u8>>>,
+    }
+
+    impl Reader for PipeReader {
+        fn attach(&mut self, engine: &Engine) {
+            let mut child = pipe("recv", self.server).stdout(Stdio::piped()).spawn().expect("a pyverbs reader");
+            let mut stdout = child.stdout.take().unwrap();
+            let (tx, rx) = channel();
+            std::thread::spawn(move || {
+                let mut length = [0u8; 4];
+                while stdout.read_exact(&mut length).is_ok() {
+                    let mut message = vec![0u8; u32::from_be_bytes(length) as usize];
+                    if stdout.read_exact(&mut message).is_err() || tx.send(message).is_err() {
+                        return;
+                    }
+                }
+            });
+            (self.peer, self.messages) = (Some(child), Some(rx));
+            await_connection(engine);
+        }
+        fn next(&mut self, _engine: &Engine, within: Duration) -> Option<Vec<u8>> {
+            self.messages.as_ref()?.recv_timeout(within).ok()
+        }
+    }
+
+    impl Drop for PipeReader {
+        fn drop(&mut self) {
+            if let Some(child) = self.peer.take() {
+                reap(child, Duration::ZERO);
+            }
+        }
     }
 }

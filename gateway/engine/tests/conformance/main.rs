@@ -94,6 +94,8 @@ scenarios_on!(vm_af_xdp_virtio, beds::RawBed::vm_af_xdp(), #[ignore = "needs the
 scenarios_on!(vm_dpdk_virtio, beds::RawBed::vm_dpdk_virtio(), #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]);
 #[cfg(feature = "dpdk")]
 scenarios_on!(vm_dpdk_tap, beds::RawBed::vm_dpdk_tap(), #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]);
+#[cfg(feature = "rdma")]
+scenarios_on!(vm_soft_roce, beds::RoceBed::vm_soft_roce(), #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]);
 
 #[cfg(feature = "cuda")]
 gpu_scenarios_on!(gpu_udp, beds::Udp { port: common::free_udp_port() });

@@ -70,7 +70,7 @@ pub fn delivery(bed: &dyn Bed) -> Outcome {
         .config()
         .region("mem", BUFS, bed.buf_size())
         .rx_queue(rx(0, "mem").core(1).batch(32).timeout_us(bed.burst_timeout_us(200)));
-    if bed.has_datagrams() {
+    if bed.matches_flows() {
         config = config.udp_src_flow(7, 0, sender.port());
     }
     let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
@@ -93,7 +93,7 @@ pub fn delivery(bed: &dyn Bed) -> Outcome {
     }
     assert_eq!(got[0].len(), sent.len(), "every datagram arrives; {}", counted(&engine));
     for (i, ((flow, bytes), want)) in got[0].iter().zip(&sent).enumerate() {
-        assert_eq!(*flow, Some(7), "packet {i} carries its flow id");
+        assert_eq!(*flow, bed.matches_flows().then_some(7), "packet {i} carries its flow id, where flows match");
         assert_eq!(&bytes[bed.headers()..], &want[..], "packet {i} arrives byte-exact and in order");
     }
     Outcome::Passed
@@ -198,7 +198,7 @@ pub fn isolation(bed: &dyn Bed) -> Outcome {
         .rx_queue(rx(0, "mem").core(1).batch(16).timeout_us(200))
         .udp_src_flow(30, 0, matched.port())
         .isolated();
-    let engine = match start_or_refusal(&config.yaml(), &["rx.flow_isolation"]) {
+    let engine = match start_or_refusal(&config.yaml(), &["rx.flow_isolation", "rx.flows"]) {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };
@@ -363,6 +363,9 @@ pub fn cpu_reorder(bed: &dyn Bed) -> Outcome {
     if !bed.has_datagrams() {
         return Outcome::NotApplicable("a byte stream has no packets to reorder");
     }
+    if !bed.matches_flows() {
+        return Outcome::NotApplicable("its messages match no flow, and a reorder plan takes packets by flow id");
+    }
     const PER_BATCH: u32 = 16;
     const BATCHES: u32 = 4;
     const DATA: usize = 96;
@@ -495,8 +498,8 @@ pub fn header_data_split(bed: &dyn Bed) -> Outcome {
 /// An application that stops reading loses packets only as counted drops:
 /// what reached the ring plus what was dropped, by reason, is what was sent.
 pub fn drops_counted_when_stalled(bed: &dyn Bed) -> Outcome {
-    if !bed.has_datagrams() {
-        return Outcome::NotApplicable("a byte stream is never dropped: TCP flow control slows the sender");
+    if let Some(why) = bed.flow_controlled() {
+        return Outcome::NotApplicable(why);
     }
     const SENT: u32 = 600;
     let config = bed

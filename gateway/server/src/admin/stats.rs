@@ -120,6 +120,9 @@ pub(crate) struct LinkStats {
     /// The NIC's own counters by the driver's names (DPDK xstats).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     nic_counters: std::collections::BTreeMap<String, u64>,
+    /// Why the port is down for good (a RoCE port whose device was removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    down: Option<String>,
 }
 
 impl From<&daqiri::LinkStats> for LinkStats {
@@ -130,6 +133,7 @@ impl From<&daqiri::LinkStats> for LinkStats {
             peer: link.peer.map(|p| p.to_string()),
             connected: link.connected,
             nic_counters: link.nic_counters.iter().cloned().collect(),
+            down: link.down.clone(),
         }
     }
 }

@@ -7,11 +7,36 @@
 //! before the registrations and the domain, and its id before the channel.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 
-use super::verbs::{CmId, CompletionQueue, EventChannel, MemoryRegistration, ProtectionDomain};
+use super::verbs::{self, CmId, CompletionQueue, EventChannel, MemoryRegistration, ProtectionDomain};
+use crate::memory::LentBuffers;
+use crate::port::Port;
+
+/// Why a port whose RDMA device was removed is down.
+pub(super) const DEVICE_REMOVED: &str = "its RDMA device was removed: the port let go of everything it had on it and stays down until the gateway restarts or a reload changes the port";
+
+/// Whether the port's RDMA device was removed; once set, never cleared.
+#[derive(Debug, Default)]
+pub(super) struct Removal(AtomicBool);
+
+impl Removal {
+    pub(super) fn note(&self) {
+        self.0.store(true, Relaxed);
+    }
+
+    pub(super) fn happened(&self) -> bool {
+        self.0.load(Relaxed)
+    }
+}
+
+/// How long a closed connection's flushed work requests are waited for
+/// before their buffers are given up on (kept out of the pool, and said so).
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// A device's protection domain and the registrations of the port's
 /// regions, freed in that order, then the id that keeps the device open
@@ -62,6 +87,8 @@ pub(super) struct ConnectionState {
 pub(super) struct Link {
     current: ArcSwapOption<Connection>,
     state: Mutex<ConnectionState>,
+    /// Set when the device went away under the port.
+    pub(super) removal: Removal,
 }
 
 impl Link {
@@ -83,5 +110,43 @@ impl Link {
 
     pub(super) fn state(&self) -> ConnectionState {
         *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A task whose work requests lend its queue's buffers to the device until
+/// they complete: how it lets go of a connection that closed.
+pub(super) trait LendsToDevice {
+    /// What the device does with the buffers, for the log.
+    const WORK: &'static str;
+
+    /// The buffers the device holds, by work request id.
+    fn lent(&mut self) -> &mut LentBuffers;
+
+    /// Takes `connection`'s completions, flushed ones included: how many.
+    fn complete(&mut self, port: &Port, connection: &Connection) -> usize;
+
+    /// Moves `old`'s queue pair to the error state and takes completions
+    /// until the device flushed every buffer it held, for [`FLUSH_WAIT`] at
+    /// most. The buffers it did not flush are forgotten, not released (the
+    /// device may still touch them): how many.
+    fn flush(&mut self, port: &Port, old: &Connection, num_bufs: u32) -> usize {
+        verbs::to_error(&old.id);
+        let deadline = Instant::now() + FLUSH_WAIT;
+        while self.lent().lent() > 0 && Instant::now() < deadline {
+            if self.complete(port, old) == 0 {
+                std::thread::yield_now();
+            }
+        }
+        let stuck = self.lent().lent();
+        if stuck > 0 {
+            tracing::error!(
+                port = port.name,
+                buffers = stuck,
+                "the device did not flush these {} buffers within {FLUSH_WAIT:?}; they stay out of the pool",
+                Self::WORK
+            );
+            *self.lent() = LentBuffers::keyed(num_bufs);
+        }
+        stuck
     }
 }

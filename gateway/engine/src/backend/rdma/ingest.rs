@@ -17,14 +17,15 @@ use std::time::Duration;
 
 use daqiri_config::model::{RoceIngest, TransportMode};
 
-use super::connection::Device;
+use super::connection::{DEVICE_REMOVED, Device, Removal};
+use super::errors::invalid;
 use super::sysfs;
 use super::verbs::{self, CompletionQueue, DevicePort, QueuePair, Rtr, ibv_wc};
 use crate::backend::driver::PortDriver;
 use crate::backend::link::{IngestRing, LinkStats, RoceLink};
 use crate::burst::PacketSlot;
 use crate::delivery::{Assembler, FullRing};
-use crate::error::{Error, Result, Status};
+use crate::error::Result;
 use crate::memory::{LentBuffers, Region};
 use crate::port::Port;
 use crate::stats::DropReason;
@@ -41,6 +42,7 @@ const RECV_DEPTH: u32 = 1024;
 pub(super) struct IngestDriver {
     receiver: Mutex<Option<IngestReceiver>>,
     link: RoceLink,
+    removal: Arc<Removal>,
 }
 
 /// Brings up the queue pair of an ingest port, its ring registered at
@@ -52,14 +54,12 @@ pub(super) fn open(
     transport: TransportMode,
     device: Arc<Device>,
 ) -> Result<Box<dyn PortDriver>> {
-    let invalid =
-        |what: String| Error::new(Status::InvalidParameter, format!("RoCE ingest interface \"{}\": {what}", port.name));
     let queue = &port.rx[0];
     let ring = port.regions.get(queue.segment_regions[0]);
     let place =
-        DevicePort::of(&device.anchor).ok_or_else(|| invalid(format!("{local} is no RDMA device's address")))?;
+        DevicePort::of(&device.anchor).ok_or_else(|| invalid(port, format!("{local} is no RDMA device's address")))?;
     let name = place.device_name();
-    let gid_index = sysfs::roce_v2_gid_index(&name, place.port_num, local).map_err(|e| invalid(e.to_string()))?;
+    let gid_index = sysfs::roce_v2_gid_index(&name, place.port_num, local).map_err(|e| invalid(port, e))?;
     let rtr = Rtr {
         qp_type: if transport == TransportMode::Uc { verbs::IBV_QPT_UC } else { verbs::IBV_QPT_RC },
         port: place,
@@ -70,11 +70,11 @@ pub(super) fn open(
         mtu: ingest.mtu,
     };
     let depth = RECV_DEPTH;
-    let context = device.anchor.verbs().ok_or_else(|| invalid(format!("{local} is no RDMA device's address")))?;
-    let cq = CompletionQueue::new(context, depth + 1).map_err(|e| invalid(e.to_string()))?;
-    let qp = QueuePair::ready_to_receive(&device.pd, &cq, depth, &rtr).map_err(|e| invalid(e.to_string()))?;
+    let context = device.anchor.verbs().ok_or_else(|| invalid(port, format!("{local} is no RDMA device's address")))?;
+    let cq = CompletionQueue::new(context, depth + 1).map_err(|e| invalid(port, e))?;
+    let qp = QueuePair::ready_to_receive(&device.pd, &cq, depth, &rtr).map_err(|e| invalid(port, e))?;
     for wr_id in 0..depth {
-        qp.post_empty_receive(u64::from(wr_id)).map_err(|e| invalid(format!("ibv_post_recv: {e}")))?;
+        qp.post_empty_receive(u64::from(wr_id)).map_err(|e| invalid(port, format!("ibv_post_recv: {e}")))?;
     }
     let index = queue.segment_regions[0];
     let registration = device.registrations.iter().find(|(r, _)| *r == index).map(|(_, mr)| mr);
@@ -92,8 +92,9 @@ pub(super) fn open(
         }),
     };
     tracing::info!(port = port.name, qpn = qp.qpn(), peer = %ingest.peer_ip, peer_qpn = ingest.peer_qpn, "RoCE ingest ring ready");
-    let receiver = IngestReceiver::new(port, qp, cq, device);
-    Ok(Box::new(IngestDriver { receiver: Mutex::new(Some(receiver)), link }))
+    let removal = Arc::new(Removal::default());
+    let receiver = IngestReceiver::new(port, RingQueuePair { qp, cq, device }, Arc::clone(&removal));
+    Ok(Box::new(IngestDriver { receiver: Mutex::new(Some(receiver)), link, removal }))
 }
 
 impl std::fmt::Debug for IngestDriver {
@@ -109,21 +110,37 @@ impl PortDriver for IngestDriver {
     }
 
     fn link_stats(&self) -> LinkStats {
+        let removed = self.removal.happened();
         LinkStats {
-            nic_counters: sysfs::hw_counters(&self.link.device, self.link.port),
+            nic_counters: if removed { Vec::new() } else { sysfs::hw_counters(&self.link.device, self.link.port) },
             roce: Some(self.link.clone()),
+            down: removed.then(|| DEVICE_REMOVED.to_owned()),
             ..LinkStats::default()
         }
     }
 }
 
-/// The receive task of an ingest port. Fields drop in order: the queue
-/// pair before its completion queue, both before the device's
-/// registration and domain.
-struct IngestReceiver {
+/// The ring's queue pair. Fields drop in order: the queue pair before its
+/// completion queue, both before the device's registration and domain.
+struct RingQueuePair {
     qp: QueuePair,
     cq: CompletionQueue,
-    _device: Arc<Device>,
+    device: Arc<Device>,
+}
+
+impl RingQueuePair {
+    /// Whether the device is being removed.
+    fn device_removed(&self) -> bool {
+        std::iter::from_fn(|| self.device.channel.next().ok().flatten())
+            .any(|event| event.kind == verbs::event::RDMA_CM_EVENT_DEVICE_REMOVAL)
+    }
+}
+
+/// The receive task of an ingest port.
+struct IngestReceiver {
+    /// The queue pair, until its device is removed.
+    ring_qp: Option<RingQueuePair>,
+    removal: Arc<Removal>,
     assembler: Assembler,
     /// The ring's pages not with the application, by page (buffer) index.
     free_pages: LentBuffers,
@@ -133,11 +150,10 @@ struct IngestReceiver {
 }
 
 impl IngestReceiver {
-    fn new(port: &Port, qp: QueuePair, cq: CompletionQueue, device: Arc<Device>) -> Self {
+    fn new(port: &Port, ring_qp: RingQueuePair, removal: Arc<Removal>) -> Self {
         let mut receiver = Self {
-            qp,
-            cq,
-            _device: device,
+            ring_qp: Some(ring_qp),
+            removal,
             assembler: Assembler::new(port, 0, FullRing::Drop),
             free_pages: LentBuffers::keyed(ring(port).num_bufs()),
             expected: None,
@@ -151,7 +167,10 @@ impl IngestReceiver {
     /// application released, later) under its index.
     fn take_back_pages(&mut self, port: &Port) {
         let ring = ring(port);
-        while let Some(token) = ring.take() {
+        // `available` is one atomic read: the pool's lock only when a page came back.
+        while ring.available() > 0
+            && let Some(token) = ring.take()
+        {
             let page = token.index();
             if let Err(token) = self.free_pages.lend_as(page, token) {
                 ring.release(token);
@@ -199,7 +218,19 @@ impl QueueTask for IngestReceiver {
     fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
         self.take_back_pages(port);
         let asked = std::time::Instant::now();
-        let taken = match self.cq.poll(&mut self.completions) {
+        let Some(ring_qp) = self.ring_qp.as_ref() else {
+            self.assembler.flush_if_due(&port.rx[0], asked, &port.regions);
+            return 0;
+        };
+        if ring_qp.device_removed() {
+            // The ring's pages are the engine's, not lent to the device one by one: nothing to flush.
+            ring_qp.qp.to_error();
+            self.ring_qp = None;
+            self.removal.note();
+            tracing::error!(port = port.name, "RoCE ingest port down: {DEVICE_REMOVED}");
+            return 0;
+        }
+        let taken = match ring_qp.cq.poll(&mut self.completions) {
             Ok(n) => n,
             Err(e) => {
                 tracing::error!(port = port.name, "{e}");
@@ -214,7 +245,8 @@ impl QueueTask for IngestReceiver {
                 (verbs::IBV_WC_WR_FLUSH_ERR, _) => continue,
                 _ => port.rx_drops.dropped(DropReason::NicRxError, 1),
             }
-            if let Err(e) = self.qp.post_empty_receive(wr_id) {
+            let Some(ring_qp) = self.ring_qp.as_ref() else { break };
+            if let Err(e) = ring_qp.qp.post_empty_receive(wr_id) {
                 tracing::error!(port = port.name, "ibv_post_recv: {e}");
             }
         }
@@ -223,7 +255,9 @@ impl QueueTask for IngestReceiver {
     }
 
     fn finish(&mut self, port: &Port) {
-        self.qp.to_error();
+        if let Some(ring_qp) = self.ring_qp.take() {
+            ring_qp.qp.to_error();
+        }
         self.assembler.finish(&port.rx[0], &port.regions);
         ring(port).release_all(self.free_pages.reclaim_all());
     }

@@ -130,8 +130,10 @@ impl Manager {
                 None
             }
             event::RDMA_CM_EVENT_DEVICE_REMOVAL => {
-                tracing::error!(port = self.port, "the port's RDMA device was removed");
+                // The removal waits for every object on the device to go:
+                // the receive task lets go of the rest once it sees this.
                 self.close();
+                self.link.removal.note();
                 None
             }
             kind if resolving || ours(&self.pending) || self.link.connection().is_some_and(|c| c.id.is(event.id)) => {

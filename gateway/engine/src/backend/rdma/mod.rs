@@ -17,6 +17,7 @@
 //! READ from TX) is refused by path in [`crate::support`].
 
 mod connection;
+mod errors;
 mod ingest;
 mod manager;
 mod receiver;
@@ -32,13 +33,14 @@ use daqiri_config::model::{MemoryAccess, RoceConfig, SocketMode, TransportMode};
 
 use super::driver::PortDriver;
 use super::link::{LinkStats, RoceLink};
-use crate::error::{Error, Result, Status};
+use crate::error::Result;
 use crate::memory::RegionTable;
 use crate::port::Port;
 use crate::queue::Queue;
 use crate::task::Task;
 
 use connection::{Device, Link};
+use errors::{invalid, refused};
 use manager::{Manager, Role};
 use receiver::Receiver;
 use sender::Sender;
@@ -51,16 +53,14 @@ const SEND_DEPTH: u32 = 256;
 
 #[derive(Debug)]
 pub(super) struct RdmaDriver {
-    /// The connection's manager until the RX task takes it.
-    manager: std::sync::Mutex<Option<Manager>>,
-    device: Arc<Device>,
+    /// The connection's manager and the device until the tasks take them
+    /// (so that nothing else holds the device when it is removed).
+    parts: std::sync::Mutex<Option<(Manager, Arc<Device>)>>,
     link: Arc<Link>,
     /// The device port, for the status.
     place: Option<RoceLink>,
-}
-
-pub(super) fn refused(message: String) -> Error {
-    Error::new(Status::NotSupported, message)
+    /// Receives kept posted: the RX region's buffers, at most [`RECV_DEPTH`].
+    recv_depth: u32,
 }
 
 /// The region of `queue`, checked for what a registration needs.
@@ -95,32 +95,30 @@ pub(super) fn open(
     port: &Port,
     regions: &RegionTable,
 ) -> Result<Box<dyn PortDriver>> {
-    let invalid =
-        |what: String| Error::new(Status::InvalidParameter, format!("RoCE interface \"{}\": {what}", port.name));
-    let local = endpoints.local.ok_or_else(|| invalid("no local_addr".into()))?;
-    let Some(rx) = port.rx.first() else { return Err(invalid("no RX queue".into())) };
+    let local = endpoints.local.ok_or_else(|| invalid(port, "no local_addr"))?;
+    let Some(rx) = port.rx.first() else { return Err(invalid(port, "no RX queue")) };
     let mut used = vec![queue_region(port, rx, regions)?];
     if let Some(tx) = port.tx.first() {
         used.push(queue_region(port, tx, regions)?);
     }
     used.dedup();
-    let channel = Arc::new(EventChannel::new().map_err(|e| invalid(e.to_string()))?);
+    let channel = Arc::new(EventChannel::new().map_err(|e| invalid(port, e))?);
     let transport = roce.map_or(TransportMode::Rc, |r| r.transport_mode);
     if let Some(ingest) = roce.and_then(|r| r.ingest.as_ref()) {
-        let anchor = CmId::bound(&channel, local.ip).map_err(|e| invalid(e.to_string()))?;
+        let anchor = CmId::bound(&channel, local.ip).map_err(|e| invalid(port, e))?;
         let device = open_device(port, regions, used, (anchor, channel), Some(0))?;
         return ingest::open(port, local.ip, ingest, transport, device);
     }
     let (role, anchor) = match endpoints.mode {
         SocketMode::Server => {
-            let listener = CmId::listen(&channel, local.socket_addr()).map_err(|e| invalid(e.to_string()))?;
+            let listener = CmId::listen(&channel, local.socket_addr()).map_err(|e| invalid(port, e))?;
             (Role::Server, listener)
         }
         SocketMode::Client => {
-            let remote = endpoints.remote.ok_or_else(|| invalid("a client needs remote_addr".into()))?.socket_addr();
+            let remote = endpoints.remote.ok_or_else(|| invalid(port, "a client needs remote_addr"))?.socket_addr();
             // An id bound now finds the device, fails here if none has the
             // address, and keeps the device open.
-            let bound = CmId::bound(&channel, local.ip).map_err(|e| invalid(e.to_string()))?;
+            let bound = CmId::bound(&channel, local.ip).map_err(|e| invalid(port, e))?;
             (Role::Client { local: local.ip, remote, resolving: None, retry_at: Instant::now(), failures: 0 }, bound)
         }
     };
@@ -143,7 +141,8 @@ pub(super) fn open(
         gid: sysfs::gid_of(local.ip),
         ingest: None,
     });
-    Ok(Box::new(RdmaDriver { manager: std::sync::Mutex::new(Some(manager)), device, link, place }))
+    let parts = std::sync::Mutex::new(Some((manager, device)));
+    Ok(Box::new(RdmaDriver { parts, link, place, recv_depth }))
 }
 
 /// The device `anchor` found: its protection domain and the registrations
@@ -155,19 +154,17 @@ fn open_device(
     (anchor, channel): (CmId, Arc<EventChannel>),
     iova: Option<u64>,
 ) -> Result<Arc<Device>> {
-    let invalid =
-        |what: String| Error::new(Status::InvalidParameter, format!("RoCE interface \"{}\": {what}", port.name));
     let context = anchor
         .verbs()
-        .ok_or_else(|| invalid("its local_addr is no RDMA device's address; give the address of one".into()))?;
-    let pd = ProtectionDomain::new(context).map_err(|e| invalid(e.to_string()))?;
+        .ok_or_else(|| invalid(port, "its local_addr is no RDMA device's address; give the address of one"))?;
+    let pd = ProtectionDomain::new(context).map_err(|e| invalid(port, e))?;
     let registrations = used
         .into_iter()
         .map(|index| {
             MemoryRegistration::of_region(&pd, regions.get(index), iova)
                 .expect("host memory, checked by queue_region")
                 .map(|mr| (index, mr))
-                .map_err(|e| invalid(e.to_string()))
+                .map_err(|e| invalid(port, e))
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Arc::new(Device { registrations, pd, anchor, channel }))
@@ -176,13 +173,13 @@ fn open_device(
 impl PortDriver for RdmaDriver {
     /// The RX task runs the connection; the TX task sends on it.
     fn tasks(&mut self, port: &Port) -> Vec<Task> {
-        let Some(manager) = self.manager.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Vec::new() };
-        let recv_depth = port.regions.get(port.rx[0].segment_regions[0]).num_bufs().min(RECV_DEPTH);
-        let receiver = Receiver::new(port, manager, Arc::clone(&self.link), Arc::clone(&self.device), recv_depth);
+        let Some((manager, device)) = self.parts.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Vec::new();
+        };
+        let lkey = port.tx.first().and_then(|tx| device.lkey(tx.segment_regions[0]));
+        let receiver = Receiver::new(port, manager, Arc::clone(&self.link), device, self.recv_depth);
         let mut tasks = vec![Task::receiver(port, &port.rx[0], Box::new(receiver)).polling()];
-        if let Some(tx) = port.tx.first()
-            && let Some(lkey) = self.device.lkey(tx.segment_regions[0])
-        {
+        if let (Some(tx), Some(lkey)) = (port.tx.first(), lkey) {
             let sender = Sender::new(port, Arc::clone(&self.link), lkey, SEND_DEPTH);
             tasks.push(Task::sender(port, tx, Box::new(sender)));
         }
@@ -191,11 +188,14 @@ impl PortDriver for RdmaDriver {
 
     fn link_stats(&self) -> LinkStats {
         let state = self.link.state();
+        let removed = self.link.removal.happened();
+        let counters = self.place.as_ref().filter(|_| !removed).map(|p| sysfs::hw_counters(&p.device, p.port));
         LinkStats {
             peer: state.peer,
             connected: Some(state.connected),
-            nic_counters: self.place.as_ref().map(|p| sysfs::hw_counters(&p.device, p.port)).unwrap_or_default(),
+            nic_counters: counters.unwrap_or_default(),
             roce: self.place.clone(),
+            down: removed.then(|| connection::DEVICE_REMOVED.to_owned()),
             ..LinkStats::default()
         }
     }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::connection::{Connection, Device, Link};
+use super::connection::{Connection, DEVICE_REMOVED, Device, LendsToDevice, Link};
 use super::manager::Manager;
 use super::verbs::{self, ibv_wc};
 use crate::burst::PacketSlot;
@@ -19,14 +19,12 @@ use crate::task::QueueTask;
 
 /// Completions taken per poll.
 const RX_BATCH: usize = 64;
-/// How long a closed connection's flushed receives are waited for before
-/// their buffers are given up on (kept out of the pool, and said so).
-const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 pub(super) struct Receiver {
-    manager: Manager,
+    /// The connection's manager and the device, until the device is removed.
+    manager: Option<Manager>,
     link: Arc<Link>,
-    device: Arc<Device>,
+    device: Option<Arc<Device>>,
     assembler: Assembler,
     /// The connection our receives are posted on (pending or live).
     posted_on: Option<Arc<Connection>>,
@@ -40,9 +38,9 @@ pub(super) struct Receiver {
 impl Receiver {
     pub(super) fn new(port: &Port, manager: Manager, link: Arc<Link>, device: Arc<Device>, depth: u32) -> Self {
         Self {
-            manager,
+            manager: Some(manager),
             link,
-            device,
+            device: Some(device),
             assembler: Assembler::new(port, 0, FullRing::HoldBack),
             posted_on: None,
             lent: LentBuffers::keyed(region(port).num_bufs()),
@@ -56,7 +54,8 @@ impl Receiver {
     fn stock(&mut self, port: &Port, connection: &Connection) {
         let region = region(port);
         let index = port.rx[0].segment_regions[0];
-        let (len, Some(lkey)) = (region.buf_size() as u32, self.device.lkey(index)) else { return };
+        let lkey = self.device.as_ref().and_then(|device| device.lkey(index));
+        let (len, Some(lkey)) = (region.buf_size() as u32, lkey) else { return };
         while (self.lent.lent() as u32) < self.depth {
             let Some(mut token) = region.take_cached(&mut self.cache) else { return };
             let buffer = token.index();
@@ -116,27 +115,35 @@ impl Receiver {
         taken
     }
 
+    /// Lets go of everything on a device that was removed: the connection,
+    /// the receives (their buffers back), the manager's ids and channel,
+    /// the registrations and the domain.
+    fn let_go_of_device(&mut self, port: &Port) {
+        self.retire(port);
+        self.manager = None;
+        self.device = None;
+        region(port).drain_cache(&mut self.cache);
+        tracing::error!(port = port.name, "RoCE port down: {DEVICE_REMOVED}");
+    }
+
     /// Lets go of a connection that is no longer pending or live: its queue
     /// pair to the error state, what completed delivered, every posted
     /// buffer back once the device has flushed it.
     fn retire(&mut self, port: &Port) {
         let Some(old) = self.posted_on.take() else { return };
-        verbs::to_error(&old.id);
-        let deadline = Instant::now() + FLUSH_WAIT;
-        while self.lent.lent() > 0 && Instant::now() < deadline {
-            if self.receive(port, &old, false) == 0 {
-                std::thread::yield_now();
-            }
-        }
-        if self.lent.lent() > 0 {
-            tracing::error!(
-                port = port.name,
-                buffers = self.lent.lent(),
-                "the device did not flush these receive buffers within {FLUSH_WAIT:?}; they stay out of the pool"
-            );
-            // Forgotten, not released: the device may still write them.
-            self.lent = LentBuffers::keyed(region(port).num_bufs());
-        }
+        self.flush(port, &old, region(port).num_bufs());
+    }
+}
+
+impl LendsToDevice for Receiver {
+    const WORK: &'static str = "receive";
+
+    fn lent(&mut self) -> &mut LentBuffers {
+        &mut self.lent
+    }
+
+    fn complete(&mut self, port: &Port, connection: &Connection) -> usize {
+        self.receive(port, connection, false)
     }
 }
 
@@ -146,19 +153,27 @@ fn region(port: &Port) -> &Region {
 
 impl QueueTask for Receiver {
     fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
-        if let Some(made) = self.manager.poll() {
+        let asked = Instant::now();
+        let Some(manager) = self.manager.as_mut() else {
+            self.assembler.flush_if_due(&port.rx[0], asked, &port.regions);
+            return 0;
+        };
+        if let Some(made) = manager.poll() {
             self.retire(port);
             self.stock(port, &made);
             self.posted_on = Some(Arc::clone(&made));
-            self.manager.start(&made);
+            self.manager.as_mut().expect("polled above").start(&made);
+        }
+        if self.link.removal.happened() {
+            self.let_go_of_device(port);
+            return 0;
         }
         let live = self.link.connection();
-        let pending = self.manager.pending();
+        let pending = self.manager.as_ref().and_then(Manager::pending);
         let current = |c: &Arc<Connection>| [&live, &pending].into_iter().flatten().any(|l| Arc::ptr_eq(l, c));
         if self.posted_on.as_ref().is_some_and(|on| !current(on)) {
             self.retire(port);
         }
-        let asked = Instant::now();
         let mut received = 0;
         if let Some(on) = self.posted_on.clone() {
             received = self.receive(port, &on, true);
@@ -169,7 +184,9 @@ impl QueueTask for Receiver {
     }
 
     fn finish(&mut self, port: &Port) {
-        self.manager.close();
+        if let Some(manager) = self.manager.as_mut() {
+            manager.close();
+        }
         self.retire(port);
         let queue = &port.rx[0];
         self.assembler.finish(queue, &port.regions);

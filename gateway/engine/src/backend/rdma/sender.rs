@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::connection::{Connection, Link};
+use super::connection::{Connection, LendsToDevice, Link};
 use super::verbs::{self, ibv_wc};
 use crate::burst::Burst;
 use crate::memory::{LentBuffers, Region};
@@ -19,9 +19,6 @@ use crate::task::QueueTask;
 
 /// Completions taken per poll.
 const TX_BATCH: usize = 64;
-/// How long a closed connection's flushed SENDs are waited for before
-/// their buffers are given up on (kept out of the pool, and said so).
-const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 pub(super) struct Sender {
     link: Arc<Link>,
@@ -103,27 +100,27 @@ impl Sender {
 
     /// Lets go of a closed connection: its queue pair to the error state,
     /// then every SEND's buffer back once the device has completed or
-    /// flushed it (the device may read a buffer until then).
+    /// flushed it (the device may read a buffer until then). A flushed SEND
+    /// counts as failed in `reap`, the peer may not have it; so does one
+    /// never flushed.
     fn retire(&mut self, port: &Port) {
         let Some(old) = self.posted_on.take() else { return };
-        verbs::to_error(&old.id);
-        // A flushed SEND counts as failed in `reap`: the peer may not have it.
-        let deadline = Instant::now() + FLUSH_WAIT;
-        while self.lent.lent() > 0 && Instant::now() < deadline {
-            if self.reap(port, &old) == 0 {
-                std::thread::yield_now();
-            }
+        let stuck = self.flush(port, &old, region(port).num_bufs());
+        if stuck > 0 {
+            port.tx[0].stats.dropped(DropReason::SendFailed, stuck as u64);
         }
-        if self.lent.lent() > 0 {
-            tracing::error!(
-                port = port.name,
-                buffers = self.lent.lent(),
-                "the device did not flush these send buffers within {FLUSH_WAIT:?}; they stay out of the pool"
-            );
-            port.tx[0].stats.dropped(DropReason::SendFailed, self.lent.lent() as u64);
-            // Forgotten, not released: the device may still read them.
-            self.lent = LentBuffers::keyed(region(port).num_bufs());
-        }
+    }
+}
+
+impl LendsToDevice for Sender {
+    const WORK: &'static str = "send";
+
+    fn lent(&mut self) -> &mut LentBuffers {
+        &mut self.lent
+    }
+
+    fn complete(&mut self, port: &Port, connection: &Connection) -> usize {
+        self.reap(port, connection)
     }
 }
 
