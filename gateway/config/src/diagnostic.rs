@@ -23,6 +23,18 @@ pub struct Diagnostic {
     pub path: String,
     /// What is wrong and what would be valid.
     pub message: String,
+    /// An error only because no build of ours can honour the key (a
+    /// running engine refuses it with `NOT_SUPPORTED`), not because the
+    /// config is malformed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub not_supported: bool,
+}
+
+impl Diagnostic {
+    /// A finding at `path`.
+    pub fn new(severity: Severity, path: &YamlPath, message: impl Into<String>) -> Self {
+        Self { severity, path: path.to_string(), message: message.into(), not_supported: false }
+    }
 }
 
 impl fmt::Display for Diagnostic {
@@ -53,8 +65,21 @@ impl Report {
         self.push(Severity::Warning, path, message);
     }
 
+    /// Records an error at `path` for a key no build of ours can honour.
+    pub fn refuse(&mut self, path: &YamlPath, message: impl Into<String>) {
+        self.push(Severity::Error, path, message);
+        if let Some(last) = self.diagnostics.last_mut() {
+            last.not_supported = true;
+        }
+    }
+
     fn push(&mut self, severity: Severity, path: &YamlPath, message: impl Into<String>) {
-        self.diagnostics.push(Diagnostic { severity, path: path.to_string(), message: message.into() });
+        self.diagnostics.push(Diagnostic::new(severity, path, message));
+    }
+
+    /// Whether every error is a key no build of ours can honour (and there is one).
+    pub fn only_not_supported(&self) -> bool {
+        self.has_errors() && self.errors().all(|d| d.not_supported)
     }
 
     /// Whether any finding is an error.

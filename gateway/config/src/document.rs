@@ -79,11 +79,20 @@ impl Document {
         let mut on_ignored = |ignored: serde_ignored::Path<'_>| {
             let path = ignored_path(&ignored);
             // Top-level sections other than `daqiri` belong to tools; only keys inside ours are suspect.
-            if path.starts_with("daqiri.") {
-                unknown_keys.warn(
+            if !path.starts_with("daqiri.") {
+                return;
+            }
+            match section_that_changes_meaning(&path) {
+                Some(section) => unknown_keys.refuse(
+                    &YamlPath::from_text(path),
+                    format!(
+                        "unknown key in {section}: ignoring it would change what lands where, so the config is refused (NOT_SUPPORTED); check the spelling against the configuration reference, or remove the key"
+                    ),
+                ),
+                None => unknown_keys.warn(
                     &YamlPath::from_text(path),
                     "unknown key, ignored (check the spelling against the configuration reference)",
-                );
+                ),
             }
         };
         let tracked = serde_ignored::Deserializer::new(de, &mut on_ignored);
@@ -151,6 +160,10 @@ impl Document {
             report.diagnostics.splice(0..0, notes.diagnostics.iter().cloned());
             report
         })?;
+        if notes.has_errors() {
+            notes.diagnostics.extend(valid.warnings().iter().cloned());
+            return Err(notes);
+        }
         valid.prepend_warnings(notes);
         Ok(valid)
     }
@@ -160,6 +173,30 @@ impl Document {
         let section = DaqiriSection { daqiri: crate::model::DaqiriBody { cfg: config.clone() } };
         serde_yaml::to_string(&section).expect("the config model always serialises")
     }
+}
+
+/// The section an unknown key at `path` sits in, where ignoring it would
+/// change what lands where: a flow's match or action, a queue, a reorder
+/// config. Elsewhere an unknown key is a warning.
+fn section_that_changes_meaning(path: &str) -> Option<&'static str> {
+    let segments: Vec<&str> = path.split('.').collect();
+    // The last segment is the unknown key itself; what contains it decides.
+    let within = &segments[..segments.len().saturating_sub(1)];
+    within.iter().enumerate().find_map(|(i, segment)| {
+        let next = within.get(i + 1).copied();
+        let previous = i.checked_sub(1).map(|p| within[p]);
+        if segment.starts_with("reorder_configs[") {
+            Some("a reorder config")
+        } else if segment.starts_with("queues[") && matches!(previous, Some("rx" | "tx")) {
+            Some("a queue")
+        } else if segment.starts_with("flows[") && next == Some("match") {
+            Some("a flow's match")
+        } else if segment.starts_with("flows[") && next.is_some_and(|n| n == "action" || n.starts_with("actions[")) {
+            Some("a flow's action")
+        } else {
+            None
+        }
+    })
 }
 
 fn ignored_path(path: &serde_ignored::Path<'_>) -> String {

@@ -147,6 +147,69 @@ fn unknown_keys_are_warnings_with_their_path() {
     );
 }
 
+/// DAQIRI's newer keys and misspellings where ignoring them would change
+/// what lands where (a match, an action, a queue, a reorder plan) refuse the
+/// config, marked NOT_SUPPORTED, and `check` lists them as errors.
+#[test]
+fn an_unknown_key_in_a_match_action_queue_or_plan_is_refused_not_ignored() {
+    for (from, to, path) in [
+        (
+            "match: { udp_src: 4096, udp_dst: 4096 }",
+            "match: { udp_src: 4096, udp_dst: 4096, ethernet: { dst: \"aa:bb:cc:dd:ee:ff\" } }",
+            format!("{IF1}.rx.flows[0].match.ethernet"),
+        ),
+        (
+            "action: { type: queue, id: 0 }",
+            "action: { type: queue, id: 0, mark: 3 }",
+            format!("{IF1}.rx.flows[0].action.mark"),
+        ),
+        (
+            "{ name: q0, id: 0, cpu_core: 2,",
+            "{ name: q0, id: 0, cpu_core: 2, rss_key: 7,",
+            format!("{IF1}.rx.queues[0].rss_key"),
+        ),
+        (
+            "          payload_byte_offset: 0\n",
+            "          payload_byte_offset: 0\n          missing_action: drop\n",
+            format!("{IF1}.rx.reorder_configs[0].missing_action"),
+        ),
+        (
+            "              packets_per_batch: 1024",
+            "              packets_per_batch: 1024\n              cyclic_sequence: true",
+            format!("{IF1}.rx.reorder_configs[0].method.seq_packets_per_batch.cyclic_sequence"),
+        ),
+    ] {
+        let yaml = edit(RAW, from, to);
+        let doc = Document::parse(&yaml).unwrap();
+        let report = doc.validate().expect_err("refused, not ignored");
+        let refused = report.errors().find(|d| d.path == path).unwrap_or_else(|| panic!("{path} refused: {report}"));
+        assert!(refused.not_supported && refused.message.contains("refused (NOT_SUPPORTED)"), "{refused}");
+        assert!(report.only_not_supported(), "nothing else is wrong: {report}");
+        let checked = doc.validate_as_template();
+        assert!(
+            checked.valid.is_none() && checked.report.errors().any(|d| d.path == path),
+            "check lists {path} as an error"
+        );
+    }
+}
+
+#[test]
+fn hardware_loopback_and_reorder_are_known_keys() {
+    let doc = Document::parse(&edit(RAW, "version: 1", "version: 1\n    loopback: hw")).unwrap();
+    assert_eq!(doc.config.loopback, daqiri_config::model::Loopback::Hardware);
+    let yaml = edit(
+        RAW,
+        "          payload_byte_offset: 0\n",
+        "          payload_byte_offset: 0\n          reorder_engine: hw\n",
+    );
+    let valid = Document::parse(&yaml).unwrap().validate().expect("valid DAQIRI: this build refuses it at start");
+    let plan = &valid.config().interfaces[1].rx.as_ref().unwrap().reorder_configs[0];
+    assert_eq!(plan.reorder_engine, Some(daqiri_config::model::ReorderEngine::Hardware));
+    let err = Document::parse(&edit(RAW, "version: 1", "version: 1\n    loopback: cable")).unwrap_err();
+    let d = err.errors().next().unwrap();
+    assert!(d.path == "daqiri.cfg.loopback" && d.message.contains("hw"), "{d}");
+}
+
 #[test]
 fn version_must_be_1() {
     assert_error(&edit(RAW, "version: 1", "version: 2"), "daqiri.cfg.version", "only valid version is 1");

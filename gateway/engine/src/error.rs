@@ -99,6 +99,9 @@ impl Error {
 
 impl From<daqiri_config::Report> for Error {
     fn from(report: daqiri_config::Report) -> Self {
+        if report.only_not_supported() {
+            return Self::new(Status::NotSupported, format!("this build cannot honour the config:\n{report}"));
+        }
         Self::new(Status::InvalidParameter, format!("invalid config:\n{report}"))
     }
 }

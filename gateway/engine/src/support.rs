@@ -8,7 +8,9 @@
 //!
 //! [`Engine::new`]: crate::Engine::new
 
-use daqiri_config::model::{ActionType, Interface, MemoryAccess, MemoryKind, PollMode, Queue, ReorderType};
+use daqiri_config::model::{
+    ActionType, Interface, Loopback, MemoryAccess, MemoryKind, PollMode, Queue, ReorderEngine, ReorderType,
+};
 use daqiri_config::{Diagnostic, InterfaceBackend, Severity, Transport, ValidConfig, YamlPath};
 
 use crate::error::{Error, Status};
@@ -16,9 +18,7 @@ use crate::error::{Error, Status};
 /// Every key of `config` this build cannot honour, as warnings with their path.
 pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let mut refuse = |path: YamlPath, message: String| {
-        out.push(Diagnostic { severity: Severity::Warning, path: path.to_string(), message })
-    };
+    let mut refuse = |path: YamlPath, message: String| out.push(Diagnostic::new(Severity::Warning, &path, message));
     let regions = YamlPath::cfg().key("memory_regions");
     for (i, region) in config.config().memory_regions.iter().enumerate() {
         if !cfg!(feature = "cuda") && matches!(region.kind, MemoryKind::Device | MemoryKind::HostPinned) {
@@ -45,9 +45,22 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
             }
         }
     }
+    if config.config().loopback == Loopback::Hardware {
+        refuse(
+            YamlPath::cfg().key("loopback"),
+            "\"hw\" loopback sends TX out of one NIC port and back into another through a cable, with mlx5 steering this build does not drive; \"sw\" is the engine's own loopback".into(),
+        );
+    }
     let interfaces = YamlPath::cfg().key("interfaces");
     for (port, iface) in config.interfaces() {
         let path = interfaces.index(port);
+        let plans = iface.rx.iter().flat_map(|rx| rx.reorder_configs.iter().enumerate());
+        for (j, _) in plans.filter(|(_, plan)| plan.reorder_engine == Some(ReorderEngine::Hardware)) {
+            refuse(
+                path.key("rx").key("reorder_configs").index(j).key("reorder_engine"),
+                "the NIC's own reorder (\"hw\") needs mlx5 steering this build does not drive; \"sw\" (the default) runs the plan in the gateway, on the CPU or GPU its reorder_type names".into(),
+            );
+        }
         let backend = config.backend(port);
         if !crate::backend::compiled_in(backend) {
             refuse(

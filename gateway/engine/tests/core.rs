@@ -10,7 +10,9 @@ use daqiri::{Burst, Engine, Status};
 
 mod common;
 use common::{free_udp_port, udp_server};
-use daqiri_config::model::{ActionType, EngineConfig, FlowAction, MemoryAccess, MemoryKind, ReorderType, TxOffload};
+use daqiri_config::model::{
+    ActionType, EngineConfig, FlowAction, Loopback, MemoryAccess, MemoryKind, ReorderEngine, ReorderType, TxOffload,
+};
 use daqiri_config::testing::{TestConfig, rx, tx};
 
 /// A software loop: TX queue `t0` (batches of 8) comes back on RX queue
@@ -60,6 +62,24 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
         rx.queues[0].memory_regions = vec!["out".into()];
         config.yaml()
     };
+    let hardware_loopback = {
+        let queue = daqiri_config::testing::rx(0, "mem");
+        let mut config = TestConfig::dpdk("net_ring0").master_core(0).region("mem", 2048, 2048).rx_queue(queue);
+        config.model_mut().loopback = Loopback::Hardware;
+        config.yaml()
+    };
+    let hardware_reorder = {
+        let mut config = looped().region("out", 4, 4096).udp_flow(1, 0, 1).cpu_reorder("p", &[1], "out", 0, 1);
+        rx(config.model_mut()).reorder_configs[0].reorder_engine = Some(ReorderEngine::Hardware);
+        config.yaml()
+    };
+    // A key DAQIRI added since the examples we load, which this build does not know.
+    let match_on_a_mac = {
+        let mut value: serde_yaml::Value = serde_yaml::from_str(&looped().udp_flow(1, 0, 1).yaml()).unwrap();
+        value["daqiri"]["cfg"]["interfaces"][0]["rx"]["flows"][0]["match"]["ethernet"] =
+            serde_yaml::from_str("{dst: 'aa:bb:cc:dd:ee:ff'}").unwrap();
+        serde_yaml::to_string(&value).unwrap()
+    };
     let cases = [
         (edited(|c| rx(c).hardware_timestamps = true), "daqiri.cfg.interfaces[0].rx.hardware_timestamps"),
         (
@@ -76,6 +96,9 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
             "daqiri.cfg.interfaces[0].rx.flows[0].actions[0]",
         ),
         (edited(|c| rx(c).queues[0].busy_poll_us = Some(50)), "daqiri.cfg.interfaces[0].rx.queues[0].busy_poll_us"),
+        (hardware_loopback, "daqiri.cfg.loopback"),
+        (hardware_reorder, "daqiri.cfg.interfaces[0].rx.reorder_configs[0].reorder_engine"),
+        (match_on_a_mac, "daqiri.cfg.interfaces[0].rx.flows[0].match.ethernet"),
     ];
     for (yaml, path) in cases {
         let err = refusal(&yaml);

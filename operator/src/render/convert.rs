@@ -177,5 +177,6 @@ fn reorder(iface: &str, f: &DaqiriFlow, r: &ReorderSpec) -> ReorderConfig {
             endianness: d.endianness,
         }),
         method,
+        reorder_engine: None,
     }
 }

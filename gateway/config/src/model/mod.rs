@@ -16,8 +16,8 @@ pub use interface::{Interface, RoceConfig, RoceIngest, RxConfig, SocketConfig, S
 pub use memory::{MemoryAccess, MemoryKind, MemoryRegion};
 pub use queue::{PollMode, Queue, TxOffload};
 pub use reorder::{
-    BitField, DataTypes, Endianness, InputType, OutputType, ReorderConfig, ReorderMethod, ReorderType, SeqBatchNumber,
-    SeqPacketsPerBatch,
+    BitField, DataTypes, Endianness, InputType, OutputType, ReorderConfig, ReorderEngine, ReorderMethod, ReorderType,
+    SeqBatchNumber, SeqPacketsPerBatch,
 };
 pub use scalar::{CpuCore, PortMatch};
 
@@ -129,6 +129,10 @@ pub enum Loopback {
     /// Software loopback: TX of an interface is received by its own RX.
     #[serde(rename = "sw")]
     Software,
+    /// DAQIRI's hardware loopback: TX leaves one NIC port and comes back
+    /// into another through a cable (refused by this build).
+    #[serde(rename = "hw")]
+    Hardware,
 }
 
 impl EngineConfig {

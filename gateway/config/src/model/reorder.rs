@@ -23,6 +23,21 @@ pub struct ReorderConfig {
     pub data_types: Option<DataTypes>,
     /// How sequence and batch are read from the packet.
     pub method: ReorderMethod,
+    /// DAQIRI's `reorder_engine`: software (`sw`, the default) or the
+    /// NIC's own reorder (`hw`, mlx5 steering; refused by this build).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reorder_engine: Option<ReorderEngine>,
+}
+
+/// `reorder_engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ReorderEngine {
+    /// The plan runs in the gateway (CPU or GPU, as `reorder_type` says).
+    #[serde(rename = "sw")]
+    Software,
+    /// The NIC places packets in order itself.
+    #[serde(rename = "hw")]
+    Hardware,
 }
 
 /// `reorder_type`.

@@ -16,6 +16,7 @@ pub fn plan(name: &str, flow_ids: &[u32], output_region: &str) -> PlanBuilder {
         flow_ids: flow_ids.to_vec(),
         data_types: None,
         method: ReorderMethod::default(),
+        reorder_engine: None,
     })
 }
 

@@ -22,9 +22,7 @@ pub fn available_cores() -> usize {
 /// the keys [`crate::support`] refuses, then what this machine lacks.
 pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
     let mut out = crate::support::unsupported(config);
-    let mut warn = |path: YamlPath, message: String| {
-        out.push(Diagnostic { severity: Severity::Warning, path: path.to_string(), message })
-    };
+    let mut warn = |path: YamlPath, message: String| out.push(Diagnostic::new(Severity::Warning, &path, message));
     let cfg = config.config();
     let cores = available_cores();
     let interfaces = YamlPath::cfg().key("interfaces");
