@@ -67,10 +67,7 @@ impl Report {
 
     /// Records an error at `path` for a key no build of ours can honour.
     pub fn refuse(&mut self, path: &YamlPath, message: impl Into<String>) {
-        self.push(Severity::Error, path, message);
-        if let Some(last) = self.diagnostics.last_mut() {
-            last.not_supported = true;
-        }
+        self.diagnostics.push(Diagnostic { not_supported: true, ..Diagnostic::new(Severity::Error, path, message) });
     }
 
     fn push(&mut self, severity: Severity, path: &YamlPath, message: impl Into<String>) {

@@ -44,8 +44,8 @@ pub(crate) fn fill_from_bench(config: &mut EngineConfig, sections: &BTreeMap<Str
                 continue;
             }
             let named = |name: &&String| {
-                let words: Vec<String> = name.split('_').map(str::to_ascii_uppercase).collect();
-                words.iter().any(|w| w.eq_ignore_ascii_case(direction)) && words.iter().any(|w| w == role)
+                let has = |word: &str| name.split('_').any(|w| w.eq_ignore_ascii_case(word));
+                has(direction) && has(role)
             };
             let mut candidates = region_names.iter().filter(named);
             if let (Some(region), None) = (candidates.next(), candidates.next()) {

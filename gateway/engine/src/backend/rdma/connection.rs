@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 
+use super::sysfs;
 use super::verbs::{self, CmId, CompletionQueue, EventChannel, MemoryRegistration, ProtectionDomain};
+use crate::backend::link::{LinkStats, RoceLink};
 use crate::memory::LentBuffers;
 use crate::port::Port;
 
@@ -31,6 +33,19 @@ impl Removal {
 
     pub(super) fn happened(&self) -> bool {
         self.0.load(Relaxed)
+    }
+}
+
+/// What a RoCE port's status shows of its device: where the port is on
+/// it, its counters while it is there, and why the port is down once it
+/// was removed.
+pub(super) fn device_stats(place: Option<&RoceLink>, removal: &Removal) -> LinkStats {
+    let removed = removal.happened();
+    LinkStats {
+        nic_counters: place.filter(|_| !removed).map(|p| sysfs::hw_counters(&p.device, p.port)).unwrap_or_default(),
+        roce: place.cloned(),
+        down: removed.then(|| DEVICE_REMOVED.to_owned()),
+        ..LinkStats::default()
     }
 }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use daqiri_config::model::{RoceIngest, TransportMode};
 
-use super::connection::{DEVICE_REMOVED, Device, Removal};
+use super::connection::{DEVICE_REMOVED, Device, Removal, device_stats};
 use super::errors::invalid;
 use super::sysfs;
 use super::verbs::{self, CompletionQueue, DevicePort, QueuePair, Rtr, ibv_wc};
@@ -70,8 +70,7 @@ pub(super) fn open(
         mtu: ingest.mtu,
     };
     let depth = RECV_DEPTH;
-    let context = device.anchor.verbs().ok_or_else(|| invalid(port, format!("{local} is no RDMA device's address")))?;
-    let cq = CompletionQueue::new(context, depth + 1).map_err(|e| invalid(port, e))?;
+    let cq = CompletionQueue::new(place.context(), depth + 1).map_err(|e| invalid(port, e))?;
     let qp = QueuePair::ready_to_receive(&device.pd, &cq, depth, &rtr).map_err(|e| invalid(port, e))?;
     for wr_id in 0..depth {
         qp.post_empty_receive(u64::from(wr_id)).map_err(|e| invalid(port, format!("ibv_post_recv: {e}")))?;
@@ -110,13 +109,7 @@ impl PortDriver for IngestDriver {
     }
 
     fn link_stats(&self) -> LinkStats {
-        let removed = self.removal.happened();
-        LinkStats {
-            nic_counters: if removed { Vec::new() } else { sysfs::hw_counters(&self.link.device, self.link.port) },
-            roce: Some(self.link.clone()),
-            down: removed.then(|| DEVICE_REMOVED.to_owned()),
-            ..LinkStats::default()
-        }
+        device_stats(Some(&self.link), &self.removal)
     }
 }
 

@@ -188,15 +188,10 @@ impl PortDriver for RdmaDriver {
 
     fn link_stats(&self) -> LinkStats {
         let state = self.link.state();
-        let removed = self.link.removal.happened();
-        let counters = self.place.as_ref().filter(|_| !removed).map(|p| sysfs::hw_counters(&p.device, p.port));
         LinkStats {
             peer: state.peer,
             connected: Some(state.connected),
-            nic_counters: counters.unwrap_or_default(),
-            roce: self.place.clone(),
-            down: removed.then(|| connection::DEVICE_REMOVED.to_owned()),
-            ..LinkStats::default()
+            ..connection::device_stats(self.place.as_ref(), &self.link.removal)
         }
     }
 }

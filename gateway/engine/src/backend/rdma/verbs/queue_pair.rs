@@ -25,6 +25,11 @@ impl DevicePort {
         Some(Self { context: id.verbs()?, port_num: id.port_num() })
     }
 
+    /// The device's verbs context (opened by rdma_cm for the id).
+    pub(crate) fn context(&self) -> NonNull<sys::ibv_context> {
+        self.context
+    }
+
     /// The device's name (`rxe0`, `mlx5_0`): its sysfs directory.
     pub(crate) fn device_name(&self) -> String {
         // SAFETY: the context is live (its id is held by the caller's
