@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::headers::{self, UdpFrame};
 use crate::memory::{BufToken, RegionTable, SegmentMemory};
+use crate::missing_slots::MissingSlots;
 
 /// Most segments a packet can have (header-data split uses two).
 pub const MAX_SEGMENTS: usize = 4;
@@ -176,6 +177,9 @@ struct BurstMeta {
     timestamp_ns: Option<u64>,
     /// Aggregates: the plan's position in the interface's `reorder_configs`.
     plan: Option<u16>,
+    /// Aggregates: slots in the batch, and one bit per slot a packet filled.
+    slots: u32,
+    filled_slots: Vec<u64>,
     total_bytes: u64,
     capacity: usize,
     segments: Vec<SegmentColumn>,
@@ -223,6 +227,8 @@ impl BurstMeta {
         self.batch_id = None;
         self.timestamp_ns = None;
         self.plan = None;
+        self.slots = 0;
+        self.filled_slots.clear();
         self.total_bytes = 0;
     }
 }
@@ -277,6 +283,8 @@ impl MetaPool {
                     batch_id: None,
                     timestamp_ns: None,
                     plan: None,
+                    slots: 0,
+                    filled_slots: Vec::new(),
                     total_bytes: 0,
                     capacity,
                     segments: shape
@@ -404,9 +412,20 @@ impl Burst {
         self.meta().plan
     }
 
-    /// Marks the burst as a reorder plan's aggregate.
-    pub(crate) fn set_aggregate(&mut self, aggregate: Aggregate) {
+    /// For reordered bursts: the aggregate's slots that no packet filled
+    /// (zero-filled; none in a complete aggregate), as DAQIRI's
+    /// `get_reorder_missing_info()`.
+    pub fn reorder_missing(&self) -> Option<MissingSlots<'_>> {
+        let meta = self.meta();
+        meta.plan.map(|_| MissingSlots::new(meta.slots, &meta.filled_slots))
+    }
+
+    /// Marks the burst as a reorder plan's aggregate of `slots` slots, those
+    /// set in `filled` holding a packet.
+    pub(crate) fn set_aggregate(&mut self, aggregate: Aggregate, slots: u32, filled: &[u64]) {
         let meta = self.meta_mut();
+        meta.slots = slots;
+        meta.filled_slots.extend_from_slice(filled);
         meta.flags = aggregate.flags;
         meta.source_packets = aggregate.source_packets;
         meta.batch_id = Some(aggregate.batch_id);

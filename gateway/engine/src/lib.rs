@@ -64,6 +64,7 @@ pub mod gpu;
 pub mod headers;
 mod inbox;
 mod memory;
+mod missing_slots;
 mod pacing;
 mod port;
 pub mod preflight;
@@ -84,6 +85,7 @@ pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, fl
 pub use engine::{Engine, SendError};
 pub use error::{Error, Result, Status};
 pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region, SegmentMemory};
+pub use missing_slots::MissingSlots;
 pub use queue::{Direction, WorkerThread};
 pub use reload::ReloadChange;
 pub use reorder::PlanStats;

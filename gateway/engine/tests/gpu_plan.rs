@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use daqiri::{Engine, PlanStats, SegmentMemory, flags};
-use daqiri_config::model::{BitField, Endianness, InputType, MemoryKind, OutputType, ReorderType};
+use daqiri_config::model::{BitField, Endianness, InputType, MemoryKind, MissingAction, OutputType, ReorderType};
 use daqiri_config::testing::{TestConfig, plan, rx, tx};
 
 mod common;
@@ -26,6 +26,8 @@ struct PlanSpec {
     data_types: Option<(InputType, OutputType, Endianness)>,
     /// `seq_batch_number` (batch id in the sequence's high 12 bits) instead of `seq_packets_per_batch`.
     batch_field: bool,
+    /// `missing_action: drop` instead of the default `passthrough`.
+    discard_incomplete: bool,
 }
 
 /// A sw-loopback engine whose one RX queue lands frames in pinned memory
@@ -51,6 +53,9 @@ fn config(plans: &[PlanSpec], on: ReorderType, pad: usize) -> TestConfig {
             true => plan.batch_number(sequence, BitField { bit_width: 12, ..sequence }),
             false => plan.packets_per_batch(sequence, u32::from(PACKETS_PER_BATCH)),
         };
+        if spec.discard_incomplete {
+            plan = plan.when_missing(MissingAction::Drop);
+        }
         if let Some((input, output, order)) = spec.data_types {
             plan = plan.converting(input, output, order);
         }
@@ -92,6 +97,7 @@ struct Aggregate {
     batch_id: u64,
     timed_out: bool,
     source_packets: u32,
+    missing: Vec<u32>,
     bytes: Vec<u8>,
 }
 
@@ -121,6 +127,7 @@ fn run(
             batch_id: burst.batch_id().expect("batch id"),
             timed_out: burst.flags() & flags::REORDER_TIMEOUT != 0,
             source_packets: burst.source_packets(),
+            missing: burst.reorder_missing().expect("an aggregate tells its empty slots").iter().collect(),
             bytes,
         });
     }
@@ -162,6 +169,7 @@ fn gpu_plans_match_cpu_plans_for_every_type_pair_and_both_methods() {
                     output_region: "out_device",
                     data_types: Some((input, output, order)),
                     batch_field: k % 2 == 1,
+                    discard_incomplete: false,
                 })
                 .collect();
             // Samples start 16-byte aligned: the kernels' word path.
@@ -171,14 +179,15 @@ fn gpu_plans_match_cpu_plans_for_every_type_pair_and_both_methods() {
 }
 
 #[test]
-fn gpu_plain_plans_into_pinned_and_device_memory_on_the_applications_stream() {
+fn gpu_plain_plans_into_pinned_and_device_memory_on_the_applications_stream_and_discarding_incomplete_ones() {
     let plans = [
-        PlanSpec { output_region: "out_pinned", data_types: None, batch_field: false },
-        PlanSpec { output_region: "out_device", data_types: None, batch_field: true },
+        PlanSpec { output_region: "out_pinned", data_types: None, batch_field: false, discard_incomplete: false },
+        PlanSpec { output_region: "out_device", data_types: None, batch_field: true, discard_incomplete: false },
         PlanSpec {
             output_region: "out_pinned",
             data_types: Some((InputType::Int16, OutputType::Fp32, Endianness::Network)),
             batch_field: false,
+            discard_incomplete: true,
         },
     ];
     // Unaligned samples (after the 2-byte sequence number): the per-byte path.
@@ -190,7 +199,8 @@ fn gpu_plain_plans_into_pinned_and_device_memory_on_the_applications_stream() {
 
 #[test]
 fn gpu_set_reorder_cuda_stream_names_what_is_wrong() {
-    let plans = [PlanSpec { output_region: "out_device", data_types: None, batch_field: false }];
+    let plans =
+        [PlanSpec { output_region: "out_device", data_types: None, batch_field: false, discard_incomplete: false }];
     let engine = Engine::from_yaml(&config(&plans, ReorderType::Gpu, 0).yaml()).expect("engine");
     let stream = daqiri::gpu::new_stream(0).expect("a stream on GPU 0");
     let err = engine.set_reorder_cuda_stream(0, "nope", Arc::clone(&stream)).unwrap_err();
@@ -205,7 +215,8 @@ fn gpu_set_reorder_cuda_stream_names_what_is_wrong() {
 
 #[test]
 fn gpu_a_plan_refuses_packets_landing_in_device_memory_through_a_cpu_backend() {
-    let plans = [PlanSpec { output_region: "out_device", data_types: None, batch_field: false }];
+    let plans =
+        [PlanSpec { output_region: "out_device", data_types: None, batch_field: false, discard_incomplete: false }];
     let mut config = config(&plans, ReorderType::Gpu, 0);
     config.region_mut("rx").kind = MemoryKind::Device;
     let err = Engine::from_yaml(&config.yaml()).unwrap_err();

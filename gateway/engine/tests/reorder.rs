@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use daqiri::headers::UdpFrame;
 use daqiri::reorder::MAX_OPEN_BATCHES;
 use daqiri::{Engine, PlanStats, flags};
-use daqiri_config::model::{DataTypes, Endianness, InputType, MemoryKind, OutputType, ReorderType};
+use daqiri_config::model::{DataTypes, Endianness, InputType, MemoryKind, MissingAction, OutputType, ReorderType};
 use daqiri_config::testing::{TestConfig, rx, tx};
 use proptest::prelude::*;
 
@@ -66,6 +66,8 @@ struct Aggregate {
     batch_id: u64,
     timed_out: bool,
     source_packets: u32,
+    /// The slots the burst says no packet filled.
+    missing: Vec<u32>,
     bytes: Vec<u8>,
 }
 
@@ -77,10 +79,13 @@ fn aggregates_after_stop(engine: &Engine) -> Vec<Aggregate> {
         assert_ne!(burst.flags() & flags::REORDERED, 0, "only aggregates were expected");
         assert_eq!((burst.num_packets(), burst.reorder_plan()), (1, Some(0)));
         assert!(burst.timestamp_ns().is_some());
+        let missing = burst.reorder_missing().expect("an aggregate tells its empty slots");
+        assert_eq!(missing.count() + burst.source_packets(), missing.slots());
         found.push(Aggregate {
             batch_id: burst.batch_id().unwrap(),
             timed_out: burst.flags() & flags::REORDER_TIMEOUT != 0,
             source_packets: burst.source_packets(),
+            missing: missing.iter().collect(),
             bytes: burst.packet(0).data().to_vec(),
         });
     }
@@ -88,13 +93,16 @@ fn aggregates_after_stop(engine: &Engine) -> Vec<Aggregate> {
     found
 }
 
-/// The rules, written out once more: batches by id, a window of
-/// `MAX_OPEN_BATCHES`, late / duplicate / out-of-window counted, the oldest
-/// batch emitted first when a newer one needs room, every open batch
-/// emitted at stop.
+/// The rules, written out once more: batches by id (wrapping, or with
+/// `cyclic_sequence: false` plain numbers), a window of `MAX_OPEN_BATCHES`,
+/// late / duplicate / out-of-window counted, the oldest batch emitted first
+/// when a newer one needs room, every open batch emitted at stop, and an
+/// incomplete one discarded under `missing_action: drop`.
 struct Model {
     packets_per_batch: u64,
     ids: u64,
+    cyclic: bool,
+    discard_incomplete: bool,
     open: Vec<(u64, BTreeMap<u64, Vec<u8>>)>,
     newest: Option<u64>,
     emitted: Vec<u64>,
@@ -103,11 +111,13 @@ struct Model {
 }
 
 impl Model {
-    fn new(packets_per_batch: u16) -> Self {
+    fn new(packets_per_batch: u16, missing_action: MissingAction, cyclic: bool) -> Self {
         let packets_per_batch = u64::from(packets_per_batch);
         Self {
             packets_per_batch,
             ids: 65536 / packets_per_batch,
+            cyclic,
+            discard_incomplete: missing_action == MissingAction::Drop,
             open: Vec::new(),
             newest: None,
             emitted: Vec::new(),
@@ -117,7 +127,22 @@ impl Model {
     }
 
     fn behind(&self, id: u64) -> u64 {
-        self.newest.map_or(0, |n| (n + self.ids - id) % self.ids)
+        match self.newest {
+            None => 0,
+            Some(n) if self.cyclic => (n + self.ids - id) % self.ids,
+            Some(n) => n.saturating_sub(id),
+        }
+    }
+
+    fn is_ahead(&self, id: u64) -> bool {
+        match self.newest {
+            None => true,
+            Some(n) if self.cyclic => {
+                let ahead = (id + self.ids - n) % self.ids;
+                ahead != 0 && ahead <= self.ids / 2
+            }
+            Some(n) => id > n,
+        }
     }
 
     fn packet(&mut self, seq: u16) {
@@ -138,22 +163,15 @@ impl Model {
     }
 
     fn open_batch(&mut self, id: u64) -> bool {
-        let ahead = self.newest.map(|n| (id + self.ids - n) % self.ids);
-        match ahead {
-            Some(a) if a == 0 || a > self.ids / 2 => {
-                if self.emitted.contains(&id) {
-                    self.stats.packets_late += 1;
-                    return false;
-                }
-                if self.behind(id) > MAX_OPEN_BATCHES as u64 {
-                    self.stats.packets_out_of_window += 1;
-                    return false;
-                }
-            }
-            _ => {
-                self.newest = Some(id);
-                self.emitted.retain(|&e| e != id);
-            }
+        if self.is_ahead(id) {
+            self.newest = Some(id);
+            self.emitted.retain(|&e| e != id);
+        } else if self.emitted.contains(&id) {
+            self.stats.packets_late += 1;
+            return false;
+        } else if self.behind(id) > MAX_OPEN_BATCHES as u64 {
+            self.stats.packets_out_of_window += 1;
+            return false;
         }
         if self.open.len() == MAX_OPEN_BATCHES {
             let oldest = (0..self.open.len()).max_by_key(|&i| self.behind(self.open[i].0)).unwrap();
@@ -161,27 +179,35 @@ impl Model {
                 self.stats.packets_out_of_window += 1;
                 return false;
             }
-            self.stats.batches_evicted += 1;
             self.emit(oldest, true);
         }
         self.open.push((id, BTreeMap::new()));
         true
     }
 
+    /// Emits open batch `at`; `early` when it is not full (the window or stop closed it).
     fn emit(&mut self, at: usize, early: bool) {
         let (id, slots) = self.open.remove(at);
         self.emitted.push(id);
         self.stats.packets_missing += self.packets_per_batch - slots.len() as u64;
+        if early && self.discard_incomplete {
+            self.stats.batches_discarded += 1;
+            self.stats.packets_discarded += slots.len() as u64;
+            return;
+        }
+        if early {
+            self.stats.batches_evicted += 1;
+        }
+        let missing = (0..self.packets_per_batch as u32).filter(|s| !slots.contains_key(&u64::from(*s))).collect();
         let mut bytes = vec![0u8; self.packets_per_batch as usize * DATA];
         for (slot, data) in &slots {
             bytes[*slot as usize * DATA..][..DATA].copy_from_slice(data);
         }
-        self.out.push(Aggregate { batch_id: id, timed_out: early, source_packets: slots.len() as u32, bytes });
+        self.out.push(Aggregate { batch_id: id, timed_out: early, source_packets: slots.len() as u32, missing, bytes });
     }
 
     fn stop(mut self) -> (Vec<Aggregate>, PlanStats) {
         while !self.open.is_empty() {
-            self.stats.batches_evicted += 1;
             self.emit(0, true);
         }
         self.out.sort();
@@ -228,7 +254,8 @@ fn streams() -> impl Strategy<Value = Stream> {
     const MOST: usize = 12 * 16;
     (
         prop::sample::select(vec![4u16, 8, 16]),
-        any::<u16>(),
+        // Half the streams cross the top of the sequence space, where ids wrap.
+        prop_oneof![any::<u16>(), u16::MAX - 256..=u16::MAX],
         1usize..=12,
         prop::collection::vec(prop::bool::weighted(0.08), MOST),
         prop::collection::vec(0u16..48, MOST),
@@ -250,12 +277,19 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn shuffled_lossy_streams_reorder_as_the_model_says(stream in streams()) {
+    fn shuffled_lossy_streams_reorder_as_the_model_says(
+        stream in streams(),
+        missing_action in prop::sample::select(vec![MissingAction::Passthrough, MissingAction::Drop]),
+        cyclic in any::<bool>(),
+    ) {
         let order = stream.order();
-        let engine = start(&loopback_plan(stream.packets_per_batch, 0, None));
+        let mut config = loopback_plan(stream.packets_per_batch, 0, None);
+        let plan = &mut config.model_mut().interfaces[0].rx.as_mut().unwrap().reorder_configs[0];
+        (plan.missing_action, plan.cyclic_sequence) = (Some(missing_action), Some(cyclic));
+        let engine = start(&config);
         send_payloads(&engine, 5000, &order.iter().map(|&seq| sequenced(seq)).collect::<Vec<_>>());
         let got = aggregates_after_stop(&engine);
-        let mut model = Model::new(stream.packets_per_batch);
+        let mut model = Model::new(stream.packets_per_batch, missing_action, cyclic);
         for &seq in &order {
             model.packet(seq);
         }
@@ -292,8 +326,55 @@ fn a_lost_packet_times_its_batch_out_zero_filled_and_other_flows_pass_through() 
     let plain = plain.expect("flow 8 is not in the plan");
     assert_eq!(plain.packet(0).flow_id(), Some(8));
     assert!(plain.packet(0).data().ends_with(b"not reordered"));
+    assert_eq!(aggregate.reorder_missing().unwrap().iter().collect::<Vec<_>>(), [3]);
     let stats = &engine.stats().ports[0].reorder[0];
     assert_eq!((stats.batches_timed_out, stats.packets_placed, stats.packets_missing), (1, 7, 1));
+}
+
+#[test]
+fn batch_ids_wrap_unless_cyclic_sequence_is_false() {
+    // Batches 16382 and 16383 (the last two of 16-bit sequence numbers, 4 a
+    // batch), then batch 0 whole.
+    let order: Vec<u16> = (65528..=65535).chain(0..4).collect();
+    for (cyclic, wrapped_batch_delivered) in [(true, true), (false, false)] {
+        let mut config = loopback_plan(4, 0, None);
+        config.model_mut().interfaces[0].rx.as_mut().unwrap().reorder_configs[0].cyclic_sequence = Some(cyclic);
+        let engine = start(&config);
+        send_payloads(&engine, 5000, &order.iter().map(|&seq| sequenced(seq)).collect::<Vec<_>>());
+        let ids: Vec<u64> = aggregates_after_stop(&engine).iter().map(|a| a.batch_id).collect();
+        let stats = engine.stats().ports[0].reorder[0].clone();
+        if wrapped_batch_delivered {
+            assert_eq!((ids, stats.packets_out_of_window), (vec![0, 16382, 16383], 0), "{stats:?}");
+        } else {
+            // Plain numbers: 0 is 16383 behind the newest, far out of the window.
+            assert_eq!((ids, stats.packets_out_of_window), (vec![16382, 16383], 4), "{stats:?}");
+        }
+    }
+}
+
+#[test]
+fn missing_action_drop_discards_an_incomplete_batch_and_delivers_complete_ones() {
+    let mut config = loopback_plan(8, 2000, None);
+    config.model_mut().interfaces[0].rx.as_mut().unwrap().reorder_configs[0].missing_action = Some(MissingAction::Drop);
+    let engine = start(&config);
+    // Batch 1 without 11 times out; batch 2 comes whole.
+    let payloads: Vec<Vec<u8>> = (8..16).filter(|&s| s != 11).chain(16..24).map(sequenced).collect();
+    send_payloads(&engine, 5000, &payloads);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut aggregates = Vec::new();
+    while engine.stats().ports[0].reorder[0].batches_discarded == 0 && Instant::now() < deadline {
+        aggregates.extend(engine.get_rx_burst(0, 0).unwrap());
+    }
+    aggregates.extend(engine.get_rx_burst(0, 0).unwrap());
+    let stats = engine.stats().ports[0].reorder[0].clone();
+    assert_eq!(
+        (stats.batches_discarded, stats.packets_discarded, stats.packets_missing, stats.batches_timed_out),
+        (1, 7, 1, 0),
+        "{stats:?}"
+    );
+    let [whole] = &aggregates[..] else { panic!("only batch 2 is delivered: {} aggregates", aggregates.len()) };
+    assert_eq!((whole.batch_id(), whole.flags(), whole.source_packets()), (Some(2), flags::REORDERED, 8));
+    assert_eq!(whole.reorder_missing().unwrap().count(), 0);
 }
 
 #[test]

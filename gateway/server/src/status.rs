@@ -166,13 +166,14 @@ pub(crate) fn summary_text(stats: &EngineStats, report: &ConsumerReport, elapsed
         for r in &p.reorder {
             let _ = writeln!(
                 out,
-                "  {} reorder {}: {} batches ({} timed out, {} evicted, {} dropped), {} packets placed, {} missing, {} late, {} duplicate, {} out of window, {} rejected",
+                "  {} reorder {}: {} batches ({} timed out, {} evicted, {} dropped, {} discarded incomplete), {} packets placed, {} missing, {} late, {} duplicate, {} out of window, {} rejected",
                 p.name,
                 r.name,
-                r.batches_complete + r.batches_timed_out + r.batches_evicted,
+                r.batches_complete + r.batches_timed_out + r.batches_evicted + r.batches_discarded,
                 r.batches_timed_out,
                 r.batches_evicted,
                 r.batches_dropped,
+                r.batches_discarded,
                 r.packets_placed,
                 r.packets_missing,
                 r.packets_late,

@@ -260,6 +260,7 @@ fn reorder_batches(stats: &EngineStats) -> Series {
             ("timed_out", p.batches_timed_out),
             ("evicted", p.batches_evicted),
             ("dropped", p.batches_dropped),
+            ("discarded", p.batches_discarded),
         ]
     })
 }
@@ -273,6 +274,7 @@ fn reorder_packets(stats: &EngineStats) -> Series {
             ("duplicate", p.packets_duplicate),
             ("out_of_window", p.packets_out_of_window),
             ("rejected", p.packets_rejected),
+            ("discarded", p.packets_discarded),
         ]
     })
 }

@@ -84,4 +84,33 @@ fn shuffled_batches_reach_disk_reordered_one_file_per_batch() {
     let (_, status) = gw.json("GET", "/api/v1/status", "");
     let listed = &status["interfaces"][0]["reorder"][0];
     assert_eq!((listed["name"].as_str(), listed["state"].as_str()), (Some("by_batch"), Some("active")), "{listed}");
+
+    // One more batch without slot 5: its timeout emits it, zero-filled, and
+    // the capture writes which slots were empty beside it.
+    let (status, info) = gw.json(
+        "POST",
+        "/api/v1/captures",
+        r#"{"format": "raw", "interface": "udp_rx", "name": "gap", "reorder": "by_batch", "max_packets": 1}"#,
+    );
+    assert_eq!(status, 201, "{info}");
+    let sender = std::net::UdpSocket::bind(("127.0.0.1", source)).unwrap();
+    for slot in (0..PACKETS_PER_BATCH).filter(|&s| s != 5) {
+        let seq = (BATCHES * PACKETS_PER_BATCH + slot) as u32;
+        let mut payload = seq.to_be_bytes().to_vec();
+        payload.resize(PAYLOAD, 0xAB);
+        sender.send_to(&payload, ("127.0.0.1", udp)).unwrap();
+    }
+    let id = info["id"].as_u64().unwrap();
+    let info = wait_for_capture_end(|| gw.json("GET", &format!("/api/v1/captures/{id}"), "").1);
+    assert_eq!(info["state"].as_str(), Some("finished"), "{info}");
+    let file = gw.dir.join("out").join(format!("gap_{BATCHES}"));
+    let bytes = std::fs::read(&file).unwrap();
+    assert!(bytes[5 * PAYLOAD..][..PAYLOAD].iter().all(|&b| b == 0), "the empty slot is zero-filled");
+    assert_eq!(bytes[6 * PAYLOAD..][..PAYLOAD][4..], [0xAB; PAYLOAD - 4]);
+    let missing: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(format!("{}.missing.json", file.display())).unwrap()).unwrap();
+    assert_eq!(missing, serde_json::json!({"batch_id": BATCHES, "slots": PACKETS_PER_BATCH, "missing_slots": [5]}));
+    let (_, stats) = gw.json("GET", "/api/v1/stats", "");
+    let plan = &stats["interfaces"][0]["reorder"][0];
+    assert_eq!((plan["batches_timed_out"].as_u64(), plan["packets_missing"].as_u64()), (Some(1), Some(1)), "{plan}");
 }

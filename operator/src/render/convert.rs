@@ -178,5 +178,7 @@ fn reorder(iface: &str, f: &DaqiriFlow, r: &ReorderSpec) -> ReorderConfig {
         }),
         method,
         reorder_engine: None,
+        missing_action: None,
+        cyclic_sequence: None,
     }
 }

@@ -16,8 +16,8 @@ pub use interface::{Interface, RoceConfig, RoceIngest, RxConfig, SocketConfig, S
 pub use memory::{MemoryAccess, MemoryKind, MemoryRegion};
 pub use queue::{PollMode, Queue, TxOffload};
 pub use reorder::{
-    BitField, DataTypes, Endianness, InputType, OutputType, ReorderConfig, ReorderEngine, ReorderMethod, ReorderType,
-    SeqBatchNumber, SeqPacketsPerBatch,
+    BitField, DataTypes, Endianness, InputType, MissingAction, OutputType, ReorderConfig, ReorderEngine, ReorderMethod,
+    ReorderType, SeqBatchNumber, SeqPacketsPerBatch,
 };
 pub use scalar::{CpuCore, PortMatch};
 

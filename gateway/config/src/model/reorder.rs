@@ -27,6 +27,39 @@ pub struct ReorderConfig {
     /// NIC's own reorder (`hw`, mlx5 steering; refused by this build).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reorder_engine: Option<ReorderEngine>,
+    /// What an aggregate with empty slots becomes when its timeout (or the
+    /// window, or shutdown) closes it: delivered flagged `REORDER_TIMEOUT`
+    /// (`passthrough`, the default) or discarded (`drop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_action: Option<MissingAction>,
+    /// Whether batch ids wrap around (`true`, the default here): after the
+    /// highest id comes 0 again. `false`: ids are plain numbers, so one
+    /// lower than the newest is never a new batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cyclic_sequence: Option<bool>,
+}
+
+impl ReorderConfig {
+    /// `missing_action`, with its default.
+    pub fn missing_action(&self) -> MissingAction {
+        self.missing_action.unwrap_or_default()
+    }
+
+    /// `cyclic_sequence`, with its default.
+    pub fn cyclic_sequence(&self) -> bool {
+        self.cyclic_sequence.unwrap_or(true)
+    }
+}
+
+/// `missing_action`: what an incomplete aggregate becomes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MissingAction {
+    /// Delivered, empty slots zero-filled, flagged `REORDER_TIMEOUT`.
+    #[default]
+    Passthrough,
+    /// Discarded: only complete aggregates are delivered.
+    Drop,
 }
 
 /// `reorder_engine`.

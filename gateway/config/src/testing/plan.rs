@@ -1,8 +1,8 @@
 //! One reorder plan of a [`TestConfig`](super::TestConfig).
 
 use crate::model::{
-    BitField, DataTypes, Endianness, InputType, OutputType, ReorderConfig, ReorderMethod, ReorderType, SeqBatchNumber,
-    SeqPacketsPerBatch,
+    BitField, DataTypes, Endianness, InputType, MissingAction, OutputType, ReorderConfig, ReorderMethod, ReorderType,
+    SeqBatchNumber, SeqPacketsPerBatch,
 };
 
 /// A CPU plan `name` over `flow_ids`, placing into `output_region`, until
@@ -17,6 +17,8 @@ pub fn plan(name: &str, flow_ids: &[u32], output_region: &str) -> PlanBuilder {
         data_types: None,
         method: ReorderMethod::default(),
         reorder_engine: None,
+        missing_action: None,
+        cyclic_sequence: None,
     })
 }
 
@@ -58,6 +60,18 @@ impl PlanBuilder {
     /// `data_types`: samples converted as they are placed.
     pub fn converting(mut self, input_type: InputType, output_type: OutputType, endianness: Endianness) -> Self {
         self.0.data_types = Some(DataTypes { input_type, output_type, endianness });
+        self
+    }
+
+    /// `missing_action`: what an incomplete aggregate becomes.
+    pub fn when_missing(mut self, action: MissingAction) -> Self {
+        self.0.missing_action = Some(action);
+        self
+    }
+
+    /// `cyclic_sequence`: whether batch ids wrap around.
+    pub fn cyclic(mut self, cyclic: bool) -> Self {
+        self.0.cyclic_sequence = Some(cyclic);
         self
     }
 

@@ -22,7 +22,7 @@ mod window;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use daqiri_config::model::{BitField, DataTypes, ReorderConfig, ReorderType};
+use daqiri_config::model::{BitField, DataTypes, MissingAction, ReorderConfig, ReorderType};
 
 use crate::burst::{BurstShape, EngineId, MetaPool};
 use crate::error::Result;
@@ -60,6 +60,10 @@ pub(crate) struct Plan {
     packets_per_batch: u32,
     /// Distinct batch ids before they wrap around.
     batch_ids: u64,
+    /// `cyclic_sequence`: whether ids wrap around, or compare as plain numbers.
+    cyclic: bool,
+    /// `missing_action`: whether an incomplete aggregate is delivered or discarded.
+    missing_action: MissingAction,
     data_types: Option<DataTypes>,
     /// The output region, and the metadata pool of the aggregates it holds.
     pub(crate) output_region: u16,
@@ -120,6 +124,8 @@ impl Plan {
             batch,
             packets_per_batch,
             batch_ids,
+            cyclic: config.cyclic_sequence(),
+            missing_action: config.missing_action(),
             data_types: config.data_types.clone(),
             output_region,
             meta: MetaPool::new(aggregates, &shape, Arc::clone(regions)),
@@ -164,6 +170,8 @@ impl Plan {
             batches_timed_out: c.batches_timed_out.load(Relaxed),
             batches_evicted: c.batches_evicted.load(Relaxed),
             batches_dropped: c.batches_dropped.load(Relaxed),
+            batches_discarded: c.batches_discarded.load(Relaxed),
+            packets_discarded: c.packets_discarded.load(Relaxed),
             packets_placed: c.packets_placed.load(Relaxed),
             packets_missing: c.packets_missing.load(Relaxed),
             packets_late: c.packets_late.load(Relaxed),
@@ -183,6 +191,8 @@ pub(crate) struct PlanCounters {
     pub(crate) batches_timed_out: AtomicU64,
     pub(crate) batches_evicted: AtomicU64,
     pub(crate) batches_dropped: AtomicU64,
+    pub(crate) batches_discarded: AtomicU64,
+    pub(crate) packets_discarded: AtomicU64,
     pub(crate) packets_placed: AtomicU64,
     pub(crate) packets_missing: AtomicU64,
     pub(crate) packets_late: AtomicU64,
@@ -229,9 +239,16 @@ pub struct PlanStats {
     /// Aggregates lost because the queue had no room (ring or metadata); also
     /// counted in the queue's drops.
     pub batches_dropped: u64,
+    /// Aggregates discarded incomplete (`missing_action: drop`), whether a
+    /// timeout, the window or shutdown closed them; not in `batches_timed_out`
+    /// or `batches_evicted`.
+    pub batches_discarded: u64,
+    /// Packets placed into aggregates that were then discarded.
+    pub packets_discarded: u64,
     /// Packets placed into an aggregate.
     pub packets_placed: u64,
-    /// Slots emitted empty (zero-filled) because their packet never came.
+    /// Empty slots of incomplete aggregates (zero-filled, or discarded with
+    /// the aggregate): their packet never came.
     pub packets_missing: u64,
     /// Packets whose batch had already been emitted.
     pub packets_late: u64,

@@ -2,12 +2,14 @@
 //!
 //! A packet goes to the open batch of its id. A batch not open is opened
 //! when its id is ahead of the newest seen (by at most half the id space,
-//! so ids wrap around) or at most [`MAX_OPEN_BATCHES`] behind it and not
-//! yet emitted; a packet of a batch already emitted is late; one further
-//! behind is out of window. A batch is emitted once every slot is filled,
-//! once the queue's `timeout_us` has passed since its first packet, or
+//! so ids wrap around; with `cyclic_sequence: false`, when it is greater)
+//! or at most [`MAX_OPEN_BATCHES`] behind it and not yet emitted; a packet
+//! of a batch already emitted is late; one further behind is out of
+//! window. A batch is emitted once every slot is filled, once the queue's
+//! `timeout_us` has passed since its first packet (it does not slide), or
 //! when a newer batch needs its place in the window (the oldest goes
-//! first). Slots still empty are zero-filled and counted as missing.
+//! first). Slots still empty are counted as missing and zero-filled, or,
+//! under `missing_action: drop`, the incomplete batch is discarded.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -16,6 +18,8 @@ use std::time::{Instant, SystemTime};
 
 #[cfg(feature = "cuda")]
 use super::on_gpu;
+use daqiri_config::model::MissingAction;
+
 use super::{BatchRule, MAX_OPEN_BATCHES, Plan, add, bits, bump, convert};
 use crate::burst::{Aggregate, PacketSlot, flags};
 use crate::memory::{BufToken, RegionTable};
@@ -249,25 +253,29 @@ impl Window {
     }
 
     fn standing(&self, plan: &Plan, id: u64) -> Standing {
-        let ids = plan.batch_ids;
         let Some(newest) = self.newest else { return Standing::Ahead };
-        let ahead = (id + ids - newest) % ids;
-        if ahead != 0 && ahead <= ids / 2 {
-            return Standing::Ahead;
-        }
-        if self.emitted.contains(&id) {
+        let ahead = if plan.cyclic {
+            let ahead = (id + plan.batch_ids - newest) % plan.batch_ids;
+            ahead != 0 && ahead <= plan.batch_ids / 2
+        } else {
+            id > newest
+        };
+        if ahead {
+            Standing::Ahead
+        } else if self.emitted.contains(&id) {
             Standing::Late
-        } else if (newest + ids - id) % ids <= MAX_OPEN_BATCHES as u64 {
+        } else if self.age(plan, id) <= MAX_OPEN_BATCHES as u64 {
             Standing::Behind
         } else {
             Standing::OutOfWindow
         }
     }
 
-    /// How far `id` is behind the newest batch.
+    /// How far `id` is behind the newest batch: modulo the id space when
+    /// ids wrap, else as plain numbers (0 for one ahead).
     fn age(&self, plan: &Plan, id: u64) -> u64 {
-        let ids = plan.batch_ids;
-        self.newest.map_or(0, |newest| (newest + ids - id) % ids)
+        let Some(newest) = self.newest else { return 0 };
+        if plan.cyclic { (newest + plan.batch_ids - id) % plan.batch_ids } else { newest.saturating_sub(id) }
     }
 
     /// Opens batch `id`, making room by emitting the oldest if the window is
@@ -332,12 +340,19 @@ impl Window {
             self.emitted.pop_front();
         }
         add(&counters.packets_missing, u64::from(batch.slots - batch.placed));
+        let region = regions.get(plan.output_region);
+        if why != Emitted::Complete && plan.missing_action == MissingAction::Drop {
+            bump(&counters.batches_discarded);
+            add(&counters.packets_discarded, u64::from(batch.placed));
+            #[cfg(feature = "cuda")]
+            regions.get(queue.segment_regions[0]).release_all(batch.held.into_iter().flatten().map(|p| p.token));
+            return region.release(batch.token);
+        }
         bump(match why {
             Emitted::Complete => &counters.batches_complete,
             Emitted::Timeout => &counters.batches_timed_out,
             Emitted::Evicted => &counters.batches_evicted,
         });
-        let region = regions.get(plan.output_region);
         let dropped = |batch: OpenBatch| {
             bump(&counters.batches_dropped);
             queue.stats.dropped(DropReason::NoFreeBurstBuffers, u64::from(batch.placed));
@@ -346,13 +361,17 @@ impl Window {
             region.release(batch.token);
         };
         let Some(mut burst) = plan.meta.take() else { return dropped(batch) };
-        burst.set_aggregate(Aggregate {
-            flags: flags::REORDERED | if why == Emitted::Complete { 0 } else { flags::REORDER_TIMEOUT },
-            source_packets: batch.placed,
-            batch_id: batch.id,
-            timestamp_ns: batch.timestamp_ns,
-            plan: plan.index,
-        });
+        burst.set_aggregate(
+            Aggregate {
+                flags: flags::REORDERED | if why == Emitted::Complete { 0 } else { flags::REORDER_TIMEOUT },
+                source_packets: batch.placed,
+                batch_id: batch.id,
+                timestamp_ns: batch.timestamp_ns,
+                plan: plan.index,
+            },
+            batch.slots,
+            &batch.filled,
+        );
         #[cfg(feature = "cuda")]
         if let Some(gpu) = &plan.gpu {
             let held = on_gpu::HeldBatch {

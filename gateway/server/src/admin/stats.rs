@@ -66,9 +66,13 @@ pub(crate) struct ReorderStats {
     batches_evicted: u64,
     /// Aggregates lost for want of ring space or metadata.
     batches_dropped: u64,
+    /// Aggregates discarded incomplete (`missing_action: drop`).
+    batches_discarded: u64,
+    /// Packets placed into aggregates that were then discarded.
+    packets_discarded: u64,
     /// Packets placed.
     packets_placed: u64,
-    /// Slots emitted zero-filled.
+    /// Empty slots of incomplete aggregates (zero-filled, or discarded with them).
     packets_missing: u64,
     /// Packets whose batch was already emitted.
     packets_late: u64,
@@ -92,6 +96,8 @@ impl From<&daqiri::PlanStats> for ReorderStats {
             batches_timed_out: p.batches_timed_out,
             batches_evicted: p.batches_evicted,
             batches_dropped: p.batches_dropped,
+            batches_discarded: p.batches_discarded,
+            packets_discarded: p.packets_discarded,
             packets_placed: p.packets_placed,
             packets_missing: p.packets_missing,
             packets_late: p.packets_late,

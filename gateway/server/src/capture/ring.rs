@@ -18,6 +18,10 @@ pub(crate) struct Record {
     pub bytes: Vec<u8>,
     /// A reorder aggregate's batch id (names its raw file).
     pub batch_id: Option<u64>,
+    /// An incomplete aggregate's slots in all, and those no packet filled
+    /// (written beside its file); empty otherwise.
+    pub slots: u32,
+    pub missing: Vec<u32>,
     #[cfg(feature = "cuda")]
     /// For a copy with bytes in GPU memory (format gds): the packet in
     /// order, as runs of `bytes` and of this record's device slot.
@@ -92,6 +96,8 @@ impl Ring {
                 orig_len: 0,
                 bytes: Vec::new(),
                 batch_id: None,
+                slots: 0,
+                missing: Vec::new(),
                 #[cfg(feature = "cuda")]
                 pieces: Vec::new(),
                 #[cfg(feature = "cuda")]

@@ -345,6 +345,11 @@ impl Session {
             };
             record.time = time;
             record.batch_id = burst.batch_id();
+            record.missing.clear();
+            if let Some(missing) = burst.reorder_missing() {
+                record.slots = missing.slots();
+                record.missing.extend(missing.iter());
+            }
             Some((packet, record))
         })
     }
@@ -567,7 +572,7 @@ impl Output {
                 };
                 write_new(&path, &record.bytes)?;
                 *next += 1;
-                session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+                list_written(session, path, record)?;
                 Ok(record.bytes.len() as u64)
             }
             #[cfg(feature = "cuda")]
@@ -575,7 +580,7 @@ impl Output {
                 let path = dir.join(format!("{}_{}", session.plan.name, record.batch_id.unwrap_or_default()));
                 let (written, mode) = gds::write_aggregate(&path, session.device_slots().as_deref(), record)?;
                 *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode.as_str());
-                session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+                list_written(session, path, record)?;
                 Ok(written)
             }
         }
@@ -630,6 +635,24 @@ fn pcap_path(plan: &Plan, dir: &Path, index: u32) -> PathBuf {
     } else {
         dir.join(format!("{}.pcap", plan.name))
     }
+}
+
+/// Lists a record's file, written, among the capture's files; beside an
+/// incomplete aggregate's it first writes `<file>.missing.json`: its batch
+/// id, its slots and those no packet filled (zero-filled in the file).
+fn list_written(session: &Session, file: PathBuf, record: &Record) -> anyhow::Result<()> {
+    let sidecar = match record.batch_id.filter(|_| !record.missing.is_empty()) {
+        Some(batch_id) => {
+            let path = PathBuf::from(format!("{}.missing.json", file.display()));
+            let info =
+                serde_json::json!({ "batch_id": batch_id, "slots": record.slots, "missing_slots": record.missing });
+            write_new(&path, info.to_string().as_bytes())?;
+            Some(path)
+        }
+        None => None,
+    };
+    session.files.lock().unwrap_or_else(|e| e.into_inner()).extend([Some(file), sidecar].into_iter().flatten());
+    Ok(())
 }
 
 /// Writes a raw record file that must not exist yet; a partial one is removed.
