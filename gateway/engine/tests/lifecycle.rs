@@ -194,6 +194,23 @@ fn huge_regions_map_hugepages() {
 }
 
 #[test]
+#[ignore = "needs reserved hugepages; tests/run.sh reserves them"]
+fn a_huge_region_larger_than_the_free_hugepages_refuses_to_start_rather_than_use_small_pages() {
+    let info = daqiri::HugepageInfo::read().expect("kernel reports hugepages");
+    let mut config = loopback(1, 0, 200);
+    let region = &mut config.model_mut().memory_regions[1];
+    region.kind = MemoryKind::Huge;
+    // One buffer per hugepage, 64 more than are free.
+    (region.buf_size, region.num_bufs) = (info.page_size, info.free as u32 + 64);
+    let err = Engine::from_yaml(&config.yaml()).unwrap_err();
+    assert_eq!(err.status, Status::NoFreePacketBuffers, "{err}");
+    let needs = format!("need {} hugepages", info.free + 64);
+    let free = format!("{} are free", info.free);
+    assert!(err.message.contains(&needs) && err.message.contains(&free), "{err}");
+    assert_eq!(daqiri::HugepageInfo::read().unwrap().free, info.free, "nothing is left mapped");
+}
+
+#[test]
 fn flow_reload_swaps_steering_live_and_refuses_other_changes() {
     let flows = |queue: u16, id: u32| loopback(1, 0, 200).isolated().udp_flow(id, queue, 5000).udp_flow(9, 0, 5001);
     let engine = start(&flows(0, 70));
