@@ -155,8 +155,13 @@ fn an_unknown_key_in_a_match_action_queue_or_plan_is_refused_not_ignored() {
     for (from, to, path) in [
         (
             "match: { udp_src: 4096, udp_dst: 4096 }",
-            "match: { udp_src: 4096, udp_dst: 4096, ethernet: { dst: \"aa:bb:cc:dd:ee:ff\" } }",
-            format!("{IF1}.rx.flows[0].match.ethernet"),
+            "match: { udp_src: 4096, udp_dst: 4096, vlan_id: 3 }",
+            format!("{IF1}.rx.flows[0].match.vlan_id"),
+        ),
+        (
+            "match: { udp_src: 4096, udp_dst: 4096 }",
+            "match: { udp_src: 4096, udp_dst: 4096, ethernet: { dst: \"aa:bb:cc:dd:ee:ff\", type: 0x800 } }",
+            format!("{IF1}.rx.flows[0].match.ethernet.type"),
         ),
         (
             "action: { type: queue, id: 0 }",
@@ -170,8 +175,8 @@ fn an_unknown_key_in_a_match_action_queue_or_plan_is_refused_not_ignored() {
         ),
         (
             "          payload_byte_offset: 0\n",
-            "          payload_byte_offset: 0\n          missing_action: drop\n",
-            format!("{IF1}.rx.reorder_configs[0].missing_action"),
+            "          payload_byte_offset: 0\n          missing_slots: drop\n",
+            format!("{IF1}.rx.reorder_configs[0].missing_slots"),
         ),
         (
             "              packets_per_batch: 1024",
@@ -208,6 +213,39 @@ fn hardware_loopback_and_reorder_are_known_keys() {
     let err = Document::parse(&edit(RAW, "version: 1", "version: 1\n    loopback: cable")).unwrap_err();
     let d = err.errors().next().unwrap();
     assert!(d.path == "daqiri.cfg.loopback" && d.message.contains("hw"), "{d}");
+}
+
+#[test]
+fn ethernet_matches_take_mac_addresses_alone_or_beside_udp_keys() {
+    let flow = "match: { udp_src: 4096, udp_dst: 4096 }";
+    let both = edit(
+        RAW,
+        flow,
+        "match: { udp_dst: 4096, ethernet: { src: \"02:00:00:00:00:0A\", dst: \"aa:bb:cc:dd:ee:ff\" } }",
+    );
+    let valid = Document::parse(&both).unwrap().validate().unwrap_or_else(|r| panic!("{r}"));
+    let m = valid.config().interfaces[1].rx.as_ref().unwrap().flows[0].matches.clone().unwrap();
+    let ethernet = m.ethernet.as_ref().unwrap();
+    assert_eq!(
+        (ethernet.src_mac(), ethernet.dst_mac()),
+        (Some([2, 0, 0, 0, 0, 10]), Some([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff]))
+    );
+    assert!(!m.is_ethernet_only());
+    let alone = edit(RAW, flow, "match: { ethernet: { dst: \"aa:bb:cc:dd:ee:ff\" } }");
+    let valid = Document::parse(&alone).unwrap().validate().unwrap_or_else(|r| panic!("{r}"));
+    assert!(valid.config().interfaces[1].rx.as_ref().unwrap().flows[0].matches.as_ref().unwrap().is_ethernet_only());
+    let path = format!("{IF1}.rx.flows[0].match.ethernet");
+    assert_error(&edit(RAW, flow, "match: { ethernet: {} }"), &path, "give src, dst or both");
+    assert_error(
+        &edit(RAW, flow, "match: { ethernet: { src: \"aa:bb:cc:dd:ee\" } }"),
+        &format!("{path}.src"),
+        "not a MAC address",
+    );
+    assert_error(
+        &edit(RAW, flow, "match: { ethernet: { src: \"aa:bb:cc:dd:ee:ff\" }, flex_item_id: 1, val: 2 }"),
+        &format!("{IF1}.rx.flows[0].match"),
+        "cannot be combined",
+    );
 }
 
 #[test]

@@ -38,6 +38,8 @@ int daqiri_mbuf_mark(const struct rte_mbuf *m, uint32_t *mark) {
 
 uint64_t daqiri_rss_types_ipv4_udp(void) { return RTE_ETH_RSS_NONFRAG_IPV4_UDP; }
 
+uint64_t daqiri_rss_types_eth(void) { return RTE_ETH_RSS_ETH; }
+
 uint64_t daqiri_rx_offload_timestamp(void) { return RTE_ETH_RX_OFFLOAD_TIMESTAMP; }
 
 uint64_t daqiri_rx_offload_buffer_split(void) { return RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT; }

@@ -16,6 +16,7 @@ unsigned daqiri_lcore_id(void);
 int daqiri_mbuf_mark(const struct rte_mbuf *m, uint32_t *mark);
 /* RTE_ETH_RSS_NONFRAG_IPV4_UDP, a function-like macro bindgen cannot read. */
 uint64_t daqiri_rss_types_ipv4_udp(void);
+uint64_t daqiri_rss_types_eth(void);
 /* RTE_ETH_RX_OFFLOAD_TIMESTAMP (a macro bindgen cannot evaluate). */
 uint64_t daqiri_rx_offload_timestamp(void);
 /* RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT. */

@@ -1,15 +1,17 @@
-//! Software flow steering: match a packet's UDP/IP fields against the
-//! interface's `rx.flows` and pick its queue, as a NIC's flow engine would.
+//! Software flow steering: match a packet's Ethernet addresses and UDP/IP
+//! fields against the interface's `rx.flows` and pick its queue, as a NIC's
+//! flow engine would.
 //!
 //! Rules are tried in config order; the first match wins. A rule with two or
 //! more queue ids spreads flows over them with Toeplitz RSS, flow-affine like
-//! the NIC: one five-tuple always lands on one queue.
+//! the NIC: one five-tuple always lands on one queue (for a rule of Ethernet
+//! addresses alone, one pair of MACs).
 
 use std::sync::Arc;
 
 use daqiri_config::model::{ActionType, Flow, FlowAction, PortMatch, RxConfig};
 
-use crate::headers::FlowKey;
+use crate::headers::{FlowKey, Macs};
 use crate::stats::FlowStats;
 
 /// Where a packet goes.
@@ -27,6 +29,10 @@ pub enum Steering {
 pub(crate) struct FlowRule {
     pub(crate) flow_id: u32,
     pub(crate) name: String,
+    ethernet: Option<MacMatch>,
+    /// Whether the rule has UDP/IP keys, or no key at all: it takes only
+    /// Ethernet/IPv4/UDP frames. Without, Ethernet addresses alone decide.
+    needs_udp: bool,
     udp_src: Option<PortMatch>,
     udp_dst: Option<PortMatch>,
     ipv4_len: Option<u16>,
@@ -37,24 +43,71 @@ pub(crate) struct FlowRule {
     pub(crate) stats: Arc<FlowStats>,
 }
 
+/// `match.ethernet`: the addresses a frame must carry (`None`: any).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MacMatch {
+    pub(crate) src: Option<[u8; 6]>,
+    pub(crate) dst: Option<[u8; 6]>,
+}
+
+impl MacMatch {
+    fn matches(&self, macs: &Macs) -> bool {
+        self.src.is_none_or(|m| m == macs.src) && self.dst.is_none_or(|m| m == macs.dst)
+    }
+
+    /// Whether one frame could carry the addresses of both.
+    fn overlaps(&self, other: &MacMatch) -> bool {
+        let same = |a: Option<[u8; 6]>, b: Option<[u8; 6]>| a.is_none() || b.is_none() || a == b;
+        same(self.src, other.src) && same(self.dst, other.dst)
+    }
+}
+
 impl FlowRule {
-    fn matches(&self, key: &FlowKey) -> bool {
-        self.udp_src.is_none_or(|p| p.contains(key.src_port))
-            && self.udp_dst.is_none_or(|p| p.contains(key.dst_port))
-            && self.ipv4_len.is_none_or(|l| l == key.ipv4_len)
+    /// Whether a frame with these addresses (none for a socket's datagram)
+    /// and these UDP/IP fields (none for a frame of another kind) matches.
+    fn matches(&self, macs: Option<&Macs>, key: Option<&FlowKey>) -> bool {
+        if let Some(ethernet) = &self.ethernet
+            && !macs.is_some_and(|m| ethernet.matches(m))
+        {
+            return false;
+        }
+        if !self.needs_udp {
+            return true;
+        }
+        key.is_some_and(|key| {
+            self.udp_src.is_none_or(|p| p.contains(key.src_port))
+                && self.udp_dst.is_none_or(|p| p.contains(key.dst_port))
+                && self.ipv4_len.is_none_or(|l| l == key.ipv4_len)
+        })
     }
 
     fn same_rule(&self, other: &FlowRule) -> bool {
-        (self.flow_id, &self.name, self.udp_src, self.udp_dst, self.ipv4_len, &self.queues, &self.transforms)
-            == (
-                other.flow_id,
-                &other.name,
-                other.udp_src,
-                other.udp_dst,
-                other.ipv4_len,
-                &other.queues,
-                &other.transforms,
+        let fields = |r: &FlowRule| {
+            (
+                r.flow_id,
+                r.name.clone(),
+                r.ethernet,
+                r.udp_src,
+                r.udp_dst,
+                r.ipv4_len,
+                r.queues.clone(),
+                r.transforms.clone(),
             )
+        };
+        fields(self) == fields(other)
+    }
+
+    /// `match.ethernet`, if the rule has one.
+    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
+    pub(crate) fn ethernet(&self) -> Option<MacMatch> {
+        self.ethernet
+    }
+
+    /// Whether Ethernet addresses alone decide: the rule takes frames of any
+    /// kind and spreads over its queues by MAC.
+    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
+    pub(crate) fn is_ethernet_only(&self) -> bool {
+        !self.needs_udp
     }
 
     /// Queue indices the rule steers to.
@@ -78,7 +131,13 @@ impl FlowRule {
     /// Whether a packet could match both rules (their matches intersect).
     #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     pub(crate) fn overlaps(&self, other: &FlowRule) -> bool {
-        matches_overlap(self.match_fields(), other.match_fields())
+        let macs = match (self.ethernet, other.ethernet) {
+            (Some(a), Some(b)) => a.overlaps(&b),
+            _ => true,
+        };
+        // A rule of addresses alone takes UDP frames too.
+        let udp = !self.needs_udp || !other.needs_udp || matches_overlap(self.match_fields(), other.match_fields());
+        macs && udp
     }
 }
 
@@ -122,9 +181,12 @@ impl FlowTable {
             .iter()
             .map(|flow: &Flow| {
                 let m = flow.matches.clone().unwrap_or_default();
+                let ethernet = m.ethernet.as_ref().map(|e| MacMatch { src: e.src_mac(), dst: e.dst_mac() });
                 let mut rule = FlowRule {
                     flow_id: flow.id,
                     name: flow.name.clone(),
+                    ethernet,
+                    needs_udp: !m.is_ethernet_only(),
                     udp_src: m.udp_src,
                     udp_dst: m.udp_dst,
                     ipv4_len: m.ipv4_len,
@@ -169,16 +231,27 @@ impl FlowTable {
 
     /// Picks the queue for a whole Ethernet frame (read for its headers).
     pub(crate) fn steer_frame(&self, frame: &[u8]) -> Steering {
-        FlowKey::from_frame(frame).map_or_else(|| self.steer_unparsed(), |key| self.steer(&key))
+        self.steer_parsed(Macs::from_frame(frame).as_ref(), FlowKey::from_frame(frame).as_ref())
     }
 
-    /// Picks the queue for a packet.
+    /// Picks the queue for a socket's datagram: UDP/IP fields, no Ethernet.
     pub(crate) fn steer(&self, key: &FlowKey) -> Steering {
+        self.steer_parsed(None, Some(key))
+    }
+
+    fn steer_parsed(&self, macs: Option<&Macs>, key: Option<&FlowKey>) -> Steering {
         for (index, rule) in self.rules.iter().enumerate() {
-            if rule.matches(key) {
+            if rule.matches(macs, key) {
                 let queue = match rule.queues.len() {
                     1 => rule.queues[0],
-                    n => rule.queues[(toeplitz_hash(key) % n as u32) as usize],
+                    n => {
+                        let hash = match (rule.needs_udp, macs, key) {
+                            (false, Some(macs), _) => toeplitz(&macs.rss_input()),
+                            (_, _, Some(key)) => toeplitz(&key.rss_input()),
+                            _ => unreachable!("a rule matched by addresses alone had them, any other the UDP key"),
+                        };
+                        rule.queues[(hash % n as u32) as usize]
+                    }
                 };
                 return Steering::Flow { rule: index, queue };
             }
@@ -195,14 +268,9 @@ pub(crate) const RSS_KEY: [u8; 40] = [
     0x01, 0xfa,
 ];
 
-/// Toeplitz hash over src/dst IPv4 and src/dst UDP port, as NIC RSS computes it.
+/// Toeplitz hash of 12 bytes of header fields, as NIC RSS computes it.
 /// Written here because the hash is a dozen lines and no maintained crate offers it.
-fn toeplitz_hash(key: &FlowKey) -> u32 {
-    let mut input = [0u8; 12];
-    input[..4].copy_from_slice(&key.src_ip);
-    input[4..8].copy_from_slice(&key.dst_ip);
-    input[8..10].copy_from_slice(&key.src_port.to_be_bytes());
-    input[10..].copy_from_slice(&key.dst_port.to_be_bytes());
+fn toeplitz(input: &[u8; 12]) -> u32 {
     let mut hash = 0u32;
     let mut window = u32::from_be_bytes([RSS_KEY[0], RSS_KEY[1], RSS_KEY[2], RSS_KEY[3]]);
     for (i, byte) in input.iter().enumerate() {
@@ -227,8 +295,8 @@ mod tests {
     #[test]
     fn toeplitz_matches_the_published_verification_vectors() {
         // Microsoft RSS verification suite, IPv4 with TCP/UDP ports.
-        assert_eq!(toeplitz_hash(&key([66, 9, 149, 187], [161, 142, 100, 80], 2794, 1766)), 0x51cc_c178);
-        assert_eq!(toeplitz_hash(&key([199, 92, 111, 2], [65, 69, 140, 83], 14230, 4739)), 0xc626_b0ea);
+        assert_eq!(toeplitz(&key([66, 9, 149, 187], [161, 142, 100, 80], 2794, 1766).rss_input()), 0x51cc_c178);
+        assert_eq!(toeplitz(&key([199, 92, 111, 2], [65, 69, 140, 83], 14230, 4739).rss_input()), 0xc626_b0ea);
     }
 
     #[test]
@@ -244,6 +312,70 @@ mod tests {
         let table = FlowTable::new(&rx);
         assert_eq!(table.steer(&key([1; 4], [2; 4], 1, 5001)), Steering::Flow { rule: 0, queue: 1 });
         assert_eq!(table.steer(&key([1; 4], [2; 4], 1, 6000)), Steering::Unmatched);
+    }
+
+    /// An Ethernet/IPv4/UDP frame from `src_mac` to `dst_mac`, UDP port `sport` to 5000.
+    fn frame(src_mac: [u8; 6], dst_mac: [u8; 6], sport: u16) -> Vec<u8> {
+        let headers = crate::headers::UdpFrame {
+            src_mac,
+            dst_mac,
+            src_ip: [10, 0, 0, 1].into(),
+            dst_ip: [10, 0, 0, 2].into(),
+            src_port: sport,
+            dst_port: 5000,
+        };
+        let mut buf = vec![0u8; 64];
+        let len = headers.write(&mut buf, b"data").unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    #[test]
+    fn ethernet_addresses_qualify_a_udp_match_or_decide_alone() {
+        let rx: RxConfig = serde_yaml::from_str(
+            "queues: [{name: a, id: 0, cpu_core: 0, batch_size: 1}, {name: b, id: 1, cpu_core: 0, batch_size: 1}]\n\
+             flow_isolation: true\n\
+             flows:\n\
+             - {name: f, id: 7, action: {type: queue, id: 0}, match: {udp_dst: 5000, ethernet: {src: \"02:00:00:00:00:0a\"}}}\n\
+             - {name: g, id: 8, action: {type: queue, id: 1}, match: {ethernet: {dst: \"02:00:00:00:00:bb\"}}}\n",
+        )
+        .unwrap();
+        let table = FlowTable::new(&rx);
+        let (a, b, other) = ([2, 0, 0, 0, 0, 0x0a], [2, 0, 0, 0, 0, 0xbb], [2, 0, 0, 0, 0, 0x77]);
+        assert_eq!(table.steer_frame(&frame(a, other, 1)), Steering::Flow { rule: 0, queue: 0 });
+        assert_eq!(table.steer_frame(&frame(other, other, 1)), Steering::Unmatched, "the port alone is not enough");
+        assert_eq!(table.steer_frame(&frame(other, b, 1)), Steering::Flow { rule: 1, queue: 1 });
+        // An ARP frame to b: addresses alone take frames of any kind.
+        let mut arp = frame(other, b, 1);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(table.steer_frame(&arp), Steering::Flow { rule: 1, queue: 1 });
+        // A socket's datagram has no Ethernet header: no Ethernet rule takes it.
+        assert_eq!(table.steer(&key([1; 4], [2; 4], 1, 5000)), Steering::Unmatched);
+        // A UDP frame from a to b on port 5000 matches both: the first wins.
+        assert!(table.rules[0].overlaps(&table.rules[1]));
+        assert_eq!(table.steer_frame(&frame(a, b, 1)), Steering::Flow { rule: 0, queue: 0 });
+    }
+
+    #[test]
+    fn an_ethernet_only_rule_spreads_by_mac() {
+        let rx: RxConfig = serde_yaml::from_str(
+            "queues: [{name: a, id: 0, cpu_core: 0, batch_size: 1}, {name: b, id: 1, cpu_core: 0, batch_size: 1}]\n\
+             flows: [{name: f, id: 1, action: {type: queue, ids: [0, 1]}, match: {ethernet: {dst: \"02:00:00:00:00:02\"}}}]\n",
+        )
+        .unwrap();
+        let table = FlowTable::new(&rx);
+        let mut seen = [0; 2];
+        for sender in 0..64u8 {
+            let mac = [2, 0, 0, 0, 1, sender];
+            let queue_of = |sport| match table.steer_frame(&frame(mac, [2, 0, 0, 0, 0, 2], sport)) {
+                Steering::Flow { queue, .. } => queue,
+                other => panic!("{other:?}"),
+            };
+            // The ports change, the MACs do not: one queue per sender.
+            assert_eq!(queue_of(1000), queue_of(2000), "sender {sender}");
+            seen[queue_of(1000)] += 1;
+        }
+        assert!(seen[0] > 10 && seen[1] > 10, "{seen:?}");
     }
 
     #[test]

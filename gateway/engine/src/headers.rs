@@ -176,6 +176,41 @@ impl FlowKey {
     }
 }
 
+impl FlowKey {
+    /// What RSS hashes: source and destination IPv4, source and destination port.
+    pub(crate) fn rss_input(&self) -> [u8; 12] {
+        let mut input = [0u8; 12];
+        input[..4].copy_from_slice(&self.src_ip);
+        input[4..8].copy_from_slice(&self.dst_ip);
+        input[8..10].copy_from_slice(&self.src_port.to_be_bytes());
+        input[10..].copy_from_slice(&self.dst_port.to_be_bytes());
+        input
+    }
+}
+
+/// A frame's Ethernet addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Macs {
+    pub(crate) dst: [u8; 6],
+    pub(crate) src: [u8; 6],
+}
+
+impl Macs {
+    /// The addresses of any Ethernet frame; `None` for one shorter than its header.
+    pub(crate) fn from_frame(frame: &[u8]) -> Option<Self> {
+        let header = frame.get(..14)?;
+        Some(Macs { dst: header[..6].try_into().ok()?, src: header[6..12].try_into().ok()? })
+    }
+
+    /// What RSS by MAC hashes: destination, then source, as on the wire.
+    pub(crate) fn rss_input(&self) -> [u8; 12] {
+        let mut input = [0u8; 12];
+        input[..6].copy_from_slice(&self.dst);
+        input[6..].copy_from_slice(&self.src);
+        input
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,6 +136,14 @@ fn socket_keys(
     refuse: &mut impl FnMut(YamlPath, String),
 ) {
     let Some(rx) = &iface.rx else { return };
+    let flows = path.key("rx").key("flows");
+    for (i, _) in rx.flows.iter().enumerate().filter(|(_, f)| f.matches.as_ref().is_some_and(|m| m.ethernet.is_some()))
+    {
+        refuse(
+            flows.index(i).key("match").key("ethernet"),
+            "a socket receives a datagram's payload, without the Ethernet header its addresses are in; match Ethernet addresses on a raw interface (DPDK, AF_XDP, sw loopback)".into(),
+        );
+    }
     let Some(first) = rx.queues.first() else { return };
     // A UDP server's indirect RX queues on several cores get a socket
     // each (a reuseport group): each lands in its own region, on its core.

@@ -176,6 +176,44 @@ pub struct FlowMatch {
     /// eCPRI-over-Ethernet match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecpri: Option<Ecpri>,
+    /// Ethernet addresses: alone (then any frame with them matches), or
+    /// qualifying the UDP/IP keys beside them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ethernet: Option<EthernetMatch>,
+}
+
+/// `match.ethernet`: MAC addresses as DAQIRI writes them (`aa:bb:cc:dd:ee:ff`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EthernetMatch {
+    /// Source address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    /// Destination address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+}
+
+impl EthernetMatch {
+    /// The source address, when given and valid.
+    pub fn src_mac(&self) -> Option<[u8; 6]> {
+        self.src.as_deref().and_then(parse_mac)
+    }
+
+    /// The destination address, when given and valid.
+    pub fn dst_mac(&self) -> Option<[u8; 6]> {
+        self.dst.as_deref().and_then(parse_mac)
+    }
+}
+
+/// A MAC address written as six colon-separated hex pairs.
+pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = text.split(':');
+    for byte in &mut out {
+        let part = parts.next().filter(|p| p.len() == 2)?;
+        *byte = u8::from_str_radix(part, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
 }
 
 /// The flow class a match belongs to.
@@ -211,8 +249,18 @@ impl FlowMatch {
         self.flex_item_id.is_some() || self.val.is_some() || self.mask.is_some()
     }
 
-    /// The class of this match, UDP/IP when empty; `None` when classes are mixed.
+    /// Whether the match is Ethernet addresses alone: it takes any frame
+    /// with them, and spreads over several queues by MAC.
+    pub fn is_ethernet_only(&self) -> bool {
+        self.ethernet.is_some() && !self.has_udp_ip() && !self.has_flex() && self.ecpri.is_none()
+    }
+
+    /// The class of this match, UDP/IP when empty or Ethernet addresses
+    /// (alone or qualifying UDP/IP keys); `None` when classes are mixed.
     pub fn class(&self) -> Option<FlowClass> {
+        if self.ethernet.is_some() && (self.has_flex() || self.ecpri.is_some()) {
+            return None;
+        }
         match (self.has_udp_ip(), self.has_flex(), self.ecpri.is_some()) {
             (_, false, false) => Some(FlowClass::UdpIp),
             (false, true, false) => Some(FlowClass::Flex),

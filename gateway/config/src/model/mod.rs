@@ -11,7 +11,9 @@ mod queue;
 mod reorder;
 mod scalar;
 
-pub use flow::{ActionType, Ecpri, FlexItem, Flow, FlowAction, FlowClass, FlowMatch, Tunnel, TunnelType};
+pub use flow::{
+    ActionType, Ecpri, EthernetMatch, FlexItem, Flow, FlowAction, FlowClass, FlowMatch, Tunnel, TunnelType, parse_mac,
+};
 pub use interface::{Interface, RoceConfig, RoceIngest, RxConfig, SocketConfig, SocketMode, TransportMode, TxConfig};
 pub use memory::{MemoryAccess, MemoryKind, MemoryRegion};
 pub use queue::{PollMode, Queue, TxOffload};

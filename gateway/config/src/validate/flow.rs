@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use crate::diagnostic::{Report, YamlPath};
 use crate::endpoint::Transport;
-use crate::model::{ActionType, Flow, FlowAction, FlowClass, FlowMatch, Tunnel, TunnelType};
+use crate::model::{ActionType, EthernetMatch, Flow, FlowAction, FlowClass, FlowMatch, Tunnel, TunnelType, parse_mac};
 
 use super::context::InterfaceCtx;
 use super::lists::{duplicates, valid_list};
@@ -67,6 +67,15 @@ pub(super) fn check_rx_flows(ctx: &InterfaceCtx<'_>, report: &mut Report) {
             Some(_) => {}
         }
         check_match(m, class, &match_path, &flex_ids, report);
+        if let Some(ethernet) = &m.ethernet {
+            check_ethernet(ethernet, &match_path.key("ethernet"), report);
+            if actions.iter().any(|(_, a)| a.kind == ActionType::TunnelDecap) {
+                report.error(
+                    &match_path.key("ethernet"),
+                    "with tunnel_decap, the wire's Ethernet addresses are the tunnel's outer_eth_src and outer_eth_dst; give them there",
+                );
+            }
+        }
         if class == FlowClass::Flex && transforms > 0 {
             report.error(&path.key("actions"), "flex-item flows cannot use VLAN or tunnel transforms");
         }
@@ -326,6 +335,19 @@ fn check_match(m: &FlowMatch, class: FlowClass, path: &YamlPath, flex_ids: &Hash
     }
 }
 
+fn check_ethernet(ethernet: &EthernetMatch, path: &YamlPath, report: &mut Report) {
+    if ethernet.src.is_none() && ethernet.dst.is_none() {
+        report.error(path, "give src, dst or both; an ethernet match without an address narrows nothing");
+    }
+    for (key, value) in [("src", &ethernet.src), ("dst", &ethernet.dst)] {
+        if let Some(mac) = value
+            && !is_mac(mac)
+        {
+            report.error(&path.key(key), format!("\"{mac}\" is not a MAC address such as aa:bb:cc:dd:ee:ff"));
+        }
+    }
+}
+
 fn check_flex_items(ctx: &InterfaceCtx<'_>, rx_path: &YamlPath, report: &mut Report) {
     let Some(rx) = &ctx.iface.rx else { return };
     let list = rx_path.key("flex_items");
@@ -351,6 +373,5 @@ fn sorted(ids: &HashSet<u32>) -> Vec<u32> {
 }
 
 fn is_mac(text: &str) -> bool {
-    let parts: Vec<&str> = text.split(':').collect();
-    parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && u8::from_str_radix(p, 16).is_ok())
+    parse_mac(text).is_some()
 }

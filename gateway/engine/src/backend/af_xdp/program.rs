@@ -36,7 +36,20 @@ struct Rule {
     queue_count: u16,
     flow_id: u32,
     queues: [u16; MAX_RSS_QUEUES],
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    /// `MATCH_DST_MAC` | `MATCH_SRC_MAC`.
+    mac_fields: u8,
+    /// 0: the addresses alone decide, for frames of any kind.
+    udp_needed: u8,
+    pad: u16,
 }
+
+/// `rule.mac_fields` and `rule_set.spreads` bits of `steer.bpf.c`.
+const MATCH_DST_MAC: u8 = 1;
+const MATCH_SRC_MAC: u8 = 2;
+const SPREADS_BY_TUPLE: u32 = 1;
+const SPREADS_BY_MAC: u32 = 2;
 
 /// `struct rule_set` of `steer.bpf.c`.
 #[repr(C)]
@@ -50,7 +63,8 @@ struct RuleSet {
 }
 
 // SAFETY: plain `repr(C)` integers and arrays of them, no padding the kernel
-// could read uninitialised (every field is 2- or 4-byte aligned in order).
+// could read uninitialised (every field is aligned in order, and the byte
+// fields end on a 2-byte `pad`).
 #[allow(unsafe_code)]
 unsafe impl Pod for Rule {}
 // SAFETY: as for `Rule`.
@@ -231,7 +245,12 @@ fn rule_set(table: &FlowTable, tag: u32) -> Result<Box<RuleSet>> {
         count: table.rules.len() as u32,
         isolation: u32::from(table.isolation()),
         tag,
-        spreads: u32::from(table.rules.iter().any(|r| r.queues().len() > 1)),
+        spreads: table
+            .rules
+            .iter()
+            .filter(|r| r.queues().len() > 1)
+            .map(|r| if r.is_ethernet_only() { SPREADS_BY_MAC } else { SPREADS_BY_TUPLE })
+            .fold(0, |bits, bit| bits | bit),
         rules: [Rule::default(); MAX_RULES],
     });
     for (slot, rule) in set.rules.iter_mut().zip(&table.rules) {
@@ -251,6 +270,15 @@ fn rule_set(table: &FlowTable, tag: u32) -> Result<Box<RuleSet>> {
         (slot.src_first, slot.src_last) = range(src);
         (slot.dst_first, slot.dst_last) = range(dst);
         slot.ipv4_len = ipv4_len.unwrap_or(0);
+        if let Some(ethernet) = rule.ethernet() {
+            if let Some(mac) = ethernet.dst {
+                (slot.dst_mac, slot.mac_fields) = (mac, slot.mac_fields | MATCH_DST_MAC);
+            }
+            if let Some(mac) = ethernet.src {
+                (slot.src_mac, slot.mac_fields) = (mac, slot.mac_fields | MATCH_SRC_MAC);
+            }
+        }
+        slot.udp_needed = u8::from(!rule.is_ethernet_only());
         slot.flow_id = rule.flow_id;
         slot.queue_count = queues.len() as u16;
         for (q, &position) in slot.queues.iter_mut().zip(queues) {
@@ -266,9 +294,9 @@ mod tests {
 
     #[test]
     fn layouts_match_the_program() {
-        // steer.bpf.c: 6 x u16, u32, 32 x u16; a set of 4 x u32 and 256 rules.
-        assert_eq!(std::mem::size_of::<Rule>(), 80);
-        assert_eq!(std::mem::size_of::<RuleSet>(), 16 + 256 * 80);
+        // steer.bpf.c: 6 x u16, u32, 32 x u16, 2 x 6 x u8, 2 x u8, u16; a set of 4 x u32 and 256 rules.
+        assert_eq!(std::mem::size_of::<Rule>(), 96);
+        assert_eq!(std::mem::size_of::<RuleSet>(), 16 + 256 * 96);
     }
 
     #[test]

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0 OR GPL-2.0-only
 //
 // The AF_XDP engine's steering program: matches each frame against the
-// interface's RX flows (UDP source and destination port ranges, IPv4 total
-// length; first match wins), picks the flow's queue (a Toeplitz hash of the
-// 5-tuple over an `ids` list, as NIC RSS), writes flow id and queue in the
+// interface's RX flows (Ethernet addresses, UDP source and destination port
+// ranges, IPv4 total length; first match wins), picks the flow's queue (a
+// Toeplitz hash of the 5-tuple over an `ids` list, as NIC RSS, or of the
+// MACs for a flow of addresses alone), writes flow id and queue in the
 // frame's XDP metadata, and redirects it to the AF_XDP socket of the NIC
 // queue it arrived on. Unmatched frames go to the kernel under flow
 // isolation and to the first queue otherwise.
@@ -29,6 +30,13 @@
 #define MAX_SOCKETS 256
 #define NO_FLOW 0xffffffffu
 
+// rule.mac_fields
+#define MATCH_DST_MAC 1
+#define MATCH_SRC_MAC 2
+// rule_set.spreads: which hashes a rule over several queues needs
+#define SPREADS_BY_TUPLE 1
+#define SPREADS_BY_MAC 2
+
 struct rule {
     __u16 src_first, src_last;
     __u16 dst_first, dst_last;
@@ -36,13 +44,18 @@ struct rule {
     __u16 queue_count;
     __u32 flow_id;
     __u16 queues[MAX_RSS_QUEUES];
+    __u8 dst_mac[6];
+    __u8 src_mac[6];
+    __u8 mac_fields;
+    __u8 udp_needed; // 0: the addresses alone decide, for frames of any kind
+    __u16 pad;
 };
 
 struct rule_set {
     __u32 count;
     __u32 isolation;
     __u32 tag;
-    __u32 spreads; // whether a rule has more than one queue: the hash is needed
+    __u32 spreads;
     struct rule rules[MAX_RULES];
 };
 
@@ -95,6 +108,7 @@ static const __u8 rss_key[40] = {
 struct flow_key {
     __u32 saddr, daddr, ports; // as on the wire: source, destination, source and destination port
     __u16 src_port, dst_port, ipv4_len;
+    __u32 macs[3]; // as on the wire: destination, then source
 };
 
 static __always_inline void count(__u32 outcome)
@@ -120,6 +134,15 @@ __attribute__((noinline)) __u32 toeplitz(__u32 saddr, __u32 daddr, __u32 ports)
         window = window << 1 | ((rss_key[(next / 8) & 31] >> (7 - next % 8)) & 1);
     }
     return hash;
+}
+
+// Reads the addresses of an Ethernet frame: -1 for a runt.
+static __always_inline int parse_macs(void *data, void *end, struct flow_key *key)
+{
+    if (data + sizeof(struct ethhdr) > end)
+        return -1;
+    __builtin_memcpy(key->macs, data, 12);
+    return 0;
 }
 
 // Reads the key of an Ethernet (one VLAN tag allowed) / IPv4 / UDP frame.
@@ -153,9 +176,25 @@ static __always_inline int parse(void *data, void *end, struct flow_key *key)
     return 0;
 }
 
-static __always_inline int matches(const struct rule *r, const struct flow_key *key)
+static __always_inline int same_mac(const __u8 *a, const __u8 *b)
 {
-    return key->src_port >= r->src_first && key->src_port <= r->src_last && key->dst_port >= r->dst_first
+    int same = 1;
+#pragma unroll
+    for (int i = 0; i < 6; i++)
+        same &= a[i] == b[i];
+    return same;
+}
+
+static __always_inline int matches(const struct rule *r, const struct flow_key *key, int is_udp)
+{
+    const __u8 *macs = (const __u8 *)key->macs;
+    if ((r->mac_fields & MATCH_DST_MAC) && !same_mac(r->dst_mac, macs))
+        return 0;
+    if ((r->mac_fields & MATCH_SRC_MAC) && !same_mac(r->src_mac, macs + 6))
+        return 0;
+    if (!r->udp_needed)
+        return 1;
+    return is_udp && key->src_port >= r->src_first && key->src_port <= r->src_last && key->dst_port >= r->dst_first
         && key->dst_port <= r->dst_last && (r->ipv4_len == 0 || r->ipv4_len == key->ipv4_len);
 }
 
@@ -174,19 +213,23 @@ int daqiri_steer(struct xdp_md *ctx)
     struct flow_key key = {};
     __u32 flow_id = NO_FLOW;
     __u32 queue = 0;
-    int parsed = parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, &key) == 0;
+    void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+    int framed = parse_macs(data, end, &key) == 0;
+    int is_udp = framed && parse(data, end, &key) == 0;
     int matched = 0;
-    if (parsed) {
-        // Hashed before the scan, once, and only when a rule spreads.
-        __u32 hash = set->spreads ? toeplitz(key.saddr, key.daddr, key.ports) : 0;
+    if (framed) {
+        // Hashed before the scan, once, and only when a rule spreads so.
+        __u32 by_tuple = is_udp && (set->spreads & SPREADS_BY_TUPLE) ? toeplitz(key.saddr, key.daddr, key.ports) : 0;
+        __u32 by_mac = set->spreads & SPREADS_BY_MAC ? toeplitz(key.macs[0], key.macs[1], key.macs[2]) : 0;
         for (__u32 i = 0; i < MAX_RULES; i++) {
             if (i >= set->count)
                 break;
             struct rule *r = &set->rules[i];
-            if (!matches(r, &key))
+            if (!matches(r, &key, is_udp))
                 continue;
             flow_id = r->flow_id;
             __u32 n = r->queue_count;
+            __u32 hash = r->udp_needed ? by_tuple : by_mac;
             __u32 pick = n > 1 ? hash % n : 0;
             if (pick < MAX_RSS_QUEUES)
                 queue = r->queues[pick];

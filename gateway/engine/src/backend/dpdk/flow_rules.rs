@@ -102,11 +102,20 @@ pub(crate) enum Action {
     Queue {
         index: u16,
     },
-    /// Toeplitz RSS over IPv4 addresses and UDP ports, with software
-    /// steering's key, over these queues.
+    /// Toeplitz RSS with software steering's key, over these queues.
     Rss {
         queues: Vec<u16>,
+        over: RssFields,
     },
+}
+
+/// The header fields RSS hashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RssFields {
+    /// IPv4 addresses and UDP ports.
+    Ipv4Udp,
+    /// Ethernet addresses: a rule that matches them alone.
+    Ethernet,
 }
 
 /// Whether rules carry a MARK of their flow id. PMDs without MARK get
@@ -178,11 +187,15 @@ fn pattern(rule: &FlowRule) -> Vec<Item> {
     let inner_vlan =
         tunnel.is_some() && transforms.iter().skip(tunnel.unwrap_or(0)).any(|a| a.kind == ActionType::VlanPop);
     let Some(t) = tunnel.and_then(|i| transforms[i].tunnel.as_ref()) else {
-        let mut items = vec![Item::Eth { src: None, dst: None }];
+        let wire = rule.ethernet();
+        let mut items = vec![Item::Eth { src: wire.and_then(|m| m.src), dst: wire.and_then(|m| m.dst) }];
         if outer_vlan {
             items.push(Item::Vlan);
         }
-        items.extend([inner_ip, inner_udp]);
+        // Addresses alone take frames of any kind.
+        if !rule.is_ethernet_only() {
+            items.extend([inner_ip, inner_udp]);
+        }
         return items;
     };
     let mut items =
@@ -228,7 +241,9 @@ fn actions(rule: &FlowRule, marking: Marking) -> Vec<Action> {
     let queues: Vec<u16> = rule.queues().iter().map(|&q| q as u16).collect();
     out.push(match queues.as_slice() {
         [one] => Action::Queue { index: *one },
-        _ => Action::Rss { queues },
+        _ => {
+            Action::Rss { queues, over: if rule.is_ethernet_only() { RssFields::Ethernet } else { RssFields::Ipv4Udp } }
+        }
     });
     out
 }
@@ -328,6 +343,23 @@ mod tests {
     }
 
     #[test]
+    fn ethernet_addresses_lead_the_pattern_and_alone_spread_by_mac() {
+        let t = table(&format!(
+            "{TWO_QUEUES}flow_isolation: true\nflows:\n\
+             - {{name: f, id: 1, action: {{type: queue, id: 0}}, match: {{udp_dst: 9, ethernet: {{src: \"02:00:00:00:00:0a\"}}}}}}\n\
+             - {{name: g, id: 2, action: {{type: queue, ids: [0, 3]}}, match: {{ethernet: {{dst: \"02:00:00:00:00:0b\"}}}}}}\n\
+             - {{name: h, id: 3, action: {{type: queue, id: 3}}, match: {{ethernet: {{dst: \"02:00:00:00:00:0c\"}}}}}}\n"
+        ));
+        let rules = rules(&t, 2, false, Marking::Off);
+        let src = Item::Eth { src: Some([2, 0, 0, 0, 0, 0x0a]), dst: None };
+        assert_eq!(rules[0].pattern, vec![src, ANY_IP, udp(None, Some((9, 9)))]);
+        let to_b = Item::Eth { src: None, dst: Some([2, 0, 0, 0, 0, 0x0b]) };
+        assert_eq!((rules[1].pattern.clone(), rules[1].priority), (vec![to_b], 1), "a frame from a to b matches both");
+        assert_eq!(rules[1].actions, vec![Action::Rss { queues: vec![0, 1], over: RssFields::Ethernet }]);
+        assert_eq!(rules[2].priority, 1, "to c meets the first rule, not the second");
+    }
+
+    #[test]
     fn without_mark_and_isolation_rules_end_with_a_catch_all_to_the_first_queue() {
         let t = table(&format!(
             "{TWO_QUEUES}flows:\n\
@@ -335,7 +367,7 @@ mod tests {
              - {{name: g, id: 2, action: {{type: queue, id: 0}}, match: {{udp_dst: 9}}}}\n"
         ));
         let rules = rules(&t, 2, false, Marking::Off);
-        assert_eq!(rules[0].actions, vec![Action::Rss { queues: vec![0, 1] }]);
+        assert_eq!(rules[0].actions, vec![Action::Rss { queues: vec![0, 1], over: RssFields::Ipv4Udp }]);
         assert_eq!(rules[0].pattern, vec![ANY_ETH, ANY_IP, udp(None, None)]);
         assert_eq!((rules[1].priority, rules[1].actions.clone()), (1, vec![Action::Queue { index: 0 }]));
         assert_eq!(

@@ -8,7 +8,7 @@ use std::ptr::{NonNull, null};
 use dpdk_sys as sys;
 
 use super::ethdev::EthPort;
-use crate::backend::dpdk::flow_rules::{Action, Item, RuleSpec};
+use crate::backend::dpdk::flow_rules::{Action, Item, RssFields, RuleSpec};
 use crate::flow::RSS_KEY;
 
 /// Which traffic a rule applies to.
@@ -303,13 +303,12 @@ fn encode_action(action: &Action, confs: &mut Confs) -> sys::rte_flow_action {
             type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_QUEUE,
             conf: confs.keep(sys::rte_flow_action_queue { index: *index }),
         },
-        Action::Rss { queues } => {
+        Action::Rss { queues, over } => {
             let queue = confs.keep_slice(queues);
             let conf = sys::rte_flow_action_rss {
                 func: sys::rte_eth_hash_function_RTE_ETH_HASH_FUNCTION_TOEPLITZ,
                 level: 0,
-                // SAFETY: returns a constant.
-                types: unsafe { sys::daqiri_rss_types_ipv4_udp() },
+                types: rss_types(*over),
                 key_len: RSS_KEY.len() as u32,
                 key: RSS_KEY.as_ptr(),
                 queue_num: queues.len() as u32,
@@ -317,5 +316,15 @@ fn encode_action(action: &Action, confs: &mut Confs) -> sys::rte_flow_action {
             };
             sys::rte_flow_action { type_: sys::rte_flow_action_type_RTE_FLOW_ACTION_TYPE_RSS, conf: confs.keep(conf) }
         }
+    }
+}
+
+/// The `RTE_ETH_RSS_*` bits of what RSS hashes.
+fn rss_types(over: RssFields) -> u64 {
+    match over {
+        // SAFETY: returns a constant.
+        RssFields::Ipv4Udp => unsafe { sys::daqiri_rss_types_ipv4_udp() },
+        // SAFETY: returns a constant.
+        RssFields::Ethernet => unsafe { sys::daqiri_rss_types_eth() },
     }
 }
