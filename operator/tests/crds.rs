@@ -143,7 +143,10 @@ fn flow_rules_refuse_each_mistake_with_its_message() {
         "type": "cpu", "memoryRegion": "rx", "sequenceNumber": {"bitOffset": 0, "bitWidth": 32},
         "packetsPerBatch": 8, "batchNumber": {"bitOffset": 32, "bitWidth": 16}
     });
+    let mut empty_ethernet = flow.clone();
+    empty_ethernet["spec"]["match"] = json!({"ethernet": {}});
     for (case, flow, message) in [
+        ("ethernet without an address", empty_ethernet, "give src, dst or both"),
         ("queue and queues", both, "give queue (one queue) or queues"),
         ("no target", neither, "give queue (one queue) or queues"),
         ("empty match", empty_match, "match at least one of"),

@@ -127,6 +127,20 @@ fn rss_and_tx_queues_land_on_their_keys() {
     assert_eq!(cfg["interfaces"][0]["tx"]["queues"][0]["name"], "q0");
 }
 
+#[test]
+fn ethernet_addresses_land_on_the_match() {
+    let mut ports: Vec<DaqiriPort> = load("port-sriov-dpdk.yaml");
+    ports[0].spec.node_selector.clear();
+    let by_mac = flow(
+        "metadata: { name: by-mac }\nspec: { port: cx7-vf, id: 9, match: { ethernet: { dst: \"aa:bb:cc:dd:ee:ff\" }, udpDst: \"4096\" }, queue: 0 }",
+    );
+    let config = render_node(&node("n1", &[]), &ports, &[by_mac]).unwrap();
+    assert_eq!(config.flows["by-mac"], Verdict::Included);
+    let m = &tree(&config.yaml)["interfaces"][0]["rx"]["flows"][0]["match"];
+    assert_eq!((&m["ethernet"]["dst"], &m["udp_dst"]), (&"aa:bb:cc:dd:ee:ff".into(), &4096.into()));
+    assert!(m["ethernet"].get("src").is_none());
+}
+
 const REORDER_FLOW: &str = r#"
 metadata: { name: adc-reorder }
 spec:
@@ -141,6 +155,7 @@ spec:
     sequenceNumber: { bitOffset: 0, bitWidth: 32 }
     packetsPerBatch: 64
     dataTypes: { inputType: int16, outputType: fp32, endianness: network }
+    missingAction: drop
 "#;
 
 #[test]
@@ -160,6 +175,7 @@ fn a_reorder_plan_lands_on_reorder_configs() {
     assert_eq!(reorder["flow_ids"][0], 7);
     let method = &reorder["method"]["seq_packets_per_batch"];
     assert_eq!((&method["packets_per_batch"], &method["sequence_number"]["bit_width"]), (&64.into(), &32.into()));
+    assert_eq!(reorder["missing_action"], "drop");
     let types = &reorder["data_types"];
     assert_eq!(
         (&types["input_type"], &types["output_type"], &types["endianness"]),

@@ -1,7 +1,7 @@
 //! `DaqiriFlow`: a match on one port's traffic, steered to a queue (or
 //! spread over several by RSS), optionally reordered and captured.
 
-use daqiri_config::model::{Endianness, InputType, OutputType, ReorderType};
+use daqiri_config::model::{Endianness, InputType, MissingAction, OutputType, ReorderType};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
@@ -56,7 +56,7 @@ pub struct DaqiriFlowSpec {
 /// Match fields.
 #[derive(KubeSchema, Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.udpSrc) || has(self.udpDst) || has(self.ipv4Len)").message("match at least one of udpSrc, udpDst, ipv4Len"))]
+#[x_kube(validation = Rule::new("has(self.udpSrc) || has(self.udpDst) || has(self.ipv4Len) || has(self.ethernet)").message("match at least one of udpSrc, udpDst, ipv4Len, ethernet"))]
 pub struct FlowMatchSpec {
     /// UDP source port or inclusive range, e.g. `5000` or `5000-5009`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,6 +69,25 @@ pub struct FlowMatchSpec {
     /// IPv4 total length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv4_len: Option<u16>,
+    /// Ethernet addresses (raw ports only): alone, any frame with them
+    /// matches, and over several queues it spreads by MAC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ethernet: Option<EthernetMatchSpec>,
+}
+
+/// Ethernet addresses to match, as `aa:bb:cc:dd:ee:ff`.
+#[derive(KubeSchema, Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.src) || has(self.dst)").message("give src, dst or both"))]
+pub struct EthernetMatchSpec {
+    /// Source MAC address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$"))]
+    pub src: Option<String>,
+    /// Destination MAC address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$"))]
+    pub dst: Option<String>,
 }
 
 /// How to reorder the flow's packets.
@@ -96,6 +115,14 @@ pub struct ReorderSpec {
     /// Sample conversion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_types: Option<DataTypesSpec>,
+    /// A batch with empty slots when its timeout closes it: delivered
+    /// zero-filled and flagged (`passthrough`, the default) or discarded (`drop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_action: Option<MissingAction>,
+    /// Whether batch ids wrap around after the highest (the default), or
+    /// compare as plain numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cyclic_sequence: Option<bool>,
 }
 
 /// A bit field of the payload.

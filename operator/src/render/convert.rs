@@ -4,9 +4,9 @@
 
 use daqiri_config::EngineConfig;
 use daqiri_config::model::{
-    ActionType, BitField, CpuCore, DataTypes, EngineKind, Flow, FlowAction, FlowMatch, Interface, MemoryRegion,
-    PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod, RoceConfig, RoceIngest, RxConfig, SeqBatchNumber,
-    SeqPacketsPerBatch, SocketConfig, StreamType, TxConfig,
+    ActionType, BitField, CpuCore, DataTypes, EngineKind, EthernetMatch, Flow, FlowAction, FlowMatch, Interface,
+    MemoryRegion, PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod, RoceConfig, RoceIngest, RxConfig,
+    SeqBatchNumber, SeqPacketsPerBatch, SocketConfig, StreamType, TxConfig,
 };
 use kube::ResourceExt;
 
@@ -143,6 +143,7 @@ fn flow(f: &DaqiriFlow) -> Flow {
             udp_src: port_match(&spec.matches.udp_src),
             udp_dst: port_match(&spec.matches.udp_dst),
             ipv4_len: spec.matches.ipv4_len,
+            ethernet: spec.matches.ethernet.as_ref().map(|e| EthernetMatch { src: e.src.clone(), dst: e.dst.clone() }),
             ..FlowMatch::default()
         }),
     }
@@ -178,7 +179,7 @@ fn reorder(iface: &str, f: &DaqiriFlow, r: &ReorderSpec) -> ReorderConfig {
         }),
         method,
         reorder_engine: None,
-        missing_action: None,
-        cyclic_sequence: None,
+        missing_action: r.missing_action,
+        cyclic_sequence: r.cyclic_sequence,
     }
 }

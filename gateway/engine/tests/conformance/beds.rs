@@ -120,6 +120,18 @@ pub trait Sender {
 
     /// Sends one datagram with `payload`.
     fn send(&self, engine: &Engine, payload: &[u8]);
+
+    /// The Ethernet source and destination of its frames; `None` where it
+    /// sends datagrams on a socket, with no Ethernet header.
+    fn macs(&self) -> Option<([u8; 6], [u8; 6])> {
+        None
+    }
+}
+
+/// Each raw sender's own source MAC, from its UDP source port.
+fn sender_mac(port: u16) -> [u8; 6] {
+    let [hi, lo] = port.to_be_bytes();
+    [2, 0, 0, 1, hi, lo]
 }
 
 /// A UDP socket server on loopback; senders are kernel UDP sockets.
@@ -325,14 +337,21 @@ fn tx_frame(dst_mac: [u8; 6]) -> daqiri::headers::UdpFrame {
 /// Sends through the engine's own TX queue 0.
 struct TxQueueSender(u16);
 
+impl TxQueueSender {
+    const DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+}
+
 impl Sender for TxQueueSender {
     fn port(&self) -> u16 {
         self.0
     }
+    fn macs(&self) -> Option<([u8; 6], [u8; 6])> {
+        Some((sender_mac(self.0), Self::DST_MAC))
+    }
     fn send(&self, engine: &Engine, payload: &[u8]) {
         let frame = daqiri::headers::UdpFrame {
-            src_mac: [2, 0, 0, 0, 0, 1],
-            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_mac: sender_mac(self.0),
+            dst_mac: Self::DST_MAC,
             src_ip: [10, 0, 0, 1].into(),
             dst_ip: [10, 0, 0, 2].into(),
             src_port: self.0,
@@ -645,8 +664,12 @@ mod raw {
         fn port(&self) -> u16 {
             self.port
         }
+        fn macs(&self) -> Option<([u8; 6], [u8; 6])> {
+            Some((super::sender_mac(self.port), self.mac))
+        }
         fn send(&self, engine: &Engine, payload: &[u8]) {
             let mut frame = udp_frame_to(self.mac, [10, 203, 0, 1], [10, 203, 0, 2], self.port, 5000, 0);
+            frame[6..12].copy_from_slice(&super::sender_mac(self.port));
             frame.truncate(RAW_HEADERS);
             frame.extend_from_slice(payload);
             // The IPv4 and UDP lengths and the IPv4 checksum for this payload.

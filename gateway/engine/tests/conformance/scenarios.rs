@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use daqiri::{Burst, DropReason, Engine, Status};
+use daqiri_config::model::{EthernetMatch, FlowMatch, PortMatch};
 use daqiri_config::testing::rx;
 
 use crate::beds::{Bed, Sender};
@@ -277,6 +278,71 @@ pub fn rss_spread(bed: &dyn Bed) -> Outcome {
     }
     assert_eq!(next.values().sum::<u32>(), u32::from(SENDERS) * EACH, "every datagram arrives");
     assert!(got.iter().all(|q| !q.is_empty()), "the flow spreads over both queues: {queue_of:?}");
+    Outcome::Passed
+}
+
+/// Flows by Ethernet address, as DAQIRI's `match.ethernet`: one source
+/// address qualifying a UDP match, one alone, and a destination address
+/// alone over two queues, which spreads by MAC. Each frame reaches its
+/// flow's queue, in order; each spread sender lands on one queue.
+pub fn ethernet_steering(bed: &dyn Bed) -> Outcome {
+    if !bed.has_datagrams() {
+        return Outcome::NotApplicable("a byte stream has no datagrams to match");
+    }
+    const SPREAD: u16 = 16;
+    const EACH: u32 = 30;
+    let senders: Vec<_> = (0..2 + SPREAD).map(|i| bed.sender(i)).collect();
+    // Sockets send without Ethernet: their config names addresses all the same, to be refused.
+    let macs = |i: usize| senders[i].macs().unwrap_or(([2, 0, 0, 1, 0, i as u8], [2, 0, 0, 0, 0, 2]));
+    let text = |mac: [u8; 6]| mac.map(|b| format!("{b:02x}")).join(":");
+    let by = |src: Option<[u8; 6]>, dst: Option<[u8; 6]>, udp_dst: Option<u16>| FlowMatch {
+        ethernet: Some(EthernetMatch { src: src.map(text), dst: dst.map(text) }),
+        udp_dst: udp_dst.map(PortMatch::single),
+        ..FlowMatch::default()
+    };
+    let config = bed
+        .config()
+        .region("mem", BUFS, bed.buf_size())
+        .rx_queue(rx(0, "mem").core(0).batch(16).timeout_us(bed.burst_timeout_us(200)))
+        .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(bed.burst_timeout_us(200)))
+        .flow(60, &[0], by(Some(macs(0).0), None, Some(5000)))
+        .flow(61, &[1], by(Some(macs(1).0), None, None))
+        .flow(62, &[0, 1], by(None, Some(macs(0).1), None));
+    let engine = match start_or_refusal(&config.yaml(), &["match.ethernet", "rx.flows", ONE_QUEUE]) {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    for seq in 0..EACH {
+        for (i, sender) in senders.iter().enumerate() {
+            sender.send(&engine, &payload(i as u32 * 1000 + seq, 70));
+        }
+        pace(seq as usize * senders.len());
+    }
+    let got = receive(&engine, 2, senders.len() * EACH as usize, Duration::from_secs(10));
+    let mut queue_of = BTreeMap::new();
+    let mut next = BTreeMap::new();
+    for (queue, received) in got.iter().enumerate() {
+        for (id, bytes) in received {
+            let tag = u32::from_be_bytes(bytes[bed.headers()..][..4].try_into().unwrap());
+            let (sender, seq) = (tag / 1000, tag % 1000);
+            assert_eq!(&bytes[bed.headers()..], &payload(tag, 70)[..], "sender {sender}'s datagram {seq} byte-exact");
+            let (flow, home) = match sender {
+                0 => (60, Some(0)),
+                1 => (61, Some(1)),
+                _ => (62, None),
+            };
+            assert_eq!(*id, Some(flow), "sender {sender}'s datagrams carry flow {flow}");
+            let first = *queue_of.entry(sender).or_insert(queue);
+            assert_eq!(first, home.unwrap_or(first), "sender {sender}'s flow steers to queue {home:?}");
+            assert_eq!(first, queue, "sender {sender}'s datagrams all land on queue {first}");
+            let expected = next.entry(sender).or_insert(0);
+            assert_eq!(seq, *expected, "sender {sender}'s datagrams arrive in order");
+            *expected += 1;
+        }
+    }
+    assert_eq!(next.values().sum::<u32>(), senders.len() as u32 * EACH, "every datagram arrives");
+    let spread: Vec<_> = (2..2 + u32::from(SPREAD)).map(|s| queue_of[&s]).collect();
+    assert!(spread.contains(&0) && spread.contains(&1), "flow 62 spreads by MAC over both queues: {spread:?}");
     Outcome::Passed
 }
 
