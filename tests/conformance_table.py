@@ -42,7 +42,8 @@ SCENARIOS = {
     "isolation": "flow isolation drops and counts the rest",
     "tx_byte_exact": "TX byte-exact to an independent reader, buffers back",
     "rss_spread": "one flow spread over two queues, each sender on one",
-    "ethernet_steering": "Ethernet-address flows steer; addresses alone spread by MAC",
+    "ethernet_steering": "flows by Ethernet address steer to their queues",
+    "ethernet_rss_spread": "an Ethernet-address flow spread over two queues by MAC",
 }
 # The VM test bed's NICs (tests/vm/run.sh): DPDK over vfio-pci behind an
 # emulated IOMMU, DPDK's net_tap with rte_flow as TC filters, AF_XDP on

@@ -101,6 +101,58 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// The `daqiri-gateway` command lines in the shell blocks of README.md
+    /// and docs/, as `(file, line, arguments)`: each starts with the command
+    /// (after `sudo` or variables) or is `cargo run ... --bin daqiri-gateway -- ...`.
+    fn documented_commands() -> Vec<(String, usize, Vec<String>)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = vec![root.join("README.md")];
+        files.extend(std::fs::read_dir(root.join("docs")).expect("docs/").map(|e| e.expect("an entry").path()));
+        let mut found = Vec::new();
+        for file in files.into_iter().filter(|f| f.extension().is_some_and(|e| e == "md")) {
+            let text = std::fs::read_to_string(&file).expect("a page");
+            let mut in_shell = false;
+            for (n, line) in text.lines().enumerate() {
+                if line.starts_with("```") {
+                    in_shell = !in_shell && matches!(line.trim(), "```sh" | "```bash");
+                    continue;
+                }
+                // "..." stands for any arguments: such a line shows a shape, not a command.
+                if !in_shell || line.contains("...") {
+                    continue;
+                }
+                let words =
+                    shlex::split(line).unwrap_or_else(|| panic!("{}:{}: unbalanced quotes", file.display(), n + 1));
+                let words: Vec<String> = words.into_iter().take_while(|w| !w.starts_with('#')).collect();
+                let command = words.iter().position(|w| w != "sudo" && !w.contains('='));
+                let at = match command.map(|c| (c, words[c].as_str())) {
+                    Some((c, "daqiri-gateway")) => Some(c),
+                    Some((_, "cargo")) if words.iter().any(|w| w == "daqiri-gateway") => {
+                        words.iter().position(|w| w == "--")
+                    }
+                    _ => None,
+                };
+                if let Some(at) = at {
+                    let mut args = vec!["daqiri-gateway".to_owned()];
+                    args.extend(words[at + 1..].iter().cloned());
+                    found.push((file.display().to_string(), n + 1, args));
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn every_command_the_readme_and_docs_show_parses() {
+        let commands = documented_commands();
+        assert!(commands.len() >= 10, "the pages show the gateway's commands: {commands:?}");
+        for (file, line, args) in commands {
+            if let Err(e) = Cli::try_parse_from(&args) {
+                panic!("{file}:{line}: `{}` does not parse:\n{e}", args.join(" "));
+            }
+        }
+    }
+
     #[test]
     fn run_reads_its_consumer_cores() {
         let cli = Cli::try_parse_from(["daqiri-gateway", "run", "--consumer-cores", "5-6,9"]).expect("parses");

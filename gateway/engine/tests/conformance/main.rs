@@ -34,7 +34,8 @@ macro_rules! scenarios_on {
             scenario_tests!($bed; [$(#[$attr])?];
                 delivery flows_to_queues worker_per_core pools_back_after_drain
                 cpu_reorder writers header_data_split drops_counted_when_stalled
-                flow_reload_loses_nothing isolation tx_byte_exact rss_spread ethernet_steering);
+                flow_reload_loses_nothing isolation tx_byte_exact rss_spread ethernet_steering
+                ethernet_rss_spread);
         }
     };
 }

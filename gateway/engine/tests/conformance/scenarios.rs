@@ -281,37 +281,81 @@ pub fn rss_spread(bed: &dyn Bed) -> Outcome {
     Outcome::Passed
 }
 
-/// Flows by Ethernet address, as DAQIRI's `match.ethernet`: one source
-/// address qualifying a UDP match, one alone, and a destination address
-/// alone over two queues, which spreads by MAC. Each frame reaches its
-/// flow's queue, in order; each spread sender lands on one queue.
+/// Flows by Ethernet address, as DAQIRI's `match.ethernet`: a source
+/// address qualifying a UDP match, a source address alone, and a
+/// destination address alone. Each sender's frames reach its flow's queue,
+/// byte-exact and in order.
 pub fn ethernet_steering(bed: &dyn Bed) -> Outcome {
-    if !bed.has_datagrams() {
-        return Outcome::NotApplicable("a byte stream has no datagrams to match");
-    }
-    const SPREAD: u16 = 16;
-    const EACH: u32 = 30;
-    let senders: Vec<_> = (0..2 + SPREAD).map(|i| bed.sender(i)).collect();
-    // Sockets send without Ethernet: their config names addresses all the same, to be refused.
-    let macs = |i: usize| senders[i].macs().unwrap_or(([2, 0, 0, 1, 0, i as u8], [2, 0, 0, 0, 0, 2]));
+    let senders = 6;
+    // Senders 0 and 1 by their source; the rest by the destination they share.
+    by_ethernet(bed, senders, |macs| {
+        vec![
+            (60, vec![0], ethernet(Some(macs(0).0), None, Some(5000))),
+            (61, vec![1], ethernet(Some(macs(1).0), None, None)),
+            (62, vec![0], ethernet(None, Some(macs(0).1), None)),
+        ]
+    })
+    .map_or_else(
+        |refused| refused,
+        |queue_of| {
+            let home: Vec<_> = (0..senders).map(|s| queue_of[&s]).collect();
+            assert_eq!(home, [0, 1, 0, 0, 0, 0], "each sender's queue");
+            Outcome::Passed
+        },
+    )
+}
+
+/// A destination address alone over two queues spreads by MAC: sixteen
+/// senders' frames use both, each sender's all on one.
+pub fn ethernet_rss_spread(bed: &dyn Bed) -> Outcome {
+    let senders = 16;
+    by_ethernet(bed, senders, |macs| vec![(63, vec![0, 1], ethernet(None, Some(macs(0).1), None))]).map_or_else(
+        |refused| refused,
+        |queue_of| {
+            let spread: Vec<_> = (0..senders).map(|s| queue_of[&s]).collect();
+            assert!(spread.contains(&0) && spread.contains(&1), "the flow spreads by MAC over both queues: {spread:?}");
+            Outcome::Passed
+        },
+    )
+}
+
+/// A `match.ethernet` of these addresses, beside a UDP destination port.
+fn ethernet(src: Option<[u8; 6]>, dst: Option<[u8; 6]>, udp_dst: Option<u16>) -> FlowMatch {
     let text = |mac: [u8; 6]| mac.map(|b| format!("{b:02x}")).join(":");
-    let by = |src: Option<[u8; 6]>, dst: Option<[u8; 6]>, udp_dst: Option<u16>| FlowMatch {
+    FlowMatch {
         ethernet: Some(EthernetMatch { src: src.map(text), dst: dst.map(text) }),
         udp_dst: udp_dst.map(PortMatch::single),
         ..FlowMatch::default()
-    };
-    let config = bed
+    }
+}
+
+/// Runs `senders` senders through two queues steered by the flows `flows`
+/// builds (id, queues, match) from each sender's (source, destination)
+/// MACs. Every datagram must arrive once, byte-exact, in order per sender,
+/// with its flow's id and on one queue per sender: returns that queue by
+/// sender, or how the bed refused the config.
+fn by_ethernet(
+    bed: &dyn Bed,
+    senders: u32,
+    flows: impl Fn(&dyn Fn(usize) -> ([u8; 6], [u8; 6])) -> Vec<(u32, Vec<u16>, FlowMatch)>,
+) -> Result<BTreeMap<u32, usize>, Outcome> {
+    if !bed.has_datagrams() {
+        return Err(Outcome::NotApplicable("a byte stream has no datagrams to match"));
+    }
+    const EACH: u32 = 30;
+    let senders: Vec<_> = (0..senders as u16).map(|i| bed.sender(i)).collect();
+    // Sockets send without Ethernet: their config names addresses all the same, to be refused.
+    let macs = |i: usize| senders[i].macs().unwrap_or(([2, 0, 0, 1, 0, i as u8], [2, 0, 0, 0, 0, 2]));
+    let flows = flows(&macs);
+    let mut config = bed
         .config()
         .region("mem", BUFS, bed.buf_size())
         .rx_queue(rx(0, "mem").core(0).batch(16).timeout_us(bed.burst_timeout_us(200)))
-        .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(bed.burst_timeout_us(200)))
-        .flow(60, &[0], by(Some(macs(0).0), None, Some(5000)))
-        .flow(61, &[1], by(Some(macs(1).0), None, None))
-        .flow(62, &[0, 1], by(None, Some(macs(0).1), None));
-    let engine = match start_or_refusal(&config.yaml(), &["match.ethernet", "rx.flows", ONE_QUEUE]) {
-        Ok(engine) => engine,
-        Err(refused) => return refused,
-    };
+        .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(bed.burst_timeout_us(200)));
+    for (id, queues, matches) in &flows {
+        config = config.flow(*id, queues, matches.clone());
+    }
+    let engine = start_or_refusal(&config.yaml(), &["match.ethernet", "rx.flows", ONE_QUEUE])?;
     for seq in 0..EACH {
         for (i, sender) in senders.iter().enumerate() {
             sender.send(&engine, &payload(i as u32 * 1000 + seq, 70));
@@ -319,6 +363,14 @@ pub fn ethernet_steering(bed: &dyn Bed) -> Outcome {
         pace(seq as usize * senders.len());
     }
     let got = receive(&engine, 2, senders.len() * EACH as usize, Duration::from_secs(10));
+    let flow_of = |sender: u32| {
+        let (src, dst) = macs(sender as usize);
+        let frame_matches = |m: &FlowMatch| {
+            let e = m.ethernet.as_ref().expect("an Ethernet match");
+            e.src_mac().is_none_or(|s| s == src) && e.dst_mac().is_none_or(|d| d == dst)
+        };
+        flows.iter().find(|(_, _, m)| frame_matches(m)).map(|(id, queues, _)| (*id, queues.clone()))
+    };
     let mut queue_of = BTreeMap::new();
     let mut next = BTreeMap::new();
     for (queue, received) in got.iter().enumerate() {
@@ -326,14 +378,10 @@ pub fn ethernet_steering(bed: &dyn Bed) -> Outcome {
             let tag = u32::from_be_bytes(bytes[bed.headers()..][..4].try_into().unwrap());
             let (sender, seq) = (tag / 1000, tag % 1000);
             assert_eq!(&bytes[bed.headers()..], &payload(tag, 70)[..], "sender {sender}'s datagram {seq} byte-exact");
-            let (flow, home) = match sender {
-                0 => (60, Some(0)),
-                1 => (61, Some(1)),
-                _ => (62, None),
-            };
+            let (flow, queues) = flow_of(sender).expect("every sender's frames match a flow");
             assert_eq!(*id, Some(flow), "sender {sender}'s datagrams carry flow {flow}");
+            assert!(queues.contains(&(queue as u16)), "sender {sender}'s flow steers to queues {queues:?}");
             let first = *queue_of.entry(sender).or_insert(queue);
-            assert_eq!(first, home.unwrap_or(first), "sender {sender}'s flow steers to queue {home:?}");
             assert_eq!(first, queue, "sender {sender}'s datagrams all land on queue {first}");
             let expected = next.entry(sender).or_insert(0);
             assert_eq!(seq, *expected, "sender {sender}'s datagrams arrive in order");
@@ -341,9 +389,7 @@ pub fn ethernet_steering(bed: &dyn Bed) -> Outcome {
         }
     }
     assert_eq!(next.values().sum::<u32>(), senders.len() as u32 * EACH, "every datagram arrives");
-    let spread: Vec<_> = (2..2 + u32::from(SPREAD)).map(|s| queue_of[&s]).collect();
-    assert!(spread.contains(&0) && spread.contains(&1), "flow 62 spreads by MAC over both queues: {spread:?}");
-    Outcome::Passed
+    Ok(queue_of)
 }
 
 /// Two RX queues that name cores 0 and 1 run on two threads, each pinned
