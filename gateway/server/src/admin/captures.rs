@@ -9,23 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 
 use super::{AdminState, ApiError};
-use crate::capture::{CaptureError, CaptureInfo, CaptureRequest};
-
-impl From<CaptureError> for ApiError {
-    fn from(err: CaptureError) -> Self {
-        match err {
-            CaptureError::Invalid(field, message) => ApiError::new(StatusCode::BAD_REQUEST, message, Some(field)),
-            CaptureError::NotFound(id) => ApiError::new(StatusCode::NOT_FOUND, format!("no capture {id}"), Some("id")),
-            CaptureError::NotImplemented(message) => {
-                ApiError::new(StatusCode::NOT_IMPLEMENTED, message, Some("format"))
-            }
-            CaptureError::NoSpace(message) => ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message, None),
-            CaptureError::Conflict(field, message) => ApiError::new(StatusCode::CONFLICT, message, Some(field)),
-            CaptureError::TooMany(message) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, None),
-            CaptureError::Failed(message) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message, None),
-        }
-    }
-}
+use crate::capture::{CaptureInfo, CaptureRequest};
 
 /// Starts a capture (needs the bearer token when one is configured).
 #[utoipa::path(post, path = "/api/v1/captures", tag = "captures", request_body = CaptureRequest, responses(
@@ -85,7 +69,7 @@ pub(crate) async fn stop_capture(
     let captures = Arc::clone(&state.captures);
     let info = tokio::task::spawn_blocking(move || captures.stop(id))
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("stop failed: {e}"), None))??;
+        .map_err(|e| ApiError::task_failed("stop", e))??;
     Ok(Json(info))
 }
 

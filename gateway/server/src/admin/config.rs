@@ -21,7 +21,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{ActiveConfig, AdminState, ApiError};
-use crate::live::RestartError;
 use daqiri::ReloadChange;
 
 /// The config as YAML, exactly as last applied.
@@ -77,10 +76,7 @@ pub(crate) async fn put_config(State(state): State<Arc<AdminState>>, body: Strin
 async fn blocking(
     work: impl FnOnce() -> Result<Applied, ApiError> + Send + 'static,
 ) -> Result<Json<Applied>, ApiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the reload task failed: {e}"), None))?
-        .map(Json)
+    tokio::task::spawn_blocking(work).await.map_err(|e| ApiError::task_failed("the reload task", e))?.map(Json)
 }
 
 /// Re-reads the config file the gateway was started with and applies it.
@@ -195,9 +191,7 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
         }
         ReloadChange::FlowsOnly => {
             let engine = engine.expect("a flow-only change has a running engine");
-            engine
-                .reload_flows(valid)
-                .map_err(|e| ApiError::new(StatusCode::CONFLICT, e.detail(), None).with_engine_status(e.status))?;
+            engine.reload_flows(valid).map_err(ApiError::flow_reload_refused)?;
             return Ok(Applied::now(&activate(state, &active, yaml), label));
         }
         ReloadChange::Restart { path } => path,
@@ -207,15 +201,11 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
     // Consumes our handle on the engine: the restart waits for every holder to let go.
     let previous = engine.map(|engine| (*engine.config()).clone());
     let restart = state.live.restart(valid, previous).map_err(|e| {
-        let status = match e {
-            RestartError::Refused(_) | RestartError::RolledBack(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            RestartError::Down { .. } | RestartError::NotStarted(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        let message = e.to_string();
-        if status == StatusCode::INTERNAL_SERVER_ERROR {
-            state.active.store(Arc::new(ActiveConfig { engine_error: Some(message.clone()), ..(*active).clone() }));
+        let answer = ApiError::restart_failed(&e);
+        if answer.status == StatusCode::INTERNAL_SERVER_ERROR {
+            state.active.store(Arc::new(ActiveConfig { engine_error: Some(e.to_string()), ..(*active).clone() }));
         }
-        ApiError::new(status, message, None).with_engine_status(e.engine_status())
+        answer
     })?;
     if let Some(engine) = state.live.get() {
         super::flows::restore_runtime_flows(&engine, runtime_flows);

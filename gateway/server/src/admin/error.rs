@@ -1,11 +1,15 @@
 //! Errors as JSON: `{"message": ..., "field": ..., "status": ...}` with an
 //! HTTP status; `status` is the engine's DAQIRI status where the engine refused.
+//! Every engine, restart and capture error becomes an answer here, in one place.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
+
+use crate::capture::CaptureError;
+use crate::live::RestartError;
 
 /// An error body.
 #[derive(Debug, Serialize, ToSchema)]
@@ -59,6 +63,56 @@ impl ApiError {
     pub(crate) fn with_engine_status(mut self, status: daqiri::Status) -> Self {
         self.body.status = Some(status.as_str());
         self
+    }
+
+    /// Work the handler handed to a blocking task failed on our side (the
+    /// task panicked or was cancelled).
+    pub(crate) fn task_failed(what: &str, err: impl std::fmt::Display) -> Self {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("{what} failed: {err}"), None)
+    }
+
+    /// The engine refused a runtime flow or a read of its flows: a full
+    /// capacity is a conflict; an invalid flow, no capacity or a NIC's
+    /// refusal cannot be processed.
+    pub(crate) fn engine_refused(err: daqiri::Error) -> Self {
+        let status = match err.status {
+            daqiri::Status::NoSpaceAvailable => StatusCode::CONFLICT,
+            daqiri::Status::InvalidParameter | daqiri::Status::NotSupported => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, err.detail(), None).with_engine_status(err.status)
+    }
+
+    /// The engine refused a flow-only reload: the running flows stay, and
+    /// the request conflicts with them.
+    pub(crate) fn flow_reload_refused(err: daqiri::Error) -> Self {
+        ApiError::new(StatusCode::CONFLICT, err.detail(), None).with_engine_status(err.status)
+    }
+
+    /// A restart on a new config failed: refused or rolled back (the old
+    /// config runs on) cannot be processed; an engine left down is ours.
+    pub(crate) fn restart_failed(err: &RestartError) -> Self {
+        let status = match err {
+            RestartError::Refused(_) | RestartError::RolledBack(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            RestartError::Down { .. } | RestartError::NotStarted(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, err.to_string(), None).with_engine_status(err.engine_status())
+    }
+}
+
+impl From<CaptureError> for ApiError {
+    fn from(err: CaptureError) -> Self {
+        match err {
+            CaptureError::Invalid(field, message) => ApiError::new(StatusCode::BAD_REQUEST, message, Some(field)),
+            CaptureError::NotFound(id) => ApiError::new(StatusCode::NOT_FOUND, format!("no capture {id}"), Some("id")),
+            CaptureError::NotImplemented(message) => {
+                ApiError::new(StatusCode::NOT_IMPLEMENTED, message, Some("format"))
+            }
+            CaptureError::NoSpace(message) => ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message, None),
+            CaptureError::Conflict(field, message) => ApiError::new(StatusCode::CONFLICT, message, Some(field)),
+            CaptureError::TooMany(message) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, None),
+            CaptureError::Failed(message) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message, None),
+        }
     }
 }
 

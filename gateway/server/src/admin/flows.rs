@@ -96,10 +96,10 @@ pub(crate) async fn add_flow(
     let flow = flow_of(body)?;
     // Programming a NIC can take a while: keep it off the async workers.
     let list = tokio::task::spawn_blocking(move || {
-        between_reloads(&state, &name, |engine, port| engine.add_flow(port, flow).map_err(refused))
+        between_reloads(&state, &name, |engine, port| engine.add_flow(port, flow).map_err(ApiError::engine_refused))
     })
     .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("adding the flow failed: {e}"), None))??;
+    .map_err(|e| ApiError::task_failed("adding the flow", e))??;
     Ok((StatusCode::CREATED, Json(list)))
 }
 
@@ -144,11 +144,11 @@ pub(crate) async fn delete_flow(
                     Some("id"),
                 ));
             }
-            engine.delete_flow(port, id).map(drop).map_err(refused)
+            engine.delete_flow(port, id).map(drop).map_err(ApiError::engine_refused)
         })
     })
     .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("deleting the flow failed: {e}"), None))??;
+    .map_err(|e| ApiError::task_failed("deleting the flow", e))??;
     Ok(Json(list))
 }
 
@@ -168,7 +168,7 @@ fn port_named(engine: &Engine, name: &str) -> Result<u16, ApiError> {
 fn flow_list(engine: &Engine, port: u16) -> Result<FlowList, ApiError> {
     let config = engine.config();
     let iface = &config.config().interfaces[port as usize];
-    let added = engine.runtime_flows(port).map_err(refused)?;
+    let added = engine.runtime_flows(port).map_err(ApiError::engine_refused)?;
     let flows = iface
         .rx
         .iter()
@@ -180,17 +180,6 @@ fn flow_list(engine: &Engine, port: u16) -> Result<FlowList, ApiError> {
         dynamic_flow_capacity: iface.rx.as_ref().map_or(0, |rx| rx.dynamic_flow_capacity),
         flows,
     })
-}
-
-/// An engine refusal as an answer: a full capacity is a conflict, the rest
-/// (an invalid flow, no capacity, a NIC's refusal) cannot be processed.
-fn refused(err: daqiri::Error) -> ApiError {
-    let status = match err.status {
-        daqiri::Status::NoSpaceAvailable => StatusCode::CONFLICT,
-        daqiri::Status::InvalidParameter | daqiri::Status::NotSupported => StatusCode::UNPROCESSABLE_ENTITY,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    ApiError::new(status, err.detail(), None).with_engine_status(err.status)
 }
 
 /// Every interface's runtime flows, by interface name, before a restart.
