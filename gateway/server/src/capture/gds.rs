@@ -11,11 +11,21 @@ use std::sync::Mutex;
 use anyhow::Context as _;
 use daqiri::DevicePtr;
 use daqiri::gpu::{DeviceBuffer, GpuReorder};
-use daqiri::writer::{GdsFormat, GdsMode, GdsWriter};
+use daqiri::writer::GdsFormat;
+pub(super) use daqiri::writer::GdsWriter;
 use daqiri::{Burst, MAX_SEGMENTS, Packet, SegmentMemory};
 
 use super::device_side::DeviceSide;
+use super::error::CaptureError;
 use super::ring::{Piece, Record};
+
+/// Whether this gateway can write `gds` captures: on a machine with the
+/// NVIDIA driver.
+pub(super) fn gds_available() -> Result<(), CaptureError> {
+    daqiri::gpu::gpu_count().map(|_| ()).map_err(|e| {
+        CaptureError::NotImplemented(format!("format gds (GPUDirect Storage) cannot run here: {}", e.detail()))
+    })
+}
 
 /// GPU memory a capture's device ring may take; a ring has at least one slot.
 const DEVICE_RING_BYTES: usize = 256 << 20;
@@ -55,15 +65,18 @@ impl DeviceSlots {
         })
     }
 
-    /// The GPU the slots are on (the writer thread binds its context).
-    pub(super) fn gpu(&self) -> u32 {
-        self.gpu
+    /// Binds the calling writer thread to the slots' GPU: cuFile takes
+    /// device pointers from a thread with the GPU's context.
+    pub(super) fn bind_writer_thread(&self) -> anyhow::Result<()> {
+        Ok(daqiri::gpu::bind_thread(self.gpu)?)
     }
 
     /// Fills `record` with `packet`: its host bytes now (after synthesised
     /// UDP headers when `frame` gives the addresses), its device segments
     /// queued for copy into the record's slot. Gives the record back when
     /// the packet's device bytes do not fit a slot.
+    // A record that cannot be staged goes back to its ring: moved whole, as a slot is.
+    #[allow(clippy::result_large_err)]
     pub(super) fn stage(
         &self,
         mut record: Record,
@@ -167,9 +180,11 @@ pub(super) fn write_record(
     Ok(written?)
 }
 
-/// A pcap file written through cuFile.
-pub(super) fn open_pcap(path: &Path, snaplen: u32) -> anyhow::Result<GdsWriter> {
-    Ok(GdsWriter::create(path, GdsFormat::Pcap { snaplen })?)
+/// A pcap file written through cuFile, and how cuFile moves its bytes.
+pub(super) fn open_pcap(path: &Path, snaplen: u32) -> anyhow::Result<(GdsWriter, &'static str)> {
+    let writer = GdsWriter::create(path, GdsFormat::Pcap { snaplen })?;
+    let mode = writer.mode().as_str();
+    Ok((writer, mode))
 }
 
 /// One reorder aggregate as its own raw file; returns the bytes written
@@ -178,8 +193,8 @@ pub(super) fn write_aggregate(
     path: &Path,
     slots: Option<&DeviceSlots>,
     record: &Record,
-) -> anyhow::Result<(u64, GdsMode)> {
+) -> anyhow::Result<(u64, &'static str)> {
     let mut writer = GdsWriter::create(path, GdsFormat::Raw)?;
     let written = write_record(&mut writer, slots, record)?;
-    Ok((written, writer.mode()))
+    Ok((written, writer.mode().as_str()))
 }

@@ -10,7 +10,8 @@
 
 mod device_side;
 mod error;
-#[cfg(feature = "cuda")]
+// GPUDirect Storage captures; a build without CUDA has the same shape, refusing them.
+#[cfg_attr(not(feature = "cuda"), path = "gds_absent.rs")]
 mod gds;
 mod request;
 mod ring;
@@ -218,7 +219,7 @@ impl CaptureManager {
         ports[port].check_filters(&plan, runtime_flows)?;
         let device = ports[port].device_resident(&plan);
         match (&device, plan.format) {
-            (_, request::CaptureFormat::Gds) => gds_available()?,
+            (_, request::CaptureFormat::Gds) => gds::gds_available()?,
             (Some((what, _)), format) => {
                 return Err(CaptureError::NotImplemented(format!(
                     "{what} live in GPU memory, which {} captures (host copies) cannot read; use format gds",
@@ -420,20 +421,6 @@ fn forget_oldest_ended(sessions: &mut BTreeMap<u64, Arc<Session>>) {
     for id in ended.iter().take(ended.len().saturating_sub(ENDED_CAPTURES_LISTED)) {
         sessions.remove(id);
     }
-}
-
-/// Whether this gateway can write `gds` captures: built with `cuda`, on a
-/// machine with the NVIDIA driver.
-fn gds_available() -> Result<(), CaptureError> {
-    #[cfg(feature = "cuda")]
-    return daqiri::gpu::gpu_count().map(|_| ()).map_err(|e| {
-        CaptureError::NotImplemented(format!("format gds (GPUDirect Storage) cannot run here: {}", e.detail()))
-    });
-    #[cfg(not(feature = "cuda"))]
-    Err(CaptureError::NotImplemented(
-        "format gds (GPUDirect Storage) needs a gateway built with the cuda feature; this one has no GPU support"
-            .into(),
-    ))
 }
 
 #[cfg(test)]

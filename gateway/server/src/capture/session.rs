@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-#[cfg(feature = "cuda")]
 use arc_swap::ArcSwapOption;
 use daqiri::writer::{PcapResolution, PcapWriter};
 use daqiri::{Burst, MAX_SEGMENTS};
@@ -15,7 +14,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::device_side::DeviceSide;
-#[cfg(feature = "cuda")]
 use super::gds;
 use super::request::{CaptureFormat, Plan};
 use super::ring::{MemoryBudget, Record, Ring};
@@ -95,7 +93,6 @@ pub(crate) struct Session {
     writer: Mutex<Option<JoinHandle<()>>>,
     /// A `gds` capture's device half of the ring, where it copies GPU bytes;
     /// emptied with the ring once the capture ended, which frees its GPU memory.
-    #[cfg(feature = "cuda")]
     device: Option<ArcSwapOption<gds::DeviceSlots>>,
     gds_mode: Mutex<Option<&'static str>>,
 }
@@ -125,7 +122,6 @@ impl Session {
         manager: Arc<dyn Owner>,
     ) -> anyhow::Result<Arc<Self>> {
         let mut slots = RING_SLOTS;
-        #[cfg(feature = "cuda")]
         let device = match device {
             Some(side) if plan.format == CaptureFormat::Gds => {
                 slots = gds::DeviceSlots::ring_slots(side, RING_SLOTS);
@@ -133,8 +129,6 @@ impl Session {
             }
             _ => None,
         };
-        #[cfg(not(feature = "cuda"))]
-        let _ = (device, &mut slots);
         let session = Arc::new(Self {
             id,
             port,
@@ -149,7 +143,6 @@ impl Session {
             end: Mutex::new(None),
             files: Mutex::new(Vec::new()),
             writer: Mutex::new(None),
-            #[cfg(feature = "cuda")]
             device,
             gds_mode: Mutex::new(None),
         });
@@ -252,14 +245,12 @@ impl Session {
     /// lock that taps run under.
     pub(crate) fn release_ring(&self) {
         self.ring.release();
-        #[cfg(feature = "cuda")]
         if let Some(device) = &self.device {
             device.store(None);
         }
     }
 
     /// A `gds` capture's device slots while it runs.
-    #[cfg(feature = "cuda")]
     fn device_slots(&self) -> Option<Arc<gds::DeviceSlots>> {
         self.device.as_ref()?.load_full()
     }
@@ -279,7 +270,6 @@ impl Session {
             self.drops.fetch_add(skipped as u64, Relaxed);
             return;
         }
-        #[cfg(feature = "cuda")]
         if let Some(device) = &self.device {
             if let Some(slots) = device.load().as_ref() {
                 self.tap_to_device(slots, burst);
@@ -312,7 +302,6 @@ impl Session {
 
     /// A `gds` capture's tap: GPU bytes are copied on the GPU, one launch
     /// per burst, and the records go to the writer once that copy is done.
-    #[cfg(feature = "cuda")]
     fn tap_to_device(&self, device: &gds::DeviceSlots, burst: &Burst) {
         for (packet, record) in self.records_for(burst, SystemTime::now()) {
             if let Err(record) = device.stage(record, &packet, self.frame(&packet)) {
@@ -369,10 +358,8 @@ impl Session {
 
     /// Writes until a limit, a stop request, the free-space floor or an error.
     fn write_loop(&self, output: &mut Output, manager: &dyn Owner) -> anyhow::Result<String> {
-        // cuFile takes device pointers from a thread with the GPU's context.
-        #[cfg(feature = "cuda")]
         if let Some(device) = self.device_slots() {
-            daqiri::gpu::bind_thread(device.gpu())?;
+            device.bind_writer_thread()?;
         }
         let mut pending = Pending::default();
         // Bytes written since the free space was last looked at.
@@ -466,7 +453,6 @@ enum Output {
         next: u64,
     },
     /// A `gds` capture of reorder aggregates: one raw file per aggregate.
-    #[cfg(feature = "cuda")]
     GdsAggregates {
         dir: PathBuf,
     },
@@ -476,26 +462,22 @@ enum Output {
 #[derive(Debug)]
 enum PcapFile {
     Host(PcapWriter),
-    #[cfg(feature = "cuda")]
-    Gds(daqiri::writer::GdsWriter),
+    Gds(gds::GdsWriter),
 }
 
 impl PcapFile {
     fn open(session: &Session, path: &Path) -> anyhow::Result<Self> {
-        #[cfg(feature = "cuda")]
         if session.plan.format == CaptureFormat::Gds {
-            let writer = gds::open_pcap(path, session.plan.snaplen)?;
-            *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(writer.mode().as_str());
+            let (writer, mode) = gds::open_pcap(path, session.plan.snaplen)?;
+            *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode);
             return Ok(PcapFile::Gds(writer));
         }
         Ok(PcapFile::Host(PcapWriter::create(path, PcapResolution::Micros, Some(session.plan.snaplen))?))
     }
 
     fn write(&mut self, session: &Session, record: &Record) -> anyhow::Result<u64> {
-        let _ = session;
         match self {
             PcapFile::Host(writer) => Ok(writer.write_packet(std::iter::once(&record.bytes[..]), record.time)?),
-            #[cfg(feature = "cuda")]
             PcapFile::Gds(writer) => gds::write_record(writer, session.device_slots().as_deref(), record),
         }
     }
@@ -504,7 +486,6 @@ impl PcapFile {
         match self {
             PcapFile::Host(writer) => Ok(writer.flush()?),
             // cuFile and positioned writes leave nothing buffered.
-            #[cfg(feature = "cuda")]
             PcapFile::Gds(_) => Ok(()),
         }
     }
@@ -512,7 +493,6 @@ impl PcapFile {
     fn discard_unflushed(&mut self) -> anyhow::Result<()> {
         match self {
             PcapFile::Host(writer) => Ok(writer.discard_unflushed()?),
-            #[cfg(feature = "cuda")]
             PcapFile::Gds(_) => Ok(()),
         }
     }
@@ -520,7 +500,6 @@ impl PcapFile {
     fn path_in_place(&self) -> std::io::Result<bool> {
         match self {
             PcapFile::Host(writer) => writer.still_at_path(),
-            #[cfg(feature = "cuda")]
             PcapFile::Gds(_) => Ok(true),
         }
     }
@@ -531,7 +510,6 @@ impl Output {
         let dir = manager.dir().to_path_buf();
         Ok(match (session.plan.format, &session.plan.reorder) {
             (CaptureFormat::Raw, _) => Output::Raw { dir, next: 0 },
-            #[cfg(feature = "cuda")]
             (CaptureFormat::Gds, Some(_)) => Output::GdsAggregates { dir },
             _ => {
                 let path = pcap_path(&session.plan, &dir, 1);
@@ -575,11 +553,10 @@ impl Output {
                 list_written(session, path, record)?;
                 Ok(record.bytes.len() as u64)
             }
-            #[cfg(feature = "cuda")]
             Output::GdsAggregates { dir } => {
                 let path = dir.join(format!("{}_{}", session.plan.name, record.batch_id.unwrap_or_default()));
                 let (written, mode) = gds::write_aggregate(&path, session.device_slots().as_deref(), record)?;
-                *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode.as_str());
+                *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode);
                 list_written(session, path, record)?;
                 Ok(written)
             }
@@ -615,7 +592,6 @@ impl Output {
             // A pcap file unlinked with its directory still takes writes: ask the file.
             Output::Pcap { file, dir, .. } => (!file.path_in_place().unwrap_or(true), dir),
             Output::Raw { dir, .. } => (!dir.is_dir(), dir),
-            #[cfg(feature = "cuda")]
             Output::GdsAggregates { dir } => (!dir.is_dir(), dir),
         };
         if removed {
