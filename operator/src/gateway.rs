@@ -37,7 +37,14 @@ pub enum GatewayError {
     Unreachable(String, String),
     /// It answered with an error status.
     #[error("gateway at {address} answered {status}: {message}")]
-    Refused { address: String, status: u16, message: String },
+    Refused {
+        /// The gateway's admin address.
+        address: String,
+        /// The HTTP status it answered.
+        status: u16,
+        /// The message of its JSON error body.
+        message: String,
+    },
 }
 
 /// Receive rates of one gateway, packets per second.

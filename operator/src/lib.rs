@@ -2,6 +2,7 @@
 //! into each node's DAQIRI config, which the node's gateway runs.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod controller;
 pub mod crd;

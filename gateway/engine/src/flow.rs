@@ -17,10 +17,18 @@ use crate::stats::FlowStats;
 /// Where a packet goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Steering {
-    /// Matched rule `rule` and goes to queue index `queue`.
-    Flow { rule: usize, queue: usize },
+    /// Matched a rule and goes to one of its queues.
+    Flow {
+        /// The rule's position in the flow table.
+        rule: usize,
+        /// The queue's position in `rx.queues`.
+        queue: usize,
+    },
     /// Unmatched, delivered to the default queue (isolation off).
-    Default { queue: usize },
+    Default {
+        /// The queue's position in `rx.queues`.
+        queue: usize,
+    },
     /// Unmatched and flow isolation is on.
     Unmatched,
 }

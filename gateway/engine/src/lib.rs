@@ -50,6 +50,7 @@
 // wrappers, and reorder/fp16_x86.rs (F16C, called once the CPU is known to
 // have it).
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 mod backend;
 mod burst;

@@ -9,6 +9,7 @@
 //! targets in `fuzz/` can drive the admin API in-process ([`fuzzing`]).
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod admin;
 mod capture;

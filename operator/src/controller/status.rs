@@ -13,7 +13,12 @@ use crate::render::Placement;
 #[derive(Debug, Clone, PartialEq)]
 pub enum GatewayOutcome {
     /// It runs the rendered config.
-    Applied { generation: u64, sha256: String },
+    Applied {
+        /// The node's config generation it runs.
+        generation: u64,
+        /// The SHA-256 of that config's text, as the gateway confirmed it.
+        sha256: String,
+    },
     /// No running gateway pod on the node.
     NotFound,
     /// It did not answer, or refused.
