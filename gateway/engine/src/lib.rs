@@ -85,7 +85,7 @@ pub use backend::{AfXdpLink, AfXdpSocket, IngestRing, LinkStats, RoceLink};
 pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, flags};
 pub use engine::{Engine, SendError};
 pub use error::{Error, Result, Status};
-pub use memory::{Backing, DevicePtr, DeviceSlice, HugepageInfo, Mapping, Region, SegmentMemory};
+pub use memory::{Backing, DevicePtr, DeviceSlice, GpuBacking, HugepageInfo, Mapping, Region, SegmentMemory};
 pub use missing_slots::MissingSlots;
 pub use queue::{Direction, WorkerThread};
 pub use reload::ReloadChange;

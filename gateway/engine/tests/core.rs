@@ -73,11 +73,10 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
         rx(config.model_mut()).reorder_configs[0].reorder_engine = Some(ReorderEngine::Hardware);
         config.yaml()
     };
-    // A key DAQIRI added since the examples we load, which this build does not know.
-    let match_on_a_mac = {
+    // A match key this build does not know (a VLAN id, say): ignoring it would widen the match.
+    let match_on_a_vlan = {
         let mut value: serde_yaml::Value = serde_yaml::from_str(&looped().udp_flow(1, 0, 1).yaml()).unwrap();
-        value["daqiri"]["cfg"]["interfaces"][0]["rx"]["flows"][0]["match"]["ethernet"] =
-            serde_yaml::from_str("{dst: 'aa:bb:cc:dd:ee:ff'}").unwrap();
+        value["daqiri"]["cfg"]["interfaces"][0]["rx"]["flows"][0]["match"]["vlan_id"] = 3.into();
         serde_yaml::to_string(&value).unwrap()
     };
     let cases = [
@@ -98,7 +97,7 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
         (edited(|c| rx(c).queues[0].busy_poll_us = Some(50)), "daqiri.cfg.interfaces[0].rx.queues[0].busy_poll_us"),
         (hardware_loopback, "daqiri.cfg.loopback"),
         (hardware_reorder, "daqiri.cfg.interfaces[0].rx.reorder_configs[0].reorder_engine"),
-        (match_on_a_mac, "daqiri.cfg.interfaces[0].rx.flows[0].match.ethernet"),
+        (match_on_a_vlan, "daqiri.cfg.interfaces[0].rx.flows[0].match.vlan_id"),
     ];
     for (yaml, path) in cases {
         let err = refusal(&yaml);

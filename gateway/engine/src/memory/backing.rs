@@ -5,14 +5,14 @@
 use std::ptr::NonNull;
 
 use super::device::DevicePtr;
+use super::gpu_backing::GpuBacking;
 use super::mapping::Mapping;
-#[cfg(feature = "cuda")]
-use crate::gpu::{DeviceMemory, PinnedMemory};
 
 /// The memory behind a region.
 ///
-/// Pinned host memory and device memory come with the `cuda` feature, and
-/// memory another library owns (a DPDK mempool) with its backend.
+/// Pinned host memory and device memory come with the `cuda` feature (a
+/// build without it has no [`GpuBacking`] value), and memory another
+/// library owns (a DPDK mempool) with its backend.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Backing {
@@ -20,12 +20,9 @@ pub enum Backing {
     Host(Mapping),
     /// Hugetlb pages, mapped by the engine.
     Hugetlb(Mapping),
-    /// GPU memory (`kind: device`): the CPU cannot read it.
-    #[cfg(feature = "cuda")]
-    Device(DeviceMemory),
-    /// Page-locked host memory mapped for the GPU (`kind: host_pinned`).
-    #[cfg(feature = "cuda")]
-    HostPinned(PinnedMemory),
+    /// GPU memory (`kind: device`) or page-locked host memory mapped for the
+    /// GPU (`kind: host_pinned`).
+    Gpu(GpuBacking),
 }
 
 impl Backing {
@@ -33,10 +30,7 @@ impl Backing {
     pub fn host_base(&self) -> Option<NonNull<u8>> {
         match self {
             Backing::Host(m) | Backing::Hugetlb(m) => Some(m.base()),
-            #[cfg(feature = "cuda")]
-            Backing::Device(_) => None,
-            #[cfg(feature = "cuda")]
-            Backing::HostPinned(p) => Some(p.host()),
+            Backing::Gpu(g) => g.host_base(),
         }
     }
 
@@ -44,10 +38,7 @@ impl Backing {
     pub fn device_base(&self) -> Option<DevicePtr> {
         match self {
             Backing::Host(_) | Backing::Hugetlb(_) => None,
-            #[cfg(feature = "cuda")]
-            Backing::Device(d) => Some(d.ptr()),
-            #[cfg(feature = "cuda")]
-            Backing::HostPinned(p) => Some(p.device()),
+            Backing::Gpu(g) => Some(g.device_base()),
         }
     }
 
@@ -56,10 +47,7 @@ impl Backing {
     pub fn gpu(&self) -> Option<u32> {
         match self {
             Backing::Host(_) | Backing::Hugetlb(_) => None,
-            #[cfg(feature = "cuda")]
-            Backing::Device(d) => Some(d.gpu()),
-            #[cfg(feature = "cuda")]
-            Backing::HostPinned(_) => None,
+            Backing::Gpu(g) => g.gpu(),
         }
     }
 
@@ -67,10 +55,7 @@ impl Backing {
     pub fn len(&self) -> usize {
         match self {
             Backing::Host(m) | Backing::Hugetlb(m) => m.len(),
-            #[cfg(feature = "cuda")]
-            Backing::Device(d) => d.len(),
-            #[cfg(feature = "cuda")]
-            Backing::HostPinned(p) => p.len(),
+            Backing::Gpu(g) => g.len(),
         }
     }
 
@@ -83,10 +68,7 @@ impl Backing {
     pub fn registration_range(&self) -> (usize, usize) {
         match self {
             Backing::Host(m) | Backing::Hugetlb(m) => (m.base().as_ptr() as usize, m.len()),
-            #[cfg(feature = "cuda")]
-            Backing::Device(d) => (d.ptr().address() as usize, d.len()),
-            #[cfg(feature = "cuda")]
-            Backing::HostPinned(p) => (p.host().as_ptr() as usize, p.len()),
+            Backing::Gpu(g) => g.registration_range(),
         }
     }
 }

@@ -8,6 +8,9 @@
 
 mod backing;
 mod device;
+// Device and pinned memory; a build without CUDA has the same shape, refusing them.
+#[cfg_attr(not(feature = "cuda"), path = "gpu_backing_absent.rs")]
+mod gpu_backing;
 mod host_memory;
 mod hugepages;
 // The table kernel-bypass backends (AF_XDP rings, RDMA work requests) park
@@ -20,6 +23,7 @@ mod region;
 
 pub use backing::Backing;
 pub use device::{DevicePtr, DeviceSlice, SegmentMemory};
+pub use gpu_backing::GpuBacking;
 pub use host_memory::HostMemory;
 pub use hugepages::HugepageInfo;
 #[cfg(any(feature = "af_xdp", feature = "rdma"))]

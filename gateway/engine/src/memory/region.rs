@@ -8,6 +8,7 @@ use daqiri_config::model::{MemoryAccess, MemoryKind, MemoryRegion};
 
 use super::backing::Backing;
 use super::device::{DeviceSlice, SegmentMemory};
+use super::gpu_backing::GpuBacking;
 use super::hugepages::HugepageInfo;
 use super::mapping::Mapping;
 use super::pool::{BufferPool, PoolCache, SharedStack};
@@ -81,29 +82,7 @@ impl Region {
         let backing = match config.kind {
             MemoryKind::Host => Backing::Host(Mapping::host(len, config.affinity).map_err(|e| map_error(config, e))?),
             MemoryKind::Huge => Backing::Hugetlb(map_hugepages(config, bytes, len)?),
-            #[cfg(feature = "cuda")]
-            MemoryKind::Device => {
-                Backing::Device(crate::gpu::DeviceMemory::new(config.affinity, len).map_err(|e| {
-                    Error::new(e.status, format!("memory region \"{}\" (kind device): {}", config.name, e.message))
-                })?)
-            }
-            #[cfg(feature = "cuda")]
-            MemoryKind::HostPinned => {
-                Backing::HostPinned(crate::gpu::PinnedMemory::on_node(config.affinity, len).map_err(|e| {
-                    Error::new(e.status, format!("memory region \"{}\" (kind host_pinned): {}", config.name, e.message))
-                })?)
-            }
-            #[cfg(not(feature = "cuda"))]
-            MemoryKind::Device | MemoryKind::HostPinned => {
-                return Err(Error::new(
-                    Status::NotSupported,
-                    format!(
-                        "memory region \"{}\" is kind {}, which needs CUDA; this build has no GPU support (use kind host or huge)",
-                        config.name,
-                        config.kind.as_str()
-                    ),
-                ));
-            }
+            MemoryKind::Device | MemoryKind::HostPinned => Backing::Gpu(GpuBacking::allocate(config, len)?),
         };
         Ok(Self {
             name: config.name.clone(),
