@@ -25,6 +25,21 @@ void daqiri_mempool_put_bulk(struct rte_mempool *pool, void *const *objs, unsign
 
 unsigned daqiri_mempool_avail_count(const struct rte_mempool *pool) { return rte_mempool_avail_count(pool); }
 
+/* What the calling thread can get: rte_mempool_avail_count less what the
+ * other lcores' caches hold (the common pool's own count is not exported). */
+unsigned daqiri_mempool_takeable(struct rte_mempool *pool) {
+    unsigned n = rte_mempool_avail_count(pool);
+    if (pool->cache_size == 0)
+        return n;
+    unsigned self = rte_lcore_id();
+    for (unsigned lcore = 0; lcore < RTE_MAX_LCORE; lcore++) {
+        unsigned held = pool->local_cache[lcore].len;
+        if (lcore != self)
+            n = held > n ? 0 : n - held;
+    }
+    return n;
+}
+
 int daqiri_errno(void) { return rte_errno; }
 
 unsigned daqiri_lcore_id(void) { return rte_lcore_id(); }

@@ -10,6 +10,7 @@ int daqiri_pktmbuf_alloc_bulk(struct rte_mempool *pool, struct rte_mbuf **mbufs,
 void daqiri_pktmbuf_free(struct rte_mbuf *m);
 void daqiri_mempool_put_bulk(struct rte_mempool *pool, void *const *objs, unsigned n);
 unsigned daqiri_mempool_avail_count(const struct rte_mempool *pool);
+unsigned daqiri_mempool_takeable(struct rte_mempool *pool);
 int daqiri_errno(void);
 unsigned daqiri_lcore_id(void);
 /* The flow id a MARK action gave the packet: 1 and *mark set, or 0 if unmarked. */

@@ -184,7 +184,7 @@ impl Engine {
     pub fn tx_burst_available(&self, port: u16, queue: u16, num_packets: usize) -> Result<bool> {
         let q = self.queue(port, Direction::Tx, queue)?;
         Ok(q.meta.available() > 0
-            && q.segment_regions.iter().all(|r| self.inner.regions.get(*r).available() as usize >= num_packets))
+            && q.segment_regions.iter().all(|r| self.inner.regions.get(*r).takeable() as usize >= num_packets))
     }
 
     /// A TX burst of `num_packets` packets with a buffer per segment each

@@ -18,8 +18,13 @@ pub(crate) trait BufferPool: Send + Sync + std::fmt::Debug {
     fn take_one(&self) -> Option<u32>;
     /// Returns indices to the pool. Each must have been taken and not yet released.
     fn release_bulk(&self, indices: &[u32]);
-    /// Indices free now (a snapshot).
+    /// Indices free now (a snapshot), wherever they wait.
     fn available(&self) -> u32;
+    /// Indices the calling thread could take now: [`available`](Self::available)
+    /// less what other threads' private caches hold (a DPDK mempool's lcore caches).
+    fn takeable(&self) -> u32 {
+        self.available()
+    }
 }
 
 /// A shared pool (a DPDK mempool that the backend also sets queues up on).
@@ -35,6 +40,9 @@ impl<T: BufferPool> BufferPool for std::sync::Arc<T> {
     }
     fn available(&self) -> u32 {
         (**self).available()
+    }
+    fn takeable(&self) -> u32 {
+        (**self).takeable()
     }
 }
 

@@ -134,6 +134,12 @@ impl Region {
         self.pool.available()
     }
 
+    /// Buffers the calling thread could take now (a DPDK mempool keeps some
+    /// in other threads' caches, counted as available but out of its reach).
+    pub(crate) fn takeable(&self) -> u32 {
+        self.pool.takeable()
+    }
+
     /// Buffers currently owned by bursts or workers.
     pub fn in_use(&self) -> u32 {
         self.num_bufs - self.available()

@@ -285,6 +285,11 @@ impl BufferPool for Mempool {
         // SAFETY: the pool is live.
         unsafe { dpdk_sys::daqiri_mempool_avail_count(self.pool.as_ptr()) }
     }
+
+    fn takeable(&self) -> u32 {
+        // SAFETY: the pool is live; the shim reads the calling lcore's cache, if it has one.
+        unsafe { dpdk_sys::daqiri_mempool_takeable(self.pool.as_ptr()) }
+    }
 }
 
 impl Drop for Mempool {
