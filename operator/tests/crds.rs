@@ -18,6 +18,51 @@ fn committed_crds_match_the_types() {
     }
 }
 
+/// Every integer schema under `value`, with its path.
+fn integers<'v>(value: &'v Value, path: String, out: &mut Vec<(String, &'v Value)>) {
+    match value {
+        Value::Object(map) => {
+            if map.get("type") == Some(&json!("integer")) {
+                out.push((path.clone(), value));
+            }
+            for (key, child) in map {
+                integers(child, format!("{path}.{key}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                integers(child, format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The API server knows int32 and int64 only: an unsigned format bounds
+/// nothing there, so each narrower than int64 carries its range instead.
+#[test]
+fn every_integer_has_a_format_the_server_knows_and_its_range() {
+    for crd in daqiri_operator::crd::all() {
+        let value = serde_json::to_value(&crd).unwrap();
+        let schema = &value["spec"]["versions"][0]["schema"];
+        let mut found = Vec::new();
+        integers(schema, crd.metadata.name.clone().unwrap_or_default(), &mut found);
+        assert!(!found.is_empty());
+        for (path, schema) in found {
+            let format = schema["format"].as_str();
+            assert!(matches!(format, Some("int32" | "int64")), "{path}: format {format:?}");
+            if format == Some("int32") {
+                assert!(schema.get("maximum").is_some(), "{path} is narrower than int32: {schema}");
+            }
+        }
+    }
+    // A flow id beyond u32 is outside the schema, as the server checks it.
+    let flow = daqiri_operator::crd::all().into_iter().find(|c| c.spec.names.kind == "DaqiriFlow").unwrap();
+    let spec =
+        &serde_json::to_value(&flow).unwrap()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["properties"]["id"]["maximum"], json!(4294967295.0), "{}", spec["properties"]["id"]);
+}
+
 fn samples(file: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(format!("{SAMPLES}/{file}")).unwrap();
     serde_yaml::Deserializer::from_str(&text).map(|doc| serde::Deserialize::deserialize(doc).unwrap()).collect()

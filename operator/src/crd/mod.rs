@@ -9,6 +9,7 @@
 
 mod condition;
 mod flow;
+mod integers;
 mod node_state;
 mod port;
 
@@ -26,5 +27,5 @@ pub const GROUP: &str = "daqiri.nvidia.com";
 /// Both CRDs, in the order `crdgen` writes them.
 pub fn all() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
     use kube::CustomResourceExt;
-    vec![DaqiriPort::crd(), DaqiriFlow::crd(), DaqiriNodeState::crd()]
+    vec![DaqiriPort::crd(), DaqiriFlow::crd(), DaqiriNodeState::crd()].into_iter().map(integers::bounded).collect()
 }
