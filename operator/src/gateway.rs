@@ -114,27 +114,40 @@ impl GatewayClient {
         Ok(status["engine"].as_str().unwrap_or("unknown").to_owned())
     }
 
-    /// Starts the capture named `name` unless one of that name is running.
-    pub async fn ensure_capture(
+    /// The running captures of the gateway at `ip`: (id, name).
+    pub async fn running_captures(&self, ip: &str) -> Result<Vec<(u64, String)>, GatewayError> {
+        let list: Vec<serde_json::Value> =
+            self.call(ip, self.authorised(self.http.get(self.url(ip, "/api/v1/captures")))).await?;
+        Ok(list
+            .iter()
+            .filter(|c| c["state"] == "running")
+            .filter_map(|c| Some((c["id"].as_u64()?, c["name"].as_str()?.to_owned())))
+            .collect())
+    }
+
+    /// Stops capture `id` (its files stay).
+    pub async fn stop_capture(&self, ip: &str, id: u64) -> Result<(), GatewayError> {
+        let request = self.authorised(self.http.delete(self.url(ip, &format!("/api/v1/captures/{id}"))));
+        let _stopped: serde_json::Value = self.call(ip, request).await?;
+        Ok(())
+    }
+
+    /// Starts a capture named `name` of flow `flow_id` on `interface`.
+    pub async fn start_capture(
         &self,
         ip: &str,
         interface: &str,
         flow_id: u32,
         name: &str,
         policy: &CapturePolicy,
-    ) -> Result<bool, GatewayError> {
-        let list: Vec<serde_json::Value> =
-            self.call(ip, self.authorised(self.http.get(self.url(ip, "/api/v1/captures")))).await?;
-        if list.iter().any(|c| c["name"] == name && c["state"] == "running") {
-            return Ok(false);
-        }
+    ) -> Result<(), GatewayError> {
         let body = json!({
             "format": policy.format, "interface": interface, "flow": flow_id, "name": name,
             "snaplen": policy.snaplen, "rotate_bytes": policy.rotate_bytes, "rotate_files": policy.rotate_files,
         });
         let request = self.authorised(self.http.post(self.url(ip, "/api/v1/captures"))).json(&body);
         let _started: serde_json::Value = self.call(ip, request).await?;
-        Ok(true)
+        Ok(())
     }
 
     /// Sends a request and reads the JSON answer; an error status becomes

@@ -50,12 +50,16 @@ fn gateway_pod(node: &str) -> Value {
 #[derive(Clone, Default)]
 struct Gateway {
     configs: Arc<Mutex<Vec<String>>>,
+    /// Captures as the gateway lists them: id, name, state.
+    captures: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Gateway {
     async fn serve(&self) -> u16 {
-        use axum::routing::{get, put};
+        use axum::routing::{delete, get, put};
         let configs = Arc::clone(&self.configs);
+        let (listed, started, stopped) =
+            (Arc::clone(&self.captures), Arc::clone(&self.captures), Arc::clone(&self.captures));
         let app = axum::Router::new()
             .route(
                 "/api/v1/config",
@@ -72,7 +76,23 @@ impl Gateway {
             .route("/api/v1/stats", get(|| async { axum::Json(json!({"interfaces": []})) }))
             .route(
                 "/api/v1/captures",
-                get(|| async { axum::Json(json!([])) }).post(|| async { axum::Json(json!({})) }),
+                get(move || async move { axum::Json(json!(*listed.lock().unwrap())) }).post(
+                    move |axum::Json(request): axum::Json<Value>| async move {
+                        let mut captures = started.lock().unwrap();
+                        let capture = json!({"id": captures.len() + 1, "name": request["name"], "state": "running"});
+                        captures.push(capture.clone());
+                        axum::Json(capture)
+                    },
+                ),
+            )
+            .route(
+                "/api/v1/captures/{id}",
+                delete(move |axum::extract::Path(id): axum::extract::Path<u64>| async move {
+                    let mut captures = stopped.lock().unwrap();
+                    let capture = captures.iter_mut().find(|c| c["id"] == id).expect("a capture the gateway started");
+                    capture["state"] = json!("finished");
+                    axum::Json(capture.clone())
+                }),
             );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -82,6 +102,12 @@ impl Gateway {
 
     fn received(&self) -> Vec<String> {
         self.configs.lock().unwrap().clone()
+    }
+
+    /// Names of the running captures.
+    fn running(&self) -> Vec<String> {
+        let captures = self.captures.lock().unwrap();
+        captures.iter().filter(|c| c["state"] == "running").map(|c| c["name"].as_str().unwrap().to_owned()).collect()
     }
 }
 
@@ -301,6 +327,39 @@ async fn deleting_a_flow_removes_it_from_the_config_then_drops_the_finalizer() {
     h.until(Duration::from_secs(10), "flow gone", |h| h.api.get(FLOWS, "adc-a").is_none()).await;
     assert!(!h.node_config().contains("id: 10"), "{}", h.node_config());
     assert!(!h.gateway.received().last().unwrap().contains("id: 10"), "the gateway got the config without it");
+    controller.abort();
+}
+
+#[tokio::test]
+async fn a_standing_capture_runs_while_its_flow_has_one_and_starts_again_under_a_new_name() {
+    let h = harness().await;
+    h.api.put(NODES, node("node-1", json!({})));
+    h.api.put(PODS, gateway_pod("node-1"));
+    h.api.put(PORTS, sample("port-socket.yaml", 0));
+    let with_capture = sample("flows.yaml", 1);
+    h.api.put(FLOWS, with_capture.clone());
+    let controller = h.start();
+    let one_running = |h: &Harness| h.gateway.running().len() == 1;
+    h.until(Duration::from_secs(10), "the capture starts", one_running).await;
+    let first = h.gateway.running()[0].clone();
+    assert!(first.starts_with("operator.flow-adc-b_"), "{first}");
+
+    // The field goes: the capture stops.
+    let mut without = h.api.get(FLOWS, "adc-b").unwrap();
+    without["spec"].as_object_mut().unwrap().remove("capture");
+    h.api.put(FLOWS, without);
+    h.until(Duration::from_secs(10), "the capture stops", |h| h.gateway.running().is_empty()).await;
+
+    // It comes back: a new capture, under a name of its own (files are never appended to).
+    let mut again = h.api.get(FLOWS, "adc-b").unwrap();
+    again["spec"]["capture"] = with_capture["spec"]["capture"].clone();
+    h.api.put(FLOWS, again);
+    h.until(Duration::from_secs(10), "the capture starts again", one_running).await;
+    assert_ne!(h.gateway.running()[0], first);
+
+    // The flow goes: its capture stops.
+    h.api.delete(FLOWS, "adc-b");
+    h.until(Duration::from_secs(10), "the capture stops with its flow", |h| h.gateway.running().is_empty()).await;
     controller.abort();
 }
 

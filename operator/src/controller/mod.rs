@@ -13,6 +13,7 @@ mod context;
 mod error;
 mod metrics;
 mod node_states;
+mod standing_captures;
 pub mod status;
 mod sync;
 pub mod triggers;

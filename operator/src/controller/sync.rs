@@ -24,7 +24,7 @@ use super::context::{Context, FINALIZER, MANAGED_BY};
 use super::error::Error;
 use super::node_states::{self, NodeGateway};
 use super::status::{self, GatewayOutcome, VfShortage};
-use super::{config_maps, writes};
+use super::{config_maps, standing_captures, writes};
 use crate::crd::{ConditionStatus, DaqiriFlow, DaqiriNodeState, DaqiriPort, ResourceStatus, SriovResource};
 use crate::gateway::Rates;
 use crate::render::{self, NodeInfo, Plan};
@@ -97,6 +97,7 @@ pub async fn sync(ctx: &Context) -> Result<(), Error> {
         keep_first_conflict(&mut conflict, update_status(ctx, &ports_api, port, status, now).await)?;
     }
     let live_flows = snapshot.flows.iter().filter(|f| f.meta().deletion_timestamp.is_none());
+    let mut captures = BTreeMap::new();
     for flow in live_flows {
         let name = flow.name_any();
         let port = snapshot.ports.iter().find(|p| p.name_any() == flow.spec.port);
@@ -119,10 +120,17 @@ pub async fn sync(ctx: &Context) -> Result<(), Error> {
         }
         let ready = status.condition("Ready").is_some_and(|c| c.is_true());
         if let (true, Some(policy)) = (ready, &flow.spec.capture) {
-            ensure_captures(ctx, &gateways.ips, &placement.nodes, &iface, &flow, policy).await;
+            let wanted = standing_captures::Wanted {
+                interface: iface.clone(),
+                flow_id: flow.spec.id,
+                policy: policy.clone(),
+                nodes: placement.nodes.iter().cloned().collect(),
+            };
+            captures.insert(standing_captures::base_name(&name), wanted);
         }
         keep_first_conflict(&mut conflict, update_status(ctx, &flows_api, &flow, status, now).await)?;
     }
+    standing_captures::reconcile(&ctx.gateway, &gateways.ips, &captures).await;
 
     let states = plan
         .configs
@@ -232,24 +240,6 @@ async fn push_to_gateways(ctx: &Context, plan: &Plan, pods: &[Pod]) -> Gateways 
         gateways.ips.insert(config.node.clone(), ip);
     }
     gateways
-}
-
-/// Keeps a flow's standing capture running on every node it is placed on.
-async fn ensure_captures(
-    ctx: &Context,
-    ips: &BTreeMap<String, String>,
-    nodes: &[String],
-    iface: &str,
-    flow: &DaqiriFlow,
-    policy: &crate::crd::CapturePolicy,
-) {
-    let name = format!("flow-{}", flow.name_any());
-    for node in nodes {
-        let Some(ip) = ips.get(node) else { continue };
-        if let Err(e) = ctx.gateway.ensure_capture(ip, iface, flow.spec.id, &name, policy).await {
-            tracing::warn!(flow = %flow.name_any(), %node, "standing capture not started: {e}");
-        }
-    }
 }
 
 async fn add_finalizer<K>(api: &Api<K>, object: &mut K) -> Result<(), Error>
