@@ -38,9 +38,6 @@ pub(crate) struct FlowRule {
     pub(crate) flow_id: u32,
     pub(crate) name: String,
     ethernet: Option<MacMatch>,
-    /// Whether the rule has UDP/IP keys, or no key at all: it takes only
-    /// Ethernet/IPv4/UDP frames. Without, Ethernet addresses alone decide.
-    needs_udp: bool,
     udp_src: Option<PortMatch>,
     udp_dst: Option<PortMatch>,
     ipv4_len: Option<u16>,
@@ -79,7 +76,7 @@ impl FlowRule {
         {
             return false;
         }
-        if !self.needs_udp {
+        if self.is_ethernet_only() {
             return true;
         }
         key.is_some_and(|key| {
@@ -90,19 +87,25 @@ impl FlowRule {
     }
 
     fn same_rule(&self, other: &FlowRule) -> bool {
-        let fields = |r: &FlowRule| {
-            (
-                r.flow_id,
-                r.name.clone(),
-                r.ethernet,
-                r.udp_src,
-                r.udp_dst,
-                r.ipv4_len,
-                r.queues.clone(),
-                r.transforms.clone(),
-            )
-        };
-        fields(self) == fields(other)
+        (
+            self.flow_id,
+            &self.name,
+            self.ethernet,
+            self.udp_src,
+            self.udp_dst,
+            self.ipv4_len,
+            &self.queues,
+            &self.transforms,
+        ) == (
+            other.flow_id,
+            &other.name,
+            other.ethernet,
+            other.udp_src,
+            other.udp_dst,
+            other.ipv4_len,
+            &other.queues,
+            &other.transforms,
+        )
     }
 
     /// `match.ethernet`, if the rule has one.
@@ -112,10 +115,10 @@ impl FlowRule {
     }
 
     /// Whether Ethernet addresses alone decide: the rule takes frames of any
-    /// kind and spreads over its queues by MAC.
-    #[cfg_attr(not(any(feature = "dpdk", feature = "af_xdp")), allow(dead_code))]
+    /// kind and spreads over its queues by MAC. A rule with UDP/IP keys, or
+    /// with no key at all, takes only Ethernet/IPv4/UDP frames.
     pub(crate) fn is_ethernet_only(&self) -> bool {
-        !self.needs_udp
+        self.ethernet.is_some() && self.udp_src.is_none() && self.udp_dst.is_none() && self.ipv4_len.is_none()
     }
 
     /// Queue indices the rule steers to.
@@ -144,7 +147,9 @@ impl FlowRule {
             _ => true,
         };
         // A rule of addresses alone takes UDP frames too.
-        let udp = !self.needs_udp || !other.needs_udp || matches_overlap(self.match_fields(), other.match_fields());
+        let udp = self.is_ethernet_only()
+            || other.is_ethernet_only()
+            || matches_overlap(self.match_fields(), other.match_fields());
         macs && udp
     }
 }
@@ -194,7 +199,6 @@ impl FlowTable {
                     flow_id: flow.id,
                     name: flow.name.clone(),
                     ethernet,
-                    needs_udp: !m.is_ethernet_only(),
                     udp_src: m.udp_src,
                     udp_dst: m.udp_dst,
                     ipv4_len: m.ipv4_len,
@@ -253,8 +257,8 @@ impl FlowTable {
                 let queue = match rule.queues.len() {
                     1 => rule.queues[0],
                     n => {
-                        let hash = match (rule.needs_udp, macs, key) {
-                            (false, Some(macs), _) => toeplitz(&macs.rss_input()),
+                        let hash = match (rule.is_ethernet_only(), macs, key) {
+                            (true, Some(macs), _) => toeplitz(&macs.rss_input()),
                             (_, _, Some(key)) => toeplitz(&key.rss_input()),
                             _ => unreachable!("a rule matched by addresses alone had them, any other the UDP key"),
                         };

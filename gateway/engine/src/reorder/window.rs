@@ -144,6 +144,18 @@ struct OpenBatch {
     payload_len: usize,
 }
 
+impl OpenBatch {
+    /// Gives the batch's buffers back unused: its output buffer, and the
+    /// packets a GPU plan held for its kernel (in the queue's region).
+    fn give_back(self, plan: &Plan, queue: &Queue, regions: &RegionTable) {
+        #[cfg(feature = "cuda")]
+        regions.get(queue.segment_regions[0]).release_all(self.held.into_iter().flatten().map(|p| p.token));
+        #[cfg(not(feature = "cuda"))]
+        let _ = queue;
+        regions.get(plan.output_region).release(self.token);
+    }
+}
+
 /// Where a packet goes: its open batch and its slot there.
 struct Target {
     at: usize,
@@ -340,13 +352,10 @@ impl Window {
             self.emitted.pop_front();
         }
         add(&counters.packets_missing, u64::from(batch.slots - batch.placed));
-        let region = regions.get(plan.output_region);
         if why != Emitted::Complete && plan.missing_action == MissingAction::Drop {
             bump(&counters.batches_discarded);
             add(&counters.packets_discarded, u64::from(batch.placed));
-            #[cfg(feature = "cuda")]
-            regions.get(queue.segment_regions[0]).release_all(batch.held.into_iter().flatten().map(|p| p.token));
-            return region.release(batch.token);
+            return batch.give_back(plan, queue, regions);
         }
         bump(match why {
             Emitted::Complete => &counters.batches_complete,
@@ -356,9 +365,7 @@ impl Window {
         let dropped = |batch: OpenBatch| {
             bump(&counters.batches_dropped);
             queue.stats.dropped(DropReason::NoFreeBurstBuffers, u64::from(batch.placed));
-            #[cfg(feature = "cuda")]
-            regions.get(queue.segment_regions[0]).release_all(batch.held.into_iter().flatten().map(|p| p.token));
-            region.release(batch.token);
+            batch.give_back(plan, queue, regions);
         };
         let Some(mut burst) = plan.meta.take() else { return dropped(batch) };
         burst.set_aggregate(
@@ -387,7 +394,7 @@ impl Window {
             return;
         }
         let len = batch.slot_len;
-        let out = region.bytes_mut(&mut batch.token);
+        let out = regions.get(plan.output_region).bytes_mut(&mut batch.token);
         for slot in (0..batch.slots as usize).filter(|&s| batch.filled[s / 64] & (1 << (s % 64)) == 0) {
             out[slot * len..][..len].fill(0);
         }
