@@ -5,12 +5,20 @@ cd "$(dirname "$0")/.."
 ignored=$(tests/setup.sh)
 # No import cycle between the modules of any crate.
 tests/module_cycles.py gateway/engine/src gateway/config/src gateway/dpdk-sys/src gateway/server/src operator/src
-# The operator's end-to-end suite needs a cluster: without one nextest counts it as skipped.
-# The conformance suite runs once, below, with every backend built in.
-filter='not binary_id(daqiri::conformance)'
-[[ -n "${DAQIRI_TEST_KUBECONFIG:-}" ]] || filter+=' and not test(/_through_a_real_api_server$/)'
-cargo nextest run --workspace --no-fail-fast "$ignored" -E "$filter"
+# The conformance suite runs once, below, with every backend built in; the
+# operator's cluster suite right after this, against a control plane of its own.
+cargo nextest run --workspace --no-fail-fast "$ignored" \
+    -E 'not binary_id(daqiri::conformance) and not binary_id(daqiri-operator::cluster)'
 cargo test --workspace --doc
+# The operator, the chart and its RBAC against a real kube-apiserver,
+# kube-controller-manager and etcd on loopback (built once per release and
+# cached; see tests/k8s/control-plane.sh). It needs no root.
+control_plane=target/k8s/run
+trap 'tests/k8s/control-plane.sh stop "$control_plane"' EXIT
+DAQIRI_TEST_KUBECONFIG=$(tests/k8s/control-plane.sh start "$control_plane") \
+    cargo nextest run -p daqiri-operator --test cluster --run-ignored=all --no-fail-fast
+tests/k8s/control-plane.sh stop "$control_plane"
+trap - EXIT
 # The kernel-bypass backends, built together: DPDK on its virtual devices
 # (setup.sh installed DPDK) and AF_XDP over veth pairs with our XDP program
 # (setup.sh installed clang and the BPF headers). The engine's unit tests

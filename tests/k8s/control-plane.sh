@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback for the operator's cluster suite:
+# etcd, kube-apiserver (RBAC, service-account token signing, a token file) and
+# kube-controller-manager (garbage collection, namespaces, Jobs, DaemonSets,
+# Deployments, service accounts), at the release tests/k8s/control-plane/go.mod
+# pins, built from their Go modules. No kubelet, scheduler or container runtime:
+# pods are objects whose status the tests write.
+#
+#   control-plane.sh build       builds once per pinned release; prints the bin dir
+#   control-plane.sh start DIR   starts the three in DIR; prints the admin kubeconfig
+#   control-plane.sh stop DIR    stops them and removes etcd's data
+#
+# The binaries are cached by the hash of the module's files under the user cache
+# ($XDG_CACHE_HOME or ~/.cache, daqiri-gateway/control-plane/), beside Go's own
+# module and build caches, so a clean clone on a machine that built them once pays
+# seconds; a fresh machine pays the build (docs/kubernetes.md has the figures).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+module=$here/control-plane
+log() { echo "control-plane: $*" >&2; }
+
+build() {
+    local key cache started
+    command -v go >/dev/null || { log "needs the go command (Go 1.26 or later) to build the control plane"; exit 1; }
+    key=$(cat "$module/go.mod" "$module/go.sum" "$module/etcd/main.go" <(go env GOVERSION) | sha256sum | cut -c1-16)
+    cache=${XDG_CACHE_HOME:-$HOME/.cache}/daqiri-gateway/control-plane/$key
+    if [[ ! -x $cache/bin/kube-controller-manager ]]; then
+        log "building kube-apiserver, kube-controller-manager and etcd (once per release; minutes on a fresh machine)"
+        started=$SECONDS
+        rm -rf "$cache.partial" && mkdir -p "$cache.partial/bin"
+        (cd "$module" && go build -trimpath -buildvcs=false -o "$cache.partial/bin/" \
+            k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager ./etcd)
+        rm -rf "$cache" && mv "$cache.partial" "$cache"
+        log "built in $((SECONDS - started)) s"
+    fi
+    echo "$cache/bin"
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# A CA, the API server's serving certificate for loopback, the service-account
+# signing key, and a token file: the admin (system:masters) and the controller
+# manager (its bootstrap RBAC role; each controller then acts as its own
+# service account, as kubeadm sets it up).
+pki() {
+    local dir=$1
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=daqiri-test-ca \
+        -keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=kube-apiserver \
+        -keyout "$dir/apiserver.key" -out "$dir/apiserver.csr" 2>/dev/null
+    openssl x509 -req -in "$dir/apiserver.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -days 30 \
+        -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n') \
+        -out "$dir/apiserver.crt" 2>/dev/null
+    openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
+    admin_token=$(openssl rand -hex 24)
+    manager_token=$(openssl rand -hex 24)
+    {
+        echo "$admin_token,daqiri-test-admin,daqiri-test-admin,\"system:masters\""
+        echo "$manager_token,system:kube-controller-manager,system:kube-controller-manager"
+    } >"$dir/tokens.csv"
+    chmod 600 "$dir/tokens.csv" "$dir"/*.key
+}
+
+kubeconfig() {
+    local server=$1 token=$2 ca=$3
+    cat <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: daqiri-test
+  cluster: {server: "$server", certificate-authority: "$ca"}
+users:
+- name: user
+  user: {token: "$token"}
+contexts:
+- name: daqiri-test
+  context: {cluster: daqiri-test, user: user}
+current-context: daqiri-test
+EOF
+}
+
+start() {
+    local dir bin etcd_port peer_port api_port server started
+    dir=$(mkdir -p "$1" && cd "$1" && pwd)
+    stop "$dir" 2>/dev/null || true
+    bin=$(build)
+    started=$SECONDS
+    pki "$dir"
+    etcd_port=$(free_port)
+    peer_port=$(free_port)
+    api_port=$(free_port)
+    server=https://127.0.0.1:$api_port
+    kubeconfig "$server" "$admin_token" "$dir/ca.crt" >"$dir/admin.kubeconfig"
+    kubeconfig "$server" "$manager_token" "$dir/ca.crt" >"$dir/controller-manager.kubeconfig"
+
+    "$bin/etcd" --name test --data-dir "$dir/etcd" --log-level warn \
+        --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+        --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+        --initial-cluster "test=http://127.0.0.1:$peer_port" --unsafe-no-fsync \
+        >"$dir/etcd.log" 2>&1 &
+    echo $! >"$dir/etcd.pid"
+
+    # Endpoints may not name a loopback address: the reconciler that publishes
+    # the API server as the `kubernetes` Service is off.
+    "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
+        --bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address 127.0.0.1 \
+        --endpoint-reconciler-type none --tls-cert-file "$dir/apiserver.crt" \
+        --tls-private-key-file "$dir/apiserver.key" --client-ca-file "$dir/ca.crt" \
+        --token-auth-file "$dir/tokens.csv" --authorization-mode RBAC \
+        --service-account-issuer https://kubernetes.default.svc \
+        --service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
+        --service-cluster-ip-range 10.96.0.0/16 --allow-privileged --profiling=false \
+        >"$dir/kube-apiserver.log" 2>&1 &
+    echo $! >"$dir/kube-apiserver.pid"
+    until_ready "$dir" "$server/readyz" kube-apiserver 120
+
+    "$bin/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \
+        --use-service-account-credentials --service-account-private-key-file "$dir/sa.key" \
+        --root-ca-file "$dir/ca.crt" --leader-elect=false --secure-port 0 \
+        --controllers serviceaccount,serviceaccount-token,garbagecollector,namespace,job,daemonset,deployment,replicaset,clusterrole-aggregation \
+        >"$dir/kube-controller-manager.log" 2>&1 &
+    echo $! >"$dir/kube-controller-manager.pid"
+    # Ready once it acts: the service-account controller gives each namespace
+    # its `default` account.
+    local waited=0
+    until curl -sf --cacert "$dir/ca.crt" -H "Authorization: Bearer $admin_token" \
+        "$server/api/v1/namespaces/default/serviceaccounts/default" >/dev/null; do
+        alive "$dir" kube-controller-manager
+        ((waited++ < 120)) || { log "kube-controller-manager made no service account in 60 s"; exit 1; }
+        sleep 0.5
+    done
+    log "etcd, kube-apiserver and kube-controller-manager up at $server in $((SECONDS - started)) s (logs in $dir)"
+    echo "$dir/admin.kubeconfig"
+}
+
+alive() {
+    local dir=$1 name=$2
+    kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null && return
+    log "$name exited; the end of $dir/$name.log:"
+    tail -20 "$dir/$name.log" >&2
+    exit 1
+}
+
+until_ready() {
+    local dir=$1 url=$2 name=$3 limit=$4 waited=0
+    until curl -sf --cacert "$dir/ca.crt" -H "Authorization: Bearer $admin_token" "$url" >/dev/null; do
+        alive "$dir" etcd
+        alive "$dir" "$name"
+        ((waited++ < limit * 2)) || { log "$name not ready in $limit s"; exit 1; }
+        sleep 0.5
+    done
+}
+
+stop() {
+    local dir=$1 name pid
+    for name in kube-controller-manager kube-apiserver etcd; do
+        [[ -e $dir/$name.pid ]] || continue
+        pid=$(cat "$dir/$name.pid")
+        kill "$pid" 2>/dev/null && while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+        rm -f "$dir/$name.pid"
+    done
+    rm -rf "$dir/etcd"
+}
+
+case ${1:-} in
+build) build ;;
+start) start "${2:?start needs a directory}" ;;
+stop) stop "${2:?stop needs a directory}" ;;
+*)
+    echo "usage: $0 build | start DIR | stop DIR" >&2
+    exit 2
+    ;;
+esac
