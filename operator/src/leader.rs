@@ -85,6 +85,32 @@ impl LeaderElector {
         tolerate_conflict(self.api.replace(&self.name, &PostParams::default(), &lease).await).map(|_| ())
     }
 
+    /// Takes the Lease whoever holds it, for `duration`: its holder finds
+    /// another holder at its next renewal and stops leading, and no replica
+    /// takes it back before `duration` has passed.
+    pub async fn seize(&self, duration: Duration) -> Result<(), kube::Error> {
+        loop {
+            let now = Timestamp::now();
+            let mut spec = self.held_spec(now, now, 0);
+            spec.lease_duration_seconds = Some(i32::try_from(duration.as_secs()).unwrap_or(i32::MAX));
+            let written = match self.api.get_opt(&self.name).await? {
+                None => {
+                    let metadata = ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() };
+                    self.api.create(&PostParams::default(), &Lease { metadata, spec: Some(spec) }).await
+                }
+                Some(mut lease) => {
+                    let transitions = lease.spec.as_ref().and_then(|s| s.lease_transitions).unwrap_or(0);
+                    spec.lease_transitions = Some(transitions + 1);
+                    lease.spec = Some(spec);
+                    self.api.replace(&self.name, &PostParams::default(), &lease).await
+                }
+            };
+            if tolerate_conflict(written)? {
+                return Ok(());
+            }
+        }
+    }
+
     /// Retries until this replica holds the Lease; `contacted` is called after
     /// every answered round (readiness).
     pub async fn acquire(&self, contacted: &(dyn Fn() + Sync)) {

@@ -11,3 +11,4 @@ pub mod gateway;
 pub mod leader;
 pub mod node_config;
 pub mod render;
+pub mod uninstall;

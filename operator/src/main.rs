@@ -45,6 +45,16 @@ enum Command {
     Run(RunArgs),
     /// Keep a gateway's config file equal to its node's ConfigMap (runs beside each gateway).
     NodeConfig(NodeConfigArgs),
+    /// Stop the operator of a namespace and remove its finalizers, so the
+    /// namespace can be deleted; the chart runs this as its pre-delete hook.
+    Release {
+        /// Namespace of the resources and the Lease.
+        #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+        namespace: String,
+        /// The operator's Lease (its `run --lease-name`).
+        #[arg(long, default_value = "daqiri-operator")]
+        lease_name: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -100,6 +110,12 @@ fn main() -> anyhow::Result<()> {
             runtime()?.block_on(apply_crds(label_namespace.zip(pod_security)))
         }
         Command::Run(args) => runtime()?.block_on(run(args)),
+        Command::Release { namespace, lease_name } => runtime()?.block_on(async {
+            let client = kube::Client::try_default().await.context("cannot reach the Kubernetes API")?;
+            let released = daqiri_operator::uninstall::release(client, &namespace, &lease_name).await?;
+            println!("the operator of {namespace} is stopped; {released} resources let go of its finalizer");
+            Ok(())
+        }),
         Command::NodeConfig(args) => runtime()?.block_on(async {
             let client = kube::Client::try_default().await.context("cannot reach the Kubernetes API")?;
             let agent =

@@ -16,6 +16,8 @@
 
 #[path = "support/cases.rs"]
 mod cases;
+#[path = "cluster/chart.rs"]
+mod chart;
 #[path = "cluster/configure.rs"]
 mod configure;
 #[path = "cluster/harness.rs"]
@@ -43,4 +45,30 @@ async fn the_server_enforces_every_crd_rule_through_a_real_api_server() {
 #[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
 async fn leadership_moves_on_sigterm_and_on_sigkill_through_a_real_api_server() {
     on_stage("leader", true, leadership::scenario).await;
+}
+
+#[tokio::test]
+#[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
+async fn the_chart_installs_upgrades_and_uninstalls_with_its_defaults_through_a_real_api_server() {
+    on_stage("chart", false, |stage| chart::scenario(stage, None)).await;
+}
+
+/// One test per values file in charts/daqiri-gateway/ci/ (`<tag>.yaml`).
+macro_rules! chart_values {
+    ($($test:ident => $tag:literal),* $(,)?) => {$(
+        #[tokio::test]
+        #[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
+        async fn $test() {
+            on_stage($tag, false, |stage| chart::scenario(stage, Some(concat!("ci/", $tag, ".yaml")))).await;
+        }
+    )*};
+}
+
+chart_values! {
+    the_chart_installs_with_af_xdp_values_through_a_real_api_server => "af-xdp",
+    the_chart_installs_with_network_policy_values_through_a_real_api_server => "network-policy",
+    the_chart_installs_with_roce_values_through_a_real_api_server => "roce",
+    the_chart_installs_with_servicemonitor_values_through_a_real_api_server => "servicemonitor",
+    the_chart_installs_with_socket_only_values_through_a_real_api_server => "socket-only",
+    the_chart_installs_with_sriov_hugepages_gpu_values_through_a_real_api_server => "sriov-hugepages-gpu",
 }

@@ -19,17 +19,29 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 module=$here/control-plane
 log() { echo "control-plane: $*" >&2; }
+# Whose ServiceMonitor CRD the cluster gets (a Go module like the rest).
+prometheus_operator=v0.85.0
 
 build() {
     local key cache started
     command -v go >/dev/null || { log "needs the go command (Go 1.26 or later) to build the control plane"; exit 1; }
-    key=$(cat "$module/go.mod" "$module/go.sum" "$module/etcd/main.go" <(go env GOVERSION) | sha256sum | cut -c1-16)
+    # The release's version, which Kubernetes' own build stamps in (clients such
+    # as helm check it against a chart's kubeVersion).
+    local release ldflags
+    release=$(awk '$1 == "k8s.io/kubernetes" {print $2}' "$module/go.mod")
+    ldflags=""
+    for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=" -X $package.gitVersion=$release -X $package.gitMajor=$(cut -d. -f1 <<<"${release#v}")"
+        ldflags+=" -X $package.gitMinor=$(cut -d. -f2 <<<"$release") -X $package.gitTreeState=clean"
+    done
+    key=$(cat "$module/go.mod" "$module/go.sum" "$module/etcd/main.go" <(go env GOVERSION) <(echo "$ldflags") |
+        sha256sum | cut -c1-16)
     cache=${XDG_CACHE_HOME:-$HOME/.cache}/daqiri-gateway/control-plane/$key
     if [[ ! -x $cache/bin/kube-controller-manager ]]; then
         log "building kube-apiserver, kube-controller-manager and etcd (once per release; minutes on a fresh machine)"
         started=$SECONDS
         rm -rf "$cache.partial" && mkdir -p "$cache.partial/bin"
-        (cd "$module" && go build -trimpath -buildvcs=false -o "$cache.partial/bin/" \
+        (cd "$module" && go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$cache.partial/bin/" \
             k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager ./etcd)
         rm -rf "$cache" && mv "$cache.partial" "$cache"
         log "built in $((SECONDS - started)) s"
@@ -133,6 +145,16 @@ start() {
         ((waited++ < 120)) || { log "kube-controller-manager made no service account in 60 s"; exit 1; }
         sleep 0.5
     done
+    # The Prometheus operator's ServiceMonitor CRD, as a cluster running it has:
+    # the chart's metrics.serviceMonitor renders one.
+    local monitors
+    monitors=$(go mod download -json "github.com/prometheus-operator/prometheus-operator@$prometheus_operator" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+    curl -sf --cacert "$dir/ca.crt" -H "Authorization: Bearer $admin_token" -X PATCH \
+        -H 'Content-Type: application/apply-patch+yaml' --data-binary \
+        @"$monitors/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" \
+        "$server/apis/apiextensions.k8s.io/v1/customresourcedefinitions/servicemonitors.monitoring.coreos.com?fieldManager=control-plane.sh" \
+        >/dev/null
     log "etcd, kube-apiserver and kube-controller-manager up at $server in $((SECONDS - started)) s (logs in $dir)"
     echo "$dir/admin.kubeconfig"
 }

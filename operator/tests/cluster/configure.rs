@@ -28,7 +28,7 @@ pub struct Deployment {
 pub async fn deploy(stage: &Stage, replicas: &[&str]) -> Deployment {
     let node = format!("{}-node", stage.namespace);
     stage.node(&node).await;
-    let config_map = format!("{}-config", stage.fullname());
+    let config_map = config_map(stage);
     let config_file = stage.dir.join("config.yaml");
     let admin_port = free_port();
     let mut processes = Processes::default();
@@ -53,7 +53,7 @@ pub async fn deploy(stage: &Stage, replicas: &[&str]) -> Deployment {
     );
     let mut deployment = Deployment { processes, admin_port, node, config_map };
     for name in replicas {
-        let replica = replica(stage, &deployment, name);
+        let replica = replica(stage, admin_port, name);
         deployment.processes.0.push(replica);
     }
     let pods: Api<Pod> = Api::namespaced(stage.client.clone(), &stage.namespace);
@@ -66,12 +66,18 @@ pub async fn deploy(stage: &Stage, replicas: &[&str]) -> Deployment {
     deployment
 }
 
-/// An operator replica with the chart's arguments, as `name`.
-pub fn replica(stage: &Stage, deployment: &Deployment, name: &str) -> std::process::Child {
+/// The prefix of the node ConfigMaps (`daqiri.configMap`).
+fn config_map(stage: &Stage) -> String {
+    format!("{}-config", stage.fullname())
+}
+
+/// An operator replica with the chart's arguments, as `name`, under the
+/// chart's service account.
+pub fn replica(stage: &Stage, gateway_admin_port: u16, name: &str) -> std::process::Child {
     let selector = format!("app.kubernetes.io/instance={},app.kubernetes.io/component=gateway", stage.release);
     logging(&mut Command::new(operator_binary()), stage, name)
-        .args(["run", "--namespace", &stage.namespace, "--config-map", &deployment.config_map])
-        .args(["--gateway-selector", &selector, "--gateway-admin-port", &deployment.admin_port.to_string()])
+        .args(["run", "--namespace", &stage.namespace, "--config-map", &config_map(stage)])
+        .args(["--gateway-selector", &selector, "--gateway-admin-port", &gateway_admin_port.to_string()])
         .args(["--lease-name", &format!("{}-operator", stage.fullname()), "--identity", name])
         .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())])
         .env("KUBECONFIG", stage.operator_kubeconfig())

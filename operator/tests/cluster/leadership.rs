@@ -28,7 +28,7 @@ pub async fn scenario(stage: Stage) {
         (holder().await.as_deref() == Some("replica-a")).then_some(())
     })
     .await;
-    let standby = replica(&stage, &deployment, "replica-b");
+    let standby = replica(&stage, deployment.admin_port, "replica-b");
     deployment.processes.0.push(standby);
     tokio::time::sleep(RETRY_PERIOD * 2).await;
     assert_eq!(holder().await.as_deref(), Some("replica-a"), "the standby waits while the lease is held");
@@ -41,7 +41,7 @@ pub async fn scenario(stage: Stage) {
     let after_term = terminated.elapsed();
     assert!(after_term <= RETRY_PERIOD + Duration::from_secs(2), "failover after SIGTERM took {after_term:?}");
 
-    let standby = replica(&stage, &deployment, "replica-c");
+    let standby = replica(&stage, deployment.admin_port, "replica-c");
     deployment.processes.0.push(standby);
     tokio::time::sleep(RETRY_PERIOD * 2).await;
     let killed = kill(&deployment.processes.0[3], "-KILL");

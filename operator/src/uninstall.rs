@@ -1,0 +1,85 @@
+//! What the chart runs before `helm uninstall` deletes anything (its
+//! pre-delete hook): the operator's replicas stop, then its finalizer comes
+//! off every DaqiriPort and DaqiriFlow, so deleting the namespace afterwards
+//! completes although no operator is left to render them out. The resources
+//! themselves stay (they are the user's), and so does what the gateways run
+//! until their DaemonSet goes.
+//!
+//! The replicas stop through their own election: the hook takes the Lease for
+//! [`HOLD`], the leader finds another holder at its next renewal and exits,
+//! and standbys wait for a Lease that does not expire before the release is gone.
+
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::controller::FINALIZER;
+use crate::leader::{LeaderElector, RETRY_PERIOD};
+
+/// The Lease holder while uninstalling.
+pub const HOLDER: &str = "helm-uninstall";
+/// How long the hook holds the Lease.
+pub const HOLD: Duration = Duration::from_secs(3600);
+/// Conditional writes that lose to another writer are retried this often.
+const ATTEMPTS: usize = 5;
+
+/// Why the finalizers could not all be removed.
+#[derive(Debug, thiserror::Error)]
+pub enum UninstallError {
+    /// The API server refused or did not answer.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// Others kept writing the resources of this kind.
+    #[error("{0}: finalizers still changing after {ATTEMPTS} rounds of writes")]
+    StillChanging(String),
+}
+
+/// Stops the operator of `namespace` (its Lease `lease`) and removes its
+/// finalizer from every resource; returns how many resources let go.
+pub async fn release(client: Client, namespace: &str, lease: &str) -> Result<usize, UninstallError> {
+    LeaderElector::new(client.clone(), namespace, lease, HOLDER).seize(HOLD).await?;
+    tracing::info!("holding the lease {lease}; waiting for the leader to stop");
+    // The leader renews every retry period; a write of its last pass may still land.
+    tokio::time::sleep(RETRY_PERIOD * 2).await;
+    let mut released = 0;
+    for kind in ["DaqiriFlow", "DaqiriPort"] {
+        let gvk = GroupVersionKind::gvk("daqiri.nvidia.com", "v1alpha1", kind);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk));
+        released += release_all(&api, kind).await?;
+    }
+    Ok(released)
+}
+
+/// Removes the finalizer from each object of `api` that has it, each write
+/// conditional on the version read; a write that lost a race re-reads, and
+/// after [`ATTEMPTS`] such rounds it gives up (the hook's Job runs again).
+async fn release_all(api: &Api<DynamicObject>, kind: &str) -> Result<usize, UninstallError> {
+    let mut released = 0;
+    for _ in 0..ATTEMPTS {
+        let mut lost_race = false;
+        for object in api.list(&ListParams::default()).await?.items {
+            let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
+            if !finalizers.iter().any(|f| f == FINALIZER) {
+                continue;
+            }
+            let kept: Vec<&String> = finalizers.iter().filter(|f| *f != FINALIZER).collect();
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": object.metadata.resource_version}});
+            match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => {
+                    tracing::info!("{kind} {name}: finalizer removed");
+                    released += 1;
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => lost_race = true,
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !lost_race {
+            return Ok(released);
+        }
+    }
+    Err(UninstallError::StillChanging(kind.to_owned()))
+}
