@@ -26,6 +26,8 @@ mod harness;
 mod leadership;
 #[path = "cluster/rules.rs"]
 mod rules;
+#[path = "cluster/undecodable.rs"]
+mod undecodable;
 
 use harness::on_stage;
 
@@ -39,6 +41,12 @@ async fn the_operator_configures_a_real_gateway_through_a_real_api_server() {
 #[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
 async fn the_server_enforces_every_crd_rule_through_a_real_api_server() {
     on_stage("rules", false, rules::scenario).await;
+}
+
+#[tokio::test]
+#[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
+async fn a_flow_the_operator_cannot_read_degrades_alone_through_a_real_api_server() {
+    on_stage("undecodable", true, undecodable::scenario).await;
 }
 
 #[tokio::test]

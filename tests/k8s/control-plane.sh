@@ -115,6 +115,8 @@ start() {
         --initial-cluster "test=http://127.0.0.1:$peer_port" --unsafe-no-fsync \
         >"$dir/etcd.log" 2>&1 &
     echo $! >"$dir/etcd.pid"
+    # Where tests that play an older writer reach the store (its JSON gateway).
+    echo "http://127.0.0.1:$etcd_port" >"$dir/etcd.url"
 
     # Endpoints may not name a loopback address: the reconciler that publishes
     # the API server as the `kubernetes` Service is off.

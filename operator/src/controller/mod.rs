@@ -17,6 +17,7 @@ mod standing_captures;
 pub mod status;
 mod sync;
 pub mod triggers;
+mod undecodable;
 pub mod worker;
 mod writes;
 

@@ -44,7 +44,6 @@ pub fn desired(
     previous: Option<&ResourceStatus>,
     now: Timestamp,
 ) -> ResourceStatus {
-    let now_text = now.to_string();
     let statuses: Vec<GatewayStatus> = placement
         .nodes
         .iter()
@@ -64,7 +63,31 @@ pub fn desired(
         })
         .collect();
     let verdict = verdict(placement, gateways, vf_shortage);
-    let (ready, progressing, degraded) = match &verdict {
+    from_verdict(generation, &verdict, statuses, rates, previous, now)
+}
+
+/// The status of a resource the server holds but this operator cannot read
+/// (written under another version of its schema): `Degraded` with the reason
+/// `Undecodable` and the decoder's message, placed nowhere.
+pub fn undecodable(
+    generation: Option<i64>,
+    message: String,
+    previous: Option<&ResourceStatus>,
+    now: Timestamp,
+) -> ResourceStatus {
+    from_verdict(generation, &Verdict::Stuck("Undecodable", message), Vec::new(), &BTreeMap::new(), previous, now)
+}
+
+fn from_verdict(
+    generation: Option<i64>,
+    verdict: &Verdict,
+    statuses: Vec<GatewayStatus>,
+    rates: &BTreeMap<String, f64>,
+    previous: Option<&ResourceStatus>,
+    now: Timestamp,
+) -> ResourceStatus {
+    let now_text = now.to_string();
+    let (ready, progressing, degraded) = match verdict {
         Verdict::Applied(message) => (
             (ConditionStatus::True, "ConfigApplied", message.clone()),
             (ConditionStatus::False, "Complete", message.clone()),

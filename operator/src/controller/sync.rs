@@ -24,6 +24,7 @@ use super::context::{Context, FINALIZER, MANAGED_BY};
 use super::error::Error;
 use super::node_states::{self, NodeGateway};
 use super::status::{self, GatewayOutcome, VfShortage};
+use super::undecodable::{self, Unreadable};
 use super::{config_maps, standing_captures, writes};
 use crate::crd::{ConditionStatus, DaqiriFlow, DaqiriNodeState, DaqiriPort, ResourceStatus, SriovResource};
 use crate::gateway::Rates;
@@ -37,15 +38,21 @@ struct Snapshot {
     pods: Vec<Pod>,
     config_maps: Vec<ConfigMap>,
     node_states: Vec<DaqiriNodeState>,
+    /// Ports and flows that do not decode: left out, reported one by one.
+    unreadable: Vec<Unreadable>,
 }
 
 async fn read(ctx: &Context) -> Result<Snapshot, Error> {
     let (client, ns) = (ctx.client.clone(), ctx.namespace.as_str());
     let all = ListParams::default();
     let managed = ListParams::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
+    let (ports, mut unreadable) = undecodable::list::<DaqiriPort>(&client, ns).await?;
+    let (flows, unreadable_flows) = undecodable::list::<DaqiriFlow>(&client, ns).await?;
+    unreadable.extend(unreadable_flows);
     Ok(Snapshot {
-        ports: Api::<DaqiriPort>::namespaced(client.clone(), ns).list(&all).await?.items,
-        flows: Api::<DaqiriFlow>::namespaced(client.clone(), ns).list(&all).await?.items,
+        ports,
+        flows,
+        unreadable,
         nodes: Api::<Node>::all(client.clone()).list(&all).await?.items,
         pods: Api::<Pod>::namespaced(client.clone(), ns)
             .list(&ListParams::default().labels(&ctx.options.gateway_selector))
@@ -160,6 +167,15 @@ pub async fn sync(ctx: &Context) -> Result<(), Error> {
     }
     for flow in snapshot.flows.iter().filter(|f| f.meta().deletion_timestamp.is_some()) {
         keep_first_conflict(&mut conflict, drop_finalizer(&flows_api, flow).await)?;
+    }
+    for unreadable in &snapshot.unreadable {
+        tracing::warn!(
+            "{} {}: left out, {}",
+            unreadable.kind,
+            unreadable.object.metadata.name.as_deref().unwrap_or(""),
+            unreadable.error
+        );
+        keep_first_conflict(&mut conflict, undecodable::report(&ctx.client, &ctx.namespace, unreadable, now).await)?;
     }
     conflict.map_or(Ok(()), Err)
 }

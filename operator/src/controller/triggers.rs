@@ -11,14 +11,13 @@ use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 
 use super::config_maps;
 use super::context::{Context, MANAGED_BY};
@@ -47,28 +46,33 @@ pub fn all(ctx: &Arc<Context>) -> BoxStream<'static, Trigger> {
     let drift_ctx = Arc::clone(ctx);
     let deleted_ctx = Arc::clone(ctx);
     futures::stream::select_all([
+        // Metadata only: a port or flow this build cannot decode must not stop
+        // the watch (the pass reports it), and generation and deletion are all
+        // that matter here.
         watch(
-            Api::<DaqiriPort>::namespaced(client.clone(), namespace),
-            watcher::Config::default(),
+            watcher::watcher(Api::<PartialObjectMeta<DaqiriPort>>::namespaced(client.clone(), namespace), everything()),
             "DaqiriPort",
             |p| Some(resource_key(p)),
         ),
         watch(
-            Api::<DaqiriFlow>::namespaced(client.clone(), namespace),
-            watcher::Config::default(),
+            watcher::watcher(Api::<PartialObjectMeta<DaqiriFlow>>::namespaced(client.clone(), namespace), everything()),
             "DaqiriFlow",
             |f| Some(resource_key(f)),
         ),
         watch(
-            Api::<Pod>::namespaced(client.clone(), namespace),
-            watcher::Config::default().labels(&ctx.options.gateway_selector),
+            watcher::watcher(
+                Api::<Pod>::namespaced(client.clone(), namespace),
+                watcher::Config::default().labels(&ctx.options.gateway_selector),
+            ),
             "Pod",
             |p| Some(pod_key(p)),
         ),
-        watch(Api::<Node>::all(client.clone()), watcher::Config::default(), "Node", |n| Some(node_key(n))),
+        watch(watcher::watcher(Api::<Node>::all(client.clone()), everything()), "Node", |n| Some(node_key(n))),
         watch_with_deletes(
-            Api::<ConfigMap>::namespaced(client, namespace),
-            watcher::Config::default().labels(&managed),
+            watcher::watcher(
+                Api::<ConfigMap>::namespaced(client, namespace),
+                watcher::Config::default().labels(&managed),
+            ),
             "ConfigMap",
             move |cm| config_maps::drift(&drift_ctx, cm),
             move |cm| config_maps::expected(&deleted_ctx, &cm.name_any()),
@@ -77,17 +81,20 @@ pub fn all(ctx: &Arc<Context>) -> BoxStream<'static, Trigger> {
     .boxed()
 }
 
+fn everything() -> watcher::Config {
+    watcher::Config::default()
+}
+
 /// A watch whose deletions always trigger.
 fn watch<K>(
-    api: Api<K>,
-    config: watcher::Config,
+    events: impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
     kind: &'static str,
     key: impl Fn(&K) -> Option<u64> + Send + 'static,
 ) -> BoxStream<'static, Trigger>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: Resource + Clone + Debug + Send + 'static,
 {
-    watch_with_deletes(api, config, kind, key, |_| true)
+    watch_with_deletes(events, kind, key, |_| true)
 }
 
 /// Maps a watch to triggers. `key` summarises what matters of an object
@@ -95,17 +102,16 @@ where
 /// differs from the last one seen, a deleted one when `on_delete` says so.
 /// A (re)list triggers once, when it is complete.
 fn watch_with_deletes<K>(
-    api: Api<K>,
-    config: watcher::Config,
+    events: impl Stream<Item = watcher::Result<Event<K>>> + Send + 'static,
     kind: &'static str,
     key: impl Fn(&K) -> Option<u64> + Send + 'static,
     on_delete: impl Fn(&K) -> bool + Send + 'static,
 ) -> BoxStream<'static, Trigger>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: Resource + Clone + Debug + Send + 'static,
 {
     let mut seen: HashMap<String, u64> = HashMap::new();
-    watcher::watcher(api, config)
+    events
         .default_backoff()
         .filter_map(move |event| {
             let trigger = |name: String| Some(Trigger { kind, name });
