@@ -14,6 +14,8 @@
 //! `DAQIRI_TEST_KUBECONFIG=<it> cargo nextest run -p daqiri-operator --test
 //! cluster --run-ignored=all`.
 
+#[path = "cluster/burst.rs"]
+mod burst;
 #[path = "support/cases.rs"]
 mod cases;
 #[path = "cluster/chart.rs"]
@@ -28,8 +30,10 @@ mod leadership;
 mod rules;
 #[path = "cluster/undecodable.rs"]
 mod undecodable;
+#[path = "cluster/watch_expiry.rs"]
+mod watch_expiry;
 
-use harness::on_stage;
+use harness::{on_stage, on_stage_of};
 
 #[tokio::test]
 #[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
@@ -47,6 +51,12 @@ async fn the_server_enforces_every_crd_rule_through_a_real_api_server() {
 #[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
 async fn a_flow_the_operator_cannot_read_degrades_alone_through_a_real_api_server() {
     on_stage("undecodable", true, undecodable::scenario).await;
+}
+
+#[tokio::test]
+#[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
+async fn a_burst_of_changes_coalesces_and_loses_no_other_write_through_a_real_api_server() {
+    on_stage("burst", true, burst::scenario).await;
 }
 
 #[tokio::test]
@@ -79,4 +89,13 @@ chart_values! {
     the_chart_installs_with_servicemonitor_values_through_a_real_api_server => "servicemonitor",
     the_chart_installs_with_socket_only_values_through_a_real_api_server => "socket-only",
     the_chart_installs_with_sriov_hugepages_gpu_values_through_a_real_api_server => "sriov-hugepages-gpu",
+}
+
+#[tokio::test]
+#[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
+async fn watches_resume_after_their_version_expires_through_a_real_api_server() {
+    // Its own control plane: it stops the API server.
+    let plane = watch_expiry::PrivateControlPlane::start("watch");
+    let dir = plane.dir.clone();
+    on_stage_of(&plane.kubeconfig, "watch", true, |stage| watch_expiry::scenario(stage, dir)).await;
 }

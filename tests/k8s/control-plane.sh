@@ -9,6 +9,8 @@
 #   control-plane.sh build       builds once per pinned release; prints the bin dir
 #   control-plane.sh start DIR   starts the three in DIR; prints the admin kubeconfig
 #   control-plane.sh stop DIR    stops them and removes etcd's data
+#   control-plane.sh stop-apiserver DIR, start-apiserver DIR: the API server
+#                                alone (SIGKILL: a crash)
 #
 # The binaries are cached by the hash of the module's files under the user cache
 # ($XDG_CACHE_HOME or ~/.cache, daqiri-gateway/control-plane/), beside Go's own
@@ -99,6 +101,7 @@ start() {
     local dir bin etcd_port peer_port api_port server started
     dir=$(mkdir -p "$1" && cd "$1" && pwd)
     stop "$dir" 2>/dev/null || true
+    rm -f "$dir"/*.log
     bin=$(build)
     started=$SECONDS
     pki "$dir"
@@ -118,19 +121,8 @@ start() {
     # Where tests that play an older writer reach the store (its JSON gateway).
     echo "http://127.0.0.1:$etcd_port" >"$dir/etcd.url"
 
-    # Endpoints may not name a loopback address: the reconciler that publishes
-    # the API server as the `kubernetes` Service is off.
-    "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
-        --bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address 127.0.0.1 \
-        --endpoint-reconciler-type none --tls-cert-file "$dir/apiserver.crt" \
-        --tls-private-key-file "$dir/apiserver.key" --client-ca-file "$dir/ca.crt" \
-        --token-auth-file "$dir/tokens.csv" --authorization-mode RBAC \
-        --service-account-issuer https://kubernetes.default.svc \
-        --service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
-        --service-cluster-ip-range 10.96.0.0/16 --allow-privileged --profiling=false \
-        >"$dir/kube-apiserver.log" 2>&1 &
-    echo $! >"$dir/kube-apiserver.pid"
-    until_ready "$dir" "$server/readyz" kube-apiserver 120
+    echo "etcd_port=$etcd_port api_port=$api_port" >"$dir/ports"
+    start_apiserver "$dir" "$bin"
 
     "$bin/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \
         --use-service-account-credentials --service-account-private-key-file "$dir/sa.key" \
@@ -161,6 +153,27 @@ start() {
     echo "$dir/admin.kubeconfig"
 }
 
+# The API server of the plane in $1 (binaries in $2), on its recorded ports;
+# waits until it is ready.
+start_apiserver() {
+    local dir=$1 bin=$2 etcd_port api_port
+    eval "$(cat "$dir/ports")"
+    admin_token=$(awk -F, '$2 == "daqiri-test-admin" {print $1}' "$dir/tokens.csv")
+    # Endpoints may not name a loopback address: the reconciler that publishes
+    # the API server as the `kubernetes` Service is off.
+    "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
+        --bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address 127.0.0.1 \
+        --endpoint-reconciler-type none --tls-cert-file "$dir/apiserver.crt" \
+        --tls-private-key-file "$dir/apiserver.key" --client-ca-file "$dir/ca.crt" \
+        --token-auth-file "$dir/tokens.csv" --authorization-mode RBAC \
+        --service-account-issuer https://kubernetes.default.svc \
+        --service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
+        --service-cluster-ip-range 10.96.0.0/16 --allow-privileged --profiling=false \
+        >>"$dir/kube-apiserver.log" 2>&1 &
+    echo $! >"$dir/kube-apiserver.pid"
+    until_ready "$dir" "https://127.0.0.1:$api_port/readyz" kube-apiserver 120
+}
+
 alive() {
     local dir=$1 name=$2
     kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null && return
@@ -180,22 +193,38 @@ until_ready() {
 }
 
 stop() {
-    local dir=$1 name pid
-    for name in kube-controller-manager kube-apiserver etcd; do
+    stop_only TERM "$1" kube-controller-manager kube-apiserver etcd
+    rm -rf "$1/etcd"
+}
+
+# Stops the named parts of the plane in $2 with signal $1, then SIGKILL after
+# 5 s (the API server drains requests for up to a minute; nothing here needs it).
+stop_only() {
+    local signal=$1 dir=$2 name pid waited
+    shift 2
+    for name in "$@"; do
         [[ -e $dir/$name.pid ]] || continue
         pid=$(cat "$dir/$name.pid")
-        kill "$pid" 2>/dev/null && while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+        kill "-$signal" "$pid" 2>/dev/null || true
+        waited=0
+        while kill -0 "$pid" 2>/dev/null; do
+            ((waited++ < 50)) || kill -KILL "$pid" 2>/dev/null || true
+            sleep 0.1
+        done
         rm -f "$dir/$name.pid"
     done
-    rm -rf "$dir/etcd"
 }
 
 case ${1:-} in
 build) build ;;
 start) start "${2:?start needs a directory}" ;;
 stop) stop "${2:?stop needs a directory}" ;;
+# For tests of what clients see while the API server is away (watches that
+# come back to a compacted store).
+stop-apiserver) stop_only KILL "${2:?stop-apiserver needs a directory}" kube-apiserver ;;
+start-apiserver) start_apiserver "${2:?start-apiserver needs a directory}" "$(build)" ;;
 *)
-    echo "usage: $0 build | start DIR | stop DIR" >&2
+    echo "usage: $0 build | start DIR | stop DIR | stop-apiserver DIR | start-apiserver DIR" >&2
     exit 2
     ;;
 esac

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::configure::{flow, logged, port, replica};
-use super::harness::{Processes, Stage, chart, free_port, kubectl, operator_binary, output, run, tool, until};
+use super::harness::{Processes, Stage, chart, free_port, operator_binary, output, run, tool, until};
 
 /// Which of the chart's pods a test process stands in for.
 const HOOKS: &str = "app.kubernetes.io/component in (crds, release)";
@@ -66,7 +66,7 @@ async fn helm(stage: &Stage, verb: &[&str], values: Option<&str>) -> String {
         command.arg(chart());
     }
     command.args(["--namespace", &stage.namespace, "--timeout", "3m"]);
-    command.arg("--kubeconfig").arg(super::harness::admin_kubeconfig());
+    command.arg("--kubeconfig").arg(&stage.admin);
     if let Some(values) = values {
         command.arg("-f").arg(chart().join(values));
     }
@@ -90,7 +90,7 @@ fn kinds_rendered(values: Option<&str>) -> Vec<(String, String)> {
 /// Every object the release made, by kind, as the server lists it.
 fn installed_kinds(stage: &Stage) -> String {
     run(
-        &mut kubectl(&[
+        &mut stage.kubectl(&[
             "get",
             "all,configmaps,serviceaccounts,roles,rolebindings,networkpolicies,poddisruptionbudgets,servicemonitors",
             "-n",
@@ -130,7 +130,7 @@ pub async fn scenario(stage: Stage, values: Option<&'static str>) {
     test_pod.args(["template", &stage.release]).arg(chart()).args(["--namespace", &stage.namespace]);
     test_pod.args(["--show-only", "templates/tests/readyz.yaml"]);
     let test_pod = run(&mut test_pod, "");
-    run(&mut kubectl(&["apply", "--dry-run=server", "-n", &stage.namespace, "-f", "-"]), &test_pod);
+    run(&mut stage.kubectl(&["apply", "--dry-run=server", "-n", &stage.namespace, "-f", "-"]), &test_pod);
 
     let upgraded = helm(&stage, &["upgrade", "--set", "operator.replicas=1"], values).await;
     assert!(upgraded.contains("has been upgraded"), "{upgraded}");

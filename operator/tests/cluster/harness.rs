@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
@@ -78,10 +78,10 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// kubectl as the admin.
-pub fn kubectl(args: &[&str]) -> Command {
+/// kubectl as whoever `kubeconfig` names.
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> Command {
     let mut command = tool("kubectl");
-    command.arg("--kubeconfig").arg(admin_kubeconfig()).args(args);
+    command.arg("--kubeconfig").arg(kubeconfig).args(args);
     command
 }
 
@@ -135,7 +135,8 @@ pub fn api_resource(kind: &str) -> kube::api::ApiResource {
 /// `release`, and kubeconfigs for the chart's service accounts.
 #[derive(Clone)]
 pub struct Stage {
-    /// The admin's client.
+    /// The admin's kubeconfig and client.
+    pub admin: PathBuf,
     pub client: kube::Client,
     pub namespace: String,
     pub release: String,
@@ -154,13 +155,21 @@ impl Stage {
     /// A kubeconfig acting as the chart's service account `account` (a
     /// token from the TokenRequest API, signed by the API server).
     pub fn service_account_kubeconfig(&self, account: &str) -> PathBuf {
-        let token = run(&mut kubectl(&["create", "token", account, "-n", &self.namespace, "--duration=2h"]), "");
-        let admin = std::fs::read_to_string(admin_kubeconfig()).unwrap();
+        let token = run(&mut self.kubectl(&["create", "token", account, "-n", &self.namespace, "--duration=2h"]), "");
+        let admin = std::fs::read_to_string(&self.admin).unwrap();
         let mut config: serde_yaml::Value = serde_yaml::from_str(&admin).unwrap();
         config["users"][0]["user"] = serde_yaml::to_value(json!({"token": token.trim()})).unwrap();
         let path = self.dir.join(format!("{account}.kubeconfig"));
         std::fs::write(&path, serde_yaml::to_string(&config).unwrap()).unwrap();
         path
+    }
+
+    /// kubectl as the admin, with a discovery cache of the stage's own (a
+    /// shared one outlives API server restarts that other tests make).
+    pub fn kubectl(&self, args: &[&str]) -> Command {
+        let mut command = kubectl(&self.admin, &["--cache-dir"]);
+        command.arg(self.dir.join("kube-cache")).args(args);
+        command
     }
 
     /// The operator's own kubeconfig, as its pod would have it.
@@ -198,21 +207,40 @@ pub async fn on_stage<F>(tag: &str, with_rbac: bool, scenario: impl FnOnce(Stage
 where
     F: Future<Output = ()>,
 {
-    let client = client_of(&admin_kubeconfig()).await;
+    on_stage_of(&admin_kubeconfig(), tag, with_rbac, scenario).await;
+}
+
+/// [`on_stage`] on the cluster `admin` (a kubeconfig) names.
+pub async fn on_stage_of<F>(admin: &Path, tag: &str, with_rbac: bool, scenario: impl FnOnce(Stage) -> F)
+where
+    F: Future<Output = ()>,
+{
+    let client = client_of(admin).await;
     let release = format!("e2e-{tag}-{}", std::process::id());
     let namespace = release.clone();
     let dir = std::env::temp_dir().join(&namespace);
     std::fs::create_dir_all(&dir).unwrap();
-    let status =
-        Command::new(operator_binary()).arg("apply-crds").env("KUBECONFIG", admin_kubeconfig()).status().unwrap();
+    let status = Command::new(operator_binary()).arg("apply-crds").env("KUBECONFIG", admin).status().unwrap();
     assert!(status.success(), "apply-crds failed");
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
         .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap())
         .await
         .unwrap();
-    let stage =
-        Stage { client: client.clone(), namespace: namespace.clone(), release: release.clone(), dir: dir.clone() };
+    // Pods are admitted once the namespace has its `default` service account,
+    // which the controller manager adds.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
+    until(Duration::from_secs(60), "the namespace's default service account", async || {
+        accounts.get_opt("default").await.ok()?.map(|_| ())
+    })
+    .await;
+    let stage = Stage {
+        admin: admin.to_owned(),
+        client: client.clone(),
+        namespace: namespace.clone(),
+        release: release.clone(),
+        dir: dir.clone(),
+    };
     if with_rbac {
         let rendered = run(
             tool("helm").args(["template", &release]).arg(chart()).args([
@@ -225,7 +253,7 @@ where
             ]),
             "",
         );
-        run(&mut kubectl(&["apply", "-n", &namespace, "-f", "-"]), &rendered);
+        run(&mut stage.kubectl(&["apply", "-n", &namespace, "-f", "-"]), &rendered);
     }
 
     // Caught, not spawned: the scenarios' async closures are not provably Send.
@@ -255,7 +283,7 @@ where
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let label = format!("app.kubernetes.io/instance={release}");
-    let _ = kubectl(&["delete", "clusterrole,clusterrolebinding", "-l", &label, "--wait=false"]).output();
+    let _ = stage.kubectl(&["delete", "clusterrole,clusterrolebinding", "-l", &label, "--wait=false"]).output();
     let nodes: Api<Node> = Api::all(client);
     let ours = ListParams::default().labels(&format!("daqiri-e2e-stage={namespace}"));
     let _ = nodes.delete_collection(&DeleteParams::default(), &ours).await;

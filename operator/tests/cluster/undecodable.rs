@@ -12,11 +12,11 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 use super::configure::{deploy, flow, nothing_forbidden, port};
-use super::harness::{Stage, admin_kubeconfig, condition, free_port, ready_reason, until};
+use super::harness::{Stage, condition, free_port, ready_reason, until};
 
 /// The etcd of `tests/k8s/control-plane.sh`, beside the kubeconfig it wrote.
-fn etcd() -> String {
-    let file = admin_kubeconfig().with_file_name("etcd.url");
+pub fn etcd(stage: &Stage) -> String {
+    let file = stage.admin.with_file_name("etcd.url");
     let url = std::fs::read_to_string(&file).unwrap_or_else(|e| {
         panic!("{}: {e}; this test writes into the store of tests/k8s/control-plane.sh's cluster", file.display())
     });
@@ -24,9 +24,9 @@ fn etcd() -> String {
 }
 
 /// Rewrites a stored object through etcd's JSON gateway.
-async fn rewrite_stored(key: &str, change: impl FnOnce(&mut Value)) {
+pub async fn rewrite_stored(stage: &Stage, key: &str, change: impl FnOnce(&mut Value)) {
     let http = reqwest::Client::new();
-    let url = etcd();
+    let url = etcd(stage);
     let range: Value = http
         .post(format!("{url}/v3/kv/range"))
         .json(&json!({"key": STANDARD.encode(key)}))
@@ -64,7 +64,7 @@ pub async fn scenario(stage: Stage) {
 
     let key = format!("/registry/daqiri.nvidia.com/daqiriflows/{}/adc-b", stage.namespace);
     // As that server would have written a spec change: with the next generation.
-    rewrite_stored(&key, |flow| {
+    rewrite_stored(&stage, &key, |flow| {
         flow["spec"]["id"] = json!(4_294_967_296_u64);
         flow["metadata"]["generation"] = json!(flow["metadata"]["generation"].as_i64().unwrap() + 1);
     })
