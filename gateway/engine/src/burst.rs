@@ -130,7 +130,6 @@ impl PacketSlot {
 
     /// Takes the first segment out of the packet: its buffer, where its
     /// bytes start in it, and their length.
-    #[cfg(feature = "cuda")]
     pub(crate) fn take_first_segment(&mut self) -> Option<(BufToken, u16, u32)> {
         self.segments[0].take().map(|(token, len)| (token, self.offsets[0], len))
     }

@@ -74,6 +74,8 @@ mod reload;
 pub mod reorder;
 mod runtime_flows;
 mod snapshot;
+#[cfg_attr(not(feature = "cuda"), path = "staging_absent.rs")]
+mod staging;
 mod state;
 mod stats;
 pub mod support;

@@ -10,6 +10,7 @@ use daqiri_config::model::{PollMode, Queue as QueueConfig, TxOffload};
 use crate::burst::{Burst, BurstShape, EngineId, MetaPool, PacketFields};
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
+use crate::staging::QueueCopier;
 use crate::stats::{DropReason, QueueStats};
 
 /// Most packets one direct-mode poll can return (a socket's UDP GRO batch).
@@ -60,8 +61,7 @@ pub(crate) struct Queue {
     pub(crate) worker: std::sync::OnceLock<WorkerThread>,
     /// RX into a `device` region through a CPU backend: copies each burst's
     /// staged segments to the GPU as it is delivered.
-    #[cfg(feature = "cuda")]
-    pub(crate) stager: std::sync::OnceLock<std::sync::Mutex<crate::gpu::Stager>>,
+    pub(crate) copier: QueueCopier,
 }
 
 impl Queue {
@@ -116,8 +116,7 @@ impl Queue {
             pacing_mbps: config.pacing_mbps.filter(|&mbps| mbps > 0),
             busy_poll_us: config.busy_poll_us,
             worker: std::sync::OnceLock::new(),
-            #[cfg(feature = "cuda")]
-            stager: std::sync::OnceLock::new(),
+            copier: QueueCopier::new(),
         })
     }
 
@@ -133,12 +132,9 @@ impl Queue {
     /// (byte streams, where a drop would corrupt the stream, retry later).
     /// An aggregate counts the packets that went into it. A burst whose copy
     /// to the GPU cannot start is dropped (counted as `device_error`).
-    pub(crate) fn try_deliver(&self, #[allow(unused_mut)] mut burst: Burst) -> Result<(), Burst> {
+    pub(crate) fn try_deliver(&self, mut burst: Burst) -> Result<(), Burst> {
         let (packets, bytes) = (u64::from(burst.source_packets()), burst.total_bytes());
-        #[cfg(feature = "cuda")]
-        if let Some(stager) = self.stager.get()
-            && let Err(e) = stager.lock().unwrap_or_else(|e| e.into_inner()).copy(&mut burst)
-        {
+        if let Err(e) = self.copier.copy(&mut burst) {
             tracing::error!(queue = %self.name, error = %e, "cannot copy a burst into GPU memory; it is dropped");
             self.stats.dropped(DropReason::DeviceError, packets);
             return Ok(());

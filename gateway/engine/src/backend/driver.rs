@@ -72,7 +72,6 @@ fn check_queue_memory(port: &Port, direction: Direction, q: &Queue, regions: &Re
         if region.kind().cpu_addressable() {
             continue;
         }
-        #[cfg(feature = "cuda")]
         if direction == Direction::Rx {
             stage_on_host(port, q, region)?;
             continue;
@@ -95,7 +94,6 @@ fn check_queue_memory(port: &Port, direction: Direction, q: &Queue, regions: &Re
 /// Lets `queue` land packets for `device` region `region` through its
 /// pinned twin. A GPU reorder plan reads packets where they land, before
 /// any burst exists, so its queue must land in `host_pinned` instead.
-#[cfg(feature = "cuda")]
 fn stage_on_host(port: &Port, queue: &Queue, region: &crate::memory::Region) -> Result<()> {
     if let Some(plan) = port.plans.iter().find(|plan| plan.queue_id == queue.id) {
         return Err(Error::new(
@@ -110,9 +108,5 @@ fn stage_on_host(port: &Port, queue: &Queue, region: &crate::memory::Region) -> 
         ));
     }
     region.stage_on_host()?;
-    if queue.stager.get().is_none() {
-        let gpu = region.backing().gpu().expect("device memory is on a GPU");
-        let _ = queue.stager.set(std::sync::Mutex::new(crate::gpu::Stager::new(gpu)?));
-    }
-    Ok(())
+    queue.copier.start(region.backing().gpu().expect("device memory is on a GPU"))
 }

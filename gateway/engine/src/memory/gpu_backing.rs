@@ -72,3 +72,39 @@ impl GpuBacking {
         }
     }
 }
+
+/// A `device` region's pinned twin, where a backend that writes with the CPU
+/// lands the bytes (see `Region::stage_on_host`); given once.
+#[derive(Debug)]
+pub(crate) struct StagingTwin(std::sync::OnceLock<crate::gpu::PinnedMemory>);
+
+impl StagingTwin {
+    pub(crate) fn new() -> Self {
+        Self(std::sync::OnceLock::new())
+    }
+
+    /// Where the CPU writes, once the twin exists.
+    pub(super) fn host(&self) -> Option<NonNull<u8>> {
+        self.0.get().map(crate::gpu::PinnedMemory::host)
+    }
+
+    pub(super) fn get(&self) -> Option<&crate::gpu::PinnedMemory> {
+        self.0.get()
+    }
+
+    /// Allocates the twin of `len` bytes near `gpu`, unless it exists.
+    pub(super) fn give(&self, gpu: u32, len: usize, region: &str) -> Result<(), Error> {
+        if self.0.get().is_some() {
+            return Ok(());
+        }
+        let twin = crate::gpu::PinnedMemory::near_gpu(gpu, len)
+            .map_err(|e| Error::new(e.status, format!("staging memory for region \"{region}\": {}", e.message)))?;
+        let _ = self.0.set(twin);
+        Ok(())
+    }
+}
+
+/// Free memory on `gpu`, as its driver reports it; `None` without a driver or that GPU.
+pub(crate) fn free_device_memory(gpu: u32) -> Option<usize> {
+    crate::gpu::memory_info(gpu).ok().map(|(free, _)| free)
+}

@@ -46,3 +46,27 @@ impl GpuBacking {
         match *self {}
     }
 }
+
+/// A `device` region's pinned twin: none in this build.
+#[derive(Debug)]
+pub(crate) struct StagingTwin;
+
+impl StagingTwin {
+    pub(crate) fn new() -> Self {
+        Self
+    }
+
+    pub(super) fn host(&self) -> Option<NonNull<u8>> {
+        None
+    }
+
+    /// Unreachable: only a region on a GPU has a twin, and none exists here.
+    pub(super) fn give(&self, _gpu: u32, _len: usize, _region: &str) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// Free memory on a GPU: none is known to this build.
+pub(crate) fn free_device_memory(_gpu: u32) -> Option<usize> {
+    None
+}

@@ -24,6 +24,7 @@ mod region;
 pub use backing::Backing;
 pub use device::{DevicePtr, DeviceSlice, SegmentMemory};
 pub use gpu_backing::GpuBacking;
+pub(crate) use gpu_backing::free_device_memory;
 pub use host_memory::HostMemory;
 pub use hugepages::HugepageInfo;
 #[cfg(any(feature = "af_xdp", feature = "rdma"))]

@@ -8,7 +8,7 @@ use daqiri_config::model::{MemoryAccess, MemoryKind, MemoryRegion};
 
 use super::backing::Backing;
 use super::device::{DeviceSlice, SegmentMemory};
-use super::gpu_backing::GpuBacking;
+use super::gpu_backing::{GpuBacking, StagingTwin};
 use super::hugepages::HugepageInfo;
 use super::mapping::Mapping;
 use super::pool::{BufferPool, PoolCache, SharedStack};
@@ -66,8 +66,7 @@ pub struct Region {
     /// A `device` region a CPU backend receives into: pinned host memory of
     /// the same layout where the CPU lands each buffer's bytes, copied to
     /// the device buffer of the same index when its burst is delivered.
-    #[cfg(feature = "cuda")]
-    staging: std::sync::OnceLock<crate::gpu::PinnedMemory>,
+    staging: StagingTwin,
 }
 
 impl Region {
@@ -94,8 +93,7 @@ impl Region {
             pool: Box::new(SharedStack::full(config.num_bufs)),
             #[cfg(feature = "dpdk")]
             device_pool: None,
-            #[cfg(feature = "cuda")]
-            staging: std::sync::OnceLock::new(),
+            staging: StagingTwin::new(),
         })
     }
 
@@ -271,16 +269,12 @@ impl Region {
 
     /// Gives a `device` region its pinned staging twin (once), so a backend
     /// that writes with the CPU can land packets for it.
-    #[cfg(feature = "cuda")]
     pub(crate) fn stage_on_host(&self) -> Result<(), Error> {
         let Some(gpu) = self.backing.gpu() else { return Ok(()) };
-        if self.staging.get().is_some() || self.backing.host_base().is_some() {
+        if self.backing.host_base().is_some() {
             return Ok(());
         }
-        let twin = crate::gpu::PinnedMemory::near_gpu(gpu, self.backing.len())
-            .map_err(|e| Error::new(e.status, format!("staging memory for region \"{}\": {}", self.name, e.message)))?;
-        let _ = self.staging.set(twin);
-        Ok(())
+        self.staging.give(gpu, self.backing.len(), &self.name)
     }
 
     /// For a staged `device` region: where the GPU reads `len` landed bytes
@@ -300,10 +294,7 @@ impl Region {
 
     fn host_buffer(&self, token: &BufToken) -> Option<NonNull<u8>> {
         let offset = self.buffer_offset(token);
-        #[cfg(feature = "cuda")]
-        let base = self.backing.host_base().or_else(|| self.staging.get().map(|twin| twin.host()))?;
-        #[cfg(not(feature = "cuda"))]
-        let base = self.backing.host_base()?;
+        let base = self.backing.host_base().or_else(|| self.staging.host())?;
         assert!(offset + self.buf_size <= self.backing.len(), "buffer index out of range");
         // SAFETY: offset + buf_size is within the mapping, checked above.
         Some(unsafe { base.add(offset) })

@@ -117,10 +117,9 @@ pub(super) fn shortfall(config: &ValidConfig, freed: MemoryNeeds) -> Option<Stri
             ));
         }
     }
-    #[cfg(feature = "cuda")]
     for (&gpu, &bytes) in &needs.device {
         // Without a driver or that GPU the engine's start says so itself.
-        let Ok((free, _)) = crate::gpu::memory_info(gpu) else { continue };
+        let Some(free) = crate::memory::free_device_memory(gpu) else { continue };
         let given_back = freed.device.get(&gpu).copied().unwrap_or(0);
         let available = (free as u64).saturating_add(given_back);
         if bytes > available {

@@ -12,9 +12,12 @@ pub mod convert;
 mod encode;
 #[cfg(target_arch = "x86_64")]
 mod fp16_x86;
-#[cfg(feature = "cuda")]
+// The GPU side of `reorder_type: gpu` plans; builds without CUDA get twins
+// in which no GPU plan exists.
+#[cfg_attr(not(feature = "cuda"), path = "gpu_plan_absent.rs")]
 mod gpu_plan;
-#[cfg(feature = "cuda")]
+mod held;
+#[cfg_attr(not(feature = "cuda"), path = "on_gpu_absent.rs")]
 mod on_gpu;
 mod replay;
 mod window;
@@ -70,7 +73,6 @@ pub(crate) struct Plan {
     pub(crate) meta: Arc<MetaPool>,
     pub(crate) counters: PlanCounters,
     /// `reorder_type: gpu`: the kernels and the stream the plan's batches run on.
-    #[cfg(feature = "cuda")]
     pub(crate) gpu: Option<gpu_plan::GpuPlan>,
 }
 
@@ -110,10 +112,12 @@ impl Plan {
         let aggregates = regions.get(output_region).num_bufs().min(MAX_AGGREGATES);
         let gpu = match config.reorder_type {
             ReorderType::Cpu => None,
-            ReorderType::Gpu => Some(gpu_plan(config, (source_region, output_region), regions)?),
+            ReorderType::Gpu => Some(gpu_plan::GpuPlan::new(
+                &config.name,
+                (regions.get(source_region), regions.get(output_region)),
+                regions,
+            )?),
         };
-        #[cfg(not(feature = "cuda"))]
-        let _: Option<std::convert::Infallible> = gpu;
         Ok(Self {
             index,
             name: config.name.clone(),
@@ -130,17 +134,13 @@ impl Plan {
             output_region,
             meta: MetaPool::new(aggregates, &shape, Arc::clone(regions)),
             counters: PlanCounters::default(),
-            #[cfg(feature = "cuda")]
             gpu,
         })
     }
 
     /// The GPU the plan's kernels run on; `None` for a CPU plan.
     pub(crate) fn gpu_ordinal(&self) -> Option<u32> {
-        #[cfg(feature = "cuda")]
-        return self.gpu.as_ref().map(gpu_plan::GpuPlan::ordinal);
-        #[cfg(not(feature = "cuda"))]
-        None
+        self.gpu.as_ref().map(gpu_plan::GpuPlan::ordinal)
     }
 
     /// A sequence number as (its quotient, its remainder) by packets per
@@ -260,23 +260,4 @@ pub struct PlanStats {
     /// payload offset, not a whole number of samples, a payload length other
     /// than their batch's, or a slot beyond the output buffer.
     pub packets_rejected: u64,
-}
-
-/// The GPU side of a `reorder_type: gpu` plan.
-#[cfg(feature = "cuda")]
-fn gpu_plan(
-    config: &ReorderConfig,
-    (source, output): (u16, u16),
-    regions: &Arc<RegionTable>,
-) -> Result<gpu_plan::GpuPlan> {
-    gpu_plan::GpuPlan::new(&config.name, (regions.get(source), regions.get(output)), regions)
-}
-
-/// Unreachable: `support` refuses GPU plans in a build without CUDA.
-#[cfg(not(feature = "cuda"))]
-fn gpu_plan(config: &ReorderConfig, _: (u16, u16), _: &Arc<RegionTable>) -> Result<std::convert::Infallible> {
-    Err(crate::error::Error::new(
-        crate::error::Status::NotSupported,
-        format!("reorder plan \"{}\" is reorder_type gpu, which needs a CUDA build", config.name),
-    ))
 }

@@ -16,29 +16,11 @@ use cudarc::driver::CudaEvent;
 
 use super::Plan;
 use super::gpu_plan::GpuPlan;
+use super::held::HeldBatch;
 use crate::burst::{Burst, Completion, PacketSlot};
 use crate::gpu::Slots;
 use crate::memory::{BufToken, RegionTable};
 use crate::queue::Queue;
-
-/// A packet a GPU plan keeps until its kernel has read it: its buffer and
-/// where the frame starts in it (after a NIC's headroom).
-#[derive(Debug)]
-pub(super) struct HeldPacket {
-    pub(super) token: BufToken,
-    pub(super) offset: u16,
-}
-
-/// A batch ready for its kernel: the output buffer, and per slot the
-/// packet placed there.
-#[derive(Debug)]
-pub(super) struct HeldBatch {
-    pub(super) output: BufToken,
-    pub(super) held: Vec<Option<HeldPacket>>,
-    /// Payload bytes per packet, and output bytes per slot.
-    pub(super) payload_len: usize,
-    pub(super) slot_len: usize,
-}
 
 /// One launched batch: its event, and the packet buffers its kernel reads.
 #[derive(Debug)]

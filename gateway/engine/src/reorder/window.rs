@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Instant, SystemTime};
 
-#[cfg(feature = "cuda")]
-use super::on_gpu;
 use daqiri_config::model::MissingAction;
 
+use super::held::{HeldBatch, HeldPacket};
+use super::on_gpu;
 use super::{BatchRule, MAX_OPEN_BATCHES, Plan, add, bits, bump, convert};
 use crate::burst::{Aggregate, PacketSlot, flags};
 use crate::memory::{BufToken, RegionTable};
@@ -46,12 +46,11 @@ impl Reorderer {
     /// gives its buffers back. Any other packet is handed back untouched.
     pub(crate) fn accept(&mut self, queue: &Queue, slot: PacketSlot, regions: &RegionTable) -> Option<PacketSlot> {
         let Some(plan) = slot.flow_id().and_then(|flow| self.plan_of(flow)) else { return Some(slot) };
-        #[cfg(feature = "cuda")]
         if self.windows[plan].0.gpu.is_some() {
             let mut slot = slot;
             if let Some((token, offset, len)) = slot.take_first_segment() {
                 let (plan, window) = &mut self.windows[plan];
-                window.hold(plan, on_gpu::HeldPacket { token, offset }, len as usize, queue, regions);
+                window.hold(plan, HeldPacket { token, offset }, len as usize, queue, regions);
             }
             slot.release(regions, &queue.segment_regions);
             return None;
@@ -80,7 +79,6 @@ impl Reorderer {
     /// buffers of kernels that finished.
     pub(crate) fn flush_due(&mut self, queue: &Queue, now: Instant, regions: &RegionTable) {
         for (plan, window) in &mut self.windows {
-            #[cfg(feature = "cuda")]
             window.in_flight.reap(plan, queue, false);
             let Some(timeout) = queue.timeout else { continue };
             while let Some(at) = window.open.iter().position(|b| now.duration_since(b.started) >= timeout) {
@@ -95,7 +93,6 @@ impl Reorderer {
             while !window.open.is_empty() {
                 window.emit(plan, 0, Emitted::Evicted, queue, regions);
             }
-            #[cfg(feature = "cuda")]
             window.in_flight.reap(plan, queue, true);
         }
     }
@@ -118,7 +115,6 @@ struct Window {
     /// The last batch ids emitted, newest last.
     emitted: VecDeque<u64>,
     /// GPU plans: launched batches whose kernels may still run.
-    #[cfg(feature = "cuda")]
     in_flight: on_gpu::InFlight,
 }
 
@@ -137,10 +133,8 @@ struct OpenBatch {
     started: Instant,
     timestamp_ns: u64,
     /// GPU plans: per slot, the buffer of the packet placed there, and
-    /// payload bytes per packet.
-    #[cfg(feature = "cuda")]
-    held: Vec<Option<on_gpu::HeldPacket>>,
-    #[cfg(feature = "cuda")]
+    /// payload bytes per packet (empty and 0 for CPU plans).
+    held: Vec<Option<HeldPacket>>,
     payload_len: usize,
 }
 
@@ -148,10 +142,7 @@ impl OpenBatch {
     /// Gives the batch's buffers back unused: its output buffer, and the
     /// packets a GPU plan held for its kernel (in the queue's region).
     fn give_back(self, plan: &Plan, queue: &Queue, regions: &RegionTable) {
-        #[cfg(feature = "cuda")]
         regions.get(queue.segment_regions[0]).release_all(self.held.into_iter().flatten().map(|p| p.token));
-        #[cfg(not(feature = "cuda"))]
-        let _ = queue;
         regions.get(plan.output_region).release(self.token);
     }
 }
@@ -189,8 +180,7 @@ impl Window {
 
     /// GPU plans: keeps the packet's buffer (a frame of `len` bytes) in its
     /// slot until the batch's kernel has read it; gives it back otherwise.
-    #[cfg(feature = "cuda")]
-    fn hold(&mut self, plan: &Plan, packet: on_gpu::HeldPacket, len: usize, queue: &Queue, regions: &RegionTable) {
+    fn hold(&mut self, plan: &Plan, packet: HeldPacket, len: usize, queue: &Queue, regions: &RegionTable) {
         let source = regions.get(queue.segment_regions[0]);
         let data = &source.bytes(&packet.token)[usize::from(packet.offset)..][..len];
         let Some(Target { at, slot }) = self.locate(plan, data, queue, regions) else {
@@ -332,9 +322,7 @@ impl Window {
             slots,
             started: Instant::now(),
             timestamp_ns,
-            #[cfg(feature = "cuda")]
             held: if plan.gpu.is_some() { (0..slots).map(|_| None).collect() } else { Vec::new() },
-            #[cfg(feature = "cuda")]
             payload_len: 0,
         });
         plan.counters.open_batches.store(self.open.len() as u32, Relaxed);
@@ -379,9 +367,8 @@ impl Window {
             batch.slots,
             &batch.filled,
         );
-        #[cfg(feature = "cuda")]
         if let Some(gpu) = &plan.gpu {
-            let held = on_gpu::HeldBatch {
+            let held = HeldBatch {
                 output: batch.token,
                 held: batch.held,
                 payload_len: batch.payload_len,
