@@ -261,22 +261,7 @@ pub fn rss_spread(bed: &dyn Bed) -> Outcome {
         pace(seq as usize * 16);
     }
     let got = receive(&engine, 2, usize::from(SENDERS) * EACH as usize, Duration::from_secs(10));
-    let mut queue_of = BTreeMap::new();
-    let mut next = BTreeMap::new();
-    for (queue, received) in got.iter().enumerate() {
-        for (id, bytes) in received {
-            assert_eq!(*id, Some(40), "every datagram carries the flow id");
-            let tag = u32::from_be_bytes(bytes[bed.headers()..][..4].try_into().unwrap());
-            let (sender, seq) = (tag / 1000, tag % 1000);
-            assert_eq!(&bytes[bed.headers()..], &payload(tag, LEN)[..], "sender {sender}'s datagram {seq} byte-exact");
-            let first = *queue_of.entry(sender).or_insert(queue);
-            assert_eq!(first, queue, "sender {sender}'s datagrams all land on queue {first}");
-            let expected = next.entry(sender).or_insert(0);
-            assert_eq!(seq, *expected, "sender {sender}'s datagrams arrive in order");
-            *expected += 1;
-        }
-    }
-    assert_eq!(next.values().sum::<u32>(), u32::from(SENDERS) * EACH, "every datagram arrives");
+    let queue_of = per_sender(bed, &got, LEN, u32::from(SENDERS) * EACH, |_| (40, vec![0, 1]));
     assert!(got.iter().all(|q| !q.is_empty()), "the flow spreads over both queues: {queue_of:?}");
     Outcome::Passed
 }
@@ -371,14 +356,31 @@ fn by_ethernet(
         };
         flows.iter().find(|(_, _, m)| frame_matches(m)).map(|(id, queues, _)| (*id, queues.clone()))
     };
+    let every_sender = |sender: u32| flow_of(sender).expect("every sender's frames match a flow");
+    let queue_of = per_sender(bed, &got, 70, senders.len() as u32 * EACH, every_sender);
+    Ok(queue_of)
+}
+
+/// Checks the datagrams of senders tagged `sender * 1000 + seq`, with
+/// payloads of `len` bytes, that `got` holds by queue: each byte-exact,
+/// carrying its sender's flow id, on one of that flow's queues (`flow_of`)
+/// and all on the same one, in order; `total` in all. Returns the queue
+/// each sender's datagrams landed on.
+fn per_sender(
+    bed: &dyn Bed,
+    got: &[Received],
+    len: usize,
+    total: u32,
+    flow_of: impl Fn(u32) -> (u32, Vec<u16>),
+) -> BTreeMap<u32, usize> {
     let mut queue_of = BTreeMap::new();
     let mut next = BTreeMap::new();
     for (queue, received) in got.iter().enumerate() {
         for (id, bytes) in received {
             let tag = u32::from_be_bytes(bytes[bed.headers()..][..4].try_into().unwrap());
             let (sender, seq) = (tag / 1000, tag % 1000);
-            assert_eq!(&bytes[bed.headers()..], &payload(tag, 70)[..], "sender {sender}'s datagram {seq} byte-exact");
-            let (flow, queues) = flow_of(sender).expect("every sender's frames match a flow");
+            assert_eq!(&bytes[bed.headers()..], &payload(tag, len)[..], "sender {sender}'s datagram {seq} byte-exact");
+            let (flow, queues) = flow_of(sender);
             assert_eq!(*id, Some(flow), "sender {sender}'s datagrams carry flow {flow}");
             assert!(queues.contains(&(queue as u16)), "sender {sender}'s flow steers to queues {queues:?}");
             let first = *queue_of.entry(sender).or_insert(queue);
@@ -388,8 +390,8 @@ fn by_ethernet(
             *expected += 1;
         }
     }
-    assert_eq!(next.values().sum::<u32>(), senders.len() as u32 * EACH, "every datagram arrives");
-    Ok(queue_of)
+    assert_eq!(next.values().sum::<u32>(), total, "every datagram arrives");
+    queue_of
 }
 
 /// Two RX queues that name cores 0 and 1 run on two threads, each pinned

@@ -22,18 +22,19 @@ pub(crate) struct Record {
     /// (written beside its file); empty otherwise.
     pub slots: u32,
     pub missing: Vec<u32>,
-    #[cfg(feature = "cuda")]
     /// For a copy with bytes in GPU memory (format gds): the packet in
-    /// order, as runs of `bytes` and of this record's device slot.
+    /// order, as runs of `bytes` and of this record's device slot. Empty in
+    /// a build without CUDA, which has no gds captures.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub pieces: Vec<Piece>,
     /// This record's device slot, fixed for its life in the ring.
-    #[cfg(feature = "cuda")]
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub slot: usize,
 }
 
 /// A run of a record's bytes, by length.
-#[cfg(feature = "cuda")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(crate) enum Piece {
     /// The next bytes of `Record::bytes`.
     Host(usize),
@@ -90,7 +91,7 @@ struct Queues {
 impl Ring {
     pub(crate) fn new(slots: usize, budget: Arc<MemoryBudget>) -> Self {
         let free = ArrayQueue::new(slots);
-        for _slot in 0..slots {
+        for slot in 0..slots {
             let _ = free.push(Record {
                 time: SystemTime::UNIX_EPOCH,
                 orig_len: 0,
@@ -98,10 +99,8 @@ impl Ring {
                 batch_id: None,
                 slots: 0,
                 missing: Vec::new(),
-                #[cfg(feature = "cuda")]
                 pieces: Vec::new(),
-                #[cfg(feature = "cuda")]
-                slot: _slot,
+                slot,
             });
         }
         let queues = Queues { free, filled: ArrayQueue::new(slots) };
