@@ -7,7 +7,10 @@
 //!
 //! The replicas stop through their own election: the hook takes the Lease for
 //! [`HOLD`], the leader finds another holder at its next renewal and exits,
-//! and standbys wait for a Lease that does not expire before the release is gone.
+//! and standbys wait for a Lease that does not expire before Helm has deleted
+//! their Deployment. The Lease itself stays (the operator made it, not the
+//! chart): an install into the same namespace within [`HOLD`] leads once it
+//! expires.
 
 use std::time::Duration;
 
@@ -20,8 +23,9 @@ use crate::leader::{LeaderElector, RETRY_PERIOD};
 
 /// The Lease holder while uninstalling.
 pub const HOLDER: &str = "helm-uninstall";
-/// How long the hook holds the Lease.
-pub const HOLD: Duration = Duration::from_secs(3600);
+/// How long the hook holds the Lease: past the deletion of the operator's
+/// pods (their grace period is 30 s), short enough not to hold up a new install.
+pub const HOLD: Duration = Duration::from_secs(120);
 /// Conditional writes that lose to another writer are retried this often.
 const ATTEMPTS: usize = 5;
 
