@@ -65,8 +65,13 @@ fn a_roce_server_fails_to_start_with_the_reason_where_no_rdma_device_has_its_add
 /// (port 1), each with an RX queue of the given buffers (server's, client's;
 /// bursts of 8, a partial one delivered after 1 ms) and a TX queue of 64,
 /// every queue on core 1.
-fn server_and_client(server_addr: SocketAddr, (server_rx, client_rx): (u32, u32)) -> daqiri::Result<Engine> {
-    let config = TestConfig::roce_server(server_addr)
+fn server_and_client(server_addr: SocketAddr, sizes: (u32, u32)) -> daqiri::Result<Engine> {
+    Engine::new(server_and_client_config(server_addr, sizes).validate().unwrap())
+}
+
+/// A RoCE server and a client of it on the soft-RoCE address.
+fn server_and_client_config(server_addr: SocketAddr, (server_rx, client_rx): (u32, u32)) -> TestConfig {
+    TestConfig::roce_server(server_addr)
         .master_core(0)
         .region("server_rx", server_rx, 4096)
         .region("server_tx", 64, 4096)
@@ -79,9 +84,6 @@ fn server_and_client(server_addr: SocketAddr, (server_rx, client_rx): (u32, u32)
                 .rx_queue(rx(0, "client_rx").core(1).batch(8).timeout_us(1000))
                 .tx_queue(tx(0, "client_tx").core(1).batch(8)),
         )
-        .validate()
-        .unwrap();
-    Engine::new(config)
 }
 
 /// The immediate message `k` goes with when our engine sends it: every
@@ -345,7 +347,11 @@ fn rdma_resources_of(threads: &[String]) -> Vec<String> {
 fn vm_rdma_shutdown_leaves_no_queue_pair_registration_or_cm_id_behind() {
     in_the_vm();
     let server_addr = SocketAddr::from((RXE_ADDR, 18_640));
-    let engine = server_and_client(server_addr, (64, 64)).unwrap();
+    // Beside the server and its client, an ingest port (its queue pair set
+    // up by hand, not through rdma_cm), whose sender never comes.
+    let config = server_and_client_config(server_addr, (64, 64)).and(ingest(1, TransportMode::Uc, (16, 4096)));
+    let engine = Engine::new(config.validate().unwrap()).unwrap();
+    assert_eq!(engine.stats().ports.len(), 3, "server, client and ingest ports run");
     let count = 40;
     std::thread::scope(|scope| {
         scope.spawn(|| send_messages(&engine, 1, count));
@@ -356,6 +362,8 @@ fn vm_rdma_shutdown_leaves_no_queue_pair_registration_or_cm_id_behind() {
     for kind in ["qp:", "cq:", "mr:", "pd:", "cm_id:"] {
         assert!(held.iter().any(|line| line.starts_with(kind)), "a running port holds a {kind} {held:#?}");
     }
+    let queue_pairs = held.iter().filter(|line| line.starts_with("qp:")).count();
+    assert!(queue_pairs >= 3, "the server's connection, the client and the ingest port each hold one: {held:#?}");
     drop(engine);
     let left = rdma_resources_of(&threads);
     assert!(left.is_empty(), "left behind after shutdown: {left:#?}");
