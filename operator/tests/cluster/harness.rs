@@ -199,10 +199,8 @@ impl Stage {
 }
 
 /// Runs `scenario` on a fresh stage named after `tag`, then takes the stage
-/// down: every custom resource's finalizers (left by an operator the
-/// scenario stopped early), the namespace (waiting until it is gone: none is
-/// left Terminating), the chart's cluster-wide RBAC and the stage's nodes.
-/// A scenario's panic is raised again after that.
+/// down however the scenario ended (a passing one also fails if its
+/// namespace is left Terminating); a scenario's panic is raised again after.
 pub async fn on_stage<F>(tag: &str, with_rbac: bool, scenario: impl FnOnce(Stage) -> F)
 where
     F: Future<Output = ()>,
@@ -215,85 +213,88 @@ pub async fn on_stage_of<F>(admin: &Path, tag: &str, with_rbac: bool, scenario: 
 where
     F: Future<Output = ()>,
 {
-    let client = client_of(admin).await;
-    let release = format!("e2e-{tag}-{}", std::process::id());
-    let namespace = release.clone();
-    let dir = std::env::temp_dir().join(&namespace);
-    std::fs::create_dir_all(&dir).unwrap();
-    let status = Command::new(operator_binary()).arg("apply-crds").env("KUBECONFIG", admin).status().unwrap();
-    assert!(status.success(), "apply-crds failed");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap())
-        .await
-        .unwrap();
-    // Pods are admitted once the namespace has its `default` service account,
-    // which the controller manager adds.
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
-    until(Duration::from_secs(60), "the namespace's default service account", async || {
-        accounts.get_opt("default").await.ok()?.map(|_| ())
-    })
-    .await;
-    let stage = Stage {
-        admin: admin.to_owned(),
-        client: client.clone(),
-        namespace: namespace.clone(),
-        release: release.clone(),
-        dir: dir.clone(),
-    };
-    if with_rbac {
-        let rendered = run(
-            tool("helm").args(["template", &release]).arg(chart()).args([
-                "--namespace",
-                &namespace,
+    let stage = Stage::open(admin, tag, with_rbac).await;
+    // Caught, not spawned: the scenarios' async closures are not provably Send.
+    let outcome = AssertUnwindSafe(scenario(stage.clone())).catch_unwind().await;
+    let namespace_gone = stage.take_down().await;
+    if outcome.is_ok() {
+        let _ = std::fs::remove_dir_all(&stage.dir);
+    } else {
+        eprintln!("the stage's logs are kept in {}", stage.dir.display());
+    }
+    match outcome {
+        Err(panic) => std::panic::resume_unwind(panic),
+        Ok(()) => assert!(namespace_gone, "namespace {} still there 120 s after its deletion", stage.namespace),
+    }
+}
+
+impl Stage {
+    /// A fresh namespace named after `tag`, with the CRDs applied and, with
+    /// `with_rbac`, the chart's RBAC for the operator and the gateway.
+    async fn open(admin: &Path, tag: &str, with_rbac: bool) -> Self {
+        let client = client_of(admin).await;
+        let release = format!("e2e-{tag}-{}", std::process::id());
+        let dir = std::env::temp_dir().join(&release);
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = Command::new(operator_binary()).arg("apply-crds").env("KUBECONFIG", admin).status().unwrap();
+        assert!(status.success(), "apply-crds failed");
+        let namespace = json!({"metadata": {"name": release}});
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &serde_json::from_value(namespace).unwrap())
+            .await
+            .unwrap();
+        // Pods are admitted once the namespace has its `default` service
+        // account, which the controller manager adds.
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &release);
+        until(Duration::from_secs(60), "the namespace's default service account", async || {
+            accounts.get_opt("default").await.ok()?.map(|_| ())
+        })
+        .await;
+        let stage = Stage { admin: admin.to_owned(), client, namespace: release.clone(), release, dir };
+        if with_rbac {
+            let mut template = tool("helm");
+            template.args(["template", &stage.release]).arg(chart()).args(["--namespace", &stage.namespace]);
+            template.args([
                 "--show-only",
                 "templates/operator-rbac.yaml",
                 "--show-only",
                 "templates/gateway-service.yaml",
-            ]),
-            "",
-        );
-        run(&mut stage.kubectl(&["apply", "-n", &namespace, "-f", "-"]), &rendered);
-    }
-
-    // Caught, not spawned: the scenarios' async closures are not provably Send.
-    let outcome = AssertUnwindSafe(scenario(stage.clone())).catch_unwind().await;
-
-    for kind in CRD_KINDS {
-        let api = stage.api(kind);
-        for object in api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default() {
-            let name = object.metadata.name.clone().unwrap_or_default();
-            let strip = json!({"metadata": {"finalizers": null}});
-            let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(&strip)).await;
+            ]);
+            let rendered = run(&mut template, "");
+            run(&mut stage.kubectl(&["apply", "-n", &stage.namespace, "-f", "-"]), &rendered);
         }
+        stage
     }
-    // No kubelet confirms a pod's end: delete the stage's pods at once, as it would.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-    let _ = pods
-        .delete_collection(
-            &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() },
-            &ListParams::default(),
-        )
-        .await;
-    let _ = namespaces.delete(&namespace, &DeleteParams::default()).await;
-    let deleting = Instant::now();
-    let mut namespace_gone = false;
-    while deleting.elapsed() < Duration::from_secs(120) && !namespace_gone {
-        namespace_gone = matches!(namespaces.get_opt(&namespace).await, Ok(None));
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let label = format!("app.kubernetes.io/instance={release}");
-    let _ = stage.kubectl(&["delete", "clusterrole,clusterrolebinding", "-l", &label, "--wait=false"]).output();
-    let nodes: Api<Node> = Api::all(client);
-    let ours = ListParams::default().labels(&format!("daqiri-e2e-stage={namespace}"));
-    let _ = nodes.delete_collection(&DeleteParams::default(), &ours).await;
-    if outcome.is_ok() {
-        let _ = std::fs::remove_dir_all(&dir);
-    } else {
-        eprintln!("the stage's logs are kept in {}", dir.display());
-    }
-    match outcome {
-        Err(panic) => std::panic::resume_unwind(panic),
-        Ok(()) => assert!(namespace_gone, "namespace {namespace} still there 120 s after its deletion"),
+
+    /// Removes what the stage made: its resources' finalizers (left by an
+    /// operator the scenario stopped early), its pods, the namespace, the
+    /// chart's cluster-wide RBAC and its nodes. Whether the namespace went
+    /// within 120 s.
+    async fn take_down(&self) -> bool {
+        for kind in CRD_KINDS {
+            let api = self.api(kind);
+            for object in api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default() {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let strip = json!({"metadata": {"finalizers": null}});
+                let _ = api.patch(&name, &PatchParams::default(), &Patch::Merge(&strip)).await;
+            }
+        }
+        // No kubelet confirms a pod's end: delete the stage's pods at once, as it would.
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+        let _ = pods.delete_collection(&now, &ListParams::default()).await;
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let _ = namespaces.delete(&self.namespace, &DeleteParams::default()).await;
+        let deleting = Instant::now();
+        let mut gone = false;
+        while deleting.elapsed() < Duration::from_secs(120) && !gone {
+            gone = matches!(namespaces.get_opt(&self.namespace).await, Ok(None));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let label = format!("app.kubernetes.io/instance={}", self.release);
+        let _ = self.kubectl(&["delete", "clusterrole,clusterrolebinding", "-l", &label, "--wait=false"]).output();
+        let ours = ListParams::default().labels(&format!("daqiri-e2e-stage={}", self.namespace));
+        let _ = Api::<Node>::all(self.client.clone()).delete_collection(&DeleteParams::default(), &ours).await;
+        gone
     }
 }
