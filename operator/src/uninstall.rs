@@ -15,10 +15,10 @@
 use std::time::Duration;
 
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
-use serde_json::json;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 
-use crate::controller::FINALIZER;
+use crate::controller::release_finalizer;
+use crate::crd::{DaqiriFlow, DaqiriPort};
 use crate::leader::{LeaderElector, RETRY_PERIOD};
 
 /// The Lease holder while uninstalling.
@@ -48,10 +48,9 @@ pub async fn release(client: Client, namespace: &str, lease: &str) -> Result<usi
     // The leader renews every retry period; a write of its last pass may still land.
     tokio::time::sleep(RETRY_PERIOD * 2).await;
     let mut released = 0;
-    for kind in ["DaqiriFlow", "DaqiriPort"] {
-        let gvk = GroupVersionKind::gvk("daqiri.nvidia.com", "v1alpha1", kind);
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk));
-        released += release_all(&api, kind).await?;
+    for resource in [ApiResource::erase::<DaqiriFlow>(&()), ApiResource::erase::<DaqiriPort>(&())] {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
+        released += release_all(&api, &resource.kind).await?;
     }
     Ok(released)
 }
@@ -64,18 +63,13 @@ async fn release_all(api: &Api<DynamicObject>, kind: &str) -> Result<usize, Unin
     for _ in 0..ATTEMPTS {
         let mut lost_race = false;
         for object in api.list(&ListParams::default()).await?.items {
-            let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
-            if !finalizers.iter().any(|f| f == FINALIZER) {
-                continue;
-            }
-            let kept: Vec<&String> = finalizers.iter().filter(|f| *f != FINALIZER).collect();
-            let name = object.metadata.name.clone().unwrap_or_default();
-            let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": object.metadata.resource_version}});
-            match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-                Ok(_) => {
+            let name = object.metadata.name.as_deref().unwrap_or_default();
+            match release_finalizer(api, &object).await {
+                Ok(true) => {
                     tracing::info!("{kind} {name}: finalizer removed");
                     released += 1;
                 }
+                Ok(false) => {}
                 Err(kube::Error::Api(e)) if e.code == 409 => lost_race = true,
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => return Err(e.into()),

@@ -25,6 +25,7 @@ pub use context::{Context, FINALIZER, MANAGED_BY, MANAGER, NODE_LABEL, Options};
 pub use error::Error;
 pub use metrics::Metrics;
 pub use sync::sync;
+pub use writes::release_finalizer;
 
 /// Runs the watches and the worker until `shutdown` completes.
 pub async fn run(ctx: std::sync::Arc<Context>) {

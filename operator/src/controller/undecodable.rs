@@ -12,9 +12,8 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::context::FINALIZER;
 use super::error::Error;
-use super::status;
+use super::{status, writes};
 use crate::crd::ResourceStatus;
 
 /// One object that did not decode as its kind.
@@ -61,34 +60,18 @@ pub async fn report(client: &Client, namespace: &str, unreadable: &Unreadable, n
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &unreadable.resource);
     let name = object.metadata.name.clone().unwrap_or_default();
     let what = format!("{} {name}", unreadable.kind);
-    let version = object.metadata.resource_version.clone();
-    let answer = if object.metadata.deletion_timestamp.is_some() {
-        let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
-        if !finalizers.iter().any(|f| f == FINALIZER) {
-            return Ok(());
-        }
-        let kept: Vec<&String> = finalizers.iter().filter(|f| *f != FINALIZER).collect();
-        let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": version}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await
-    } else {
-        let previous: Option<ResourceStatus> = serde_json::from_value(object.data["status"].clone()).ok();
-        let message = format!("this operator cannot read it: {}", unreadable.error);
-        let desired = status::undecodable(object.metadata.generation, message, previous.as_ref(), now);
-        if previous.as_ref().is_some_and(|p| same_conditions(p, &desired)) {
-            return Ok(());
-        }
-        let patch = json!({"metadata": {"resourceVersion": version}, "status": desired});
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await
-    };
-    answer.map(|_| ()).map_err(|e| Error::from_write(what, e))
-}
-
-fn same_conditions(a: &ResourceStatus, b: &ResourceStatus) -> bool {
-    let key = |s: &ResourceStatus| {
-        s.conditions
-            .iter()
-            .map(|c| (c.type_.clone(), c.status, c.reason.clone(), c.message.clone()))
-            .collect::<Vec<_>>()
-    };
-    key(a) == key(b) && a.observed_generation == b.observed_generation
+    if object.metadata.deletion_timestamp.is_some() {
+        return writes::release_finalizer(&api, object).await.map(|_| ()).map_err(|e| Error::from_write(what, e));
+    }
+    let previous: Option<ResourceStatus> = serde_json::from_value(object.data["status"].clone()).ok();
+    let message = format!("this operator cannot read it: {}", unreadable.error);
+    let desired = status::undecodable(object.metadata.generation, message, previous.as_ref(), now);
+    if !status::differs(previous.as_ref(), &desired, now) {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"resourceVersion": object.metadata.resource_version}, "status": desired});
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| Error::from_write(what, e))
 }

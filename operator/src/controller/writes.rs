@@ -2,11 +2,12 @@
 //! write over something that changed since fails with 409 and becomes
 //! [`Error::Conflict`] (the worker runs a fresh pass).
 
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use super::context::FINALIZER;
 use super::error::Error;
 
 fn describe<K: Resource<DynamicType = ()>>(object: &K) -> String {
@@ -50,4 +51,19 @@ where
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(Error::from_write(describe(object), e)),
     }
+}
+
+/// Removes this operator's finalizer from `object`, a resource read as a
+/// raw object, on the condition that it has not changed since it was read.
+/// Whether it had the finalizer (nothing is written when it had not).
+pub async fn release_finalizer(api: &Api<DynamicObject>, object: &DynamicObject) -> Result<bool, kube::Error> {
+    let finalizers = object.metadata.finalizers.as_deref().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == FINALIZER) {
+        return Ok(false);
+    }
+    let kept: Vec<&String> = finalizers.iter().filter(|f| *f != FINALIZER).collect();
+    let patch = json!({"metadata": {"finalizers": kept, "resourceVersion": object.metadata.resource_version}});
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(true)
 }
