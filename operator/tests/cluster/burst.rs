@@ -10,8 +10,8 @@ use std::time::Duration;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::configure::{deploy, flow, nothing_forbidden, port};
-use super::harness::{Stage, free_port, ready_reason, until};
+use super::configure::{configured, deploy, flow, nothing_forbidden, port};
+use super::harness::{Stage, free_port, until};
 
 const FLOWS: u32 = 20;
 
@@ -55,8 +55,7 @@ pub async fn scenario(stage: Stage) {
     }
     let flows_ready = async || {
         for i in 0..FLOWS {
-            let flow = serde_json::to_value(flows.get(&name(i)).await.ok()?).ok()?;
-            ready_reason(&flow).filter(|r| r == "ConfigApplied")?;
+            configured(&flows, &name(i)).await?;
         }
         Some(())
     };

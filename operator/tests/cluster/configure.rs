@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::harness::{Processes, Stage, free_port, operator_binary, ready_reason, until, workspace_binary};
@@ -120,6 +120,12 @@ pub fn flow(name: &str, id: u32, sources: &str) -> Value {
         "spec": {"port": "udp-rx", "id": id, "match": {"udpSrc": sources}, "queue": 0}})
 }
 
+/// The flow `name` once it is Ready with its config applied.
+pub async fn configured(flows: &Api<DynamicObject>, name: &str) -> Option<Value> {
+    let flow = serde_json::to_value(flows.get(name).await.ok()?).ok()?;
+    (ready_reason(&flow).as_deref() == Some("ConfigApplied")).then_some(flow)
+}
+
 async fn running_captures(admin_port: u16) -> Option<Vec<String>> {
     let list: Vec<Value> =
         reqwest::get(format!("http://127.0.0.1:{admin_port}/api/v1/captures")).await.ok()?.json().await.ok()?;
@@ -135,11 +141,8 @@ pub async fn scenario(stage: Stage) {
     ports.create(&create, &serde_json::from_value(port(&stage, free_port())).unwrap()).await.unwrap();
     flows.create(&create, &serde_json::from_value(flow("adc-a", 10, "10000-10049")).unwrap()).await.unwrap();
 
-    let flow_ready = until(Duration::from_secs(60), "the flow is Ready", async || {
-        let flow = serde_json::to_value(flows.get("adc-a").await.ok()?).ok()?;
-        (ready_reason(&flow).as_deref() == Some("ConfigApplied")).then_some(flow)
-    })
-    .await;
+    let flow_ready =
+        until(Duration::from_secs(60), "the flow is Ready", async || configured(&flows, "adc-a").await).await;
     assert_eq!(flow_ready["metadata"]["finalizers"], json!(["daqiri.nvidia.com/gateway-config"]));
     assert_eq!(flow_ready["metadata"]["ownerReferences"][0]["name"], "udp-rx");
     let config_maps: Api<ConfigMap> = Api::namespaced(stage.client.clone(), &stage.namespace);

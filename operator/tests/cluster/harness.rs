@@ -15,6 +15,8 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 
+pub use super::tools::tool;
+
 /// The admin's kubeconfig, which `tests/k8s/control-plane.sh start` wrote.
 pub fn admin_kubeconfig() -> PathBuf {
     PathBuf::from(std::env::var("DAQIRI_TEST_KUBECONFIG").expect("DAQIRI_TEST_KUBECONFIG names a kubeconfig"))
@@ -40,13 +42,6 @@ pub fn workspace_binary(name: &str) -> PathBuf {
 /// The operator binary under test.
 pub fn operator_binary() -> &'static str {
     env!("CARGO_BIN_EXE_daqiri-operator")
-}
-
-/// helm or kubectl: the one `tests/setup.sh` installed, else the PATH's.
-pub fn tool(name: &str) -> Command {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let installed = root.join("target/tools/bin").join(name);
-    Command::new(if installed.exists() { installed.into_os_string() } else { name.into() })
 }
 
 /// The chart's directory.

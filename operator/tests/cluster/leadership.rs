@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 
-use super::configure::{deploy, flow, logged, nothing_forbidden, port, replica};
-use super::harness::{Stage, free_port, ready_reason, until};
+use super::configure::{configured, deploy, flow, logged, nothing_forbidden, port, replica};
+use super::harness::{Stage, free_port, until};
 
 const LEASE_DURATION: Duration = daqiri_operator::leader::LEASE_DURATION;
 const RETRY_PERIOD: Duration = daqiri_operator::leader::RETRY_PERIOD;
@@ -64,11 +64,8 @@ pub async fn scenario(stage: Stage) {
     let create = PostParams::default();
     stage.api("DaqiriPort").create(&create, &serde_json::from_value(port(&stage, free_port())).unwrap()).await.unwrap();
     flows.create(&create, &serde_json::from_value(flow("adc-b", 11, "10050-10099")).unwrap()).await.unwrap();
-    until(Duration::from_secs(60), "the new leader configures a flow", async || {
-        let flow = serde_json::to_value(flows.get("adc-b").await.ok()?).ok()?;
-        (ready_reason(&flow).as_deref() == Some("ConfigApplied")).then_some(())
-    })
-    .await;
+    until(Duration::from_secs(60), "the new leader configures a flow", async || configured(&flows, "adc-b").await)
+        .await;
     let logs = ["replica-a", "replica-b", "replica-c"];
     nothing_forbidden(&stage, &logs);
     let leading = logs.iter().filter(|name| logged(&stage, name).contains("leading:")).count();
