@@ -201,7 +201,7 @@ fn used_by_roce_queue(config: &ValidConfig, name: &str) -> bool {
     })
 }
 
-/// What the RoCE backend does so far: a port is one RC connection (a
+/// What the RoCE backend does so far: a port is one RC or UC connection (a
 /// server accepting one peer at a time, or a client connecting to
 /// `remote_addr`), its SENDs received on one RX queue and sent from at most
 /// one TX queue, each message in one buffer of the queue's one region; or
@@ -221,14 +221,6 @@ fn roce_keys(
         );
     }
     let ingest = iface.roce_config.as_ref().is_some_and(|r| r.ingest.is_some());
-    if !ingest
-        && iface.roce_config.as_ref().is_some_and(|r| r.transport_mode == daqiri_config::model::TransportMode::Uc)
-    {
-        refuse(
-            path.key("roce_config").key("transport_mode"),
-            "UC through rdma_cm is not built yet (it connects UC queue pairs in another port space than RC's): use RC, or UC with roce_config.ingest".into(),
-        );
-    }
     if ingest {
         ingest_ring_keys(config, iface, path, refuse);
     }

@@ -31,11 +31,10 @@ fn server(addr: SocketAddr) -> TestConfig {
 
 #[test]
 fn what_the_roce_backend_does_not_do_yet_is_refused_by_path() {
-    let mut config = server(SocketAddr::from((RXE_ADDR, 18_611)))
+    let config = server(SocketAddr::from((RXE_ADDR, 18_611)))
         .rx_queue(rx(1, "rx").core(1))
         .tx_queue(tx(0, "rx").core(1))
         .tx_queue(tx(1, "rx").core(1));
-    config.model_mut().interfaces[0].roce_config.as_mut().unwrap().transport_mode = TransportMode::Uc;
     let mut client = TestConfig::roce_client(RXE_ADDR.into(), SocketAddr::from((RXE_ADDR, 18_611)))
         .region("c", 8, 4096)
         .tx_queue(tx(0, "c").core(1));
@@ -43,7 +42,6 @@ fn what_the_roce_backend_does_not_do_yet_is_refused_by_path() {
     let err = Engine::from_yaml(&config.and(client.interface_named("client")).yaml()).expect_err("refused");
     assert_eq!(err.status, Status::NotSupported, "{err}");
     for path in [
-        "daqiri.cfg.interfaces[0].roce_config.transport_mode",
         "daqiri.cfg.interfaces[0].rx.queues[1]",
         "daqiri.cfg.interfaces[0].tx.queues[1]",
         "daqiri.cfg.interfaces[1].socket_config.remote_addr",
@@ -67,6 +65,14 @@ fn a_roce_server_fails_to_start_with_the_reason_where_no_rdma_device_has_its_add
 /// every queue on core 1.
 fn server_and_client(server_addr: SocketAddr, sizes: (u32, u32)) -> daqiri::Result<Engine> {
     Engine::new(server_and_client_config(server_addr, sizes).validate().unwrap())
+}
+
+/// An engine of `config`'s RoCE interfaces, each over UC.
+fn over_uc(mut config: TestConfig) -> Engine {
+    for interface in &mut config.model_mut().interfaces {
+        interface.roce_config.as_mut().unwrap().transport_mode = TransportMode::Uc;
+    }
+    Engine::new(config.validate().unwrap()).unwrap()
 }
 
 /// A RoCE server and a client of it on the soft-RoCE address.
@@ -226,6 +232,22 @@ fn vm_rdma_rc_client_sends_every_tx_packet_to_a_pyverbs_server_byte_exact() {
     assert_eq!(port.tx_queues[0].stats.packets, u64::from(count), "{port:?}");
 }
 
+/// The client (port 1) sends `count` messages to the server (port 0),
+/// then the server as many back: each side gets all, byte-exact, in
+/// order, and both stay connected.
+fn exchange_both_ways(engine: &Engine, count: u32) {
+    for (from, to) in [(1, 0), (0, 1)] {
+        let seen = std::thread::scope(|scope| {
+            scope.spawn(|| send_messages(engine, from, count));
+            receive_messages(engine, to, count)
+        });
+        assert_messages(&seen, count, immediate_of);
+    }
+    for port in &engine.stats().ports {
+        assert_eq!(port.link.connected, Some(true), "{port:?}");
+    }
+}
+
 #[test]
 #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
 fn vm_rdma_client_and_server_in_one_engine_exchange_messages_both_ways() {
@@ -236,16 +258,52 @@ fn vm_rdma_client_and_server_in_one_engine_exchange_messages_both_ways() {
     // buffers holds its sender back (RNR), so each side reads as the other
     // sends. The client's first bursts wait in its ring for the connection.
     let count = 500u32;
-    for (from, to) in [(1, 0), (0, 1)] {
-        let seen = std::thread::scope(|scope| {
-            scope.spawn(|| send_messages(&engine, from, count));
-            receive_messages(&engine, to, count)
-        });
-        assert_messages(&seen, count, immediate_of);
-    }
+    exchange_both_ways(&engine, count);
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_uc_client_and_server_connect_through_rdma_cm_and_exchange_messages_both_ways() {
+    in_the_vm();
+    let server_addr = SocketAddr::from((RXE_ADDR, 18_631));
+    // UC has no RNR: a message that finds no receive posted is lost, so
+    // each receiver has a buffer posted for every message.
+    let count = 500u32;
+    let engine = over_uc(server_and_client_config(server_addr, (count + 12, count + 12)));
+    exchange_both_ways(&engine, count);
     for port in &engine.stats().ports {
-        assert_eq!(port.link.connected, Some(true), "{port:?}");
+        assert!(port.rx_queues[0].stats.drops.iter().all(|&d| d == 0), "nothing dropped: {port:?}");
     }
+    // The queue pairs rdma_cm connected are UC ones.
+    let shown = Command::new("rdma").args(["resource", "show", "qp"]).output().unwrap();
+    let qps = String::from_utf8_lossy(&shown.stdout);
+    // `pid` there is the creating thread's; the kernel's own (GSI) has none.
+    let ours: Vec<&str> = qps.lines().filter(|l| l.contains(" pid ") && !l.contains("type GSI")).collect();
+    assert!(ours.len() >= 2 && ours.iter().all(|l| l.contains("type UC")), "{qps}");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_a_uc_receiver_whose_reader_stops_drops_at_its_ring_and_counts_it() {
+    in_the_vm();
+    let server_addr = SocketAddr::from((RXE_ADDR, 18_632));
+    // Rings of 8 bursts; nobody reads while 200 messages come.
+    let engine = over_uc(server_and_client_config(server_addr, (256, 8)).rx_meta_buffers(8));
+    let count = 200u32;
+    send_messages(&engine, 1, count);
+    let accounted = || {
+        let server = engine.stats().ports[0].clone();
+        let queue = &server.rx_queues[0].stats;
+        let full = queue.drops(DropReason::RingFull) + queue.drops(DropReason::NoFreeBurstBuffers);
+        (queue.packets, full, server)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while accounted().0 + accounted().1 < u64::from(count) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (delivered, full, server) = accounted();
+    assert!(full > 0, "a full ring drops, counted: {server:?}");
+    assert_eq!(delivered + full, u64::from(count), "every message delivered or counted dropped: {server:?}");
 }
 
 /// Bench message `k` of `length` bytes.
@@ -442,15 +500,58 @@ fn ingest(peer_qpn: u32, transport: TransportMode, (pages, page_size): (u32, u64
     config
 }
 
-/// The emulated sensor sends `frames` frames over `transport`, leaving out
-/// `withheld`; the ingest port delivers each other one as its page, byte
-/// exact, in order, with its immediate, and counts the withheld as lost.
-fn ingest_from_an_emulated_sensor(transport: TransportMode) {
+/// What the emulated sensor leaves out or gets wrong (the options of
+/// tests/vm/sensor_emulator.py).
+#[derive(Default)]
+struct Faults {
+    /// Frames never sent, as if lost on the wire.
+    withheld: &'static [u32],
+    /// Frames written just past the ring's end.
+    outside: &'static [u32],
+    /// The first frames, sent to a queue pair nobody has.
+    misaddressed: u32,
+    /// The first frames, sent from a PSN the receiver does not expect.
+    wrong_psn: u32,
+}
+
+impl Faults {
+    fn args(&self) -> Vec<String> {
+        let list = |frames: &[u32]| frames.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let mut args = vec![if self.withheld.is_empty() { "-".into() } else { list(self.withheld) }];
+        if !self.outside.is_empty() {
+            args.extend(["--outside".into(), list(self.outside)]);
+        }
+        args.extend(["--misaddressed".into(), self.misaddressed.to_string()]);
+        args.extend(["--wrong-psn".into(), self.wrong_psn.to_string()]);
+        args
+    }
+
+    /// The frames of `0..frames` that reach the ring.
+    fn arriving(&self, frames: u32) -> Vec<u32> {
+        let first = self.misaddressed.max(self.wrong_psn);
+        (first..frames).filter(|n| !self.withheld.contains(n) && !self.outside.contains(n)).collect()
+    }
+}
+
+/// What an ingest port took from the emulated sensor.
+struct Ingested {
+    engine: Engine,
+    /// The frames delivered, in order (each checked byte-exact).
+    seen: Vec<u32>,
+    /// What the sensor printed after its queue pair number.
+    said: String,
+}
+
+/// The emulated sensor sends `frames` frames over `transport` with
+/// `faults`; the ingest port delivers each that reached the ring as its
+/// page, byte-exact, in order, with its immediate.
+fn ingest_from_an_emulated_sensor(transport: TransportMode, frames: u32, faults: &Faults) -> Ingested {
     in_the_vm();
-    let (frames, withheld) = (120u32, [7u32, 8, 50]);
     let kind = if transport == TransportMode::Uc { "UC" } else { "RC" };
-    let list = withheld.map(|n| n.to_string()).join(",");
-    let mut sensor = python(&["tests/vm/sensor_emulator.py", "rxe0", "10.77.0.1", kind, &frames.to_string(), &list])
+    let mut args = vec!["tests/vm/sensor_emulator.py".to_owned(), "rxe0".into(), "10.77.0.1".into(), kind.into()];
+    args.push(frames.to_string());
+    args.extend(faults.args());
+    let mut sensor = python(&args.iter().map(String::as_str).collect::<Vec<_>>())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -470,7 +571,13 @@ fn ingest_from_an_emulated_sensor(transport: TransportMode) {
     let programme = format!("qpn {} rkey {} page_size {} pages {}\n", ring.qpn, ring.rkey, ring.page_size, ring.pages);
     std::io::Write::write_all(sensor.stdin.as_mut().unwrap(), programme.as_bytes()).unwrap();
 
-    let expected: Vec<u32> = (0..frames).filter(|n| !withheld.contains(n)).collect();
+    // The rest of what it says, read aside so that a sensor that hangs cannot hang the test.
+    let reader = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut said, &mut rest);
+        rest
+    });
+    let expected = faults.arriving(frames);
     let (mut seen, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
     let data = page_size as usize - METADATA;
     while seen.len() < expected.len() && Instant::now() < deadline {
@@ -490,15 +597,35 @@ fn ingest_from_an_emulated_sensor(transport: TransportMode) {
             seen.push(n);
         }
     }
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut said, &mut rest).unwrap();
+    while sensor.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let hung = sensor.try_wait().unwrap().is_none();
+    if hung {
+        sensor.kill().unwrap();
+    }
+    let rest = reader.join().unwrap();
+    assert!(!hung, "the emulated sensor did not finish within a minute; it said: {rest}");
     assert!(sensor.wait().unwrap().success(), "the emulated sensor failed: {rest}");
     assert!(rest.contains(&format!("sent {} frames", expected.len())), "{rest}");
-    assert_eq!(seen, expected, "every frame sent arrives, in order");
+    assert_eq!(seen, expected, "every frame that reached the ring arrives, in order");
     let port = &engine.stats().ports[0];
-    let lost = port.rx_port_drops.drops(DropReason::SequenceGap);
-    assert_eq!(lost, withheld.len() as u64, "the withheld frames are counted lost: {port:?}");
     assert_eq!(port.rx_port_drops.drops(DropReason::NoFreePacketBuffers), 0, "no page overwritten while held");
+    Ingested { engine, seen, said: rest }
+}
+
+/// The ingest port's counters after `ingested`: frames counted lost, and
+/// how often its queue pair was brought back.
+fn lost_and_recoveries(ingested: &Ingested) -> (u64, Option<u64>) {
+    let port = &ingested.engine.stats().ports[0];
+    (port.rx_port_drops.drops(DropReason::SequenceGap), port.link.recoveries)
+}
+
+fn withheld_frames_are_counted_lost(transport: TransportMode) {
+    let faults = Faults { withheld: &[7, 8, 50], ..Faults::default() };
+    let ingested = ingest_from_an_emulated_sensor(transport, 120, &faults);
+    assert_eq!(lost_and_recoveries(&ingested), (3, Some(0)), "the withheld frames are counted lost");
+    let port = &ingested.engine.stats().ports[0];
     let counters: Vec<&str> = port.link.nic_counters.iter().map(|(name, _)| name.as_str()).collect();
     assert!(counters.contains(&"rcvd_pkts"), "the device's hw_counters are shown: {counters:?}");
 }
@@ -506,13 +633,54 @@ fn ingest_from_an_emulated_sensor(transport: TransportMode) {
 #[test]
 #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
 fn vm_rdma_ingest_delivers_an_emulated_uc_sensors_frames_byte_exact_and_counts_the_withheld() {
-    ingest_from_an_emulated_sensor(TransportMode::Uc);
+    withheld_frames_are_counted_lost(TransportMode::Uc);
 }
 
 #[test]
 #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
 fn vm_rdma_ingest_delivers_an_emulated_rc_senders_frames_byte_exact_and_counts_the_withheld() {
-    ingest_from_an_emulated_sensor(TransportMode::Rc);
+    withheld_frames_are_counted_lost(TransportMode::Rc);
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_ingest_over_rc_brings_its_queue_pair_back_after_a_write_outside_the_ring() {
+    let ingested =
+        ingest_from_an_emulated_sensor(TransportMode::Rc, 40, &Faults { outside: &[10], ..Faults::default() });
+    assert!(ingested.said.contains("error frame 10:"), "the device refused the sender's write: {}", ingested.said);
+    assert_eq!(lost_and_recoveries(&ingested), (1, Some(1)), "frame 10 lost and counted, the queue pair back once");
+    let link = &ingested.engine.stats().ports[0].link;
+    let why = link.last_error.as_deref().unwrap_or_default();
+    assert!(why.contains("error state"), "the status says why: {link:?}");
+    assert_eq!(link.down, None, "the port is up: {link:?}");
+    assert!(ingested.seen.ends_with(&[39]), "frames after the error arrive");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_ingest_over_uc_loses_only_the_frame_written_outside_the_ring() {
+    let ingested =
+        ingest_from_an_emulated_sensor(TransportMode::Uc, 40, &Faults { outside: &[10], ..Faults::default() });
+    assert_eq!(lost_and_recoveries(&ingested), (1, Some(0)), "frame 10 lost and counted; UC drops only the message");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_ingest_takes_nothing_from_a_misaddressed_sender_and_serves_it_once_programmed_right() {
+    let ingested =
+        ingest_from_an_emulated_sensor(TransportMode::Uc, 40, &Faults { misaddressed: 3, ..Faults::default() });
+    assert_eq!(lost_and_recoveries(&ingested), (0, Some(0)), "nothing of the misaddressed frames, nothing broken");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_ingest_over_rc_counts_a_sender_with_the_wrong_psn_and_serves_it_once_programmed_right() {
+    let ingested = ingest_from_an_emulated_sensor(TransportMode::Rc, 40, &Faults { wrong_psn: 2, ..Faults::default() });
+    assert!(ingested.said.contains("error frame 0:"), "the sender gave up on its frames: {}", ingested.said);
+    assert_eq!(lost_and_recoveries(&ingested), (0, Some(0)), "the receiver's queue pair stayed up");
+    let port = &ingested.engine.stats().ports[0];
+    let out_of_sequence = port.link.nic_counters.iter().find(|(name, _)| name == "out_of_seq_request");
+    assert!(out_of_sequence.is_some_and(|(_, n)| *n > 0), "the device counted them out of sequence: {:?}", port.link);
 }
 
 #[test]

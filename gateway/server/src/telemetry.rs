@@ -90,6 +90,11 @@ impl Telemetry {
         counter("daqiri.flow.packets", "Packets matched per RX flow", |s| flows(s, |f| f.packets));
         counter("daqiri.flow.bytes", "Bytes matched per RX flow", |s| flows(s, |f| f.bytes));
         counter("daqiri.nic.counter", "A NIC's own counters (DPDK xstats), by the driver's name", nic_counters);
+        counter(
+            "daqiri.link.recoveries",
+            "Times a port brought its link back from an error a peer caused (a RoCE ingest queue pair from the error state)",
+            link_recoveries,
+        );
         counter("daqiri.reorder.batches", "Reorder aggregates, by how they were emitted", reorder_batches);
         counter("daqiri.reorder.packets", "Packets offered to reorder plans, by outcome", reorder_packets);
         let series_gauge = |name: &'static str, description: &'static str, series: fn(&EngineStats) -> Series| {
@@ -289,6 +294,10 @@ fn nic_counters(stats: &EngineStats) -> Series {
         }
     }
     series
+}
+
+fn link_recoveries(stats: &EngineStats) -> Series {
+    stats.ports.iter().filter_map(|p| Some((p.link.recoveries?, port_labels(p, "port".into())))).collect()
 }
 
 fn ingest_rings(stats: &EngineStats) -> Series {

@@ -133,7 +133,7 @@ pub struct SocketSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RoceSpec {
-    /// RC or UC (UC only with `ingest`).
+    /// RC or UC: the transport of the `rdma_cm` connection, or of the ingest ring.
     pub transport_mode: TransportMode,
     /// The port's RX queue is an instrument's ring rather than an `rdma_cm`
     /// connection (`roce_config.ingest`): what the sender's queue pair is.

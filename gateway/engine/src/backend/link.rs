@@ -26,6 +26,11 @@ pub struct LinkStats {
     /// Why the port is down for good, where the backend knows (a RoCE
     /// port whose device was removed).
     pub down: Option<String>,
+    /// Times the port brought its link back from an error a peer caused
+    /// (a RoCE ingest port's queue pair from the error state).
+    pub recoveries: Option<u64>,
+    /// Why, the last time.
+    pub last_error: Option<String>,
 }
 
 /// How an AF_XDP port moves frames.

@@ -129,6 +129,13 @@ pub(crate) struct LinkStats {
     /// Why the port is down for good (a RoCE port whose device was removed).
     #[serde(skip_serializing_if = "Option::is_none")]
     down: Option<String>,
+    /// Times the port brought its link back from an error a peer caused
+    /// (a RoCE ingest port's queue pair from the error state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recoveries: Option<u64>,
+    /// Why, the last time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_error: Option<String>,
 }
 
 impl From<&daqiri::LinkStats> for LinkStats {
@@ -140,6 +147,8 @@ impl From<&daqiri::LinkStats> for LinkStats {
             connected: link.connected,
             nic_counters: link.nic_counters.iter().cloned().collect(),
             down: link.down.clone(),
+            recoveries: link.recoveries,
+            last_error: link.last_error.clone(),
         }
     }
 }

@@ -10,10 +10,17 @@
 //! packet with the immediate. The sender never waits: a page it writes
 //! while the application still holds it is counted, not delivered twice;
 //! sequence numbers it skipped are frames lost on the way, and counted.
+//!
+//! A sender's error can put the queue pair in the error state (on RC, a
+//! WRITE outside the ring or with a wrong key): its receives come back
+//! flushed. The port then says why, brings the queue pair back through
+//! RESET under the same number, expecting the configured first PSN again,
+//! and counts the recovery; the pages already delivered are untouched.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use daqiri_config::model::{RoceIngest, TransportMode};
 
@@ -36,6 +43,31 @@ const RX_BATCH: usize = 64;
 /// Receives posted at once: each WRITE with immediate takes one, and each
 /// is posted again as its completion is taken.
 const RECV_DEPTH: u32 = 1024;
+/// How long a queue pair in the error state is given to flush its
+/// receives before it is brought back regardless.
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// The queue pair's run-time errors, for the status: how often it was
+/// brought back, and why the last time.
+#[derive(Debug, Default)]
+struct Recoveries {
+    count: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Recoveries {
+    fn broke(&self, why: &str) {
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.to_owned());
+    }
+
+    fn recovered(&self) {
+        self.count.fetch_add(1, Relaxed);
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
 
 /// An ingest port: its receive task until the engine takes it, and what
 /// the status shows a control plane that programs the sender.
@@ -43,6 +75,7 @@ pub(super) struct IngestDriver {
     receiver: Mutex<Option<IngestReceiver>>,
     link: RoceLink,
     removal: Arc<Removal>,
+    recoveries: Arc<Recoveries>,
 }
 
 /// Brings up the queue pair of an ingest port, its ring registered at
@@ -69,12 +102,8 @@ pub(super) fn open(
         peer_psn: ingest.peer_psn,
         mtu: ingest.mtu,
     };
-    let depth = RECV_DEPTH;
-    let cq = CompletionQueue::new(place.context(), depth + 1).map_err(|e| invalid(port, e))?;
-    let qp = QueuePair::ready_to_receive(&device.pd, &cq, depth, &rtr).map_err(|e| invalid(port, e))?;
-    for wr_id in 0..depth {
-        qp.post_empty_receive(u64::from(wr_id)).map_err(|e| invalid(port, format!("ibv_post_recv: {e}")))?;
-    }
+    let cq = CompletionQueue::new(place.context(), RECV_DEPTH + 1).map_err(|e| invalid(port, e))?;
+    let qp = QueuePair::ready_to_receive(&device.pd, &cq, RECV_DEPTH, &rtr).map_err(|e| invalid(port, e))?;
     let index = queue.segment_regions[0];
     let registration = device.registrations.iter().find(|(r, _)| *r == index).map(|(_, mr)| mr);
     let link = RoceLink {
@@ -91,9 +120,12 @@ pub(super) fn open(
         }),
     };
     tracing::info!(port = port.name, qpn = qp.qpn(), peer = %ingest.peer_ip, peer_qpn = ingest.peer_qpn, "RoCE ingest ring ready");
-    let removal = Arc::new(Removal::default());
-    let receiver = IngestReceiver::new(port, RingQueuePair { qp, cq, device }, Arc::clone(&removal));
-    Ok(Box::new(IngestDriver { receiver: Mutex::new(Some(receiver)), link, removal }))
+    let ring_qp = RingQueuePair { qp, cq, device };
+    ring_qp.post_receives().map_err(|e| invalid(port, e))?;
+    let (removal, recoveries) = (Arc::new(Removal::default()), Arc::new(Recoveries::default()));
+    let shared = (Arc::clone(&removal), Arc::clone(&recoveries));
+    let receiver = IngestReceiver::new(port, ring_qp, shared);
+    Ok(Box::new(IngestDriver { receiver: Mutex::new(Some(receiver)), link, removal, recoveries }))
 }
 
 impl std::fmt::Debug for IngestDriver {
@@ -109,7 +141,11 @@ impl PortDriver for IngestDriver {
     }
 
     fn link_stats(&self) -> LinkStats {
-        device_stats(Some(&self.link), &self.removal)
+        LinkStats {
+            recoveries: Some(self.recoveries.count.load(Relaxed)),
+            last_error: self.recoveries.last_error(),
+            ..device_stats(Some(&self.link), &self.removal)
+        }
     }
 }
 
@@ -122,6 +158,11 @@ struct RingQueuePair {
 }
 
 impl RingQueuePair {
+    /// Posts an empty receive in every slot.
+    fn post_receives(&self) -> std::io::Result<()> {
+        (0..RECV_DEPTH).try_for_each(|wr_id| self.qp.post_empty_receive(u64::from(wr_id)))
+    }
+
     /// Whether the device is being removed.
     fn device_removed(&self) -> bool {
         std::iter::from_fn(|| self.device.channel.next().ok().flatten())
@@ -133,7 +174,12 @@ impl RingQueuePair {
 struct IngestReceiver {
     /// The queue pair, until its device is removed.
     ring_qp: Option<RingQueuePair>,
+    /// Receives posted and not completed yet.
+    posted: u32,
+    /// Since when, and why, the queue pair is in the error state.
+    broken: Option<(Instant, String)>,
     removal: Arc<Removal>,
+    recoveries: Arc<Recoveries>,
     assembler: Assembler,
     /// The ring's pages not with the application, by page (buffer) index.
     free_pages: LentBuffers,
@@ -143,10 +189,13 @@ struct IngestReceiver {
 }
 
 impl IngestReceiver {
-    fn new(port: &Port, ring_qp: RingQueuePair, removal: Arc<Removal>) -> Self {
+    fn new(port: &Port, ring_qp: RingQueuePair, (removal, recoveries): (Arc<Removal>, Arc<Recoveries>)) -> Self {
         let mut receiver = Self {
             ring_qp: Some(ring_qp),
+            posted: RECV_DEPTH,
+            broken: None,
             removal,
+            recoveries,
             assembler: Assembler::new(port, 0, FullRing::Drop),
             free_pages: LentBuffers::keyed(ring(port).num_bufs()),
             expected: None,
@@ -203,6 +252,50 @@ impl IngestReceiver {
     }
 }
 
+impl IngestReceiver {
+    /// Notes that the queue pair is in the error state, and why (a
+    /// completion's status where one said more than "flushed").
+    fn broke(&mut self, port: &Port, status: Option<u32>) {
+        if self.broken.as_ref().is_some_and(|_| status.is_none()) {
+            return;
+        }
+        let cause = status.map_or_else(|| "its receives came back flushed".to_owned(), verbs::status_text);
+        let why = format!(
+            "the ingest queue pair went to the error state ({cause}); on RC a sender's WRITE outside the ring or with another key does this"
+        );
+        tracing::error!(port = port.name, "{why}; bringing it back once its receives are flushed");
+        self.recoveries.broke(&why);
+        self.broken = Some((Instant::now(), why));
+    }
+
+    /// Brings a queue pair in the error state back once every receive
+    /// came back (or [`FLUSH_WAIT`] passed) and posts them again.
+    fn recover_when_flushed(&mut self, port: &Port) {
+        let (Some((since, _)), Some(ring_qp)) = (&self.broken, &self.ring_qp) else { return };
+        if self.posted > 0 && since.elapsed() < FLUSH_WAIT {
+            return;
+        }
+        // RESET drops whatever was still posted.
+        self.posted = 0;
+        if let Err(e) = ring_qp.qp.restart().and_then(|()| ring_qp.post_receives()) {
+            tracing::error!(
+                port = port.name,
+                "cannot bring the ingest queue pair back, trying again in {FLUSH_WAIT:?}: {e}"
+            );
+            self.broken = self.broken.take().map(|(_, why)| (Instant::now(), why));
+            return;
+        }
+        self.posted = RECV_DEPTH;
+        self.broken = None;
+        self.recoveries.recovered();
+        tracing::warn!(
+            port = port.name,
+            qpn = ring_qp.qp.qpn(),
+            "ingest queue pair back, expecting the sender's first PSN again"
+        );
+    }
+}
+
 fn ring(port: &Port) -> &Region {
     port.regions.get(port.rx[0].segment_regions[0])
 }
@@ -233,16 +326,27 @@ impl QueueTask for IngestReceiver {
         for i in 0..taken {
             let wc = &self.completions[i];
             let (status, opcode, wr_id, immediate) = (wc.status, wc.opcode, wc.wr_id, verbs::immediate(wc));
+            self.posted = self.posted.saturating_sub(1);
             match (status, opcode) {
                 (verbs::IBV_WC_SUCCESS, verbs::IBV_WC_RECV_RDMA_WITH_IMM) => self.deliver(port, immediate),
-                (verbs::IBV_WC_WR_FLUSH_ERR, _) => continue,
-                _ => port.rx_drops.dropped(DropReason::NicRxError, 1),
+                (verbs::IBV_WC_SUCCESS, _) => port.rx_drops.dropped(DropReason::NicRxError, 1),
+                // Only an error state flushes a receive while the port runs.
+                (verbs::IBV_WC_WR_FLUSH_ERR, _) => self.broke(port, None),
+                (status, _) => {
+                    port.rx_drops.dropped(DropReason::NicRxError, 1);
+                    self.broke(port, Some(status));
+                }
+            }
+            if self.broken.is_some() {
+                continue;
             }
             let Some(ring_qp) = self.ring_qp.as_ref() else { break };
-            if let Err(e) = ring_qp.qp.post_empty_receive(wr_id) {
-                tracing::error!(port = port.name, "ibv_post_recv: {e}");
+            match ring_qp.qp.post_empty_receive(wr_id) {
+                Ok(()) => self.posted += 1,
+                Err(e) => tracing::error!(port = port.name, "ibv_post_recv: {e}"),
             }
         }
+        self.recover_when_flushed(port);
         self.assembler.flush_if_due(&port.rx[0], asked, &port.regions);
         taken
     }

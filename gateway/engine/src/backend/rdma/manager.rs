@@ -189,7 +189,7 @@ impl Manager {
         if resolving.is_some() || Instant::now() < *retry_at {
             return None;
         }
-        let started = CmId::bound(&self.device.channel, *local).and_then(|id| {
+        let started = CmId::bound(&self.device.channel, *local, self.qp_type).and_then(|id| {
             id.resolve_addr(*remote, RESOLVE_TIMEOUT_MS)?;
             Ok(id)
         });

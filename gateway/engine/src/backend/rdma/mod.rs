@@ -1,6 +1,7 @@
 //! The RoCE backend (`stream_type: socket` with `roce://` endpoints), over
-//! rdma-core through rdma-sys. A port is one reliable connected (RC) queue
-//! pair set up through `rdma_cm`: a server listens on `local_addr` and
+//! rdma-core through rdma-sys. A port is one connected queue pair,
+//! reliable (RC) or unreliable (UC, `roce_config.transport_mode`), set up
+//! through `rdma_cm`: a server listens on `local_addr` and
 //! accepts one peer at a time; a client binds `local_addr` and connects to
 //! `remote_addr` (our extension: DAQIRI connects from the application),
 //! trying again while the server is away.
@@ -13,8 +14,8 @@
 //! An ingest port ([`ingest`], `roce_config.ingest`) is instead a ring an
 //! instrument writes into, its queue pair set up by hand.
 //!
-//! What is not built yet (UC through `rdma_cm`, several queues, WRITE and
-//! READ from TX) is refused by path in [`crate::support`].
+//! What is not built yet (several queues, WRITE and READ from TX) is
+//! refused by path in [`crate::support`].
 
 mod connection;
 mod errors;
@@ -33,6 +34,7 @@ use daqiri_config::model::{MemoryAccess, RoceConfig, SocketMode, TransportMode};
 
 use super::driver::PortDriver;
 use super::link::{LinkStats, RoceLink};
+use crate::delivery::FullRing;
 use crate::error::Result;
 use crate::memory::RegionTable;
 use crate::port::Port;
@@ -61,6 +63,8 @@ pub(super) struct RdmaDriver {
     place: Option<RoceLink>,
     /// Receives kept posted: the RX region's buffers, at most [`RECV_DEPTH`].
     recv_depth: u32,
+    /// What the receiver does while its ring is full (see [`receiver`]).
+    full_ring: FullRing,
 }
 
 /// The region of `queue`, checked for what a registration needs.
@@ -104,36 +108,31 @@ pub(super) fn open(
     used.dedup();
     let channel = Arc::new(EventChannel::new().map_err(|e| invalid(port, e))?);
     let transport = roce.map_or(TransportMode::Rc, |r| r.transport_mode);
+    let qp_type = if transport == TransportMode::Uc { verbs::IBV_QPT_UC } else { verbs::IBV_QPT_RC };
     if let Some(ingest) = roce.and_then(|r| r.ingest.as_ref()) {
-        let anchor = CmId::bound(&channel, local.ip).map_err(|e| invalid(port, e))?;
+        // Only finds and holds the device: the ring's queue pair is made by hand.
+        let anchor = CmId::bound(&channel, local.ip, verbs::IBV_QPT_RC).map_err(|e| invalid(port, e))?;
         let device = open_device(port, regions, used, (anchor, channel), Some(0))?;
         return ingest::open(port, local.ip, ingest, transport, device);
     }
     let (role, anchor) = match endpoints.mode {
         SocketMode::Server => {
-            let listener = CmId::listen(&channel, local.socket_addr()).map_err(|e| invalid(port, e))?;
+            let listener = CmId::listen(&channel, local.socket_addr(), qp_type).map_err(|e| invalid(port, e))?;
             (Role::Server, listener)
         }
         SocketMode::Client => {
             let remote = endpoints.remote.ok_or_else(|| invalid(port, "a client needs remote_addr"))?.socket_addr();
             // An id bound now finds the device, fails here if none has the
             // address, and keeps the device open.
-            let bound = CmId::bound(&channel, local.ip).map_err(|e| invalid(port, e))?;
+            let bound = CmId::bound(&channel, local.ip, qp_type).map_err(|e| invalid(port, e))?;
             (Role::Client { local: local.ip, remote, resolving: None, retry_at: Instant::now(), failures: 0 }, bound)
         }
     };
     let device = open_device(port, regions, used, (anchor, channel), None)?;
-    // UC is refused by path (crate::support) until its port space is built.
-    debug_assert_eq!(transport, TransportMode::Rc);
     let recv_depth = regions.get(rx.segment_regions[0]).num_bufs().min(RECV_DEPTH);
     let link = Arc::new(Link::default());
-    let manager = Manager::new(
-        &port.name,
-        role,
-        Arc::clone(&link),
-        (verbs::IBV_QPT_RC, (SEND_DEPTH, recv_depth)),
-        Arc::clone(&device),
-    );
+    let manager =
+        Manager::new(&port.name, role, Arc::clone(&link), (qp_type, (SEND_DEPTH, recv_depth)), Arc::clone(&device));
     tracing::info!(port = port.name, local = %local.socket_addr(), mode = ?endpoints.mode, "RoCE port open");
     let place = verbs::DevicePort::of(&device.anchor).map(|place| RoceLink {
         device: place.device_name(),
@@ -142,7 +141,8 @@ pub(super) fn open(
         ingest: None,
     });
     let parts = std::sync::Mutex::new(Some((manager, device)));
-    Ok(Box::new(RdmaDriver { parts, link, place, recv_depth }))
+    let full_ring = if transport == TransportMode::Uc { FullRing::Drop } else { FullRing::HoldBack };
+    Ok(Box::new(RdmaDriver { parts, link, place, recv_depth, full_ring }))
 }
 
 /// The device `anchor` found: its protection domain and the registrations
@@ -177,7 +177,8 @@ impl PortDriver for RdmaDriver {
             return Vec::new();
         };
         let lkey = port.tx.first().and_then(|tx| device.lkey(tx.segment_regions[0]));
-        let receiver = Receiver::new(port, manager, Arc::clone(&self.link), device, self.recv_depth);
+        let connection = (manager, Arc::clone(&self.link), device);
+        let receiver = Receiver::new(port, connection, self.full_ring, self.recv_depth);
         let mut tasks = vec![Task::receiver(port, &port.rx[0], Box::new(receiver)).polling()];
         if let (Some(tx), Some(lkey)) = (port.tx.first(), lkey) {
             let sender = Sender::new(port, Arc::clone(&self.link), lkey, SEND_DEPTH);

@@ -3,6 +3,11 @@
 //! stocked with region buffers, and hands each completed receive to the
 //! queue's assembler as one packet of its received length, with the
 //! immediate its message carried.
+//!
+//! While the queue's ring is full, an RC receiver stops taking completions
+//! and posting receives, so its sender waits (RNR). UC has no RNR: a
+//! message that finds no receive posted is lost unseen, so a UC receiver
+//! keeps receiving and drops what the ring has no room for, counted.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,6 +31,8 @@ pub(super) struct Receiver {
     link: Arc<Link>,
     device: Option<Arc<Device>>,
     assembler: Assembler,
+    /// What to do while the ring is full (`HoldBack` for RC, `Drop` for UC).
+    full_ring: FullRing,
     /// The connection our receives are posted on (pending or live).
     posted_on: Option<Arc<Connection>>,
     /// Buffers posted as receives, by buffer index (the work request id).
@@ -36,12 +43,18 @@ pub(super) struct Receiver {
 }
 
 impl Receiver {
-    pub(super) fn new(port: &Port, manager: Manager, link: Arc<Link>, device: Arc<Device>, depth: u32) -> Self {
+    pub(super) fn new(
+        port: &Port,
+        (manager, link, device): (Manager, Arc<Link>, Arc<Device>),
+        full_ring: FullRing,
+        depth: u32,
+    ) -> Self {
         Self {
             manager: Some(manager),
             link,
             device: Some(device),
-            assembler: Assembler::new(port, 0, FullRing::HoldBack),
+            assembler: Assembler::new(port, 0, full_ring),
+            full_ring,
             posted_on: None,
             lent: LentBuffers::keyed(region(port).num_bufs()),
             cache: PoolCache::new(RX_BATCH),
@@ -72,11 +85,12 @@ impl Receiver {
     }
 
     /// Delivers what completed on `connection`; how many completions there
-    /// were. While the queue's ring is full nothing is taken (`hold`): the
-    /// receives are not posted again, and the sender waits (RNR), as a TCP
-    /// sender waits for its window; a closing connection is taken regardless.
+    /// were. While the queue's ring is full and the policy holds back
+    /// (`hold`), nothing is taken: the receives are not posted again, and
+    /// the sender waits (RNR), as a TCP sender waits for its window; a
+    /// closing connection is taken regardless.
     fn receive(&mut self, port: &Port, connection: &Connection, hold: bool) -> usize {
-        if hold && !self.assembler.ready(&port.rx[0]) {
+        if hold && self.full_ring == FullRing::HoldBack && !self.assembler.ready(&port.rx[0]) {
             return 0;
         }
         let taken = match connection.recv_cq.poll(&mut self.completions) {

@@ -10,6 +10,10 @@ use rdma_sys as sys;
 
 use super::{CompletionQueue, ProtectionDomain, last_error, post_receive_on, qp_to_error};
 
+/// `rdma_addrinfo.ai_flags`: a passive endpoint (rdma_cma.h; a macro,
+/// which the bindings leave out).
+const RAI_PASSIVE: i32 = 1;
+
 /// `sockaddr_in`/`sockaddr_in6` of `addr`, as rdma_cm takes it.
 fn sockaddr(addr: SocketAddr) -> libc::sockaddr_storage {
     // SAFETY: all-zero is a valid sockaddr_storage.
@@ -115,14 +119,9 @@ unsafe impl Send for CmId {}
 unsafe impl Sync for CmId {}
 
 impl CmId {
-    /// An id listening on `addr` (reliable or unreliable connected queue pairs).
-    pub(crate) fn listen(channel: &EventChannel, addr: SocketAddr) -> io::Result<Self> {
-        let id = Self::create(channel)?;
-        let mut storage = sockaddr(addr);
-        // SAFETY: the id is valid; `storage` holds a sockaddr of addr's family.
-        if unsafe { sys::rdma_bind_addr(id.0.as_ptr(), (&raw mut storage).cast()) } != 0 {
-            return Err(last_error(&format!("rdma_bind_addr {addr} (no RDMA device has this address?)")));
-        }
+    /// An id listening on `addr` for connections of `qp_type` (RC or UC).
+    pub(crate) fn listen(channel: &EventChannel, addr: SocketAddr, qp_type: u32) -> io::Result<Self> {
+        let id = Self::bound_to(channel, addr, qp_type)?;
         // SAFETY: the id is bound.
         if unsafe { sys::rdma_listen(id.0.as_ptr(), 8) } != 0 {
             return Err(last_error(&format!("rdma_listen {addr}")));
@@ -130,13 +129,46 @@ impl CmId {
         Ok(id)
     }
 
-    /// A client's id, bound to `local` (an RDMA device's address), any port.
-    pub(crate) fn bound(channel: &EventChannel, local: std::net::IpAddr) -> io::Result<Self> {
-        let id = Self::create(channel)?;
-        let mut storage = sockaddr(SocketAddr::new(local, 0));
-        // SAFETY: the id is valid; `storage` holds a sockaddr of local's family.
-        if unsafe { sys::rdma_bind_addr(id.0.as_ptr(), (&raw mut storage).cast()) } != 0 {
-            return Err(last_error(&format!("rdma_bind_addr {local} (no RDMA device has this address?)")));
+    /// A client's id for connections of `qp_type`, bound to `local` (an
+    /// RDMA device's address), any port.
+    pub(crate) fn bound(channel: &EventChannel, local: std::net::IpAddr, qp_type: u32) -> io::Result<Self> {
+        Self::bound_to(channel, SocketAddr::new(local, 0), qp_type)
+    }
+
+    /// An id on `channel` bound to `addr`. RC ids are made in the TCP port
+    /// space, as rdma_create_id makes them; a UC id needs its type when it
+    /// is made, which librdmacm offers only through rdma_create_ep
+    /// (rdma_create_id2 is private), in the IB port space: made there
+    /// passive (bound, not resolved) and moved onto our channel.
+    fn bound_to(channel: &EventChannel, addr: SocketAddr, qp_type: u32) -> io::Result<Self> {
+        let mut storage = sockaddr(addr);
+        if qp_type != sys::ibv_qp_type::IBV_QPT_UC {
+            let id = Self::create(channel)?;
+            // SAFETY: the id is valid; `storage` holds a sockaddr of addr's family.
+            if unsafe { sys::rdma_bind_addr(id.0.as_ptr(), (&raw mut storage).cast()) } != 0 {
+                return Err(last_error(&format!("rdma_bind_addr {addr} (no RDMA device has this address?)")));
+            }
+            return Ok(id);
+        }
+        // SAFETY: all-zero is a valid addrinfo; the fields rdma_create_ep reads are set.
+        let mut info: sys::rdma_addrinfo = unsafe { std::mem::zeroed() };
+        info.ai_flags = RAI_PASSIVE;
+        info.ai_family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+        info.ai_qp_type = qp_type as i32;
+        info.ai_port_space = sys::rdma_port_space::RDMA_PS_IB as i32;
+        info.ai_src_addr = (&raw mut storage).cast();
+        info.ai_src_len = if addr.is_ipv4() { size_of::<libc::sockaddr_in>() } else { size_of::<libc::sockaddr_in6>() }
+            as libc::socklen_t;
+        let mut id: *mut sys::rdma_cm_id = null_mut();
+        // SAFETY: `info` describes a passive endpoint at `storage`, which
+        // outlives the call; no domain and no queue pair are asked for.
+        if unsafe { sys::rdma_create_ep(&mut id, &mut info, null_mut(), null_mut()) } != 0 {
+            return Err(last_error(&format!("rdma_create_ep (UC) at {addr} (no RDMA device has this address?)")));
+        }
+        let id = NonNull::new(id).map(Self).ok_or_else(|| io::Error::other("rdma_create_ep returned no id"))?;
+        // SAFETY: both are valid; the id has no events outstanding yet.
+        if unsafe { sys::rdma_migrate_id(id.0.as_ptr(), channel.0.as_ptr()) } != 0 {
+            return Err(last_error("rdma_migrate_id"));
         }
         Ok(id)
     }

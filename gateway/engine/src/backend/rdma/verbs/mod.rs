@@ -195,6 +195,12 @@ pub(super) fn immediate(wc: &sys::ibv_wc) -> Option<u32> {
     Some(u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }))
 }
 
+/// What a completion's status means, in rdma-core's words.
+pub(super) fn status_text(status: sys::ibv_wc_status::Type) -> String {
+    // SAFETY: returns a static C string for any status value.
+    unsafe { std::ffi::CStr::from_ptr(sys::ibv_wc_status_str(status)) }.to_string_lossy().into_owned()
+}
+
 /// A zeroed completion array.
 pub(super) fn completions<const N: usize>() -> [sys::ibv_wc; N] {
     // SAFETY: all-zero is a valid ibv_wc.

@@ -53,9 +53,12 @@ pub(crate) struct Rtr {
     pub(crate) mtu: u32,
 }
 
-/// A queue pair not owned by an `rdma_cm` id.
+/// A queue pair not owned by an `rdma_cm` id, and where it receives from.
 #[derive(Debug)]
-pub(crate) struct QueuePair(NonNull<sys::ibv_qp>);
+pub(crate) struct QueuePair {
+    qp: NonNull<sys::ibv_qp>,
+    rtr: Rtr,
+}
 
 // SAFETY: as for the other verbs objects; one task posts on it.
 unsafe impl Send for QueuePair {}
@@ -82,17 +85,32 @@ impl QueuePair {
         init.cap.max_recv_sge = 1;
         // SAFETY: the domain and queue are live; the attributes are filled.
         let qp = NonNull::new(unsafe { sys::ibv_create_qp(pd.0.as_ptr(), &mut init) })
-            .map(Self)
+            .map(|qp| Self { qp, rtr: *rtr })
             .ok_or_else(|| last_error(&format!("ibv_create_qp with {depth} receive slots")))?;
-        qp.modify(rtr, sys::ibv_qp_state::IBV_QPS_INIT)?;
-        qp.modify(rtr, sys::ibv_qp_state::IBV_QPS_RTR)?;
-        if rtr.qp_type == sys::ibv_qp_type::IBV_QPT_RC {
-            qp.modify(rtr, sys::ibv_qp_state::IBV_QPS_RTS)?;
-        }
+        qp.bring_up()?;
         Ok(qp)
     }
 
-    fn modify(&self, rtr: &Rtr, state: sys::ibv_qp_state::Type) -> io::Result<()> {
+    /// Through INIT to RTR, and on to RTS for RC.
+    fn bring_up(&self) -> io::Result<()> {
+        self.modify(sys::ibv_qp_state::IBV_QPS_INIT)?;
+        self.modify(sys::ibv_qp_state::IBV_QPS_RTR)?;
+        if self.rtr.qp_type == sys::ibv_qp_type::IBV_QPT_RC {
+            self.modify(sys::ibv_qp_state::IBV_QPS_RTS)?;
+        }
+        Ok(())
+    }
+
+    /// Back from the error state as new: through RESET (which drops every
+    /// receive still posted) and up again, expecting the peer's first PSN
+    /// once more. Its number stays, so the sender needs no new programme.
+    pub(crate) fn restart(&self) -> io::Result<()> {
+        self.modify(sys::ibv_qp_state::IBV_QPS_RESET)?;
+        self.bring_up()
+    }
+
+    fn modify(&self, state: sys::ibv_qp_state::Type) -> io::Result<()> {
+        let rtr = &self.rtr;
         use sys::ibv_qp_attr_mask as mask;
         // SAFETY: all-zero attributes are valid; the masked fields are set below.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -104,6 +122,7 @@ impl QueuePair {
                 attr.qp_access_flags = sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
                 mask::IBV_QP_STATE.0 | mask::IBV_QP_PKEY_INDEX.0 | mask::IBV_QP_PORT.0 | mask::IBV_QP_ACCESS_FLAGS.0
             }
+            sys::ibv_qp_state::IBV_QPS_RESET => mask::IBV_QP_STATE.0,
             sys::ibv_qp_state::IBV_QPS_RTR => {
                 attr.path_mtu = mtu_enum(rtr.mtu);
                 attr.dest_qp_num = rtr.peer_qpn;
@@ -140,7 +159,7 @@ impl QueuePair {
             }
         };
         // SAFETY: the queue pair is live; `fields` names what `attr` sets.
-        let rc = unsafe { sys::ibv_modify_qp(self.0.as_ptr(), &mut attr, fields as i32) };
+        let rc = unsafe { sys::ibv_modify_qp(self.qp.as_ptr(), &mut attr, fields as i32) };
         if rc != 0 {
             let e = io::Error::from_raw_os_error(rc);
             return Err(io::Error::new(e.kind(), format!("ibv_modify_qp to state {state}: {e}")));
@@ -151,25 +170,25 @@ impl QueuePair {
     /// The number a sender addresses its packets to.
     pub(crate) fn qpn(&self) -> u32 {
         // SAFETY: the queue pair is valid.
-        unsafe { self.0.as_ref().qp_num }
+        unsafe { self.qp.as_ref().qp_num }
     }
 
     /// Posts one receive without a buffer, tagged `wr_id`: a WRITE with
     /// immediate consumes it for its completion only.
     pub(crate) fn post_empty_receive(&self, wr_id: u64) -> io::Result<()> {
-        post_receive_on(self.0.as_ptr(), wr_id, None)
+        post_receive_on(self.qp.as_ptr(), wr_id, None)
     }
 
     /// To the error state: outstanding receives complete as flushed.
     pub(crate) fn to_error(&self) {
-        qp_to_error(self.0.as_ptr());
+        qp_to_error(self.qp.as_ptr());
     }
 }
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
         // SAFETY: the queue pair is live; its queue and domain outlive it (owners' field order).
-        unsafe { sys::ibv_destroy_qp(self.0.as_ptr()) };
+        unsafe { sys::ibv_destroy_qp(self.qp.as_ptr()) };
     }
 }
 
