@@ -191,6 +191,9 @@ struct BurstMeta {
     rx_timestamps: Option<Vec<u64>>,
     /// RDMA queues: per packet the immediate its message carried, if any.
     immediates: Option<Vec<Option<u32>>>,
+    /// RDMA TX queues: per packet where in the peer's memory an RDMA WRITE
+    /// puts it (address, remote key), if it is no SEND.
+    remote_writes: Option<Vec<Option<(u64, u32)>>>,
     completion: Option<Box<dyn Completion>>,
 }
 
@@ -220,6 +223,9 @@ impl BurstMeta {
         }
         if let Some(immediates) = &mut self.immediates {
             immediates.clear();
+        }
+        if let Some(writes) = &mut self.remote_writes {
+            writes.clear();
         }
         self.flags = 0;
         self.source_packets = 0;
@@ -254,6 +260,8 @@ pub(crate) struct PacketFields {
     pub(crate) rx_timestamps: bool,
     /// An RDMA message's immediate (RoCE queues, both directions).
     pub(crate) immediates: bool,
+    /// Where an RDMA WRITE puts the packet (RoCE TX queues).
+    pub(crate) remote_writes: bool,
 }
 
 /// A pool of burst metadata entries for one queue. Entries are reused last
@@ -301,6 +309,7 @@ impl MetaPool {
                     senders: Vec::new(),
                     rx_timestamps: shape.fields.rx_timestamps.then(|| Vec::with_capacity(capacity)),
                     immediates: shape.fields.immediates.then(|| Vec::with_capacity(capacity)),
+                    remote_writes: shape.fields.remote_writes.then(|| Vec::with_capacity(capacity)),
                     completion: None,
                 })
             })
@@ -587,6 +596,9 @@ impl Burst {
         if let Some(immediates) = &mut meta.immediates {
             immediates.push(None);
         }
+        if let Some(writes) = &mut meta.remote_writes {
+            writes.push(None);
+        }
     }
 
     /// Appends a packet. Segments the slot lacks are stored as released.
@@ -623,12 +635,22 @@ impl Burst {
         if let Some(immediates) = &mut meta.immediates {
             immediates.push(slot.immediate);
         }
+        if let Some(writes) = &mut meta.remote_writes {
+            writes.push(None);
+        }
     }
 
     /// Packet `index`'s immediate, for a backend sending it.
     #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
     pub(crate) fn immediate(&self, index: usize) -> Option<u32> {
         *self.meta().immediates.as_ref()?.get(index)?
+    }
+
+    /// Where an RDMA WRITE puts packet `index` in the peer's memory
+    /// (address, remote key); `None` for a SEND.
+    #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+    pub(crate) fn remote_write(&self, index: usize) -> Option<(u64, u32)> {
+        *self.meta().remote_writes.as_ref()?.get(index)?
     }
 }
 
@@ -797,6 +819,20 @@ impl PacketMut<'_> {
                 crate::Error::new(crate::Status::NotSupported, "only RoCE queues carry immediate data")
             })?;
         column[self.index] = Some(immediate);
+        Ok(())
+    }
+
+    /// Sends the packet as an RDMA WRITE into the peer's memory at
+    /// `remote_addr` under its `rkey` (what the peer registered for remote
+    /// write and told the application out of band), rather than as a
+    /// SEND; with an immediate set, a WRITE with immediate, which also
+    /// completes a receive at the peer. `NOT_SUPPORTED` on a queue of any
+    /// other backend.
+    pub fn set_rdma_write(&mut self, remote_addr: u64, rkey: u32) -> crate::Result<()> {
+        let column = self.meta.remote_writes.as_mut().ok_or_else(|| {
+            crate::Error::new(crate::Status::NotSupported, "only RoCE TX queues write into a peer's memory")
+        })?;
+        column[self.index] = Some((remote_addr, rkey));
         Ok(())
     }
 

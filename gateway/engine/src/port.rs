@@ -69,11 +69,13 @@ impl Port {
         let id = index as u16;
         let rx_meta = config.config().rx_meta_buffers();
         let tx_meta = config.config().tx_meta_buffers();
+        let roce = config.backend(index) == InterfaceBackend::Roce;
         let fields = PacketFields {
             // Only sockets know who sent a packet; raw frames carry it in their headers.
             senders: config.backend(index) == InterfaceBackend::Socket,
             rx_timestamps: iface.rx.as_ref().is_some_and(|rx| rx.hardware_timestamps),
-            immediates: config.backend(index) == InterfaceBackend::Roce,
+            immediates: roce,
+            remote_writes: false,
         };
         let plans: Vec<Arc<Plan>> = iface
             .rx
@@ -104,7 +106,7 @@ impl Port {
                     tx_meta,
                     regions,
                     engine,
-                    PacketFields { immediates: fields.immediates, ..PacketFields::default() },
+                    PacketFields { immediates: roce, remote_writes: roce, ..PacketFields::default() },
                 )
             })
             .collect::<Result<_>>()?;

@@ -15,6 +15,9 @@ use daqiri_config::testing::{TestConfig, rx, tx};
 /// The soft-RoCE device's address in the VM.
 const RXE_ADDR: [u8; 4] = [10, 77, 0, 1];
 
+/// Bytes per message slot in tests/vm/rdma_target.py's memory (its `LARGEST`).
+const SLOT: u64 = 4096;
+
 /// Message `k` as tests/vm/rdma_send.py sends it.
 fn message(k: u32) -> Vec<u8> {
     let length = 1 + (k as usize * 997) % 4096;
@@ -102,6 +105,12 @@ fn immediate_of(k: u32) -> Option<u32> {
 /// Sends message 0..count from TX queue 0 of `port`, each packet its own
 /// message, retrying while the ring is full (it waits for a connection).
 fn send_messages(engine: &Engine, port: u16, count: u32) {
+    send_messages_to(engine, port, count, None);
+}
+
+/// [`send_messages`], each message as an RDMA WRITE into slot `k` of the
+/// peer's memory at `target` (address, remote key) where one is given.
+fn send_messages_to(engine: &Engine, port: u16, count: u32, target: Option<(u64, u32)>) {
     let (mut k, deadline) = (0, Instant::now() + Duration::from_secs(60));
     while k < count {
         assert!(
@@ -120,6 +129,9 @@ fn send_messages(engine: &Engine, port: u16, count: u32) {
             packet.write(&message(k)).unwrap();
             if let Some(immediate) = immediate_of(k) {
                 packet.set_immediate(immediate).unwrap();
+            }
+            if let Some((base, rkey)) = target {
+                packet.set_rdma_write(base + u64::from(k) * SLOT, rkey).unwrap();
             }
         }
         let mut pending = burst;
@@ -166,6 +178,56 @@ fn python(args: &[&str]) -> Command {
     let mut command = Command::new("/usr/bin/python3");
     command.args(args).current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     command
+}
+
+/// A pyverbs peer that says a first line (what it listens on, or what
+/// it is), then works; the rest of what it says is read aside, so a
+/// peer that hangs cannot hang the test.
+struct Peer {
+    child: std::process::Child,
+    rest: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Peer {
+    /// Starts `args` with a pipe to write to; returns it and its first line.
+    fn start(args: &[&str]) -> (Self, String) {
+        let mut child =
+            python(args).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+        let mut said = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut said, &mut first).unwrap();
+        let rest = std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut said, &mut rest);
+            rest
+        });
+        (Self { child, rest: Some(rest) }, first)
+    }
+
+    fn say(&mut self, line: &str) {
+        std::io::Write::write_all(self.child.stdin.as_mut().unwrap(), line.as_bytes()).unwrap();
+    }
+
+    /// Whether it exited with a failure already.
+    fn failed(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some_and(|status| !status.success())
+    }
+
+    /// Waits until it exits (killed if not by `deadline`); asserts it
+    /// succeeded, and returns what it said after its first line.
+    fn finish(mut self, deadline: Instant) -> String {
+        while self.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let hung = self.child.try_wait().unwrap().is_none();
+        if hung {
+            self.child.kill().unwrap();
+        }
+        let rest = self.rest.take().unwrap().join().unwrap();
+        assert!(!hung, "the peer did not finish in time; it said: {rest}");
+        assert!(self.child.wait().unwrap().success(), "the peer failed: {rest}");
+        rest
+    }
 }
 
 /// Checks the test runs in the VM, and shows the engine's log (the
@@ -230,6 +292,65 @@ fn vm_rdma_rc_client_sends_every_tx_packet_to_a_pyverbs_server_byte_exact() {
     assert!(said.contains(&format!("received {count} messages")), "{said}");
     let port = &engine.stats().ports[0];
     assert_eq!(port.tx_queues[0].stats.packets, u64::from(count), "{port:?}");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_rc_client_writes_every_tx_packet_into_a_pyverbs_peers_memory_byte_exact() {
+    in_the_vm();
+    // Every third message carries an immediate (a WRITE with immediate); the last one does.
+    let count = 302u32;
+    // The client first: the peer registers its memory, and says where, once a connection asks.
+    let config = TestConfig::roce_client(RXE_ADDR.into(), SocketAddr::from((RXE_ADDR, 18_621)))
+        .master_core(0)
+        .region("rx", 64, 4096)
+        .region("tx", 64, 4096)
+        .rx_queue(rx(0, "rx").core(1))
+        .tx_queue(tx(0, "tx").core(1).batch(8));
+    let engine = Engine::new(config.validate().unwrap()).unwrap();
+    let (peer, line) = Peer::start(&["tests/vm/rdma_target.py", "10.77.0.1", "18621", &count.to_string()]);
+    let words: Vec<u64> = line.split_whitespace().skip(1).filter_map(|w| w.parse().ok()).collect();
+    let [base, rkey] = words[..] else { panic!("the peer said {line:?}") };
+    send_messages_to(&engine, 0, count, Some((base, rkey as u32)));
+    let rest = peer.finish(Instant::now() + Duration::from_secs(30));
+    let port = &engine.stats().ports[0];
+    assert!(rest.contains(&format!("checked {count} writes")), "{rest} {port:?}");
+    assert_eq!(port.tx_queues[0].stats.packets, u64::from(count), "{port:?}");
+    assert_eq!(port.tx_queues[0].stats.drops(DropReason::SendFailed), 0, "{port:?}");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_a_write_the_peer_refuses_is_counted_and_the_client_connects_again() {
+    in_the_vm();
+    let server_addr = SocketAddr::from((RXE_ADDR, 18_633));
+    let engine = server_and_client(server_addr, (64, 8)).unwrap();
+    // The server registered nothing for remote write: the device refuses
+    // the WRITE, and the client's queue pair goes to the error state.
+    let mut burst = loop {
+        if let Ok(burst) = engine.get_tx_packet_burst(1, 0, 1) {
+            break burst;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let mut packet = burst.packet_mut(0);
+    packet.write(b"refused").unwrap();
+    packet.set_rdma_write(0x1000, 0xdead_beef).unwrap();
+    engine.send_tx_burst(burst).map_err(|r| r.error).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let failed = || engine.stats().ports[1].tx_queues[0].stats.drops(DropReason::SendFailed);
+    while failed() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(failed(), 1, "the refused WRITE is counted: {:?}", engine.stats().ports[1]);
+    // The client connects again, and SENDs flow as before.
+    let count = 50u32;
+    let seen = std::thread::scope(|scope| {
+        scope.spawn(|| send_messages(&engine, 1, count));
+        receive_messages(&engine, 0, count)
+    });
+    assert_messages(&seen, count, immediate_of);
+    assert_eq!(failed(), 1, "nothing else failed: {:?}", engine.stats().ports[1]);
 }
 
 /// The client (port 1) sends `count` messages to the server (port 0),
@@ -551,14 +672,7 @@ fn ingest_from_an_emulated_sensor(transport: TransportMode, frames: u32, faults:
     let mut args = vec!["tests/vm/sensor_emulator.py".to_owned(), "rxe0".into(), "10.77.0.1".into(), kind.into()];
     args.push(frames.to_string());
     args.extend(faults.args());
-    let mut sensor = python(&args.iter().map(String::as_str).collect::<Vec<_>>())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = std::io::BufReader::new(sensor.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut said, &mut line).unwrap();
+    let (mut sensor, line) = Peer::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let peer_qpn: u32 = line.trim().strip_prefix("qpn ").and_then(|n| n.parse().ok()).expect(&line);
     let page_size = 8192u64;
     let engine = Engine::new(ingest(peer_qpn, transport, (64, page_size)).validate().unwrap()).unwrap();
@@ -569,20 +683,14 @@ fn ingest_from_an_emulated_sensor(transport: TransportMode, frames: u32, faults:
     assert_eq!((roce.device.as_str(), ring.base, ring.page_size, ring.pages), ("rxe0", 0, page_size, 64), "{roce:?}");
     assert_eq!(ring.transport, kind);
     let programme = format!("qpn {} rkey {} page_size {} pages {}\n", ring.qpn, ring.rkey, ring.page_size, ring.pages);
-    std::io::Write::write_all(sensor.stdin.as_mut().unwrap(), programme.as_bytes()).unwrap();
+    sensor.say(&programme);
 
-    // The rest of what it says, read aside so that a sensor that hangs cannot hang the test.
-    let reader = std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut said, &mut rest);
-        rest
-    });
     let expected = faults.arriving(frames);
     let (mut seen, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
     let data = page_size as usize - METADATA;
     while seen.len() < expected.len() && Instant::now() < deadline {
         let Some(burst) = engine.get_rx_burst(0, 0).unwrap() else {
-            if sensor.try_wait().unwrap().is_some_and(|status| !status.success()) {
+            if sensor.failed() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -597,16 +705,7 @@ fn ingest_from_an_emulated_sensor(transport: TransportMode, frames: u32, faults:
             seen.push(n);
         }
     }
-    while sensor.try_wait().unwrap().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let hung = sensor.try_wait().unwrap().is_none();
-    if hung {
-        sensor.kill().unwrap();
-    }
-    let rest = reader.join().unwrap();
-    assert!(!hung, "the emulated sensor did not finish within a minute; it said: {rest}");
-    assert!(sensor.wait().unwrap().success(), "the emulated sensor failed: {rest}");
+    let rest = sensor.finish(deadline);
     assert!(rest.contains(&format!("sent {} frames", expected.len())), "{rest}");
     assert_eq!(seen, expected, "every frame that reached the ring arrives, in order");
     let port = &engine.stats().ports[0];

@@ -2,7 +2,8 @@
 //! port's connection ([`Manager`]), keeps the connection's receive queue
 //! stocked with region buffers, and hands each completed receive to the
 //! queue's assembler as one packet of its received length, with the
-//! immediate its message carried.
+//! immediate its message carried (a peer's WRITE with immediate arrives as
+//! an empty packet with its immediate: its bytes went where it wrote them).
 //!
 //! While the queue's ring is full, an RC receiver stops taking completions
 //! and posting receives, so its sender waits (RNR). UC has no RNR: a
@@ -110,10 +111,13 @@ impl Receiver {
             let received = wc.status == verbs::IBV_WC_SUCCESS
                 && matches!(wc.opcode, verbs::IBV_WC_RECV | verbs::IBV_WC_RECV_RDMA_WITH_IMM);
             if received {
+                // A WRITE with immediate put its bytes where the peer wrote
+                // them: the receive it completed holds none of them.
+                let length = if wc.opcode == verbs::IBV_WC_RECV_RDMA_WITH_IMM { 0 } else { wc.byte_len };
                 match verbs::immediate(wc) {
-                    None => self.assembler.push_frame(queue, (token, 0, wc.byte_len), None, None, &port.regions),
+                    None => self.assembler.push_frame(queue, (token, 0, length), None, None, &port.regions),
                     Some(immediate) => {
-                        let mut slot = PacketSlot::single(token, wc.byte_len, None);
+                        let mut slot = PacketSlot::single(token, length, None);
                         slot.set_immediate(Some(immediate));
                         self.assembler.push(queue, slot, &port.regions);
                     }

@@ -1,9 +1,13 @@
 //! The TX task of a RoCE port, on its TX queue's core: each packet of a TX
-//! burst goes out as one SEND (with its immediate, where the application
-//! set one) of the very buffer the application wrote,
-//! lent to the device until its completion. While no connection is up the
-//! bursts wait in the queue's ring (an RC sender loses nothing; a full
-//! ring tells the application to slow down).
+//! burst goes out as one SEND, or one RDMA WRITE where the application
+//! named the peer's memory (each with its immediate, where the application
+//! set one), of the very buffer the application wrote, lent to the device
+//! until its completion. While no connection is up the bursts wait in the
+//! queue's ring (an RC sender loses nothing; a full ring tells the
+//! application to slow down). A request the peer refuses (a WRITE outside
+//! what it registered) leaves an RC queue pair in the error state, so the
+//! sender then ends the connection: a client connects again, a server
+//! takes the next.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +31,9 @@ pub(super) struct Sender {
     depth: u32,
     /// The connection our SENDs are posted on.
     posted_on: Option<Arc<Connection>>,
+    /// Whether we ended that connection (a request was refused): nothing
+    /// more is posted on it.
+    ended: bool,
     /// Buffers the device is sending, by buffer index (the work request id).
     lent: LentBuffers,
     pacer: Option<Pacer>,
@@ -43,6 +50,7 @@ impl Sender {
             lkey,
             depth,
             posted_on: None,
+            ended: false,
             lent: LentBuffers::keyed(region(port).num_bufs()),
             pacer: Pacer::for_queue(q),
             current: None,
@@ -54,12 +62,25 @@ impl Sender {
     fn reap(&mut self, port: &Port, connection: &Connection) -> usize {
         let Ok(taken) = connection.send_cq.poll(&mut self.completions) else { return 0 };
         let region = region(port);
+        let mut refused = None;
         for wc in &self.completions[..taken] {
             let Some(token) = self.lent.reclaim(wc.wr_id as u32) else { continue };
             if wc.status != verbs::IBV_WC_SUCCESS {
                 port.tx[0].stats.dropped(DropReason::SendFailed, 1);
             }
+            if !matches!(wc.status, verbs::IBV_WC_SUCCESS | verbs::IBV_WC_WR_FLUSH_ERR) {
+                refused.get_or_insert(wc.status);
+            }
             region.release(token);
+        }
+        if let Some(status) = refused {
+            tracing::error!(
+                port = port.name,
+                "a send failed ({}); ending the connection, whose queue pair is in the error state",
+                verbs::status_text(status)
+            );
+            verbs::disconnect(&connection.id);
+            self.ended = true;
         }
         taken
     }
@@ -73,11 +94,12 @@ impl Sender {
         while (self.lent.lent() as u32) < self.depth && *next < burst.num_packets() {
             let index = *next;
             *next += 1;
-            let immediate = burst.immediate(index);
+            let (immediate, write) = (burst.immediate(index), burst.remote_write(index));
             let Some((_, token, offset, len)) = burst.take_segment(0, index) else { continue };
             let at = region.bytes(&token)[usize::from(offset)..].as_ptr();
             let buffer = token.index();
-            if let Err(e) = verbs::post_send(&connection.id, u64::from(buffer), (at, len, self.lkey), immediate) {
+            let local = (at, len, self.lkey);
+            if let Err(e) = verbs::post_send(&connection.id, u64::from(buffer), local, immediate, write) {
                 tracing::warn!(port = port.name, "ibv_post_send: {e}");
                 region.release(token);
                 q.stats.dropped(DropReason::SendFailed, 1);
@@ -105,6 +127,7 @@ impl Sender {
     /// never flushed.
     fn retire(&mut self, port: &Port) {
         let Some(old) = self.posted_on.take() else { return };
+        self.ended = false;
         let stuck = self.flush(port, &old, region(port).num_bufs());
         if stuck > 0 {
             port.tx[0].stats.dropped(DropReason::SendFailed, stuck as u64);
@@ -137,6 +160,9 @@ impl QueueTask for Sender {
         let Some(connection) = live else { return 0 };
         self.posted_on = Some(Arc::clone(&connection));
         let mut moved = self.reap(port, &connection);
+        if self.ended {
+            return moved;
+        }
         moved += self.post(port, &connection);
         while self.current.is_none()
             && let Some(burst) = pacing::next_burst(&port.tx[0], self.pacer.as_mut())

@@ -327,23 +327,34 @@ pub(crate) fn accept(id: &CmId) -> io::Result<()> {
 }
 
 /// Posts one signaled SEND of `len` bytes at `addr` (in `lkey`'s
-/// registration), tagged `wr_id`, with `immediate` if given (host order).
+/// registration), tagged `wr_id`, with `immediate` if given (host order);
+/// or, with `write` (the peer's address and remote key), an RDMA WRITE of
+/// them there, with immediate where one is given.
 pub(crate) fn post_send(
     id: &CmId,
     wr_id: u64,
     (addr, len, lkey): (*const u8, u32, u32),
     immediate: Option<u32>,
+    write: Option<(u64, u32)>,
 ) -> io::Result<()> {
+    use sys::ibv_wr_opcode as op;
     let mut sge = sys::ibv_sge { addr: addr as u64, length: len, lkey };
     // SAFETY: all-zero is a valid work request; its fields are set below.
     let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
     wr.wr_id = wr_id;
     wr.sg_list = &mut sge;
     wr.num_sge = 1;
-    wr.opcode = sys::ibv_wr_opcode::IBV_WR_SEND;
+    wr.opcode = match (write, immediate) {
+        (None, None) => op::IBV_WR_SEND,
+        (None, Some(_)) => op::IBV_WR_SEND_WITH_IMM,
+        (Some(_), None) => op::IBV_WR_RDMA_WRITE,
+        (Some(_), Some(_)) => op::IBV_WR_RDMA_WRITE_WITH_IMM,
+    };
     if let Some(immediate) = immediate {
-        wr.opcode = sys::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
         wr.imm_data_invalidated_rkey_union.imm_data = immediate.to_be();
+    }
+    if let Some((remote_addr, rkey)) = write {
+        wr.wr.rdma = sys::rdma_t { remote_addr, rkey };
     }
     wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
     let mut bad: *mut sys::ibv_send_wr = null_mut();
