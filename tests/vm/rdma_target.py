@@ -1,15 +1,20 @@
 #!/usr/bin/python3
 """An independent RoCE peer for the VM tests, on rdma-core's pyverbs (none
-of our code) whose memory the gateway writes into: listens on ADDR:PORT
-through rdma_cm and, once a connection request came, registers COUNT
-slots of `rdma_send.LARGEST` bytes for remote write on it, prints
-`target ADDRESS RKEY` and accepts it (one RC connection). The gateway then writes message k into slot k with an RDMA
-WRITE, with immediate where `rdma_send.immediate(k)` gives one (each such
-WRITE also completes a receive here, in order); the last message carries
-one. Once it completed, every slot is checked byte for byte (RC places a
-WRITE before any that follows it); prints how many it checked.
+of our code) whose memory the gateway writes into or reads from: listens
+on ADDR:PORT through rdma_cm and, once a connection request came,
+registers COUNT slots of `rdma_send.LARGEST` bytes on it, prints
+`target ADDRESS RKEY` and accepts it (one RC connection).
 
-    tests/vm/rdma_target.py ADDR PORT COUNT
+write: the gateway writes message k into slot k with an RDMA WRITE, with
+immediate where `rdma_send.immediate(k)` gives one (each such WRITE also
+completes a receive here, in order); the last message carries one. Once
+it completed, every slot is checked byte for byte (RC places a WRITE
+before any that follows it); prints how many it checked.
+
+read: slot k holds message k, open to remote reads; the gateway reads
+them; once a line comes on stdin, prints `served` and disconnects.
+
+    tests/vm/rdma_target.py ADDR PORT COUNT write|read
 """
 
 import os
@@ -28,16 +33,37 @@ from rdma_send import LARGEST, immediate, message  # noqa: E402
 POSTED = 32
 
 
-def main() -> None:
-    addr, port, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    announced = [k for k in range(count) if immediate(k) is not None]
-    if not announced or announced[-1] != count - 1:
-        sys.exit(f"message {count - 1} carries no immediate: nothing would say the last WRITE landed")
+def listen(addr: str, port: str) -> tuple[CMID, CMID]:
+    """The listener on ADDR:PORT (kept: pyverbs closes what it made with
+    it), and a connection request, not accepted yet."""
     info = AddrInfo(src=addr, src_service=port, port_space=cm.RDMA_PS_TCP, flags=cm.RAI_PASSIVE)
     cap = QPCap(max_send_wr=1, max_recv_wr=POSTED, max_send_sge=1, max_recv_sge=1)
     listener = CMID(creator=info, qp_init_attr=QPInitAttr(qp_type=e.IBV_QPT_RC, cap=cap))
     listener.listen()
-    peer = listener.get_request()
+    return listener, listener.get_request()
+
+
+def serve_reads(addr: str, port: str, count: int) -> None:
+    _listener, peer = listen(addr, port)
+    source = peer.reg_read(count * LARGEST)
+    for k in range(count):
+        source.write(message(k), len(message(k)), k * LARGEST)
+    print(f"target {source.buf} {source.rkey}", flush=True)
+    peer.accept()
+    sys.stdin.readline()
+    print("served", flush=True)
+    peer.disconnect()
+
+
+def main() -> None:
+    addr, port, count, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    if mode == "read":
+        serve_reads(addr, port, count)
+        return
+    announced = [k for k in range(count) if immediate(k) is not None]
+    if not announced or announced[-1] != count - 1:
+        sys.exit(f"message {count - 1} carries no immediate: nothing would say the last WRITE landed")
+    _listener, peer = listen(addr, port)
     target = peer.reg_write(count * LARGEST)
     notes = peer.reg_msgs(POSTED)
     for _ in range(POSTED):

@@ -73,6 +73,17 @@ pub(crate) struct PacketSlot {
     source: Option<SocketAddr>,
     rx_timestamp: Option<u64>,
     immediate: Option<u32>,
+    remote: Option<RemoteMemory>,
+}
+
+/// The peer's memory an RDMA packet goes to or came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RemoteMemory {
+    /// A TX packet WRITTEN there (address, remote key), not sent.
+    Write(u64, u32),
+    /// A TX packet's buffer filled by an RDMA READ from there; on RX, the
+    /// READ's result.
+    Read(u64, u32),
 }
 
 impl PacketSlot {
@@ -111,6 +122,12 @@ impl PacketSlot {
     #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
     pub(crate) fn set_immediate(&mut self, immediate: Option<u32>) {
         self.immediate = immediate;
+    }
+
+    /// Records the peer's memory an RDMA READ filled the packet from.
+    #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+    pub(crate) fn set_remote(&mut self, remote: RemoteMemory) {
+        self.remote = Some(remote);
     }
 
     /// Sets the flow id.
@@ -191,9 +208,12 @@ struct BurstMeta {
     rx_timestamps: Option<Vec<u64>>,
     /// RDMA queues: per packet the immediate its message carried, if any.
     immediates: Option<Vec<Option<u32>>>,
-    /// RDMA TX queues: per packet where in the peer's memory an RDMA WRITE
-    /// puts it (address, remote key), if it is no SEND.
-    remote_writes: Option<Vec<Option<(u64, u32)>>>,
+    /// RDMA queues: per packet the peer's memory a TX packet is written to
+    /// or read from (if it is no SEND), or an RX packet was read from.
+    remote: Option<Vec<Option<RemoteMemory>>>,
+    /// Whether a TX packet may be an RDMA READ: its queue shares the
+    /// region of RX queue 0, where the bytes read are delivered.
+    rdma_reads: bool,
     completion: Option<Box<dyn Completion>>,
 }
 
@@ -224,8 +244,8 @@ impl BurstMeta {
         if let Some(immediates) = &mut self.immediates {
             immediates.clear();
         }
-        if let Some(writes) = &mut self.remote_writes {
-            writes.clear();
+        if let Some(remote) = &mut self.remote {
+            remote.clear();
         }
         self.flags = 0;
         self.source_packets = 0;
@@ -260,8 +280,10 @@ pub(crate) struct PacketFields {
     pub(crate) rx_timestamps: bool,
     /// An RDMA message's immediate (RoCE queues, both directions).
     pub(crate) immediates: bool,
-    /// Where an RDMA WRITE puts the packet (RoCE TX queues).
-    pub(crate) remote_writes: bool,
+    /// The peer's memory an RDMA packet goes to or came from (RoCE queues).
+    pub(crate) remote: bool,
+    /// TX packets may be RDMA READs (a RoCE TX queue sharing RX queue 0's region).
+    pub(crate) rdma_reads: bool,
 }
 
 /// A pool of burst metadata entries for one queue. Entries are reused last
@@ -309,7 +331,8 @@ impl MetaPool {
                     senders: Vec::new(),
                     rx_timestamps: shape.fields.rx_timestamps.then(|| Vec::with_capacity(capacity)),
                     immediates: shape.fields.immediates.then(|| Vec::with_capacity(capacity)),
-                    remote_writes: shape.fields.remote_writes.then(|| Vec::with_capacity(capacity)),
+                    remote: shape.fields.remote.then(|| Vec::with_capacity(capacity)),
+                    rdma_reads: shape.fields.rdma_reads,
                     completion: None,
                 })
             })
@@ -596,8 +619,8 @@ impl Burst {
         if let Some(immediates) = &mut meta.immediates {
             immediates.push(None);
         }
-        if let Some(writes) = &mut meta.remote_writes {
-            writes.push(None);
+        if let Some(remote) = &mut meta.remote {
+            remote.push(None);
         }
     }
 
@@ -635,8 +658,8 @@ impl Burst {
         if let Some(immediates) = &mut meta.immediates {
             immediates.push(slot.immediate);
         }
-        if let Some(writes) = &mut meta.remote_writes {
-            writes.push(None);
+        if let Some(remote) = &mut meta.remote {
+            remote.push(slot.remote);
         }
     }
 
@@ -646,11 +669,10 @@ impl Burst {
         *self.meta().immediates.as_ref()?.get(index)?
     }
 
-    /// Where an RDMA WRITE puts packet `index` in the peer's memory
-    /// (address, remote key); `None` for a SEND.
+    /// The peer's memory packet `index` is written to or read from; `None` for a SEND.
     #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
-    pub(crate) fn remote_write(&self, index: usize) -> Option<(u64, u32)> {
-        *self.meta().remote_writes.as_ref()?.get(index)?
+    pub(crate) fn remote(&self, index: usize) -> Option<RemoteMemory> {
+        *self.meta().remote.as_ref()?.get(index)?
     }
 }
 
@@ -746,6 +768,15 @@ impl<'a> Packet<'a> {
         *self.meta.immediates.as_ref()?.get(self.index)?
     }
 
+    /// For the result of an RDMA READ this port's TX queue asked for
+    /// ([`PacketMut::set_rdma_read`]): the peer's address it was read from.
+    pub fn rdma_read_from(&self) -> Option<u64> {
+        match (*self.meta.remote.as_ref()?.get(self.index)?)? {
+            RemoteMemory::Read(addr, _) => Some(addr),
+            RemoteMemory::Write(..) => None,
+        }
+    }
+
     /// Whether the packet's buffers were released early.
     pub fn is_freed(&self) -> bool {
         self.num_segments() == 0
@@ -829,10 +860,30 @@ impl PacketMut<'_> {
     /// completes a receive at the peer. `NOT_SUPPORTED` on a queue of any
     /// other backend.
     pub fn set_rdma_write(&mut self, remote_addr: u64, rkey: u32) -> crate::Result<()> {
-        let column = self.meta.remote_writes.as_mut().ok_or_else(|| {
+        let column = self.meta.remote.as_mut().ok_or_else(|| {
             crate::Error::new(crate::Status::NotSupported, "only RoCE TX queues write into a peer's memory")
         })?;
-        column[self.index] = Some((remote_addr, rkey));
+        column[self.index] = Some(RemoteMemory::Write(remote_addr, rkey));
+        Ok(())
+    }
+
+    /// Makes the packet an RDMA READ of `len` bytes of the peer's memory at
+    /// `remote_addr` under its `rkey`, into this packet's buffer, rather
+    /// than a SEND. The bytes read arrive on the port's RX queue 0 as one
+    /// packet in that very buffer ([`Packet::rdma_read_from`] says from
+    /// where), so the TX queue must use RX queue 0's region; a queue that
+    /// does not, or of any other backend, answers `NOT_SUPPORTED`.
+    pub fn set_rdma_read(&mut self, remote_addr: u64, rkey: u32, len: usize) -> crate::Result<()> {
+        if !self.meta.rdma_reads || self.meta.remote.is_none() {
+            return Err(crate::Error::new(
+                crate::Status::NotSupported,
+                "an RDMA READ is a RoCE TX queue's, and delivers the bytes read on RX queue 0 in the buffer they landed in: give the TX queue RX queue 0's region",
+            ));
+        }
+        self.set_lengths(&[len])?;
+        if let Some(column) = self.meta.remote.as_mut() {
+            column[self.index] = Some(RemoteMemory::Read(remote_addr, rkey));
+        }
         Ok(())
     }
 

@@ -75,7 +75,8 @@ impl Port {
             senders: config.backend(index) == InterfaceBackend::Socket,
             rx_timestamps: iface.rx.as_ref().is_some_and(|rx| rx.hardware_timestamps),
             immediates: roce,
-            remote_writes: false,
+            remote: roce,
+            rdma_reads: false,
         };
         let plans: Vec<Arc<Plan>> = iface
             .rx
@@ -96,18 +97,14 @@ impl Port {
             .iter()
             .map(|q| Queue::new(q, id, rx_meta, regions, engine, fields))
             .collect::<Result<_>>()?;
+        let rx0_region = iface.rx_queues().first().and_then(|q| q.memory_regions.first());
         let tx = iface
             .tx_queues()
             .iter()
             .map(|q| {
-                Queue::new(
-                    q,
-                    id,
-                    tx_meta,
-                    regions,
-                    engine,
-                    PacketFields { immediates: roce, remote_writes: roce, ..PacketFields::default() },
-                )
+                let rdma_reads = roce && rx0_region.is_some() && q.memory_regions.first() == rx0_region;
+                let fields = PacketFields { immediates: roce, remote: roce, rdma_reads, ..PacketFields::default() };
+                Queue::new(q, id, tx_meta, regions, engine, fields)
             })
             .collect::<Result<_>>()?;
         Ok(Self {

@@ -108,9 +108,19 @@ fn send_messages(engine: &Engine, port: u16, count: u32) {
     send_messages_to(engine, port, count, None);
 }
 
-/// [`send_messages`], each message as an RDMA WRITE into slot `k` of the
-/// peer's memory at `target` (address, remote key) where one is given.
-fn send_messages_to(engine: &Engine, port: u16, count: u32, target: Option<(u64, u32)>) {
+/// What a test's TX packets do with the peer's memory at an address
+/// (slot `k` for message `k`) under a remote key.
+#[derive(Clone, Copy)]
+enum Remote {
+    /// Write message `k` there.
+    Write(u64, u32),
+    /// Read message `k`'s length from there.
+    Read(u64, u32),
+}
+
+/// [`send_messages`], each message written to or read from slot `k` of
+/// the peer's memory where `remote` says.
+fn send_messages_to(engine: &Engine, port: u16, count: u32, remote: Option<Remote>) {
     let (mut k, deadline) = (0, Instant::now() + Duration::from_secs(60));
     while k < count {
         assert!(
@@ -126,12 +136,17 @@ fn send_messages_to(engine: &Engine, port: u16, count: u32, target: Option<(u64,
         for i in 0..n {
             let mut packet = burst.packet_mut(i);
             let k = k + i as u32;
+            let slot = |base| base + u64::from(k) * SLOT;
+            if let Some(Remote::Read(base, rkey)) = remote {
+                packet.set_rdma_read(slot(base), rkey, message(k).len()).unwrap();
+                continue;
+            }
             packet.write(&message(k)).unwrap();
             if let Some(immediate) = immediate_of(k) {
                 packet.set_immediate(immediate).unwrap();
             }
-            if let Some((base, rkey)) = target {
-                packet.set_rdma_write(base + u64::from(k) * SLOT, rkey).unwrap();
+            if let Some(Remote::Write(base, rkey)) = remote {
+                packet.set_rdma_write(slot(base), rkey).unwrap();
             }
         }
         let mut pending = burst;
@@ -294,6 +309,17 @@ fn vm_rdma_rc_client_sends_every_tx_packet_to_a_pyverbs_server_byte_exact() {
     assert_eq!(port.tx_queues[0].stats.packets, u64::from(count), "{port:?}");
 }
 
+/// tests/vm/rdma_target.py on `port` with `count` slots in `mode`, once
+/// a client asked to connect: the peer, and where its memory is (address,
+/// remote key).
+fn rdma_target(port: u16, count: u32, mode: &str) -> (Peer, (u64, u32)) {
+    let (port, count) = (port.to_string(), count.to_string());
+    let (peer, line) = Peer::start(&["tests/vm/rdma_target.py", "10.77.0.1", &port, &count, mode]);
+    let words: Vec<u64> = line.split_whitespace().skip(1).filter_map(|w| w.parse().ok()).collect();
+    let [base, rkey] = words[..] else { panic!("the peer said {line:?}") };
+    (peer, (base, rkey as u32))
+}
+
 #[test]
 #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
 fn vm_rdma_rc_client_writes_every_tx_packet_into_a_pyverbs_peers_memory_byte_exact() {
@@ -308,15 +334,63 @@ fn vm_rdma_rc_client_writes_every_tx_packet_into_a_pyverbs_peers_memory_byte_exa
         .rx_queue(rx(0, "rx").core(1))
         .tx_queue(tx(0, "tx").core(1).batch(8));
     let engine = Engine::new(config.validate().unwrap()).unwrap();
-    let (peer, line) = Peer::start(&["tests/vm/rdma_target.py", "10.77.0.1", "18621", &count.to_string()]);
-    let words: Vec<u64> = line.split_whitespace().skip(1).filter_map(|w| w.parse().ok()).collect();
-    let [base, rkey] = words[..] else { panic!("the peer said {line:?}") };
-    send_messages_to(&engine, 0, count, Some((base, rkey as u32)));
+    let (peer, (base, rkey)) = rdma_target(18_621, count, "write");
+    send_messages_to(&engine, 0, count, Some(Remote::Write(base, rkey)));
     let rest = peer.finish(Instant::now() + Duration::from_secs(30));
     let port = &engine.stats().ports[0];
     assert!(rest.contains(&format!("checked {count} writes")), "{rest} {port:?}");
     assert_eq!(port.tx_queues[0].stats.packets, u64::from(count), "{port:?}");
     assert_eq!(port.tx_queues[0].stats.drops(DropReason::SendFailed), 0, "{port:?}");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_rc_client_reads_a_pyverbs_peers_memory_onto_its_rx_queue_byte_exact() {
+    in_the_vm();
+    let count = 200u32;
+    // One region for both queues: a READ's bytes arrive on RX queue 0 in the buffer they landed in.
+    let config = TestConfig::roce_client(RXE_ADDR.into(), SocketAddr::from((RXE_ADDR, 18_622)))
+        .master_core(0)
+        .region("mem", 128, 4096)
+        .rx_queue(rx(0, "mem").core(1).batch(8).timeout_us(1000))
+        .tx_queue(tx(0, "mem").core(1).batch(8));
+    let engine = Engine::new(config.validate().unwrap()).unwrap();
+    let (mut peer, (base, rkey)) = rdma_target(18_622, count, "read");
+    let (mut seen, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
+    std::thread::scope(|scope| {
+        scope.spawn(|| send_messages_to(&engine, 0, count, Some(Remote::Read(base, rkey))));
+        while seen.len() < count as usize && Instant::now() < deadline {
+            match engine.get_rx_burst(0, 0).unwrap() {
+                Some(burst) => seen.extend(burst.packets().map(|p| (p.data().to_vec(), p.rdma_read_from()))),
+                None => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    });
+    assert_eq!(seen.len(), count as usize, "every READ's bytes arrive");
+    for (k, (data, from)) in seen.iter().enumerate() {
+        assert_eq!(*from, Some(base + k as u64 * SLOT), "READ {k} says where it read, in order");
+        assert!(*data == message(k as u32), "READ {k} brought slot {k} byte-exact");
+    }
+    peer.say("done\n");
+    assert!(peer.finish(Instant::now() + Duration::from_secs(10)).contains("served"));
+    let port = &engine.stats().ports[0];
+    assert_eq!(port.tx_queues[0].stats.drops(DropReason::SendFailed), 0, "{port:?}");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_an_rdma_read_from_a_tx_queue_without_rx_queue_0s_region_is_refused() {
+    in_the_vm();
+    let config = TestConfig::roce_client(RXE_ADDR.into(), SocketAddr::from((RXE_ADDR, 18_623)))
+        .region("rx", 8, 4096)
+        .region("tx", 8, 4096)
+        .rx_queue(rx(0, "rx").core(1))
+        .tx_queue(tx(0, "tx").core(1));
+    let engine = Engine::new(config.validate().unwrap()).unwrap();
+    let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
+    let err = burst.packet_mut(0).set_rdma_read(0, 1, 64).expect_err("refused");
+    assert_eq!(err.status, Status::NotSupported, "{err}");
+    assert!(err.message.contains("RX queue 0's region"), "{err}");
 }
 
 #[test]

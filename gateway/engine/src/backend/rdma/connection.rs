@@ -16,7 +16,8 @@ use arc_swap::ArcSwapOption;
 use super::sysfs;
 use super::verbs::{self, CmId, CompletionQueue, EventChannel, MemoryRegistration, ProtectionDomain};
 use crate::backend::link::{LinkStats, RoceLink};
-use crate::memory::LentBuffers;
+use crate::burst::RemoteMemory;
+use crate::memory::{BufToken, LentBuffers};
 use crate::port::Port;
 
 /// Why a port whose RDMA device was removed is down.
@@ -104,6 +105,46 @@ pub(super) struct Link {
     state: Mutex<ConnectionState>,
     /// Set when the device went away under the port.
     pub(super) removal: Removal,
+    /// What the TX task's RDMA READs brought, for the RX task to deliver.
+    pub(super) reads: ReadResults,
+}
+
+/// An RDMA READ the TX task completed: its buffer (of RX queue 0's
+/// region), how many bytes it read into it, and from where.
+#[derive(Debug)]
+pub(super) struct ReadResult {
+    pub(super) token: BufToken,
+    pub(super) len: u32,
+    pub(super) from: RemoteMemory,
+}
+
+/// READ results on their way from the TX task to the RX task, until the
+/// RX task stops taking them (then the TX task releases what it read).
+#[derive(Debug, Default)]
+pub(super) struct ReadResults(Mutex<(bool, std::collections::VecDeque<ReadResult>)>);
+
+impl ReadResults {
+    /// Hands `result` over; gives it back once the RX task stopped.
+    pub(super) fn hand(&self, result: ReadResult) -> Result<(), ReadResult> {
+        let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if inner.0 {
+            return Err(result);
+        }
+        inner.1.push_back(result);
+        Ok(())
+    }
+
+    /// The oldest result handed over and not taken yet.
+    pub(super) fn next(&self) -> Option<ReadResult> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).1.pop_front()
+    }
+
+    /// Takes no more; what was handed over and not taken.
+    pub(super) fn close(&self) -> std::collections::VecDeque<ReadResult> {
+        let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        inner.0 = true;
+        std::mem::take(&mut inner.1)
+    }
 }
 
 impl Link {

@@ -129,7 +129,10 @@ pub(super) fn open(
         }
     };
     let device = open_device(port, regions, used, (anchor, channel), None)?;
-    let recv_depth = regions.get(rx.segment_regions[0]).num_bufs().min(RECV_DEPTH);
+    let rx_bufs = regions.get(rx.segment_regions[0]).num_bufs();
+    // A region shared with the TX queue (its READs land there) keeps half for TX bursts.
+    let shared = port.tx.first().is_some_and(|tx| tx.segment_regions[0] == rx.segment_regions[0]);
+    let recv_depth = if shared { (rx_bufs / 2).max(1) } else { rx_bufs }.min(RECV_DEPTH);
     let link = Arc::new(Link::default());
     let manager =
         Manager::new(&port.name, role, Arc::clone(&link), (qp_type, (SEND_DEPTH, recv_depth)), Arc::clone(&device));

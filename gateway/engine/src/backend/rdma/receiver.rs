@@ -133,6 +133,18 @@ impl Receiver {
         taken
     }
 
+    /// Delivers what the TX task's RDMA READs brought, each in the buffer
+    /// it was read into (of this queue's region), while the ring has room.
+    fn deliver_reads(&mut self, port: &Port) {
+        while self.assembler.ready(&port.rx[0])
+            && let Some(result) = self.link.reads.next()
+        {
+            let mut slot = PacketSlot::single(result.token, result.len, None);
+            slot.set_remote(result.from);
+            self.assembler.push(&port.rx[0], slot, &port.regions);
+        }
+    }
+
     /// Lets go of everything on a device that was removed: the connection,
     /// the receives (their buffers back), the manager's ids and channel,
     /// the registrations and the domain.
@@ -192,6 +204,7 @@ impl QueueTask for Receiver {
         if self.posted_on.as_ref().is_some_and(|on| !current(on)) {
             self.retire(port);
         }
+        self.deliver_reads(port);
         let mut received = 0;
         if let Some(on) = self.posted_on.clone() {
             received = self.receive(port, &on, true);
@@ -207,6 +220,7 @@ impl QueueTask for Receiver {
         }
         self.retire(port);
         let queue = &port.rx[0];
+        region(port).release_all(self.link.reads.close().into_iter().map(|r| r.token));
         self.assembler.finish(queue, &port.regions);
         region(port).drain_cache(&mut self.cache);
     }

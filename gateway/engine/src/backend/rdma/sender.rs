@@ -2,7 +2,8 @@
 //! burst goes out as one SEND, or one RDMA WRITE where the application
 //! named the peer's memory (each with its immediate, where the application
 //! set one), of the very buffer the application wrote, lent to the device
-//! until its completion. While no connection is up the bursts wait in the
+//! until its completion; or it is an RDMA READ into that buffer, which
+//! then goes to the RX task to be delivered on RX queue 0. While no connection is up the bursts wait in the
 //! queue's ring (an RC sender loses nothing; a full ring tells the
 //! application to slow down). A request the peer refuses (a WRITE outside
 //! what it registered) leaves an RC queue pair in the error state, so the
@@ -12,9 +13,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::connection::{Connection, LendsToDevice, Link};
+use super::connection::{Connection, LendsToDevice, Link, ReadResult};
 use super::verbs::{self, ibv_wc};
-use crate::burst::Burst;
+use crate::burst::{Burst, RemoteMemory};
 use crate::memory::{LentBuffers, Region};
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
@@ -36,6 +37,8 @@ pub(super) struct Sender {
     ended: bool,
     /// Buffers the device is sending, by buffer index (the work request id).
     lent: LentBuffers,
+    /// By buffer index: the READ it is lent for (bytes, from where).
+    reading: Vec<Option<(u32, RemoteMemory)>>,
     pacer: Option<Pacer>,
     /// A burst not all of whose packets are posted yet, and its next packet.
     current: Option<(Burst, usize)>,
@@ -52,6 +55,7 @@ impl Sender {
             posted_on: None,
             ended: false,
             lent: LentBuffers::keyed(region(port).num_bufs()),
+            reading: vec![None; region(port).num_bufs() as usize],
             pacer: Pacer::for_queue(q),
             current: None,
             completions: verbs::completions(),
@@ -64,14 +68,23 @@ impl Sender {
         let region = region(port);
         let mut refused = None;
         for wc in &self.completions[..taken] {
-            let Some(token) = self.lent.reclaim(wc.wr_id as u32) else { continue };
+            let buffer = wc.wr_id as u32;
+            let Some(token) = self.lent.reclaim(buffer) else { continue };
+            let read = self.reading[buffer as usize].take();
             if wc.status != verbs::IBV_WC_SUCCESS {
                 port.tx[0].stats.dropped(DropReason::SendFailed, 1);
             }
             if !matches!(wc.status, verbs::IBV_WC_SUCCESS | verbs::IBV_WC_WR_FLUSH_ERR) {
                 refused.get_or_insert(wc.status);
             }
-            region.release(token);
+            match read {
+                Some((len, from)) if wc.status == verbs::IBV_WC_SUCCESS => {
+                    if let Err(result) = self.link.reads.hand(ReadResult { token, len, from }) {
+                        region.release(result.token);
+                    }
+                }
+                _ => region.release(token),
+            }
         }
         if let Some(status) = refused {
             tracing::error!(
@@ -94,12 +107,21 @@ impl Sender {
         while (self.lent.lent() as u32) < self.depth && *next < burst.num_packets() {
             let index = *next;
             *next += 1;
-            let (immediate, write) = (burst.immediate(index), burst.remote_write(index));
+            let (immediate, remote) = (burst.immediate(index), burst.remote(index));
             let Some((_, token, offset, len)) = burst.take_segment(0, index) else { continue };
             let at = region.bytes(&token)[usize::from(offset)..].as_ptr();
             let buffer = token.index();
             let local = (at, len, self.lkey);
-            if let Err(e) = verbs::post_send(&connection.id, u64::from(buffer), local, immediate, write) {
+            self.reading[buffer as usize] = match remote {
+                Some(from @ RemoteMemory::Read(..)) => {
+                    // Delivered from offset 0 of the buffer: read to where its bytes start.
+                    debug_assert_eq!(offset, 0, "TX buffers start at 0");
+                    Some((len, from))
+                }
+                _ => None,
+            };
+            if let Err(e) = verbs::post_send(&connection.id, u64::from(buffer), local, immediate, remote) {
+                self.reading[buffer as usize] = None;
                 tracing::warn!(port = port.name, "ibv_post_send: {e}");
                 region.release(token);
                 q.stats.dropped(DropReason::SendFailed, 1);

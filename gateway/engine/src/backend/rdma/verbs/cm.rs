@@ -9,6 +9,7 @@ use std::ptr::{NonNull, null_mut};
 use rdma_sys as sys;
 
 use super::{CompletionQueue, ProtectionDomain, last_error, post_receive_on, qp_to_error};
+use crate::burst::RemoteMemory;
 
 /// `rdma_addrinfo.ai_flags`: a passive endpoint (rdma_cma.h; a macro,
 /// which the bindings leave out).
@@ -328,14 +329,15 @@ pub(crate) fn accept(id: &CmId) -> io::Result<()> {
 
 /// Posts one signaled SEND of `len` bytes at `addr` (in `lkey`'s
 /// registration), tagged `wr_id`, with `immediate` if given (host order);
-/// or, with `write` (the peer's address and remote key), an RDMA WRITE of
-/// them there, with immediate where one is given.
+/// or, with `remote` memory of the peer, an RDMA WRITE of them there (with
+/// immediate where one is given), or an RDMA READ of `len` bytes from
+/// there into them.
 pub(crate) fn post_send(
     id: &CmId,
     wr_id: u64,
     (addr, len, lkey): (*const u8, u32, u32),
     immediate: Option<u32>,
-    write: Option<(u64, u32)>,
+    remote: Option<RemoteMemory>,
 ) -> io::Result<()> {
     use sys::ibv_wr_opcode as op;
     let mut sge = sys::ibv_sge { addr: addr as u64, length: len, lkey };
@@ -344,16 +346,17 @@ pub(crate) fn post_send(
     wr.wr_id = wr_id;
     wr.sg_list = &mut sge;
     wr.num_sge = 1;
-    wr.opcode = match (write, immediate) {
+    wr.opcode = match (remote, immediate) {
         (None, None) => op::IBV_WR_SEND,
         (None, Some(_)) => op::IBV_WR_SEND_WITH_IMM,
-        (Some(_), None) => op::IBV_WR_RDMA_WRITE,
-        (Some(_), Some(_)) => op::IBV_WR_RDMA_WRITE_WITH_IMM,
+        (Some(RemoteMemory::Write(..)), None) => op::IBV_WR_RDMA_WRITE,
+        (Some(RemoteMemory::Write(..)), Some(_)) => op::IBV_WR_RDMA_WRITE_WITH_IMM,
+        (Some(RemoteMemory::Read(..)), _) => op::IBV_WR_RDMA_READ,
     };
-    if let Some(immediate) = immediate {
+    if let Some(immediate) = immediate.filter(|_| !matches!(remote, Some(RemoteMemory::Read(..)))) {
         wr.imm_data_invalidated_rkey_union.imm_data = immediate.to_be();
     }
-    if let Some((remote_addr, rkey)) = write {
+    if let Some(RemoteMemory::Write(remote_addr, rkey) | RemoteMemory::Read(remote_addr, rkey)) = remote {
         wr.wr.rdma = sys::rdma_t { remote_addr, rkey };
     }
     wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
