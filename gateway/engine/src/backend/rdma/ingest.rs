@@ -176,8 +176,8 @@ struct IngestReceiver {
     ring_qp: Option<RingQueuePair>,
     /// Receives posted and not completed yet.
     posted: u32,
-    /// Since when, and why, the queue pair is in the error state.
-    broken: Option<(Instant, String)>,
+    /// Since when the queue pair is in the error state (why is in `recoveries`).
+    broken: Option<Instant>,
     removal: Arc<Removal>,
     recoveries: Arc<Recoveries>,
     assembler: Assembler,
@@ -256,7 +256,7 @@ impl IngestReceiver {
     /// Notes that the queue pair is in the error state, and why (a
     /// completion's status where one said more than "flushed").
     fn broke(&mut self, port: &Port, status: Option<u32>) {
-        if self.broken.as_ref().is_some_and(|_| status.is_none()) {
+        if self.broken.is_some() && status.is_none() {
             return;
         }
         let cause = status.map_or_else(|| "its receives came back flushed".to_owned(), verbs::status_text);
@@ -265,13 +265,13 @@ impl IngestReceiver {
         );
         tracing::error!(port = port.name, "{why}; bringing it back once its receives are flushed");
         self.recoveries.broke(&why);
-        self.broken = Some((Instant::now(), why));
+        self.broken = Some(Instant::now());
     }
 
     /// Brings a queue pair in the error state back once every receive
     /// came back (or [`FLUSH_WAIT`] passed) and posts them again.
     fn recover_when_flushed(&mut self, port: &Port) {
-        let (Some((since, _)), Some(ring_qp)) = (&self.broken, &self.ring_qp) else { return };
+        let (Some(since), Some(ring_qp)) = (self.broken, &self.ring_qp) else { return };
         if self.posted > 0 && since.elapsed() < FLUSH_WAIT {
             return;
         }
@@ -282,7 +282,7 @@ impl IngestReceiver {
                 port = port.name,
                 "cannot bring the ingest queue pair back, trying again in {FLUSH_WAIT:?}: {e}"
             );
-            self.broken = self.broken.take().map(|(_, why)| (Instant::now(), why));
+            self.broken = Some(Instant::now());
             return;
         }
         self.posted = RECV_DEPTH;
