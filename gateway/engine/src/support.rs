@@ -255,6 +255,17 @@ fn roce_keys(
                     ),
                 );
             }
+            let kinds = queue.memory_regions.iter().filter_map(|name| {
+                config.config().memory_regions.iter().find(|r| &r.name == name).map(|r| (name, r.kind))
+            });
+            for (name, _) in kinds.filter(|(_, kind)| *kind == MemoryKind::Device) {
+                refuse(
+                    at.index(i).key("memory_regions"),
+                    format!(
+                        "region \"{name}\" is GPU memory (kind device); RoCE registers host memory only for now (GPU memory through dmabuf is not built): use host, huge or host_pinned"
+                    ),
+                );
+            }
         }
     }
 }

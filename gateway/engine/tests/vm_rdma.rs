@@ -42,13 +42,20 @@ fn what_the_roce_backend_does_not_do_yet_is_refused_by_path() {
         .region("c", 8, 4096)
         .tx_queue(tx(0, "c").core(1));
     client.model_mut().interfaces[0].socket_config.as_mut().unwrap().remote_addr = None;
-    let err = Engine::from_yaml(&config.and(client.interface_named("client")).yaml()).expect_err("refused");
+    // A third port receives into GPU memory, which RoCE does not register yet.
+    let mut gpu = TestConfig::roce_server(SocketAddr::from((RXE_ADDR, 18_614)))
+        .region("gpu", 8, 4096)
+        .rx_queue(rx(0, "gpu").core(1));
+    gpu.model_mut().memory_regions[0].kind = daqiri_config::model::MemoryKind::Device;
+    let all = config.and(client.interface_named("client")).and(gpu.interface_named("gpu"));
+    let err = Engine::from_yaml(&all.yaml()).expect_err("refused");
     assert_eq!(err.status, Status::NotSupported, "{err}");
     for path in [
         "daqiri.cfg.interfaces[0].rx.queues[1]",
         "daqiri.cfg.interfaces[0].tx.queues[1]",
         "daqiri.cfg.interfaces[1].socket_config.remote_addr",
         "daqiri.cfg.interfaces[1].tx",
+        "daqiri.cfg.interfaces[2].rx.queues[0].memory_regions",
     ] {
         assert!(err.message.contains(path), "names {path}: {err}");
     }
