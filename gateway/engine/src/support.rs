@@ -255,10 +255,9 @@ fn roce_keys(
                     ),
                 );
             }
-            let kinds = queue.memory_regions.iter().filter_map(|name| {
-                config.config().memory_regions.iter().find(|r| &r.name == name).map(|r| (name, r.kind))
-            });
-            for (name, _) in kinds.filter(|(_, kind)| *kind == MemoryKind::Device) {
+            let regions = &config.config().memory_regions;
+            let on_gpu = |name: &&String| regions.iter().any(|r| &r.name == *name && r.kind == MemoryKind::Device);
+            for name in queue.memory_regions.iter().filter(on_gpu) {
                 refuse(
                     at.index(i).key("memory_regions"),
                     format!(

@@ -50,9 +50,10 @@ pub(super) fn device_stats(place: Option<&RoceLink>, removal: &Removal) -> LinkS
     }
 }
 
-/// How long a closed connection's flushed work requests are waited for
-/// before their buffers are given up on (kept out of the pool, and said so).
-const FLUSH_WAIT: Duration = Duration::from_secs(2);
+/// How long a queue pair in the error state is given to flush its work
+/// requests: a closed connection's buffers are then given up on (kept out
+/// of the pool, and said so); an ingest ring is brought back regardless.
+pub(super) const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// A device's protection domain and the registrations of the port's
 /// regions, freed in that order, then the id that keeps the device open

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use daqiri_config::model::{RoceIngest, TransportMode};
 
-use super::connection::{DEVICE_REMOVED, Device, Removal, device_stats};
+use super::connection::{DEVICE_REMOVED, Device, FLUSH_WAIT, Removal, device_stats};
 use super::errors::invalid;
 use super::sysfs;
 use super::verbs::{self, CompletionQueue, DevicePort, QueuePair, Rtr, ibv_wc};
@@ -43,9 +43,6 @@ const RX_BATCH: usize = 64;
 /// Receives posted at once: each WRITE with immediate takes one, and each
 /// is posted again as its completion is taken.
 const RECV_DEPTH: u32 = 1024;
-/// How long a queue pair in the error state is given to flush its
-/// receives before it is brought back regardless.
-const FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// The queue pair's run-time errors, for the status: how often it was
 /// brought back, and why the last time.
@@ -94,7 +91,7 @@ pub(super) fn open(
     let name = place.device_name();
     let gid_index = sysfs::roce_v2_gid_index(&name, place.port_num, local).map_err(|e| invalid(port, e))?;
     let rtr = Rtr {
-        qp_type: if transport == TransportMode::Uc { verbs::IBV_QPT_UC } else { verbs::IBV_QPT_RC },
+        qp_type: verbs::qp_type(transport),
         port: place,
         gid_index,
         peer_gid: sysfs::gid_of(ingest.peer_ip).octets(),

@@ -14,8 +14,8 @@
 //! An ingest port ([`ingest`], `roce_config.ingest`) is instead a ring an
 //! instrument writes into, its queue pair set up by hand.
 //!
-//! What is not built yet (several queues, WRITE and READ from TX) is
-//! refused by path in [`crate::support`].
+//! What is not built yet (several queues, GPU memory) is refused by path
+//! in [`crate::support`].
 
 mod connection;
 mod errors;
@@ -108,7 +108,7 @@ pub(super) fn open(
     used.dedup();
     let channel = Arc::new(EventChannel::new().map_err(|e| invalid(port, e))?);
     let transport = roce.map_or(TransportMode::Rc, |r| r.transport_mode);
-    let qp_type = if transport == TransportMode::Uc { verbs::IBV_QPT_UC } else { verbs::IBV_QPT_RC };
+    let qp_type = verbs::qp_type(transport);
     if let Some(ingest) = roce.and_then(|r| r.ingest.as_ref()) {
         // Only finds and holds the device: the ring's queue pair is made by hand.
         let anchor = CmId::bound(&channel, local.ip, verbs::IBV_QPT_RC).map_err(|e| invalid(port, e))?;

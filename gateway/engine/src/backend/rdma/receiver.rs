@@ -31,9 +31,8 @@ pub(super) struct Receiver {
     manager: Option<Manager>,
     link: Arc<Link>,
     device: Option<Arc<Device>>,
+    /// Its full-ring policy is `HoldBack` for RC, `Drop` for UC.
     assembler: Assembler,
-    /// What to do while the ring is full (`HoldBack` for RC, `Drop` for UC).
-    full_ring: FullRing,
     /// The connection our receives are posted on (pending or live).
     posted_on: Option<Arc<Connection>>,
     /// Buffers posted as receives, by buffer index (the work request id).
@@ -55,7 +54,6 @@ impl Receiver {
             link,
             device: Some(device),
             assembler: Assembler::new(port, 0, full_ring),
-            full_ring,
             posted_on: None,
             lent: LentBuffers::keyed(region(port).num_bufs()),
             cache: PoolCache::new(RX_BATCH),
@@ -86,12 +84,12 @@ impl Receiver {
     }
 
     /// Delivers what completed on `connection`; how many completions there
-    /// were. While the queue's ring is full and the policy holds back
-    /// (`hold`), nothing is taken: the receives are not posted again, and
-    /// the sender waits (RNR), as a TCP sender waits for its window; a
-    /// closing connection is taken regardless.
+    /// were. While the queue's ring is full and the assembler holds back
+    /// (`hold`; a UC assembler drops and is always ready), nothing is taken:
+    /// the receives are not posted again, and the sender waits (RNR), as a
+    /// TCP sender waits for its window; a closing connection is taken regardless.
     fn receive(&mut self, port: &Port, connection: &Connection, hold: bool) -> usize {
-        if hold && self.full_ring == FullRing::HoldBack && !self.assembler.ready(&port.rx[0]) {
+        if hold && !self.assembler.ready(&port.rx[0]) {
             return 0;
         }
         let taken = match connection.recv_cq.poll(&mut self.completions) {

@@ -15,7 +15,7 @@ mod queue_pair;
 use std::io;
 use std::ptr::{NonNull, null_mut};
 
-use daqiri_config::model::MemoryAccess;
+use daqiri_config::model::{MemoryAccess, TransportMode};
 use rdma_sys as sys;
 
 use crate::memory::Region;
@@ -193,6 +193,14 @@ pub(super) fn immediate(wc: &sys::ibv_wc) -> Option<u32> {
     }
     // SAFETY: with IBV_WC_WITH_IMM set, the union holds the immediate (both members are u32).
     Some(u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }))
+}
+
+/// The queue pair type of `transport`.
+pub(super) fn qp_type(transport: TransportMode) -> sys::ibv_qp_type::Type {
+    match transport {
+        TransportMode::Rc => IBV_QPT_RC,
+        TransportMode::Uc => IBV_QPT_UC,
+    }
 }
 
 /// What a completion's status means, in rdma-core's words.
