@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """An independent RoCE peer for the VM tests, on rdma-core's pyverbs (none
 of our code): connects to SERVER:PORT through rdma_cm with an RC queue pair
-and SENDs COUNT messages, message k being `message(k)` below, each waited
-for until its send completes (so the receiver's RNR retries pace it).
+and SENDs COUNT messages, FIRST (0 unless given) and on, message k being
+`message(k)` below, each waited for until its send completes (so the
+receiver's RNR retries pace it).
 
-    tests/vm/rdma_send.py SERVER PORT COUNT
+    tests/vm/rdma_send.py SERVER PORT COUNT [FIRST]
 """
 
 import sys
@@ -33,12 +34,13 @@ def immediate(k: int):
 
 def main() -> None:
     server, port, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    first = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     info = AddrInfo(dst=server, dst_service=port, port_space=cm.RDMA_PS_TCP)
     cap = QPCap(max_send_wr=1, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
     cmid = CMID(creator=info, qp_init_attr=QPInitAttr(qp_type=e.IBV_QPT_RC, cap=cap, sq_sig_all=1))
     cmid.connect()
     mr = cmid.reg_msgs(LARGEST)
-    for k in range(count):
+    for k in range(first, first + count):
         data = message(k)
         mr.write(data, len(data))
         cmid.post_send(mr, 0, len(data))

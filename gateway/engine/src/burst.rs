@@ -212,7 +212,7 @@ struct BurstMeta {
     /// or read from (if it is no SEND), or an RX packet was read from.
     remote: Option<Vec<Option<RemoteMemory>>>,
     /// Whether a TX packet may be an RDMA READ: its queue shares the
-    /// region of RX queue 0, where the bytes read are delivered.
+    /// region of the RX queue of its position, where the bytes read are delivered.
     rdma_reads: bool,
     completion: Option<Box<dyn Completion>>,
 }
@@ -282,7 +282,7 @@ pub(crate) struct PacketFields {
     pub(crate) immediates: bool,
     /// The peer's memory an RDMA packet goes to or came from (RoCE queues).
     pub(crate) remote: bool,
-    /// TX packets may be RDMA READs (a RoCE TX queue sharing RX queue 0's region).
+    /// TX packets may be RDMA READs (a RoCE TX queue sharing its RX queue's region).
     pub(crate) rdma_reads: bool,
 }
 
@@ -869,15 +869,16 @@ impl PacketMut<'_> {
 
     /// Makes the packet an RDMA READ of `len` bytes of the peer's memory at
     /// `remote_addr` under its `rkey`, into this packet's buffer, rather
-    /// than a SEND. The bytes read arrive on the port's RX queue 0 as one
-    /// packet in that very buffer ([`Packet::rdma_read_from`] says from
-    /// where), so the TX queue must use RX queue 0's region; a queue that
-    /// does not, or of any other backend, answers `NOT_SUPPORTED`.
+    /// than a SEND. The bytes read arrive on the RX queue of the TX queue's
+    /// position (whose connection it sends on) as one packet in that very
+    /// buffer ([`Packet::rdma_read_from`] says from where), so the TX queue
+    /// must use that RX queue's region; a queue that does not, or of any
+    /// other backend, answers `NOT_SUPPORTED`.
     pub fn set_rdma_read(&mut self, remote_addr: u64, rkey: u32, len: usize) -> crate::Result<()> {
         if !self.meta.rdma_reads || self.meta.remote.is_none() {
             return Err(crate::Error::new(
                 crate::Status::NotSupported,
-                "an RDMA READ is a RoCE TX queue's, and delivers the bytes read on RX queue 0 in the buffer they landed in: give the TX queue RX queue 0's region",
+                "an RDMA READ is a RoCE TX queue's, and delivers the bytes read on the RX queue of the TX queue's position in the buffer they landed in: give the TX queue that RX queue's region",
             ));
         }
         self.set_lengths(&[len])?;

@@ -83,7 +83,7 @@ mod task;
 mod worker;
 pub mod writer;
 
-pub use backend::{AfXdpLink, AfXdpSocket, IngestRing, LinkStats, RoceLink};
+pub use backend::{AfXdpLink, AfXdpSocket, IngestRing, LinkStats, QueueConnection, RoceLink};
 pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, flags};
 pub use engine::{Engine, SendError};
 pub use error::{Error, Result, Status};

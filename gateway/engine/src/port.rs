@@ -97,12 +97,14 @@ impl Port {
             .iter()
             .map(|q| Queue::new(q, id, rx_meta, regions, engine, fields))
             .collect::<Result<_>>()?;
-        let rx0_region = iface.rx_queues().first().and_then(|q| q.memory_regions.first());
         let tx = iface
             .tx_queues()
             .iter()
-            .map(|q| {
-                let rdma_reads = roce && rx0_region.is_some() && q.memory_regions.first() == rx0_region;
+            .enumerate()
+            .map(|(j, q)| {
+                // A READ's bytes are delivered on the RX queue of the TX queue's position.
+                let rx_region = iface.rx_queues().get(j).and_then(|rx| rx.memory_regions.first());
+                let rdma_reads = roce && rx_region.is_some() && q.memory_regions.first() == rx_region;
                 let fields = PacketFields { immediates: roce, remote: roce, rdma_reads, ..PacketFields::default() };
                 Queue::new(q, id, tx_meta, regions, engine, fields)
             })

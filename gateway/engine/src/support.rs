@@ -201,12 +201,12 @@ fn used_by_roce_queue(config: &ValidConfig, name: &str) -> bool {
     })
 }
 
-/// What the RoCE backend does so far: a port is one RC or UC connection (a
-/// server accepting one peer at a time, or a client connecting to
-/// `remote_addr`), its SENDs received on one RX queue and sent from at most
-/// one TX queue, each message in one buffer of the queue's one region; or
-/// an ingest ring (UC or RC), a region no other queue uses. Everything else
-/// is refused by path.
+/// What the RoCE backend does: a port is an RC or UC connection per RX
+/// queue (a server accepting a peer per queue, or a client connecting each
+/// queue to `remote_addr`), TX queue j sending on RX queue j's connection,
+/// each message in one buffer of the queue's one region; or an ingest ring
+/// (UC or RC) on one RX queue, a region no other queue uses. Everything
+/// else is refused by path.
 fn roce_keys(
     config: &ValidConfig,
     iface: &Interface,
@@ -226,8 +226,15 @@ fn roce_keys(
     }
     let rx_queues = iface.rx.as_ref().map_or(&[][..], |rx| &rx.queues);
     let tx_queues = iface.tx.as_ref().map_or(&[][..], |tx| &tx.queues);
-    if rx_queues.is_empty() && !tx_queues.is_empty() {
-        refuse(path.key("tx"), "a RoCE port's RX queue runs its connection: give the interface one RX queue".into());
+    // (An ingest port's one RX queue and no TX queue are the config's rules.)
+    for i in rx_queues.len()..tx_queues.len() {
+        refuse(
+            path.key("tx").key("queues").index(i),
+            format!(
+                "TX queue {i} sends on the connection of RX queue {i}, which runs it, and the interface has {} RX queues: add an RX queue",
+                rx_queues.len()
+            ),
+        );
     }
     if iface.rx.as_ref().is_some_and(|rx| !rx.flows.is_empty()) {
         refuse(
@@ -238,14 +245,6 @@ fn roce_keys(
     for (direction, queues) in [("rx", rx_queues), ("tx", tx_queues)] {
         let at = path.key(direction).key("queues");
         for (i, queue) in queues.iter().enumerate() {
-            if i > 0 {
-                refuse(
-                    at.index(i),
-                    format!(
-                        "a RoCE port is one connection with one {direction} queue for now; a queue per connection is not built yet"
-                    ),
-                );
-            }
             if queue.memory_regions.len() != 1 {
                 refuse(
                     at.index(i).key("memory_regions"),

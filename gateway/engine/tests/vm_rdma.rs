@@ -34,10 +34,9 @@ fn server(addr: SocketAddr) -> TestConfig {
 
 #[test]
 fn what_the_roce_backend_does_not_do_yet_is_refused_by_path() {
-    let config = server(SocketAddr::from((RXE_ADDR, 18_611)))
-        .rx_queue(rx(1, "rx").core(1))
-        .tx_queue(tx(0, "rx").core(1))
-        .tx_queue(tx(1, "rx").core(1));
+    // A second TX queue has no connection to send on: there is one RX queue.
+    let config =
+        server(SocketAddr::from((RXE_ADDR, 18_611))).tx_queue(tx(0, "rx").core(1)).tx_queue(tx(1, "rx").core(1));
     let mut client = TestConfig::roce_client(RXE_ADDR.into(), SocketAddr::from((RXE_ADDR, 18_611)))
         .region("c", 8, 4096)
         .tx_queue(tx(0, "c").core(1));
@@ -51,7 +50,6 @@ fn what_the_roce_backend_does_not_do_yet_is_refused_by_path() {
     let err = Engine::from_yaml(&all.yaml()).expect_err("refused");
     assert_eq!(err.status, Status::NotSupported, "{err}");
     for path in [
-        "daqiri.cfg.interfaces[0].rx.queues[1]",
         "daqiri.cfg.interfaces[0].tx.queues[1]",
         "daqiri.cfg.interfaces[1].socket_config.remote_addr",
         "daqiri.cfg.interfaces[1].tx",
@@ -128,15 +126,21 @@ enum Remote {
 /// [`send_messages`], each message written to or read from slot `k` of
 /// the peer's memory where `remote` says.
 fn send_messages_to(engine: &Engine, port: u16, count: u32, remote: Option<Remote>) {
-    let (mut k, deadline) = (0, Instant::now() + Duration::from_secs(60));
+    send_range(engine, (port, 0), 0..count, remote);
+}
+
+/// Sends messages `ks` from TX queue `queue` of `port`, as [`send_messages_to`].
+fn send_range(engine: &Engine, (port, queue): (u16, u16), ks: std::ops::Range<u32>, remote: Option<Remote>) {
+    let (mut k, deadline) = (ks.start, Instant::now() + Duration::from_secs(60));
+    let count = ks.end;
     while k < count {
         assert!(
             Instant::now() < deadline,
-            "sent {k} of {count} in a minute: {:?}",
+            "sent up to {k} of {ks:?} in a minute: {:?}",
             engine.stats().ports[port as usize]
         );
         let n = (count - k).min(8) as usize;
-        let Ok(mut burst) = engine.get_tx_packet_burst(port, 0, n) else {
+        let Ok(mut burst) = engine.get_tx_packet_burst(port, queue, n) else {
             std::thread::sleep(Duration::from_millis(1));
             continue;
         };
@@ -168,9 +172,14 @@ fn send_messages_to(engine: &Engine, port: u16, count: u32, remote: Option<Remot
 /// Every packet RX queue 0 of `port` delivers until `count` or a minute
 /// passed: its bytes and its immediate.
 fn receive_messages(engine: &Engine, port: u16, count: u32) -> Vec<(Vec<u8>, Option<u32>)> {
+    receive_on(engine, (port, 0), count)
+}
+
+/// [`receive_messages`] of RX queue `queue`.
+fn receive_on(engine: &Engine, (port, queue): (u16, u16), count: u32) -> Vec<(Vec<u8>, Option<u32>)> {
     let (mut seen, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
     while seen.len() < count as usize && Instant::now() < deadline {
-        match engine.get_rx_burst(port, 0).unwrap() {
+        match engine.get_rx_burst(port, queue).unwrap() {
             Some(burst) => seen.extend(burst.packets().map(|p| (p.data().to_vec(), p.immediate()))),
             None => std::thread::sleep(Duration::from_millis(1)),
         }
@@ -386,18 +395,23 @@ fn vm_rdma_rc_client_reads_a_pyverbs_peers_memory_onto_its_rx_queue_byte_exact()
 
 #[test]
 #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
-fn vm_rdma_an_rdma_read_from_a_tx_queue_without_rx_queue_0s_region_is_refused() {
+fn vm_rdma_an_rdma_read_from_a_tx_queue_without_its_rx_queues_region_is_refused() {
     in_the_vm();
+    // TX queue 0's region is not RX queue 0's; TX queue 1's is RX queue 1's.
     let config = TestConfig::roce_client(RXE_ADDR.into(), SocketAddr::from((RXE_ADDR, 18_623)))
         .region("rx", 8, 4096)
         .region("tx", 8, 4096)
         .rx_queue(rx(0, "rx").core(1))
-        .tx_queue(tx(0, "tx").core(1));
+        .rx_queue(rx(1, "tx").core(1))
+        .tx_queue(tx(0, "tx").core(1))
+        .tx_queue(tx(1, "tx").core(1));
     let engine = Engine::new(config.validate().unwrap()).unwrap();
     let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
     let err = burst.packet_mut(0).set_rdma_read(0, 1, 64).expect_err("refused");
     assert_eq!(err.status, Status::NotSupported, "{err}");
-    assert!(err.message.contains("RX queue 0's region"), "{err}");
+    assert!(err.message.contains("that RX queue's region"), "{err}");
+    let mut burst = engine.get_tx_packet_burst(0, 1, 1).unwrap();
+    burst.packet_mut(0).set_rdma_read(0, 1, 64).expect("a READ from the TX queue sharing its RX queue's region");
 }
 
 #[test]
@@ -461,6 +475,134 @@ fn vm_rdma_client_and_server_in_one_engine_exchange_messages_both_ways() {
     // sends. The client's first bursts wait in its ring for the connection.
     let count = 500u32;
     exchange_both_ways(&engine, count);
+}
+
+/// Which of the runs of `count` messages starting at `firsts` `seen` is:
+/// asserts it is one of them whole, byte-exact and in order.
+fn run_of(seen: &[(Vec<u8>, Option<u32>)], count: u32, firsts: &[u32]) -> u32 {
+    let first = *firsts
+        .iter()
+        .find(|&&first| seen.first().is_some_and(|(data, _)| data == &message(first)))
+        .unwrap_or_else(|| panic!("{} messages, none a run's first", seen.len()));
+    assert_eq!(seen.len(), count as usize, "every message of run {first} arrives");
+    for (k, (data, _)) in (first..).zip(seen) {
+        assert_eq!(data, &message(k), "message {k} arrives whole, in order, on its peer's queue");
+    }
+    first
+}
+
+/// [`receive_on`] of RX queues 0 and 1 of `port` at once.
+fn receive_on_both(engine: &Engine, port: u16, count: u32) -> Vec<Vec<(Vec<u8>, Option<u32>)>> {
+    std::thread::scope(|scope| {
+        let queues: Vec<_> = (0..2).map(|q| scope.spawn(move || receive_on(engine, (port, q), count))).collect();
+        queues.into_iter().map(|queue| queue.join().unwrap()).collect()
+    })
+}
+
+/// Each RX queue of port 0's worker: on the core its queue names, a
+/// thread of its own.
+fn assert_a_worker_per_queue(engine: &Engine, cores: &[u32]) {
+    let workers: Vec<_> =
+        engine.stats().ports[0].rx_queues.iter().map(|q| q.worker.clone().expect("a worker per queue")).collect();
+    assert_ne!(workers[0].tid, workers[1].tid, "a thread per queue: {workers:?}");
+    for (worker, core) in workers.iter().zip(cores) {
+        assert_eq!(worker.core, Some(*core), "{worker:?}");
+    }
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_a_server_gives_each_pyverbs_peer_a_queue_of_its_own_on_its_core() {
+    in_the_vm();
+    let local = SocketAddr::from((RXE_ADDR, 18_640));
+    let config = TestConfig::roce_server(local)
+        .master_core(0)
+        .region("rx", 512, 4096)
+        .rx_queue(rx(0, "rx").core(1).batch(16).timeout_us(2000))
+        .rx_queue(rx(1, "rx").core(0).batch(16).timeout_us(2000))
+        .validate()
+        .unwrap();
+    let engine = Engine::new(config).unwrap();
+    assert_a_worker_per_queue(&engine, &[1, 0]);
+    let (count, firsts) = (200u32, [0u32, 1000]);
+    let peers: Vec<_> = firsts
+        .iter()
+        .map(|first| {
+            let args = ["tests/vm/rdma_send.py", "10.77.0.1", "18640", &count.to_string(), &first.to_string()];
+            python(&args).stdout(std::process::Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    let runs: Vec<u32> = receive_on_both(&engine, 0, count).iter().map(|seen| run_of(seen, count, &firsts)).collect();
+    for peer in peers {
+        let sent = peer.wait_with_output().unwrap();
+        assert!(sent.status.success(), "a pyverbs peer failed: {sent:?}");
+    }
+    assert_ne!(runs[0], runs[1], "each peer had a queue of its own: {runs:?}");
+}
+
+#[test]
+#[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
+fn vm_rdma_a_client_connects_each_queue_and_each_tx_queue_sends_on_its_rx_queues_connection() {
+    in_the_vm();
+    let server_addr = SocketAddr::from((RXE_ADDR, 18_641));
+    let two_queues = |config: TestConfig, name: &str| {
+        let (rx_region, tx_region) = (format!("{name}_rx"), format!("{name}_tx"));
+        config
+            .region(&rx_region, 128, 4096)
+            .region(&tx_region, 64, 4096)
+            .rx_queue(rx(0, &rx_region).core(1).batch(8).timeout_us(1000))
+            .rx_queue(rx(1, &rx_region).core(0).batch(8).timeout_us(1000))
+            .tx_queue(tx(0, &tx_region).core(1).batch(8))
+            .tx_queue(tx(1, &tx_region).core(0).batch(8))
+    };
+    let config = two_queues(TestConfig::roce_server(server_addr).master_core(0), "server")
+        .and(two_queues(TestConfig::roce_client(RXE_ADDR.into(), server_addr), "client"));
+    let engine = Engine::new(config.validate().unwrap()).unwrap();
+    assert_a_worker_per_queue(&engine, &[1, 0]);
+    let (count, firsts) = (150u32, [0u32, 1000]);
+    // Client TX queue j sends run j; each server queue receives one run.
+    let server_runs: Vec<u32> = std::thread::scope(|scope| {
+        for (queue, first) in [(0, firsts[0]), (1, firsts[1])] {
+            let engine = &engine;
+            scope.spawn(move || send_range(engine, (1, queue), first..first + count, None));
+        }
+        receive_on_both(&engine, 0, count).iter().map(|seen| run_of(seen, count, &firsts)).collect()
+    });
+    assert_ne!(server_runs[0], server_runs[1], "each client queue has a server queue of its own: {server_runs:?}");
+    // Server TX queue j answers on its RX queue's connection: the reply
+    // reaches the client queue whose run server queue j received.
+    let replies = [5000u32, 6000];
+    let client_runs: Vec<u32> = std::thread::scope(|scope| {
+        for (queue, first) in [(0, replies[0]), (1, replies[1])] {
+            let engine = &engine;
+            scope.spawn(move || send_range(engine, (0, queue), first..first + count, None));
+        }
+        receive_on_both(&engine, 1, count).iter().map(|seen| run_of(seen, count, &replies)).collect()
+    });
+    for (server_queue, run) in server_runs.iter().enumerate() {
+        let client_queue = firsts.iter().position(|f| f == run).unwrap();
+        assert_eq!(
+            client_runs[client_queue], replies[server_queue],
+            "server queue {server_queue} answered its own peer"
+        );
+    }
+    let link = &engine.stats().ports[0].link;
+    assert_eq!(link.connections.iter().filter(|c| c.connected).count(), 2, "{link:?}");
+    // Every server queue has its peer: a third connection is refused, and
+    // the two carry on.
+    let third = TestConfig::roce_client(RXE_ADDR.into(), server_addr)
+        .master_core(0)
+        .region("third", 8, 4096)
+        .rx_queue(rx(0, "third").core(1));
+    let third = Engine::new(third.validate().unwrap()).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(third.stats().ports[0].link.connected, Some(false), "no queue was free for it");
+    let peer_of_client_queue_0 = server_runs.iter().position(|r| *r == firsts[0]).unwrap() as u16;
+    let again = std::thread::scope(|scope| {
+        scope.spawn(|| send_range(&engine, (1, 0), 0..count, None));
+        receive_on(&engine, (0, peer_of_client_queue_0), count)
+    });
+    run_of(&again, count, &[0]);
 }
 
 #[test]

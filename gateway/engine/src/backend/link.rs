@@ -14,8 +14,11 @@ pub struct LinkStats {
     pub kernel_rx_buffer_bytes: Option<u64>,
     /// The peer: a UDP server's last sender, a TCP connection's other end.
     pub peer: Option<SocketAddr>,
-    /// Whether a connection is up (connection-oriented backends).
+    /// Whether a connection is up (connection-oriented backends; with a
+    /// connection per queue, whether any is).
     pub connected: Option<bool>,
+    /// A RoCE port's connection per RX queue.
+    pub connections: Vec<QueueConnection>,
     /// The NIC's own counters by the driver's names (DPDK xstats: packets,
     /// bytes, `rx_missed_errors`, `rx_mbuf_allocation_errors`, per queue ...).
     pub nic_counters: Vec<(String, u64)>,
@@ -31,6 +34,17 @@ pub struct LinkStats {
     pub recoveries: Option<u64>,
     /// Why, the last time.
     pub last_error: Option<String>,
+}
+
+/// The connection of one RX queue (and of the TX queue of its position).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueConnection {
+    /// The RX queue's id.
+    pub rx_queue: u16,
+    /// Its peer, while connected.
+    pub peer: Option<SocketAddr>,
+    /// Whether it is up.
+    pub connected: bool,
 }
 
 /// How an AF_XDP port moves frames.

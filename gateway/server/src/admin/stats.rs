@@ -120,9 +120,12 @@ pub(crate) struct LinkStats {
     /// The peer: a UDP server's last sender, a TCP connection's other end.
     #[serde(skip_serializing_if = "Option::is_none")]
     peer: Option<String>,
-    /// Whether a connection is up (TCP).
+    /// Whether a connection is up (TCP, RoCE: any of the port's).
     #[serde(skip_serializing_if = "Option::is_none")]
     connected: Option<bool>,
+    /// A RoCE port's connection per RX queue (TX queue j sends on the j-th).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    connections: Vec<QueueConnection>,
     /// The NIC's own counters by the driver's names (DPDK xstats).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     nic_counters: std::collections::BTreeMap<String, u64>,
@@ -145,11 +148,30 @@ impl From<&daqiri::LinkStats> for LinkStats {
             kernel_rx_buffer_bytes: link.kernel_rx_buffer_bytes,
             peer: link.peer.map(|p| p.to_string()),
             connected: link.connected,
+            connections: link.connections.iter().map(QueueConnection::from).collect(),
             nic_counters: link.nic_counters.iter().cloned().collect(),
             down: link.down.clone(),
             recoveries: link.recoveries,
             last_error: link.last_error.clone(),
         }
+    }
+}
+
+/// One RX queue's connection.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct QueueConnection {
+    /// The RX queue's id.
+    rx_queue: u16,
+    /// Its peer, while connected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer: Option<String>,
+    /// Whether it is up.
+    connected: bool,
+}
+
+impl From<&daqiri::QueueConnection> for QueueConnection {
+    fn from(c: &daqiri::QueueConnection) -> Self {
+        Self { rx_queue: c.rx_queue, peer: c.peer.map(|p| p.to_string()), connected: c.connected }
     }
 }
 

@@ -1,10 +1,11 @@
 //! What a RoCE port's RX and TX tasks share: the device objects (the
-//! protection domain and each region's registration), the live connection
-//! (its queue pair and completion queues), and what the status shows.
+//! protection domain and each region's registration), each queue pair's
+//! live connection (its queue pair and completion queues), and what the
+//! status shows.
 //!
 //! Ownership fixes the order the verbs free things in: a connection holds
-//! the device (which holds the event channel), so its queue pair goes
-//! before the registrations and the domain, and its id before the channel.
+//! the device and its event channel, so its queue pair goes before the
+//! registrations and the domain, and its id before the channel.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -84,11 +85,18 @@ pub(super) struct Connection {
     pub(super) send_cq: CompletionQueue,
     pub(super) recv_cq: CompletionQueue,
     _device: Arc<Device>,
+    /// The channel `id`'s events come on.
+    _channel: Arc<EventChannel>,
 }
 
 impl Connection {
-    pub(super) fn new(id: CmId, (send_cq, recv_cq): (CompletionQueue, CompletionQueue), device: &Arc<Device>) -> Self {
-        Self { id, send_cq, recv_cq, _device: Arc::clone(device) }
+    pub(super) fn new(
+        id: CmId,
+        (send_cq, recv_cq): (CompletionQueue, CompletionQueue),
+        device: &Arc<Device>,
+        channel: &Arc<EventChannel>,
+    ) -> Self {
+        Self { id, send_cq, recv_cq, _device: Arc::clone(device), _channel: Arc::clone(channel) }
     }
 }
 
@@ -99,18 +107,19 @@ pub(super) struct ConnectionState {
     pub(super) connected: bool,
 }
 
-/// The port's connection, once established; swapped out when it closes.
+/// One queue pair's connection, once established (swapped out when it
+/// closes), shared by the RX and TX queue of one position.
 #[derive(Debug, Default)]
 pub(super) struct Link {
     current: ArcSwapOption<Connection>,
     state: Mutex<ConnectionState>,
-    /// Set when the device went away under the port.
-    pub(super) removal: Removal,
+    /// Set when the device went away under the port (one for all its links).
+    pub(super) removal: Arc<Removal>,
     /// What the TX task's RDMA READs brought, for the RX task to deliver.
     pub(super) reads: ReadResults,
 }
 
-/// An RDMA READ the TX task completed: its buffer (of RX queue 0's
+/// An RDMA READ the TX task completed: its buffer (of its RX queue's
 /// region), how many bytes it read into it, and from where.
 #[derive(Debug)]
 pub(super) struct ReadResult {
@@ -149,6 +158,10 @@ impl ReadResults {
 }
 
 impl Link {
+    pub(super) fn new(removal: &Arc<Removal>) -> Self {
+        Self { removal: Arc::clone(removal), ..Self::default() }
+    }
+
     /// The established connection, if any.
     pub(super) fn connection(&self) -> Option<Arc<Connection>> {
         self.current.load_full()

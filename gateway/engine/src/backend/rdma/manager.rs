@@ -1,26 +1,87 @@
-//! A RoCE port's connection, driven by its `rdma_cm` events: a server
-//! listens and accepts one peer at a time; a client resolves its server,
-//! connects, and tries again a second after any failure or disconnect.
-//! A new connection's queue pair is handed out before it starts, so its
-//! receives are posted before the first message can arrive.
+//! The connections of a RoCE port, one per queue position (RX queue j
+//! and TX queue j share one), each driven by the `rdma_cm` events of its
+//! own channel on its RX queue's worker. A server's listener is queue 0's:
+//! it hands each connect request to the first queue without a peer, and
+//! refuses one when every queue has its peer. A client's queues each
+//! resolve the server, connect, and try again a second after any failure
+//! or disconnect. A new connection's queue pair is handed out before it
+//! starts, so its receives are posted before the first message can arrive.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::connection::{Connection, Device, Link};
-use super::verbs::{self, CmEvent, CmId, CompletionQueue, event};
+use super::verbs::{self, CmEvent, CmId, CompletionQueue, EventChannel, event};
 
 /// How long address and route resolution may take.
 const RESOLVE_TIMEOUT_MS: i32 = 2000;
 /// A client's pause between a failed or closed connection and the next try.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// Which end of the connection this port is.
+/// A server port's queue positions, each taking one peer at a time.
+#[derive(Debug)]
+pub(super) struct Seats(Vec<Seat>);
+
+#[derive(Debug)]
+struct Seat {
+    /// Set when the listener hands the seat a request, cleared when that
+    /// connection ends.
+    taken: AtomicBool,
+    /// A request handed over and not picked up yet, on `channel`.
+    request: Mutex<Option<CmId>>,
+    channel: Arc<EventChannel>,
+}
+
+impl Seats {
+    /// One seat per channel; the first channel is the listener's.
+    pub(super) fn new(channels: &[Arc<EventChannel>]) -> Self {
+        Self(
+            channels
+                .iter()
+                .map(|channel| Seat {
+                    taken: AtomicBool::new(false),
+                    request: Mutex::new(None),
+                    channel: Arc::clone(channel),
+                })
+                .collect(),
+        )
+    }
+
+    /// Claims the first free seat for a request.
+    fn claim(&self) -> Option<usize> {
+        self.0
+            .iter()
+            .position(|seat| seat.taken.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_ok())
+    }
+
+    fn free(&self, seat: usize) {
+        self.0[seat].taken.store(false, Ordering::Release);
+    }
+
+    /// The request handed to `seat`, if one waits.
+    fn pick_up(&self, seat: usize) -> Option<CmId> {
+        self.0[seat].request.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Moves `id` onto `seat`'s channel and leaves it there.
+    fn hand(&self, seat: usize, id: CmId) -> std::io::Result<()> {
+        id.migrate(&self.0[seat].channel)?;
+        *self.0[seat].request.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+        Ok(())
+    }
+}
+
+/// Which end of the connection this queue position is.
 #[derive(Debug)]
 pub(super) enum Role {
-    /// Listens through the device's anchor (its listener).
-    Server,
+    /// Seat `seat` of the port's seats; seat 0 listens (the device's
+    /// anchor is the listener, on seat 0's channel).
+    Server {
+        seat: usize,
+        seats: Arc<Seats>,
+    },
     Client {
         local: IpAddr,
         remote: SocketAddr,
@@ -30,7 +91,7 @@ pub(super) enum Role {
     },
 }
 
-/// The connection's life: what is set up, what is live (in [`Link`]).
+/// One connection's life: what is set up, what is live (in [`Link`]).
 #[derive(Debug)]
 pub(super) struct Manager {
     port: String,
@@ -42,25 +103,26 @@ pub(super) struct Manager {
     /// (send, receive) work requests the queue pair holds.
     depths: (u32, u32),
     device: Arc<Device>,
+    /// Where this connection's events come (the device's own channel for queue 0).
+    channel: Arc<EventChannel>,
 }
 
 impl Manager {
     pub(super) fn new(
         port: &str,
-        role: Role,
-        link: Arc<Link>,
+        (role, link): (Role, Arc<Link>),
         (qp_type, depths): (u32, (u32, u32)),
-        device: Arc<Device>,
+        (device, channel): (Arc<Device>, Arc<EventChannel>),
     ) -> Self {
-        Self { port: port.to_owned(), role, pending: None, link, qp_type, depths, device }
+        Self { port: port.to_owned(), role, pending: None, link, qp_type, depths, device, channel }
     }
 
     /// Answers what the channel reports; returns a new connection whose
     /// receives the caller posts before calling [`start`](Self::start).
     pub(super) fn poll(&mut self) -> Option<Arc<Connection>> {
-        let mut made = self.try_connect();
+        let mut made = self.try_connect().or_else(|| self.handed());
         loop {
-            let event = match self.device.channel.next() {
+            let event = match self.channel.next() {
                 Ok(Some(event)) => event,
                 Ok(None) => return made,
                 Err(e) => {
@@ -77,7 +139,7 @@ impl Manager {
     /// Accepts (server) or connects (client) a connection from [`poll`](Self::poll).
     pub(super) fn start(&mut self, connection: &Arc<Connection>) {
         let started = match self.role {
-            Role::Server => verbs::accept(&connection.id),
+            Role::Server { .. } => verbs::accept(&connection.id),
             Role::Client { .. } => connection.id.connect(),
         };
         match started {
@@ -98,8 +160,12 @@ impl Manager {
             verbs::disconnect(&live.id);
         }
         self.link.closed();
-        if let Role::Client { resolving, .. } = &mut self.role {
-            *resolving = None;
+        match &mut self.role {
+            Role::Client { resolving, .. } => *resolving = None,
+            Role::Server { seat, seats } => {
+                drop(seats.pick_up(*seat));
+                seats.free(*seat);
+            }
         }
     }
 
@@ -147,17 +213,34 @@ impl Manager {
     fn resolving(&self) -> Option<&CmId> {
         match &self.role {
             Role::Client { resolving, .. } => resolving.as_ref(),
-            Role::Server => None,
+            Role::Server { .. } => None,
         }
     }
 
-    /// A server's connect request: one peer at a time.
+    /// A connect request on the listener: to the first queue without a
+    /// peer (this one's made here), refused when there is none.
     fn requested(&mut self, id: CmId) -> Option<Arc<Connection>> {
-        if self.pending.is_some() || self.link.connection().is_some() {
-            tracing::warn!(port = self.port, peer = ?id.peer(), "refused a second RoCE connection: one peer at a time");
+        let Role::Server { seat, seats } = &self.role else { return None };
+        let Some(free) = seats.claim() else {
+            tracing::warn!(port = self.port, peer = ?id.peer(), "refused a RoCE connection: every queue has its peer");
             verbs::reject(&id);
             return None;
+        };
+        if free == *seat {
+            return self.made(id);
         }
+        if let Err(e) = seats.hand(free, id) {
+            // The id is gone with the error (its peer's connect fails).
+            tracing::error!(port = self.port, "cannot hand a RoCE connection to queue position {free}: {e}");
+            seats.free(free);
+        }
+        None
+    }
+
+    /// A request the listener handed to this queue.
+    fn handed(&mut self) -> Option<Arc<Connection>> {
+        let Role::Server { seat, seats } = &self.role else { return None };
+        let id = seats.pick_up(*seat)?;
         self.made(id)
     }
 
@@ -169,7 +252,7 @@ impl Manager {
             CompletionQueue::new(device, send + 1).and_then(|s| Ok((s, CompletionQueue::new(device, receive + 1)?)));
         let made = cqs.and_then(|(send_cq, recv_cq)| {
             verbs::create_queue_pair(&id, &self.device.pd, (&send_cq, &recv_cq), self.qp_type, self.depths)?;
-            Ok(Connection::new(id, (send_cq, recv_cq), &self.device))
+            Ok(Connection::new(id, (send_cq, recv_cq), &self.device, &self.channel))
         });
         match made {
             Ok(connection) => Some(Arc::new(connection)),
@@ -189,7 +272,7 @@ impl Manager {
         if resolving.is_some() || Instant::now() < *retry_at {
             return None;
         }
-        let started = CmId::bound(&self.device.channel, *local, self.qp_type).and_then(|id| {
+        let started = CmId::bound(&self.channel, *local, self.qp_type).and_then(|id| {
             id.resolve_addr(*remote, RESOLVE_TIMEOUT_MS)?;
             Ok(id)
         });
@@ -212,7 +295,7 @@ impl Manager {
                 *failures += 1;
                 *retry_at = Instant::now() + RETRY_AFTER;
             }
-            Role::Server => tracing::info!(port = self.port, "RoCE connection closed ({why})"),
+            Role::Server { .. } => tracing::info!(port = self.port, "RoCE connection closed ({why})"),
         }
     }
 

@@ -1,10 +1,11 @@
 //! The RoCE backend (`stream_type: socket` with `roce://` endpoints), over
-//! rdma-core through rdma-sys. A port is one connected queue pair,
-//! reliable (RC) or unreliable (UC, `roce_config.transport_mode`), set up
-//! through `rdma_cm`: a server listens on `local_addr` and
-//! accepts one peer at a time; a client binds `local_addr` and connects to
-//! `remote_addr` (our extension: DAQIRI connects from the application),
-//! trying again while the server is away.
+//! rdma-core through rdma-sys. A port is a connected queue pair per RX
+//! queue, reliable (RC) or unreliable (UC, `roce_config.transport_mode`),
+//! set up through `rdma_cm`: a server listens on `local_addr` and gives
+//! each peer that connects the first queue without one; a client binds
+//! `local_addr` and connects each queue to `remote_addr` (our extension:
+//! DAQIRI connects from the application), trying again while the server
+//! is away. TX queue j sends on RX queue j's connection.
 //!
 //! Every buffer the device touches is a buffer of the queue's region,
 //! registered with the device: a SEND received lands zero-copy and reaches
@@ -14,8 +15,7 @@
 //! An ingest port ([`ingest`], `roce_config.ingest`) is instead a ring an
 //! instrument writes into, its queue pair set up by hand.
 //!
-//! What is not built yet (several queues, GPU memory) is refused by path
-//! in [`crate::support`].
+//! What is not built yet (GPU memory) is refused by path in [`crate::support`].
 
 mod connection;
 mod errors;
@@ -33,7 +33,7 @@ use daqiri_config::SocketEndpoints;
 use daqiri_config::model::{MemoryAccess, RoceConfig, SocketMode, TransportMode};
 
 use super::driver::PortDriver;
-use super::link::{LinkStats, RoceLink};
+use super::link::{LinkStats, QueueConnection, RoceLink};
 use crate::delivery::FullRing;
 use crate::error::Result;
 use crate::memory::RegionTable;
@@ -41,9 +41,9 @@ use crate::port::Port;
 use crate::queue::Queue;
 use crate::task::Task;
 
-use connection::{Device, Link};
+use connection::{Device, Link, Removal};
 use errors::{invalid, refused};
-use manager::{Manager, Role};
+use manager::{Manager, Role, Seats};
 use receiver::Receiver;
 use sender::Sender;
 use verbs::{CmId, EventChannel, MemoryRegistration, ProtectionDomain};
@@ -55,15 +55,20 @@ const SEND_DEPTH: u32 = 256;
 
 #[derive(Debug)]
 pub(super) struct RdmaDriver {
-    /// The connection's manager and the device until the tasks take them
-    /// (so that nothing else holds the device when it is removed).
-    parts: std::sync::Mutex<Option<(Manager, Arc<Device>)>>,
-    link: Arc<Link>,
+    /// Each RX queue's connection manager, and the device, until the tasks
+    /// take them (so that nothing else holds the device when it is removed).
+    parts: std::sync::Mutex<Option<(Vec<Manager>, Arc<Device>)>>,
+    /// Each RX queue's connection (TX queue j sends on the j-th).
+    links: Vec<Arc<Link>>,
+    /// The RX queues' ids, in the links' order.
+    rx_ids: Vec<u16>,
+    removal: Arc<Removal>,
     /// The device port, for the status.
     place: Option<RoceLink>,
-    /// Receives kept posted: the RX region's buffers, at most [`RECV_DEPTH`].
-    recv_depth: u32,
-    /// What the receiver does while its ring is full (see [`receiver`]).
+    /// Receives each RX queue keeps posted: its share of its region's
+    /// buffers, at most [`RECV_DEPTH`].
+    recv_depths: Vec<u32>,
+    /// What a receiver does while its ring is full (see [`receiver`]).
     full_ring: FullRing,
 }
 
@@ -90,9 +95,18 @@ fn queue_region(port: &Port, queue: &Queue, regions: &RegionTable) -> Result<u16
     Ok(index)
 }
 
-/// Opens a RoCE port: the event channel, the listener (server) or a first
-/// bound id (client and ingest, to find the device), and the regions'
-/// registrations.
+/// Receives RX queue `rx` keeps posted: its region's buffers shared
+/// evenly among the port's queues on that region (a TX queue's READs and
+/// bursts take buffers there too), at most [`RECV_DEPTH`].
+fn recv_depth(port: &Port, rx: &Queue, regions: &RegionTable) -> u32 {
+    let region = rx.segment_regions[0];
+    let sharing = port.rx.iter().chain(&port.tx).filter(|q| q.segment_regions[0] == region).count() as u32;
+    (regions.get(region).num_bufs() / sharing.max(1)).clamp(1, RECV_DEPTH)
+}
+
+/// Opens a RoCE port: the event channels (one per RX queue), the listener
+/// (server) or a first bound id (client and ingest, to find the device),
+/// and the regions' registrations.
 pub(super) fn open(
     endpoints: SocketEndpoints,
     roce: Option<&RoceConfig>,
@@ -100,11 +114,15 @@ pub(super) fn open(
     regions: &RegionTable,
 ) -> Result<Box<dyn PortDriver>> {
     let local = endpoints.local.ok_or_else(|| invalid(port, "no local_addr"))?;
-    let Some(rx) = port.rx.first() else { return Err(invalid(port, "no RX queue")) };
-    let mut used = vec![queue_region(port, rx, regions)?];
-    if let Some(tx) = port.tx.first() {
-        used.push(queue_region(port, tx, regions)?);
+    if port.rx.is_empty() {
+        return Err(invalid(port, "no RX queue"));
     }
+    if port.tx.len() > port.rx.len() {
+        return Err(invalid(port, "more TX queues than RX queues: TX queue j sends on RX queue j's connection"));
+    }
+    let mut used =
+        port.rx.iter().chain(&port.tx).map(|q| queue_region(port, q, regions)).collect::<Result<Vec<_>>>()?;
+    used.sort_unstable();
     used.dedup();
     let channel = Arc::new(EventChannel::new().map_err(|e| invalid(port, e))?);
     let transport = roce.map_or(TransportMode::Rc, |r| r.transport_mode);
@@ -115,37 +133,51 @@ pub(super) fn open(
         let device = open_device(port, regions, used, (anchor, channel), Some(0))?;
         return ingest::open(port, local.ip, ingest, transport, device);
     }
-    let (role, anchor) = match endpoints.mode {
+    // Queue 0's connection events come on the device's channel, the others' on their own.
+    let mut channels = vec![Arc::clone(&channel)];
+    for _ in 1..port.rx.len() {
+        channels.push(Arc::new(EventChannel::new().map_err(|e| invalid(port, e))?));
+    }
+    let (roles, anchor): (Vec<Role>, CmId) = match endpoints.mode {
         SocketMode::Server => {
             let listener = CmId::listen(&channel, local.socket_addr(), qp_type).map_err(|e| invalid(port, e))?;
-            (Role::Server, listener)
+            let seats = Arc::new(Seats::new(&channels));
+            ((0..port.rx.len()).map(|seat| Role::Server { seat, seats: Arc::clone(&seats) }).collect(), listener)
         }
         SocketMode::Client => {
             let remote = endpoints.remote.ok_or_else(|| invalid(port, "a client needs remote_addr"))?.socket_addr();
             // An id bound now finds the device, fails here if none has the
             // address, and keeps the device open.
             let bound = CmId::bound(&channel, local.ip, qp_type).map_err(|e| invalid(port, e))?;
-            (Role::Client { local: local.ip, remote, resolving: None, retry_at: Instant::now(), failures: 0 }, bound)
+            let client =
+                || Role::Client { local: local.ip, remote, resolving: None, retry_at: Instant::now(), failures: 0 };
+            ((0..port.rx.len()).map(|_| client()).collect(), bound)
         }
     };
     let device = open_device(port, regions, used, (anchor, channel), None)?;
-    let rx_bufs = regions.get(rx.segment_regions[0]).num_bufs();
-    // A region shared with the TX queue (its READs land there) keeps half for TX bursts.
-    let shared = port.tx.first().is_some_and(|tx| tx.segment_regions[0] == rx.segment_regions[0]);
-    let recv_depth = if shared { (rx_bufs / 2).max(1) } else { rx_bufs }.min(RECV_DEPTH);
-    let link = Arc::new(Link::default());
-    let manager =
-        Manager::new(&port.name, role, Arc::clone(&link), (qp_type, (SEND_DEPTH, recv_depth)), Arc::clone(&device));
-    tracing::info!(port = port.name, local = %local.socket_addr(), mode = ?endpoints.mode, "RoCE port open");
+    let removal = Arc::new(Removal::default());
+    let links: Vec<Arc<Link>> = (0..port.rx.len()).map(|_| Arc::new(Link::new(&removal))).collect();
+    let recv_depths: Vec<u32> = port.rx.iter().map(|rx| recv_depth(port, rx, regions)).collect();
+    let managers = roles
+        .into_iter()
+        .zip(channels)
+        .enumerate()
+        .map(|(j, (role, channel))| {
+            let queue_pair = (qp_type, (SEND_DEPTH, recv_depths[j]));
+            Manager::new(&port.name, (role, Arc::clone(&links[j])), queue_pair, (Arc::clone(&device), channel))
+        })
+        .collect();
+    tracing::info!(port = port.name, local = %local.socket_addr(), mode = ?endpoints.mode, connections = port.rx.len(), "RoCE port open");
     let place = verbs::DevicePort::of(&device.anchor).map(|place| RoceLink {
         device: place.device_name(),
         port: place.port_num,
         gid: sysfs::gid_of(local.ip),
         ingest: None,
     });
-    let parts = std::sync::Mutex::new(Some((manager, device)));
+    let parts = std::sync::Mutex::new(Some((managers, device)));
     let full_ring = if transport == TransportMode::Uc { FullRing::Drop } else { FullRing::HoldBack };
-    Ok(Box::new(RdmaDriver { parts, link, place, recv_depth, full_ring }))
+    let rx_ids = port.rx.iter().map(|q| q.id).collect();
+    Ok(Box::new(RdmaDriver { parts, links, rx_ids, removal, place, recv_depths, full_ring }))
 }
 
 /// The device `anchor` found: its protection domain and the registrations
@@ -174,28 +206,40 @@ fn open_device(
 }
 
 impl PortDriver for RdmaDriver {
-    /// The RX task runs the connection; the TX task sends on it.
+    /// Each RX task runs its queue's connection; TX queue j sends on the j-th.
     fn tasks(&mut self, port: &Port) -> Vec<Task> {
-        let Some((manager, device)) = self.parts.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        let Some((managers, device)) = self.parts.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return Vec::new();
         };
-        let lkey = port.tx.first().and_then(|tx| device.lkey(tx.segment_regions[0]));
-        let connection = (manager, Arc::clone(&self.link), device);
-        let receiver = Receiver::new(port, connection, self.full_ring, self.recv_depth);
-        let mut tasks = vec![Task::receiver(port, &port.rx[0], Box::new(receiver)).polling()];
-        if let (Some(tx), Some(lkey)) = (port.tx.first(), lkey) {
-            let sender = Sender::new(port, Arc::clone(&self.link), lkey, SEND_DEPTH);
+        let mut tasks = Vec::new();
+        for (j, manager) in managers.into_iter().enumerate() {
+            let connection = (manager, Arc::clone(&self.links[j]), Arc::clone(&device));
+            let receiver = Receiver::new((port, j), connection, self.full_ring, self.recv_depths[j]);
+            tasks.push(Task::receiver(port, &port.rx[j], Box::new(receiver)).polling());
+        }
+        for (j, tx) in port.tx.iter().enumerate() {
+            let Some(lkey) = device.lkey(tx.segment_regions[0]) else { continue };
+            let sender = Sender::new((port, j), Arc::clone(&self.links[j]), lkey, SEND_DEPTH);
             tasks.push(Task::sender(port, tx, Box::new(sender)));
         }
         tasks
     }
 
     fn link_stats(&self) -> LinkStats {
-        let state = self.link.state();
+        let connections: Vec<QueueConnection> = self
+            .links
+            .iter()
+            .zip(&self.rx_ids)
+            .map(|(link, &rx_queue)| {
+                let state = link.state();
+                QueueConnection { rx_queue, peer: state.peer, connected: state.connected }
+            })
+            .collect();
         LinkStats {
-            peer: state.peer,
-            connected: Some(state.connected),
-            ..connection::device_stats(self.place.as_ref(), &self.link.removal)
+            peer: connections.iter().find_map(|c| c.peer),
+            connected: Some(connections.iter().any(|c| c.connected)),
+            connections,
+            ..connection::device_stats(self.place.as_ref(), &self.removal)
         }
     }
 }

@@ -1,5 +1,5 @@
-//! The receive task of a RoCE port, on its RX queue's core: it runs the
-//! port's connection ([`Manager`]), keeps the connection's receive queue
+//! The receive task of a RoCE port's RX queue, on the queue's core: it
+//! runs the queue's connection ([`Manager`]), keeps its receive queue
 //! stocked with region buffers, and hands each completed receive to the
 //! queue's assembler as one packet of its received length, with the
 //! immediate its message carried (a peer's WRITE with immediate arrives as
@@ -27,6 +27,8 @@ use crate::task::QueueTask;
 const RX_BATCH: usize = 64;
 
 pub(super) struct Receiver {
+    /// The RX queue's position in the port.
+    queue: usize,
     /// The connection's manager and the device, until the device is removed.
     manager: Option<Manager>,
     link: Arc<Link>,
@@ -44,18 +46,19 @@ pub(super) struct Receiver {
 
 impl Receiver {
     pub(super) fn new(
-        port: &Port,
+        (port, queue): (&Port, usize),
         (manager, link, device): (Manager, Arc<Link>, Arc<Device>),
         full_ring: FullRing,
         depth: u32,
     ) -> Self {
         Self {
+            queue,
             manager: Some(manager),
             link,
             device: Some(device),
-            assembler: Assembler::new(port, 0, full_ring),
+            assembler: Assembler::new(port, queue, full_ring),
             posted_on: None,
-            lent: LentBuffers::keyed(region(port).num_bufs()),
+            lent: LentBuffers::keyed(region(port, queue).num_bufs()),
             cache: PoolCache::new(RX_BATCH),
             depth,
             completions: verbs::completions(),
@@ -64,8 +67,8 @@ impl Receiver {
 
     /// Posts receives on `connection` until `depth` region buffers are with the device.
     fn stock(&mut self, port: &Port, connection: &Connection) {
-        let region = region(port);
-        let index = port.rx[0].segment_regions[0];
+        let region = region(port, self.queue);
+        let index = port.rx[self.queue].segment_regions[0];
         let lkey = self.device.as_ref().and_then(|device| device.lkey(index));
         let (len, Some(lkey)) = (region.buf_size() as u32, lkey) else { return };
         while (self.lent.lent() as u32) < self.depth {
@@ -89,7 +92,8 @@ impl Receiver {
     /// the receives are not posted again, and the sender waits (RNR), as a
     /// TCP sender waits for its window; a closing connection is taken regardless.
     fn receive(&mut self, port: &Port, connection: &Connection, hold: bool) -> usize {
-        if hold && !self.assembler.ready(&port.rx[0]) {
+        let queue = &port.rx[self.queue];
+        if hold && !self.assembler.ready(queue) {
             return 0;
         }
         let taken = match connection.recv_cq.poll(&mut self.completions) {
@@ -99,8 +103,7 @@ impl Receiver {
                 return 0;
             }
         };
-        let queue = &port.rx[0];
-        let region = region(port);
+        let region = region(port, self.queue);
         for wc in &self.completions[..taken] {
             let Some(token) = self.lent.reclaim(wc.wr_id as u32) else {
                 port.rx_drops.dropped(DropReason::NicRxError, 1);
@@ -134,12 +137,13 @@ impl Receiver {
     /// Delivers what the TX task's RDMA READs brought, each in the buffer
     /// it was read into (of this queue's region), while the ring has room.
     fn deliver_reads(&mut self, port: &Port) {
-        while self.assembler.ready(&port.rx[0])
+        let queue = &port.rx[self.queue];
+        while self.assembler.ready(queue)
             && let Some(result) = self.link.reads.next()
         {
             let mut slot = PacketSlot::single(result.token, result.len, None);
             slot.set_remote(result.from);
-            self.assembler.push(&port.rx[0], slot, &port.regions);
+            self.assembler.push(queue, slot, &port.regions);
         }
     }
 
@@ -150,7 +154,7 @@ impl Receiver {
         self.retire(port);
         self.manager = None;
         self.device = None;
-        region(port).drain_cache(&mut self.cache);
+        region(port, self.queue).drain_cache(&mut self.cache);
         tracing::error!(port = port.name, "RoCE port down: {DEVICE_REMOVED}");
     }
 
@@ -159,7 +163,7 @@ impl Receiver {
     /// buffer back once the device has flushed it.
     fn retire(&mut self, port: &Port) {
         let Some(old) = self.posted_on.take() else { return };
-        self.flush(port, &old, region(port).num_bufs());
+        self.flush(port, &old, region(port, self.queue).num_bufs());
     }
 }
 
@@ -175,15 +179,17 @@ impl LendsToDevice for Receiver {
     }
 }
 
-fn region(port: &Port) -> &Region {
-    port.regions.get(port.rx[0].segment_regions[0])
+/// The region of RX queue `queue` (its one region, checked at open).
+fn region(port: &Port, queue: usize) -> &Region {
+    port.regions.get(port.rx[queue].segment_regions[0])
 }
 
 impl QueueTask for Receiver {
     fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
         let asked = Instant::now();
+        let queue = &port.rx[self.queue];
         let Some(manager) = self.manager.as_mut() else {
-            self.assembler.flush_if_due(&port.rx[0], asked, &port.regions);
+            self.assembler.flush_if_due(queue, asked, &port.regions);
             return 0;
         };
         if let Some(made) = manager.poll() {
@@ -208,7 +214,7 @@ impl QueueTask for Receiver {
             received = self.receive(port, &on, true);
             self.stock(port, &on);
         }
-        self.assembler.flush_if_due(&port.rx[0], asked, &port.regions);
+        self.assembler.flush_if_due(queue, asked, &port.regions);
         received
     }
 
@@ -217,9 +223,9 @@ impl QueueTask for Receiver {
             manager.close();
         }
         self.retire(port);
-        let queue = &port.rx[0];
-        region(port).release_all(self.link.reads.close().into_iter().map(|r| r.token));
-        self.assembler.finish(queue, &port.regions);
-        region(port).drain_cache(&mut self.cache);
+        let region = region(port, self.queue);
+        region.release_all(self.link.reads.close().into_iter().map(|r| r.token));
+        self.assembler.finish(&port.rx[self.queue], &port.regions);
+        region.drain_cache(&mut self.cache);
     }
 }

@@ -1,10 +1,11 @@
-//! The TX task of a RoCE port, on its TX queue's core: each packet of a TX
+//! The task of a RoCE port's TX queue, on the queue's core, sending on
+//! the connection of the RX queue of its position: each packet of a TX
 //! burst goes out as one SEND, or one RDMA WRITE where the application
 //! named the peer's memory (each with its immediate, where the application
 //! set one), of the very buffer the application wrote, lent to the device
 //! until its completion; or it is an RDMA READ into that buffer, which
-//! then goes to the RX task to be delivered on RX queue 0. While no connection is up the bursts wait in the
-//! queue's ring (an RC sender loses nothing; a full ring tells the
+//! then goes to that RX queue's task to be delivered. While no connection
+//! is up the bursts wait in the queue's ring (an RC sender loses nothing; a full ring tells the
 //! application to slow down). A request the peer refuses (a WRITE outside
 //! what it registered) leaves an RC queue pair in the error state, so the
 //! sender then ends the connection: a client connects again, a server
@@ -26,6 +27,8 @@ use crate::task::QueueTask;
 const TX_BATCH: usize = 64;
 
 pub(super) struct Sender {
+    /// The TX queue's position in the port.
+    queue: usize,
     link: Arc<Link>,
     lkey: u32,
     /// Most SENDs outstanding (the queue pair's send depth).
@@ -46,16 +49,18 @@ pub(super) struct Sender {
 }
 
 impl Sender {
-    pub(super) fn new(port: &Port, link: Arc<Link>, lkey: u32, depth: u32) -> Self {
-        let q = &port.tx[0];
+    pub(super) fn new((port, queue): (&Port, usize), link: Arc<Link>, lkey: u32, depth: u32) -> Self {
+        let q = &port.tx[queue];
+        let num_bufs = region(port, queue).num_bufs();
         Self {
+            queue,
             link,
             lkey,
             depth,
             posted_on: None,
             ended: false,
-            lent: LentBuffers::keyed(region(port).num_bufs()),
-            reading: vec![None; region(port).num_bufs() as usize],
+            lent: LentBuffers::keyed(num_bufs),
+            reading: vec![None; num_bufs as usize],
             pacer: Pacer::for_queue(q),
             current: None,
             completions: verbs::completions(),
@@ -65,14 +70,14 @@ impl Sender {
     /// Gives back the buffers of completed SENDs; counts the failed ones.
     fn reap(&mut self, port: &Port, connection: &Connection) -> usize {
         let Ok(taken) = connection.send_cq.poll(&mut self.completions) else { return 0 };
-        let region = region(port);
+        let region = region(port, self.queue);
         let mut refused = None;
         for wc in &self.completions[..taken] {
             let buffer = wc.wr_id as u32;
             let Some(token) = self.lent.reclaim(buffer) else { continue };
             let read = self.reading[buffer as usize].take();
             if wc.status != verbs::IBV_WC_SUCCESS {
-                port.tx[0].stats.dropped(DropReason::SendFailed, 1);
+                port.tx[self.queue].stats.dropped(DropReason::SendFailed, 1);
             }
             if !matches!(wc.status, verbs::IBV_WC_SUCCESS | verbs::IBV_WC_WR_FLUSH_ERR) {
                 refused.get_or_insert(wc.status);
@@ -101,8 +106,8 @@ impl Sender {
     /// Posts SENDs of the current burst while the send queue has room; the number posted.
     fn post(&mut self, port: &Port, connection: &Connection) -> usize {
         let Some((burst, next)) = self.current.as_mut() else { return 0 };
-        let q = &port.tx[0];
-        let region = region(port);
+        let q = &port.tx[self.queue];
+        let region = region(port, self.queue);
         let (mut packets, mut bytes) = (0u64, 0u64);
         while (self.lent.lent() as u32) < self.depth && *next < burst.num_packets() {
             let index = *next;
@@ -150,9 +155,9 @@ impl Sender {
     fn retire(&mut self, port: &Port) {
         let Some(old) = self.posted_on.take() else { return };
         self.ended = false;
-        let stuck = self.flush(port, &old, region(port).num_bufs());
+        let stuck = self.flush(port, &old, region(port, self.queue).num_bufs());
         if stuck > 0 {
-            port.tx[0].stats.dropped(DropReason::SendFailed, stuck as u64);
+            port.tx[self.queue].stats.dropped(DropReason::SendFailed, stuck as u64);
         }
     }
 }
@@ -169,8 +174,9 @@ impl LendsToDevice for Sender {
     }
 }
 
-fn region(port: &Port) -> &Region {
-    port.regions.get(port.tx[0].segment_regions[0])
+/// The region of TX queue `queue` (its one region, checked at open).
+fn region(port: &Port, queue: usize) -> &Region {
+    port.regions.get(port.tx[queue].segment_regions[0])
 }
 
 impl QueueTask for Sender {
@@ -187,7 +193,7 @@ impl QueueTask for Sender {
         }
         moved += self.post(port, &connection);
         while self.current.is_none()
-            && let Some(burst) = pacing::next_burst(&port.tx[0], self.pacer.as_mut())
+            && let Some(burst) = pacing::next_burst(&port.tx[self.queue], self.pacer.as_mut())
         {
             self.current = Some((burst, 0));
             moved += self.post(port, &connection);
@@ -207,7 +213,7 @@ impl QueueTask for Sender {
         }
         self.retire(port);
         if let Some((burst, next)) = self.current.take() {
-            port.tx[0].stats.dropped(DropReason::SendFailed, (burst.num_packets() - next) as u64);
+            port.tx[self.queue].stats.dropped(DropReason::SendFailed, (burst.num_packets() - next) as u64);
         }
     }
 }

@@ -167,11 +167,18 @@ impl CmId {
             return Err(last_error(&format!("rdma_create_ep (UC) at {addr} (no RDMA device has this address?)")));
         }
         let id = NonNull::new(id).map(Self).ok_or_else(|| io::Error::other("rdma_create_ep returned no id"))?;
-        // SAFETY: both are valid; the id has no events outstanding yet.
-        if unsafe { sys::rdma_migrate_id(id.0.as_ptr(), channel.0.as_ptr()) } != 0 {
+        id.migrate(channel)?;
+        Ok(id)
+    }
+
+    /// Moves the id's events onto `channel` (every event of it so far is
+    /// acknowledged: [`EventChannel::next`] acknowledges each at once).
+    pub(crate) fn migrate(&self, channel: &EventChannel) -> io::Result<()> {
+        // SAFETY: both are valid; rdma_migrate_id waits for unacknowledged events, of which there are none.
+        if unsafe { sys::rdma_migrate_id(self.0.as_ptr(), channel.0.as_ptr()) } != 0 {
             return Err(last_error("rdma_migrate_id"));
         }
-        Ok(id)
+        Ok(())
     }
 
     fn create(channel: &EventChannel) -> io::Result<Self> {
