@@ -3,9 +3,11 @@
 of our code): connects to SERVER:PORT through rdma_cm with an RC queue pair
 and SENDs COUNT messages, FIRST (0 unless given) and on, message k being
 `message(k)` below, each waited for until its send completes (so the
-receiver's RNR retries pace it).
+receiver's RNR retries pace it). With --hold it says "connected" once
+connected and sends once a line arrives on its input, so that several
+peers can be connected at once.
 
-    tests/vm/rdma_send.py SERVER PORT COUNT [FIRST]
+    tests/vm/rdma_send.py [--hold] SERVER PORT COUNT [FIRST]
 """
 
 import sys
@@ -33,13 +35,18 @@ def immediate(k: int):
 
 
 def main() -> None:
-    server, port, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    first = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    hold = "--hold" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--hold"]
+    server, port, count = args[0], args[1], int(args[2])
+    first = int(args[3]) if len(args) > 3 else 0
     info = AddrInfo(dst=server, dst_service=port, port_space=cm.RDMA_PS_TCP)
     cap = QPCap(max_send_wr=1, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
     cmid = CMID(creator=info, qp_init_attr=QPInitAttr(qp_type=e.IBV_QPT_RC, cap=cap, sq_sig_all=1))
     cmid.connect()
     mr = cmid.reg_msgs(LARGEST)
+    if hold:
+        print("connected", flush=True)
+        sys.stdin.readline()
     for k in range(first, first + count):
         data = message(k)
         mr.write(data, len(data))

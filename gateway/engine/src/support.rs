@@ -256,11 +256,13 @@ fn roce_keys(
             }
             let regions = &config.config().memory_regions;
             let on_gpu = |name: &&String| regions.iter().any(|r| &r.name == *name && r.kind == MemoryKind::Device);
-            for name in queue.memory_regions.iter().filter(on_gpu) {
+            // A cuda build registers GPU memory as a dma-buf; whether the GPU
+            // driver and the RDMA device can is known once the port opens.
+            for name in queue.memory_regions.iter().filter(on_gpu).filter(|_| !cfg!(feature = "cuda")) {
                 refuse(
                     at.index(i).key("memory_regions"),
                     format!(
-                        "region \"{name}\" is GPU memory (kind device); RoCE registers host memory only for now (GPU memory through dmabuf is not built): use host, huge or host_pinned"
+                        "region \"{name}\" is GPU memory (kind device), which RoCE registers as a dma-buf in a build with the cuda feature; this build has none: use host, huge or host_pinned"
                     ),
                 );
             }

@@ -164,3 +164,19 @@ fn gpu_the_raw_and_pcap_writers_refuse_a_burst_in_device_memory_whole() {
     drop(pcap);
     assert_eq!(std::fs::metadata(&pcap_path).unwrap().len(), 24, "the file holds its header and no record");
 }
+
+/// What an RDMA device registers GPU memory through (`ibv_reg_dmabuf_mr`,
+/// as a RoCE queue on a `device` region does): the memory exported by the
+/// GPU's driver as a dma-buf of whole pages. No RDMA device sits beside
+/// this GPU, so the registration itself is not run here.
+#[test]
+fn gpu_device_memory_exports_as_a_dma_buf_of_whole_pages() {
+    let len = 3 * 4096 + 100;
+    let buffer = daqiri::gpu::DeviceBuffer::zeroed(0, len).unwrap();
+    let fd = buffer.dma_buf().unwrap_or_else(|e| panic!("exported: {e}"));
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&fd);
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+    let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).map(str::to_owned);
+    assert!(field("exp_name:").is_some(), "a dma-buf, as the kernel lists it: {info}");
+    assert_eq!(field("size:").and_then(|s| s.parse::<usize>().ok()), Some(4 * 4096), "whole pages: {info}");
+}

@@ -525,17 +525,29 @@ fn vm_rdma_a_server_gives_each_pyverbs_peer_a_queue_of_its_own_on_its_core() {
     let engine = Engine::new(config).unwrap();
     assert_a_worker_per_queue(&engine, &[1, 0]);
     let (count, firsts) = (200u32, [0u32, 1000]);
-    let peers: Vec<_> = firsts
+    // Both peers connect, then send: each holds a queue meanwhile.
+    let mut peers: Vec<Peer> = firsts
         .iter()
         .map(|first| {
-            let args = ["tests/vm/rdma_send.py", "10.77.0.1", "18640", &count.to_string(), &first.to_string()];
-            python(&args).stdout(std::process::Stdio::piped()).spawn().unwrap()
+            let args =
+                ["tests/vm/rdma_send.py", "--hold", "10.77.0.1", "18640", &count.to_string(), &first.to_string()];
+            let (peer, said) = Peer::start(&args);
+            assert_eq!(said.trim(), "connected");
+            peer
         })
         .collect();
+    let both = Instant::now() + Duration::from_secs(10);
+    let connected = || engine.stats().ports[0].link.connections.iter().filter(|c| c.connected).count();
+    while connected() < 2 && Instant::now() < both {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(connected(), 2, "a connection per queue: {:?}", engine.stats().ports[0].link);
+    for peer in &mut peers {
+        peer.say("go\n");
+    }
     let runs: Vec<u32> = receive_on_both(&engine, 0, count).iter().map(|seen| run_of(seen, count, &firsts)).collect();
     for peer in peers {
-        let sent = peer.wait_with_output().unwrap();
-        assert!(sent.status.success(), "a pyverbs peer failed: {sent:?}");
+        peer.finish(Instant::now() + Duration::from_secs(30));
     }
     assert_ne!(runs[0], runs[1], "each peer had a queue of its own: {runs:?}");
 }

@@ -28,9 +28,12 @@ impl DeviceMemory {
         let ctx = context::context(gpu)?;
         let doing = || format!("allocating {len} bytes on GPU {gpu}");
         ctx.bind_to_thread().map_err(|e| cuda_error(doing(), e))?;
+        // Whole host pages, so that the allocation can be exported as a
+        // dma-buf (see `dma_buf`), which maps pages.
+        let pages = len.max(1).next_multiple_of(PAGE);
         // SAFETY: the context is current on this thread (bound above); the
         // allocation is zeroed before anyone sees it and freed once, on drop.
-        let ptr = unsafe { result::malloc_sync(len.max(1)) }.map_err(|e| cuda_error(doing(), e))?;
+        let ptr = unsafe { result::malloc_sync(pages) }.map_err(|e| cuda_error(doing(), e))?;
         // SAFETY: `ptr` is `len` bytes just allocated in this context.
         unsafe { result::memset_d8_sync(ptr, 0, len) }.map_err(|e| cuda_error(doing(), e))?;
         Ok(Self { ctx, ptr, len })
@@ -55,7 +58,46 @@ impl DeviceMemory {
     pub fn gpu(&self) -> u32 {
         self.ctx.ordinal() as u32
     }
+
+    /// The memory as a dma-buf (whole pages from its start), for a device
+    /// that registers it (an RDMA device through `ibv_reg_dmabuf_mr`); the
+    /// importer keeps its own reference, so the descriptor may be closed
+    /// once imported. `NOT_SUPPORTED` where the GPU's driver exports none
+    /// (it needs NVIDIA's open kernel modules).
+    pub fn dma_buf(&self) -> Result<std::os::fd::OwnedFd, Error> {
+        use cudarc::driver::sys::{CUdevice_attribute, CUmemRangeHandleType};
+        let gpu = self.gpu();
+        let doing = || format!("exporting {} bytes of GPU {gpu} as a dma-buf", self.len);
+        let supported = self.ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED);
+        if supported.map_err(|e| cuda_error(doing(), e))? == 0 {
+            return Err(Error::new(
+                Status::NotSupported,
+                format!(
+                    "GPU {gpu}'s driver exports no dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0: it needs NVIDIA's open kernel modules), so no RDMA device can register its memory"
+                ),
+            ));
+        }
+        self.ctx.bind_to_thread().map_err(|e| cuda_error(doing(), e))?;
+        let mut fd: std::ffi::c_int = -1;
+        // SAFETY: the range is this allocation's, in whole pages (see `new`);
+        // `fd` receives a new descriptor that we own.
+        let exported = unsafe {
+            sys::cuMemGetHandleForAddressRange(
+                (&raw mut fd).cast(),
+                self.ptr,
+                self.len.max(1).next_multiple_of(PAGE),
+                CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                0,
+            )
+        };
+        exported.result().map_err(|e| cuda_error(doing(), e))?;
+        // SAFETY: CUDA returned a descriptor of its own making, ours to close.
+        Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+    }
 }
+
+/// The host page size a dma-buf maps (4 KiB on x86-64 and the default on aarch64).
+const PAGE: usize = 4096;
 
 impl Drop for DeviceMemory {
     fn drop(&mut self) {
@@ -225,6 +267,11 @@ impl DeviceBuffer {
     /// Whether the buffer holds no bytes.
     pub fn is_empty(&self) -> bool {
         self.memory.len == 0
+    }
+
+    /// The buffer as a dma-buf (see [`DeviceMemory::dma_buf`]).
+    pub fn dma_buf(&self) -> Result<std::os::fd::OwnedFd, Error> {
+        self.memory.dma_buf()
     }
 }
 

@@ -64,6 +64,16 @@ impl Backing {
         self.len() == 0
     }
 
+    /// Device memory as a dma-buf, for an RDMA device to register; `None`
+    /// for memory the CPU addresses (registered by its host address).
+    #[cfg(feature = "rdma")]
+    pub(crate) fn dma_buf(&self) -> Option<Result<std::os::fd::OwnedFd, crate::error::Error>> {
+        match self {
+            Backing::Host(_) | Backing::Hugetlb(_) => None,
+            Backing::Gpu(g) => g.dma_buf(),
+        }
+    }
+
     /// The range a NIC or RDMA device registers: start address and length.
     pub fn registration_range(&self) -> (usize, usize) {
         match self {

@@ -65,6 +65,14 @@ impl GpuBacking {
         }
     }
 
+    #[cfg(feature = "rdma")]
+    pub(super) fn dma_buf(&self) -> Option<Result<std::os::fd::OwnedFd, Error>> {
+        match self {
+            GpuBacking::Device(d) => Some(d.dma_buf()),
+            GpuBacking::HostPinned(_) => None,
+        }
+    }
+
     pub(super) fn registration_range(&self) -> (usize, usize) {
         match self {
             GpuBacking::Device(d) => (d.ptr().address() as usize, d.len()),

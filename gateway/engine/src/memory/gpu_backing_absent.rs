@@ -42,6 +42,11 @@ impl GpuBacking {
         match *self {}
     }
 
+    #[cfg(feature = "rdma")]
+    pub(super) fn dma_buf(&self) -> Option<Result<std::os::fd::OwnedFd, Error>> {
+        match *self {}
+    }
+
     pub(super) fn registration_range(&self) -> (usize, usize) {
         match *self {}
     }

@@ -15,7 +15,9 @@
 //! An ingest port ([`ingest`], `roce_config.ingest`) is instead a ring an
 //! instrument writes into, its queue pair set up by hand.
 //!
-//! What is not built yet (GPU memory) is refused by path in [`crate::support`].
+//! GPU memory (`device` regions, in a `cuda` build) is registered as the
+//! dma-buf its driver exports; where the GPU driver or the RDMA device
+//! cannot, the port refuses the queue's region by its path.
 
 mod connection;
 mod errors;
@@ -76,9 +78,9 @@ pub(super) struct RdmaDriver {
 fn queue_region(port: &Port, queue: &Queue, regions: &RegionTable) -> Result<u16> {
     let index = queue.segment_regions[0];
     let region = regions.get(index);
-    if region.backing().host_base().is_none() {
+    if region.backing().host_base().is_none() && region.backing().device_base().is_none() {
         return Err(refused(format!(
-            "queue \"{}\" of \"{}\" uses region \"{}\" of kind {}; the RoCE backend registers host memory only in this build",
+            "queue \"{}\" of \"{}\" uses region \"{}\" of kind {}, which no RDMA device registers",
             queue.name,
             port.name,
             region.name(),
@@ -196,13 +198,31 @@ fn open_device(
     let registrations = used
         .into_iter()
         .map(|index| {
-            MemoryRegistration::of_region(&pd, regions.get(index), iova)
-                .expect("host memory, checked by queue_region")
-                .map(|mr| (index, mr))
-                .map_err(|e| invalid(port, e))
+            let region = regions.get(index);
+            MemoryRegistration::of_region(&pd, region, iova).map(|mr| (index, mr)).map_err(|e| {
+                match region.backing().host_base() {
+                    Some(_) => invalid(port, e),
+                    None => refused(format!(
+                        "{}: region \"{}\" is GPU memory: {e}",
+                        gpu_region_path(port, index),
+                        region.name()
+                    )),
+                }
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Arc::new(Device { registrations, pd, anchor, channel }))
+}
+
+/// The YAML path of the first of `port`'s queues on region `index`, for a
+/// refusal of that region (as `check` names paths).
+fn gpu_region_path(port: &Port, index: u16) -> String {
+    let rx = port.rx.iter().enumerate().map(|(j, q)| ("rx", j, q));
+    let (direction, j, _) = rx
+        .chain(port.tx.iter().enumerate().map(|(j, q)| ("tx", j, q)))
+        .find(|(_, _, q)| q.segment_regions[0] == index)
+        .expect("a region registered for a queue");
+    format!("interfaces[{}].{direction}.queues[{j}].memory_regions", port.id)
 }
 
 impl PortDriver for RdmaDriver {

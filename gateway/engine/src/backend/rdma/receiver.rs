@@ -72,9 +72,9 @@ impl Receiver {
         let lkey = self.device.as_ref().and_then(|device| device.lkey(index));
         let (len, Some(lkey)) = (region.buf_size() as u32, lkey) else { return };
         while (self.lent.lent() as u32) < self.depth {
-            let Some(mut token) = region.take_cached(&mut self.cache) else { return };
+            let Some(token) = region.take_cached(&mut self.cache) else { return };
             let buffer = token.index();
-            let at = region.bytes_mut(&mut token).as_mut_ptr();
+            let at = verbs::buffer_address(region, &token);
             if let Err(e) = verbs::post_receive(&connection.id, u64::from(buffer), at, len, lkey) {
                 tracing::warn!(port = port.name, "ibv_post_recv: {e}");
                 region.release(token);

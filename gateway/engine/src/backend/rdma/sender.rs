@@ -114,7 +114,7 @@ impl Sender {
             *next += 1;
             let (immediate, remote) = (burst.immediate(index), burst.remote(index));
             let Some((_, token, offset, len)) = burst.take_segment(0, index) else { continue };
-            let at = region.bytes(&token)[usize::from(offset)..].as_ptr();
+            let at = verbs::buffer_address(region, &token) + u64::from(offset);
             let buffer = token.index();
             let local = (at, len, self.lkey);
             self.reading[buffer as usize] = match remote {

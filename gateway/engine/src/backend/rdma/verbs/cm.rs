@@ -307,7 +307,7 @@ pub(crate) fn create_queue_pair(
 }
 
 /// Posts one receive of `len` bytes at `addr` (in `lkey`'s registration), tagged `wr_id`.
-pub(crate) fn post_receive(id: &CmId, wr_id: u64, addr: *mut u8, len: u32, lkey: u32) -> io::Result<()> {
+pub(crate) fn post_receive(id: &CmId, wr_id: u64, addr: u64, len: u32, lkey: u32) -> io::Result<()> {
     post_receive_on(id.qp(), wr_id, Some((addr, len, lkey)))
 }
 
@@ -342,12 +342,12 @@ pub(crate) fn accept(id: &CmId) -> io::Result<()> {
 pub(crate) fn post_send(
     id: &CmId,
     wr_id: u64,
-    (addr, len, lkey): (*const u8, u32, u32),
+    (addr, len, lkey): (u64, u32, u32),
     immediate: Option<u32>,
     remote: Option<RemoteMemory>,
 ) -> io::Result<()> {
     use sys::ibv_wr_opcode as op;
-    let mut sge = sys::ibv_sge { addr: addr as u64, length: len, lkey };
+    let mut sge = sys::ibv_sge { addr, length: len, lkey };
     // SAFETY: all-zero is a valid work request; its fields are set below.
     let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
     wr.wr_id = wr_id;

@@ -13,12 +13,13 @@ mod cm;
 mod queue_pair;
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::ptr::{NonNull, null_mut};
 
 use daqiri_config::model::{MemoryAccess, TransportMode};
 use rdma_sys as sys;
 
-use crate::memory::Region;
+use crate::memory::{BufToken, Region};
 
 pub(super) use cm::{
     CmEvent, CmId, EventChannel, accept, create_queue_pair, disconnect, post_receive, post_send, reject, to_error,
@@ -63,27 +64,44 @@ unsafe impl Send for MemoryRegistration {}
 unsafe impl Sync for MemoryRegistration {}
 
 impl MemoryRegistration {
-    /// Registers the host memory of `region` (`None` if it has none) with
-    /// the access its config lists; at the device address `iova` where
-    /// given (a ring a sender writes from address 0), else at its own. The
-    /// engine drops its drivers and tasks, and so this registration, before
-    /// its regions.
-    pub(super) fn of_region(pd: &ProtectionDomain, region: &Region, iova: Option<u64>) -> Option<io::Result<Self>> {
-        let base = region.backing().host_base()?;
+    /// Registers `region` with the access its config lists: host memory by
+    /// its address, GPU memory (`device`) as the dma-buf its driver exports.
+    /// It sits at the device address `iova` where given (a ring a sender
+    /// writes from address 0), else where the CPU or the GPU addresses it
+    /// (see [`buffer_address`]). The engine drops its drivers and tasks, and
+    /// so this registration, before its regions.
+    pub(super) fn of_region(pd: &ProtectionDomain, region: &Region, iova: Option<u64>) -> io::Result<Self> {
         let len = region.buf_size() * region.num_bufs() as usize;
         let flags = access_flags(region.access()) as i32;
-        // SAFETY: the region's mapping outlives the registration (above); the domain is live.
-        let mr = unsafe {
-            match iova {
-                None => sys::ibv_reg_mr(pd.0.as_ptr(), base.as_ptr().cast(), len, flags),
-                Some(iova) => sys::ibv_reg_mr_iova(pd.0.as_ptr(), base.as_ptr().cast(), len, iova, flags),
-            }
+        if let Some(base) = region.backing().host_base() {
+            // SAFETY: the region's mapping outlives the registration (above); the domain is live.
+            let mr = unsafe {
+                match iova {
+                    None => sys::ibv_reg_mr(pd.0.as_ptr(), base.as_ptr().cast(), len, flags),
+                    Some(iova) => sys::ibv_reg_mr_iova(pd.0.as_ptr(), base.as_ptr().cast(), len, iova, flags),
+                }
+            };
+            let what = || format!("ibv_reg_mr of {len} bytes (memlock limit: ulimit -l)");
+            return NonNull::new(mr).map(Self).ok_or_else(|| last_error(&what()));
+        }
+        let Some(exported) = region.backing().dma_buf() else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "memory neither the CPU nor a GPU driver addresses",
+            ));
         };
-        Some(
-            NonNull::new(mr)
-                .map(Self)
-                .ok_or_else(|| last_error(&format!("ibv_reg_mr of {len} bytes (memlock limit: ulimit -l)"))),
-        )
+        let fd = exported.map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.message))?;
+        let device_base = region.backing().device_base().map_or(0, |base| base.address());
+        // SAFETY: the dma-buf covers the region's pages from offset 0 (and
+        // the registration keeps its own reference to it); the domain is live.
+        let mr = unsafe {
+            sys::ibv_reg_dmabuf_mr(pd.0.as_ptr(), 0, len, iova.unwrap_or(device_base), fd.as_raw_fd(), flags)
+        };
+        NonNull::new(mr).map(Self).ok_or_else(|| {
+            last_error(&format!(
+                "ibv_reg_dmabuf_mr of {len} bytes of GPU memory (the RDMA device or its driver registers no dma-buf?)"
+            ))
+        })
     }
 
     pub(super) fn lkey(&self) -> u32 {
@@ -95,6 +113,16 @@ impl MemoryRegistration {
     pub(super) fn rkey(&self) -> u32 {
         // SAFETY: the registration is valid.
         unsafe { self.0.as_ref().rkey }
+    }
+}
+
+/// The address a work request names a buffer of `region` by, where
+/// [`MemoryRegistration::of_region`] registered it: its host address, or
+/// for GPU memory its address on the GPU.
+pub(super) fn buffer_address(region: &Region, token: &BufToken) -> u64 {
+    match region.backing().host_base() {
+        Some(_) => region.bytes(token).as_ptr() as u64,
+        None => region.device_segment(token, 0, region.buf_size()).map_or(0, |slice| slice.ptr().address()),
     }
 }
 
@@ -155,8 +183,8 @@ impl Drop for CompletionQueue {
 /// length, local key), or with no buffer at all, for a WRITE with
 /// immediate, which lands where its sender wrote and consumes the receive
 /// only for its completion.
-fn post_receive_on(qp: *mut sys::ibv_qp, wr_id: u64, buffer: Option<(*mut u8, u32, u32)>) -> io::Result<()> {
-    let mut sge = buffer.map(|(addr, length, lkey)| sys::ibv_sge { addr: addr as u64, length, lkey });
+fn post_receive_on(qp: *mut sys::ibv_qp, wr_id: u64, buffer: Option<(u64, u32, u32)>) -> io::Result<()> {
+    let mut sge = buffer.map(|(addr, length, lkey)| sys::ibv_sge { addr, length, lkey });
     // SAFETY: all-zero is a valid work request; its fields are set below.
     let mut wr: sys::ibv_recv_wr = unsafe { std::mem::zeroed() };
     wr.wr_id = wr_id;
