@@ -41,7 +41,7 @@ fn what_the_roce_backend_does_not_do_yet_is_refused_by_path() {
         .region("c", 8, 4096)
         .tx_queue(tx(0, "c").core(1));
     client.model_mut().interfaces[0].socket_config.as_mut().unwrap().remote_addr = None;
-    // A third port receives into GPU memory, which RoCE does not register yet.
+    // A third port receives into GPU memory, which a build without cuda cannot register.
     let mut gpu = TestConfig::roce_server(SocketAddr::from((RXE_ADDR, 18_614)))
         .region("gpu", 8, 4096)
         .rx_queue(rx(0, "gpu").core(1));
@@ -53,10 +53,12 @@ fn what_the_roce_backend_does_not_do_yet_is_refused_by_path() {
         "daqiri.cfg.interfaces[0].tx.queues[1]",
         "daqiri.cfg.interfaces[1].socket_config.remote_addr",
         "daqiri.cfg.interfaces[1].tx",
-        "daqiri.cfg.interfaces[2].rx.queues[0].memory_regions",
     ] {
         assert!(err.message.contains(path), "names {path}: {err}");
     }
+    // A cuda build registers GPU memory (as a dma-buf) once the port opens.
+    let gpu_path = "daqiri.cfg.interfaces[2].rx.queues[0].memory_regions";
+    assert_eq!(err.message.contains(gpu_path), !cfg!(feature = "cuda"), "{err}");
 }
 
 #[test]
