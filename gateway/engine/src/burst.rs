@@ -719,6 +719,18 @@ impl<'a> Packet<'a> {
         Some(self.regions.get(column.region).segment(token, offset, len))
     }
 
+    /// Segment `index`'s region, its byte offset in the region and its
+    /// length; `None` when absent or released.
+    pub(crate) fn segment_place(&self, index: usize) -> Option<(u16, usize, u32)> {
+        let column = self.meta.segments.get(index)?;
+        let token = &column.buffers[self.index];
+        if token.is_released() {
+            return None;
+        }
+        let offset = self.regions.get(column.region).byte_offset(token, usize::from(column.offsets[self.index]));
+        Some((column.region, offset, column.lengths[self.index]))
+    }
+
     /// Segments present.
     pub fn num_segments(&self) -> usize {
         self.meta.segments.iter().filter(|c| !c.buffers[self.index].is_released()).count()

@@ -57,6 +57,11 @@ pub struct SendError {
 }
 
 impl Engine {
+    /// The engine's regions, in config order.
+    pub(crate) fn regions(&self) -> &Arc<RegionTable> {
+        &self.inner.regions
+    }
+
     /// Reads, validates and starts a config file (DAQIRI's `daqiri_init(path)`).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let doc = Document::read(path.as_ref())?;

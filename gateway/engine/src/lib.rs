@@ -73,6 +73,7 @@ mod queue;
 mod reload;
 pub mod reorder;
 mod runtime_flows;
+mod sharing;
 mod snapshot;
 #[cfg_attr(not(feature = "cuda"), path = "staging_absent.rs")]
 mod staging;
@@ -92,6 +93,7 @@ pub use missing_slots::MissingSlots;
 pub use queue::{Direction, WorkerThread};
 pub use reload::ReloadChange;
 pub use reorder::PlanStats;
+pub use sharing::{SegmentLocation, SharedRegion};
 pub use snapshot::{EngineStats, FlowStatsEntry, PortStats, QueueStatsEntry, RegionStats};
 pub use stats::{DropReason, QueueStatsSnapshot};
 

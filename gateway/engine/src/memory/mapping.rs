@@ -1,9 +1,13 @@
-//! Anonymous memory mappings, plain or hugetlb-backed. The only place the
+//! Region memory mappings, plain or hugetlb-backed: a shared mapping of a
+//! memory file (`memfd_create`) of the process's own, so that consumers in
+//! other processes can map the very pages, read-only, from a descriptor
+//! handed to them (see [`Mapping::read_only_fd`]). The only place the
 //! engine calls `mmap`; everything above works with [`Mapping`] slices.
 
 #![allow(unsafe_code)]
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 /// Bytes faulted in, or unmapped, per call on ordinary pages: tens of
@@ -11,13 +15,15 @@ use std::ptr::NonNull;
 /// multiple of its page size).
 const LOCKED_CHUNK: usize = 64 << 20;
 
-/// A private anonymous mapping, unmapped on drop.
+/// A shared mapping of a memory file of its own, unmapped on drop.
 #[derive(Debug)]
 pub struct Mapping {
     base: NonNull<u8>,
     len: usize,
     /// Bytes per populating or unmapping call (see [`LOCKED_CHUNK`]).
     chunk: usize,
+    /// The memory file: only this process writes it.
+    file: OwnedFd,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; access to its bytes
@@ -39,20 +45,21 @@ impl Mapping {
     /// as SIGBUS on the data path.
     pub(crate) fn hugetlb(len: usize, node: u32) -> io::Result<Self> {
         let page = super::hugepages::HugepageInfo::read().map_or(2 << 20, |info| info.page_size as usize);
-        Self::map(len, libc::MAP_HUGETLB, node, LOCKED_CHUNK.next_multiple_of(page))
+        Self::map(len.next_multiple_of(page), libc::MFD_HUGETLB, node, LOCKED_CHUNK.next_multiple_of(page))
     }
 
-    fn map(len: usize, extra_flags: libc::c_int, node: u32, chunk: usize) -> io::Result<Self> {
+    fn map(len: usize, file_flags: libc::c_uint, node: u32, chunk: usize) -> io::Result<Self> {
         let len = len.max(1);
-        // SAFETY: a fresh private anonymous mapping aliases no Rust object;
-        // the arguments are valid for mmap and the result is checked.
+        let file = memory_file(len, file_flags)?;
+        // SAFETY: a fresh shared mapping of a file nothing else maps aliases
+        // no Rust object; the arguments are valid for mmap and the result is checked.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra_flags,
-                -1,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
                 0,
             )
         };
@@ -61,7 +68,7 @@ impl Mapping {
         }
         let base = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
         // From here on, dropping `mapping` unmaps on every error path.
-        let mapping = Self { base, len, chunk };
+        let mapping = Self { base, len, chunk, file };
         // Packet pools can be gigabytes: keep them out of core dumps and out
         // of a forked child (a NIC or device may hold their physical pages).
         // The distinct flags also keep the pool its own entry in /proc/PID/smaps.
@@ -101,6 +108,37 @@ impl Mapping {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
+
+    /// A new descriptor of the memory file that only reads: a process it is
+    /// handed to can map the pages to read, and not to write (a shared
+    /// writable mapping of a read-only descriptor is refused).
+    pub(crate) fn read_only_fd(&self) -> io::Result<OwnedFd> {
+        let path = std::ffi::CString::new(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+            .expect("no NUL in a path of digits");
+        // SAFETY: opens a path we built; the result is checked and owned below.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor just opened, owned by nothing else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+/// A memory file of `len` bytes (`file_flags`: hugetlb or not), close-on-exec.
+fn memory_file(len: usize, file_flags: libc::c_uint) -> io::Result<OwnedFd> {
+    // SAFETY: a NUL-terminated name and valid flags; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"daqiri-region".as_ptr(), libc::MFD_CLOEXEC | file_flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just made, owned by nothing else.
+    let file = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sizes the file just made.
+    if unsafe { libc::ftruncate(file.as_raw_fd(), len as libc::off_t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(file)
 }
 
 /// Binds a fresh mapping's pages to NUMA node `node` (the region's

@@ -287,6 +287,11 @@ impl Region {
         Some((twin.device().offset(offset), self.backing.device_base()?.offset(offset)))
     }
 
+    /// Bytes from the region's first byte to byte `offset` of a buffer the caller owns.
+    pub(crate) fn byte_offset(&self, token: &BufToken, offset: usize) -> usize {
+        self.buffer_offset(token) + offset
+    }
+
     fn buffer_offset(&self, token: &BufToken) -> usize {
         assert!(token.0 < self.num_bufs, "buffer {} is not in region {}", token.0, self.name);
         token.0 as usize * self.buf_size
