@@ -1,0 +1,258 @@
+//! A subscription to a gateway's bursts, from the consumer's side.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+
+use crate::mapped::Mapped;
+use crate::protocol::{Answer, Hello, Target, VERSION, Welcome};
+use crate::ring::{BurstHeader, Reader, SegmentDescriptor};
+use crate::wire;
+
+/// Why a subscription could not be made or went on no longer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The socket or the memory failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// A system call failed.
+    #[error("{0}")]
+    Os(#[from] rustix::io::Errno),
+    /// The gateway said no, and why.
+    #[error("the gateway refused the subscription: {0}")]
+    Refused(String),
+    /// The gateway ended the subscription, and why (or closed the socket).
+    #[error("the gateway ended the subscription: {0}")]
+    Ended(String),
+    /// The gateway said something this client does not understand.
+    #[error("the gateway broke the protocol: {0}")]
+    Protocol(String),
+}
+
+/// How to subscribe.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Bursts the consumer may hold or leave unread before the gateway
+    /// drops bursts for it (1 to 4096).
+    pub slots: u32,
+    /// The gateway's consumer token, where it asks for one.
+    pub token: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { slots: 256, token: None }
+    }
+}
+
+/// A live subscription: bursts arrive with [`next`](Self::next), and go
+/// back to the gateway when dropped.
+#[derive(Debug)]
+pub struct Subscription {
+    socket: OwnedFd,
+    id: u64,
+    reader: Reader,
+    doorbell: OwnedFd,
+    /// Each region the welcome listed, by its index.
+    regions: Vec<(u16, Mapped)>,
+}
+
+impl Subscription {
+    /// Connects to the gateway's consumer socket at `path` and subscribes to `target`.
+    pub fn connect(path: impl AsRef<Path>, target: Target, options: Options) -> Result<Self, Error> {
+        let socket = rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+        rustix::net::connect(&socket, &SocketAddrUnix::new(path.as_ref())?)?;
+        let hello = Hello { version: VERSION, target, slots: options.slots, token: options.token };
+        wire::send(&socket, &serde_json::to_vec(&hello).expect("a hello serialises"), &[])?;
+        let Some((message, fds)) = wire::receive(&socket)? else {
+            return Err(Error::Ended("the gateway closed the socket before answering".into()));
+        };
+        let welcome = match parse(&message)? {
+            Answer::Welcome(welcome) => welcome,
+            Answer::Refused { reason } => return Err(Error::Refused(reason)),
+            Answer::Ended { reason } => return Err(Error::Ended(reason)),
+        };
+        Self::from_welcome(socket, welcome, fds)
+    }
+
+    fn from_welcome(socket: OwnedFd, welcome: Welcome, fds: Vec<OwnedFd>) -> Result<Self, Error> {
+        if fds.len() != welcome.descriptors() {
+            return Err(Error::Protocol(format!(
+                "{} descriptors with a welcome that lists {}",
+                fds.len(),
+                welcome.descriptors()
+            )));
+        }
+        let mut fds = fds.into_iter();
+        let (ring, doorbell) = (fds.next().expect("counted"), fds.next().expect("counted"));
+        let reader = Reader::open(ring, welcome.ring)?;
+        let regions = welcome
+            .regions
+            .iter()
+            .zip(fds)
+            .map(|(region, fd)| Ok((region.index, Mapped::new(&fd, region.len as usize, false)?)))
+            .collect::<Result<_, Error>>()?;
+        Ok(Self { socket, id: welcome.subscription, reader, doorbell, regions })
+    }
+
+    /// The subscription's id, as the gateway's status lists it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The next burst, waiting up to `timeout` (for ever with `None`);
+    /// `Ok(None)` when none came in time. Bursts delivered before the
+    /// gateway ended the subscription are all given first.
+    pub fn next(&self, timeout: Option<Duration>) -> Result<Option<Burst<'_>>, Error> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if let Some(burst) = self.try_next() {
+                return Ok(Some(burst));
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left == Some(Duration::ZERO) {
+                return Ok(None);
+            }
+            self.wait(left)?;
+        }
+    }
+
+    /// The next burst if one is waiting.
+    pub fn try_next(&self) -> Option<Burst<'_>> {
+        let slot = self.reader.next()?;
+        Some(Burst { subscription: self, slot, header: self.reader.header(slot) })
+    }
+
+    /// Sleeps until the doorbell rings, the socket speaks, or `left` passes.
+    fn wait(&self, left: Option<Duration>) -> Result<(), Error> {
+        let mut fds = [PollFd::new(&self.doorbell, PollFlags::IN), PollFd::new(&self.socket, PollFlags::IN)];
+        let timeout =
+            left.map(|l| rustix::event::Timespec { tv_sec: l.as_secs() as i64, tv_nsec: i64::from(l.subsec_nanos()) });
+        rustix::event::poll(&mut fds, timeout.as_ref())?;
+        let (rang, spoke) = (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
+        if rang {
+            let mut count = [0u8; 8];
+            let _ = rustix::io::read(&self.doorbell, &mut count);
+        }
+        if spoke && self.reader_is_empty() {
+            return Err(match wire::receive(&self.socket) {
+                Ok(Some((message, _))) => match parse(&message)? {
+                    Answer::Ended { reason } => Error::Ended(reason),
+                    other => Error::Protocol(format!("unexpected {other:?}")),
+                },
+                Ok(None) => Error::Ended("the gateway closed the socket".into()),
+                Err(e) => Error::Io(e),
+            });
+        }
+        Ok(())
+    }
+
+    fn reader_is_empty(&self) -> bool {
+        self.reader.is_empty()
+    }
+
+    /// `len` bytes at `offset` of region `region`; empty where the gateway
+    /// named bytes outside what it mapped.
+    fn bytes(&self, region: u16, offset: u64, len: u32) -> &[u8] {
+        let Some((_, map)) = self.regions.iter().find(|(index, _)| *index == region) else { return &[] };
+        let (start, end) = (offset as usize, offset as usize + len as usize);
+        if end > map.len() || start > end {
+            return &[];
+        }
+        // SAFETY: inside the read-only mapping, which lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(map.base().as_ptr().add(start), end - start) }
+    }
+}
+
+impl AsFd for Subscription {
+    /// The doorbell: readable when a burst may be waiting, for an event loop.
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.doorbell.as_fd()
+    }
+}
+
+fn parse(message: &[u8]) -> Result<Answer, Error> {
+    serde_json::from_slice(message).map_err(|e| Error::Protocol(e.to_string()))
+}
+
+/// One burst, in the gateway's memory; released when dropped.
+#[derive(Debug)]
+pub struct Burst<'s> {
+    subscription: &'s Subscription,
+    slot: u32,
+    header: BurstHeader,
+}
+
+impl<'s> Burst<'s> {
+    /// The gateway's port id and RX queue id.
+    pub fn port_queue(&self) -> (u16, u16) {
+        (self.header.port, self.header.queue)
+    }
+
+    /// The burst's number in the subscription.
+    pub fn sequence(&self) -> u64 {
+        self.header.sequence
+    }
+
+    /// Bursts dropped for this consumer, its ring full, just before this one.
+    pub fn lost_before(&self) -> u64 {
+        self.header.lost_before
+    }
+
+    /// Packets in the burst.
+    pub fn len(&self) -> usize {
+        self.header.packets as usize
+    }
+
+    /// Whether the burst has no packets.
+    pub fn is_empty(&self) -> bool {
+        self.header.packets == 0
+    }
+
+    /// The packets, in order.
+    pub fn packets(&self) -> impl Iterator<Item = Packet<'_>> {
+        let descriptors = self.subscription.reader.descriptors(self.slot);
+        descriptors
+            .chunk_by(|a, b| a.packet == b.packet)
+            .map(|segments| Packet { subscription: self.subscription, segments })
+    }
+}
+
+impl Drop for Burst<'_> {
+    fn drop(&mut self) {
+        self.subscription.reader.release(self.slot);
+    }
+}
+
+/// One packet of a burst.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<'b> {
+    subscription: &'b Subscription,
+    segments: &'b [SegmentDescriptor],
+}
+
+impl<'b> Packet<'b> {
+    /// The bytes of segment 0 (the whole packet unless header-data split).
+    pub fn data(&self) -> &'b [u8] {
+        self.segment(0).unwrap_or_default()
+    }
+
+    /// Segment `index`'s bytes, read in place.
+    pub fn segment(&self, index: u16) -> Option<&'b [u8]> {
+        let s = self.segments.iter().find(|s| s.segment == index)?;
+        Some(self.subscription.bytes(s.region, s.offset, s.len))
+    }
+
+    /// The flow the packet matched.
+    pub fn flow_id(&self) -> Option<u32> {
+        self.segments.first().map(|s| s.flow_id).filter(|&id| id != u32::MAX)
+    }
+
+    /// Its receive timestamp in nanoseconds, where the NIC stamped it.
+    pub fn timestamp(&self) -> Option<u64> {
+        self.segments.first().map(|s| s.timestamp).filter(|&t| t != u64::MAX)
+    }
+}

@@ -1,0 +1,28 @@
+//! Reads a daqiri gateway's bursts from another process without copying a
+//! payload byte: subscribe to an interface's RX queue over the gateway's
+//! consumer socket, map its memory read-only, take bursts from a shared
+//! descriptor ring, and drop each to give its buffers back.
+//!
+//! ```no_run
+//! use daqiri_consumer::{Options, Subscription, Target};
+//! let target = Target { interface: "udp_rx".into(), queue: 0 };
+//! let subscription = Subscription::connect("/run/daqiri/consumers.sock", target, Options::default())?;
+//! while let Some(burst) = subscription.next(None)? {
+//!     for packet in burst.packets() {
+//!         let _payload: &[u8] = packet.data();
+//!     }
+//! } // each burst goes back to the gateway as it drops
+//! # Ok::<(), daqiri_consumer::Error>(())
+//! ```
+//!
+//! The protocol ([`protocol`]) and the ring ([`ring`]) are the gateway's
+//! too: it links this crate for them. Nothing here depends on the engine.
+
+mod client;
+mod mapped;
+pub mod protocol;
+pub mod ring;
+pub mod wire;
+
+pub use client::{Burst, Error, Options, Packet, Subscription};
+pub use protocol::Target;

@@ -1,0 +1,104 @@
+//! The messages a consumer and the gateway exchange over the consumer
+//! socket (a Unix `SOCK_SEQPACKET` socket: one message per packet, JSON).
+//!
+//! The consumer says [`Hello`]; the gateway answers [`Answer::Welcome`]
+//! with the descriptors the welcome lists (the ring, its doorbell, then
+//! each region's memory, read-only), or [`Answer::Refused`] and closes.
+//! After that the socket only says [`Answer::Ended`] when the gateway ends
+//! the subscription; either side closing it ends it too.
+
+use serde::{Deserialize, Serialize};
+
+/// This protocol's version; a hello of another is refused.
+pub const VERSION: u32 = 1;
+
+/// The largest message either side sends.
+pub const MAX_MESSAGE: usize = 64 * 1024;
+
+/// The most bursts a subscription's ring holds.
+pub const MAX_SLOTS: u32 = 4096;
+
+/// What the consumer asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    /// [`VERSION`].
+    pub version: u32,
+    /// What to receive.
+    pub target: Target,
+    /// Bursts the ring holds at once (1 to [`MAX_SLOTS`]): how far the
+    /// consumer may fall behind before bursts are dropped for it.
+    pub slots: u32,
+    /// The gateway's consumer token, where it asks for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+/// A subscription's source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    /// The interface's name in the gateway's config.
+    pub interface: String,
+    /// The RX queue's id.
+    pub queue: u16,
+}
+
+/// The gateway's answer to a hello, and what it says later.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Answer {
+    /// Subscribed: descriptors follow the message, in the order
+    /// [`Welcome::descriptors`] gives.
+    Welcome(Welcome),
+    /// Not subscribed, and why; the gateway closes the socket.
+    Refused { reason: String },
+    /// The subscription ended, and why (the engine restarted, the gateway
+    /// stops); the gateway closes the socket.
+    Ended { reason: String },
+}
+
+/// A subscription's shared memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Welcome {
+    /// The subscription's id, as the gateway's status lists it.
+    pub subscription: u64,
+    /// The descriptor ring (see [`crate::ring`]).
+    pub ring: RingShape,
+    /// The regions the bursts' packets lie in, each mapped from its own
+    /// descriptor.
+    pub regions: Vec<RegionShape>,
+}
+
+impl Welcome {
+    /// Descriptors that come with the welcome: the ring, its doorbell (an
+    /// eventfd the gateway signals per burst), then one per region.
+    pub fn descriptors(&self) -> usize {
+        2 + self.regions.len()
+    }
+}
+
+/// The size of a subscription's ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RingShape {
+    /// Bursts it holds.
+    pub slots: u32,
+    /// Segment descriptors per burst.
+    pub descriptors_per_slot: u32,
+    /// Bytes to map.
+    pub len: u64,
+}
+
+/// One region, as the consumer maps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionShape {
+    /// The index descriptors name it by.
+    pub index: u16,
+    /// Its name in the gateway's config.
+    pub name: String,
+    /// Bytes to map.
+    pub len: u64,
+}

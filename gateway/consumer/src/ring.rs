@@ -1,0 +1,374 @@
+//! The descriptor ring of one subscription, in a memory file the gateway
+//! makes and the consumer maps: bursts go one way as slot numbers, and
+//! come back the same way when the consumer is done with them.
+//!
+//! ```text
+//! header     5 cache lines: magic, version, slots, descriptors per slot;
+//!            then one counter each: delivered (gateway), taken, released
+//!            (consumer), reclaimed (gateway)
+//! delivery   slots x u32: slot numbers, gateway to consumer
+//! release    slots x u32: slot numbers, consumer to gateway
+//! slots      slots x (BurstHeader, descriptors per slot x SegmentDescriptor)
+//! ```
+//!
+//! A slot is the gateway's until it is delivered and the consumer's until
+//! it is released, so neither queue can hold more than `slots` numbers.
+//! The gateway trusts nothing the consumer writes: a release counter that
+//! runs ahead or a slot number it did not deliver is an error
+//! ([`Broken`]), and the gateway closes that subscription.
+
+use std::cell::Cell;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::mapped::Mapped;
+use crate::protocol::{MAX_SLOTS, RingShape};
+
+/// The ring file's first eight bytes.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"DAQRING1");
+/// The layout's version.
+pub const LAYOUT_VERSION: u32 = 1;
+const LINE: usize = 64;
+const PAGE: usize = 4096;
+
+/// What a slot says of its burst.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BurstHeader {
+    /// The burst's number in this subscription, from 0; bursts dropped for
+    /// the consumer take no number.
+    pub sequence: u64,
+    /// Bursts dropped for this consumer (its ring was full) since the
+    /// previous one it got.
+    pub lost_before: u64,
+    /// The gateway's port id and RX queue id.
+    pub port: u16,
+    pub queue: u16,
+    /// Packets in the burst.
+    pub packets: u32,
+    /// Segment descriptors in the slot.
+    pub descriptors: u32,
+    reserved: [u32; 9],
+}
+
+/// Where one segment of one packet lies.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentDescriptor {
+    /// Bytes from the region's first byte.
+    pub offset: u64,
+    pub len: u32,
+    /// The region (see [`crate::protocol::RegionShape::index`]).
+    pub region: u16,
+    /// The segment's number in its packet (0 unless header-data split).
+    pub segment: u16,
+    /// The packet's number in its burst.
+    pub packet: u32,
+    /// The flow the packet matched; `u32::MAX` for none.
+    pub flow_id: u32,
+    /// Its receive timestamp in nanoseconds; `u64::MAX` for none.
+    pub timestamp: u64,
+}
+
+const _: () = assert!(size_of::<BurstHeader>() == LINE && size_of::<SegmentDescriptor>() == 32);
+
+/// Where things are in a ring of a given shape.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    slots: u32,
+    per_slot: u32,
+}
+
+impl Layout {
+    fn delivery(&self) -> usize {
+        5 * LINE
+    }
+    fn release(&self) -> usize {
+        self.delivery() + 4 * self.slots as usize
+    }
+    fn first_slot(&self) -> usize {
+        (self.release() + 4 * self.slots as usize).next_multiple_of(LINE)
+    }
+    fn slot_size(&self) -> usize {
+        size_of::<BurstHeader>() + self.per_slot as usize * size_of::<SegmentDescriptor>()
+    }
+    fn slot(&self, slot: u32) -> usize {
+        self.first_slot() + slot as usize * self.slot_size()
+    }
+    fn len(&self) -> usize {
+        self.slot(self.slots).next_multiple_of(PAGE)
+    }
+}
+
+/// The counters, by their cache line.
+#[derive(Debug, Clone, Copy)]
+enum Counter {
+    Delivered = 1,
+    Taken = 2,
+    Released = 3,
+    Reclaimed = 4,
+}
+
+/// A mapped ring.
+#[derive(Debug)]
+struct Ring {
+    map: Mapped,
+    layout: Layout,
+}
+
+impl Ring {
+    fn at<T>(&self, offset: usize) -> *mut T {
+        debug_assert!(offset + size_of::<T>() <= self.map.len());
+        // SAFETY: every offset the layout gives lies inside the mapping,
+        // which is at least `layout.len()` bytes.
+        unsafe { self.map.base().as_ptr().add(offset).cast() }
+    }
+
+    fn counter(&self, counter: Counter) -> &AtomicU32 {
+        // SAFETY: a 4-byte aligned word inside the mapping, only ever
+        // accessed atomically by both processes.
+        unsafe { &*self.at::<AtomicU32>(counter as usize * LINE) }
+    }
+
+    /// Entry `n` (mod slots) of the queue at `queue`.
+    fn entry(&self, queue: usize, n: u32) -> &AtomicU32 {
+        // SAFETY: as in `counter`: an aligned word of the queue.
+        unsafe { &*self.at::<AtomicU32>(queue + 4 * (n % self.layout.slots) as usize) }
+    }
+}
+
+/// Why a consumer's ring can no longer be trusted.
+#[derive(Debug, thiserror::Error)]
+#[error("the consumer broke its ring: {0}")]
+pub struct Broken(String);
+
+/// The gateway's end of a ring.
+#[derive(Debug)]
+pub struct Producer {
+    ring: Ring,
+    /// Slots the gateway may fill.
+    free: Vec<u32>,
+    /// Slots delivered and not released yet.
+    outstanding: Vec<bool>,
+    delivered: u32,
+    reclaimed: u32,
+    sequence: u64,
+    lost: u64,
+}
+
+impl Producer {
+    /// A new ring of `slots` bursts of `per_slot` descriptors each, in a
+    /// memory file: the producer, and the descriptor to hand the consumer.
+    pub fn create(slots: u32, per_slot: u32) -> std::io::Result<(Self, OwnedFd)> {
+        if !(1..=MAX_SLOTS).contains(&slots) || per_slot == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a ring of 1 to 4096 slots"));
+        }
+        let layout = Layout { slots, per_slot };
+        let file = rustix::fs::memfd_create("daqiri-consumer-ring", rustix::fs::MemfdFlags::CLOEXEC)?;
+        rustix::fs::ftruncate(&file, layout.len() as u64)?;
+        let ring = Ring { map: Mapped::new(&file, layout.len(), true)?, layout };
+        // SAFETY: the header's first words, inside the fresh mapping, which
+        // no consumer has yet.
+        unsafe {
+            ring.at::<u64>(0).write(MAGIC);
+            ring.at::<u32>(8).write(LAYOUT_VERSION);
+            ring.at::<u32>(12).write(slots);
+            ring.at::<u32>(16).write(per_slot);
+        }
+        let producer = Self {
+            ring,
+            free: (0..slots).rev().collect(),
+            outstanding: vec![false; slots as usize],
+            delivered: 0,
+            reclaimed: 0,
+            sequence: 0,
+            lost: 0,
+        };
+        Ok((producer, file))
+    }
+
+    /// The ring's shape, for the welcome.
+    pub fn shape(&self) -> RingShape {
+        let layout = self.ring.layout;
+        RingShape { slots: layout.slots, descriptors_per_slot: layout.per_slot, len: layout.len() as u64 }
+    }
+
+    /// Takes back the slots the consumer released, into `out`.
+    pub fn reclaim(&mut self, out: &mut Vec<u32>) -> Result<(), Broken> {
+        let released = self.ring.counter(Counter::Released).load(Ordering::Acquire);
+        let pending = released.wrapping_sub(self.reclaimed);
+        if pending > self.ring.layout.slots {
+            return Err(Broken(format!("{pending} releases pending in a ring of {} slots", self.ring.layout.slots)));
+        }
+        for _ in 0..pending {
+            let slot = self.ring.entry(self.ring.layout.release(), self.reclaimed).load(Ordering::Relaxed);
+            if !self.outstanding.get(slot as usize).copied().unwrap_or(false) {
+                return Err(Broken(format!("released slot {slot}, which it did not hold")));
+            }
+            self.outstanding[slot as usize] = false;
+            self.free.push(slot);
+            out.push(slot);
+            self.reclaimed = self.reclaimed.wrapping_add(1);
+        }
+        self.ring.counter(Counter::Reclaimed).store(self.reclaimed, Ordering::Release);
+        Ok(())
+    }
+
+    /// Delivers a burst of `packets` packets in `descriptors` (at most the
+    /// ring's per-slot count) on (`port`, `queue`): the slot it took, or
+    /// `None` when the consumer holds every slot (the burst is counted as
+    /// lost for it, and the next delivered says so).
+    pub fn deliver(
+        &mut self,
+        (port, queue): (u16, u16),
+        packets: u32,
+        descriptors: &[SegmentDescriptor],
+    ) -> Option<u32> {
+        assert!(descriptors.len() <= self.ring.layout.per_slot as usize, "a burst larger than its ring's slots");
+        let Some(slot) = self.free.pop() else {
+            self.lost += 1;
+            return None;
+        };
+        let at = self.ring.layout.slot(slot);
+        let header = BurstHeader {
+            sequence: self.sequence,
+            lost_before: std::mem::take(&mut self.lost),
+            port,
+            queue,
+            packets,
+            descriptors: descriptors.len() as u32,
+            reserved: [0; 9],
+        };
+        // SAFETY: the slot is free (the consumer released it or never had
+        // it), so nothing reads it; header and descriptors fit its size.
+        unsafe {
+            self.ring.at::<BurstHeader>(at).write_volatile(header);
+            let first = self.ring.at::<SegmentDescriptor>(at + size_of::<BurstHeader>());
+            std::ptr::copy_nonoverlapping(descriptors.as_ptr(), first, descriptors.len());
+        }
+        self.sequence += 1;
+        self.outstanding[slot as usize] = true;
+        self.ring.entry(self.ring.layout.delivery(), self.delivered).store(slot, Ordering::Relaxed);
+        self.delivered = self.delivered.wrapping_add(1);
+        self.ring.counter(Counter::Delivered).store(self.delivered, Ordering::Release);
+        Some(slot)
+    }
+
+    /// Bursts delivered and not released yet.
+    pub fn held(&self) -> usize {
+        self.outstanding.iter().filter(|held| **held).count()
+    }
+}
+
+/// The consumer's end of a ring.
+#[derive(Debug)]
+pub struct Reader {
+    ring: Ring,
+    taken: Cell<u32>,
+    released: Cell<u32>,
+}
+
+impl Reader {
+    /// Maps the ring the gateway handed over, checking it is of `shape`.
+    pub fn open(fd: OwnedFd, shape: RingShape) -> std::io::Result<Self> {
+        let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+        if !(1..=MAX_SLOTS).contains(&shape.slots) || shape.descriptors_per_slot == 0 {
+            return Err(invalid("the welcome's ring shape is out of range"));
+        }
+        let layout = Layout { slots: shape.slots, per_slot: shape.descriptors_per_slot };
+        if shape.len != layout.len() as u64 {
+            return Err(invalid("the welcome's ring length does not match its shape"));
+        }
+        let ring = Ring { map: Mapped::new(&fd, layout.len(), true)?, layout };
+        // SAFETY: the header's first words, inside the mapping.
+        let (magic, version) = unsafe { (ring.at::<u64>(0).read(), ring.at::<u32>(8).read()) };
+        if magic != MAGIC || version != LAYOUT_VERSION {
+            return Err(invalid("not a ring of this layout"));
+        }
+        let taken = ring.counter(Counter::Taken).load(Ordering::Relaxed);
+        let released = ring.counter(Counter::Released).load(Ordering::Relaxed);
+        Ok(Self { ring, taken: Cell::new(taken), released: Cell::new(released) })
+    }
+
+    /// The next burst delivered, by its slot.
+    pub fn next(&self) -> Option<u32> {
+        let taken = self.taken.get();
+        if self.ring.counter(Counter::Delivered).load(Ordering::Acquire) == taken {
+            return None;
+        }
+        let slot = self.ring.entry(self.ring.layout.delivery(), taken).load(Ordering::Relaxed);
+        self.taken.set(taken.wrapping_add(1));
+        self.ring.counter(Counter::Taken).store(taken.wrapping_add(1), Ordering::Relaxed);
+        (slot < self.ring.layout.slots).then_some(slot)
+    }
+
+    /// Whether every burst delivered so far was taken.
+    pub fn is_empty(&self) -> bool {
+        self.ring.counter(Counter::Delivered).load(Ordering::Acquire) == self.taken.get()
+    }
+
+    /// What slot `slot` says of its burst.
+    pub fn header(&self, slot: u32) -> BurstHeader {
+        // SAFETY: a delivered slot's header, which the gateway wrote before
+        // delivering it and does not touch until it is released.
+        unsafe { self.ring.at::<BurstHeader>(self.ring.layout.slot(slot)).read_volatile() }
+    }
+
+    /// Slot `slot`'s segment descriptors.
+    pub fn descriptors(&self, slot: u32) -> &[SegmentDescriptor] {
+        let count = self.header(slot).descriptors.min(self.ring.layout.per_slot) as usize;
+        let first = self.ring.at::<SegmentDescriptor>(self.ring.layout.slot(slot) + size_of::<BurstHeader>());
+        // SAFETY: `count` descriptors inside the slot, written before the
+        // slot was delivered and left alone until it is released.
+        unsafe { std::slice::from_raw_parts(first, count) }
+    }
+
+    /// Gives slot `slot` back to the gateway.
+    pub fn release(&self, slot: u32) {
+        let released = self.released.get();
+        self.ring.entry(self.ring.layout.release(), released).store(slot, Ordering::Relaxed);
+        self.released.set(released.wrapping_add(1));
+        self.ring.counter(Counter::Released).store(released.wrapping_add(1), Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bursts_go_round_and_a_full_ring_loses_them_for_its_reader_alone() {
+        let (mut producer, fd) = Producer::create(2, 4).unwrap();
+        let reader = Reader::open(fd, producer.shape()).unwrap();
+        let segment =
+            |packet| SegmentDescriptor { offset: 64 * u64::from(packet), len: 60, packet, ..Default::default() };
+        assert!(producer.deliver((0, 1), 2, &[segment(0), segment(1)]).is_some());
+        assert!(producer.deliver((0, 1), 1, &[segment(0)]).is_some());
+        assert_eq!(producer.deliver((0, 1), 1, &[segment(0)]), None, "both slots held");
+        let first = reader.next().unwrap();
+        assert_eq!(reader.header(first).sequence, 0);
+        assert_eq!(reader.descriptors(first), &[segment(0), segment(1)]);
+        reader.release(first);
+        let mut reclaimed = Vec::new();
+        producer.reclaim(&mut reclaimed).unwrap();
+        assert_eq!(reclaimed, vec![first]);
+        producer.deliver((0, 1), 1, &[segment(3)]).unwrap();
+        let second = reader.next().unwrap();
+        let third = reader.next().unwrap();
+        assert_eq!((reader.header(second).sequence, reader.header(second).lost_before), (1, 0));
+        assert_eq!((reader.header(third).sequence, reader.header(third).lost_before), (2, 1), "one lost before it");
+        assert_eq!(reader.next(), None);
+    }
+
+    #[test]
+    fn a_release_of_a_slot_not_held_or_a_counter_run_ahead_breaks_the_ring() {
+        let (mut producer, fd) = Producer::create(4, 1).unwrap();
+        let reader = Reader::open(fd, producer.shape()).unwrap();
+        reader.release(3);
+        assert!(producer.reclaim(&mut Vec::new()).is_err(), "slot 3 was never delivered");
+        let (mut producer, fd) = Producer::create(4, 1).unwrap();
+        let reader = Reader::open(fd, producer.shape()).unwrap();
+        reader.ring.counter(Counter::Released).store(1000, Ordering::Release);
+        assert!(producer.reclaim(&mut Vec::new()).is_err(), "1000 releases pending");
+    }
+}
