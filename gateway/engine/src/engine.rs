@@ -62,6 +62,11 @@ impl Engine {
         &self.inner.regions
     }
 
+    /// This engine's id, as its bursts carry it ([`Burst::engine_id`](crate::Burst::engine_id)).
+    pub fn id(&self) -> crate::EngineId {
+        self.inner.id
+    }
+
     /// Reads, validates and starts a config file (DAQIRI's `daqiri_init(path)`).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self> {
         let doc = Document::read(path.as_ref())?;

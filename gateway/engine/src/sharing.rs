@@ -38,6 +38,11 @@ pub struct SegmentLocation {
 }
 
 impl Engine {
+    /// The index of the region named `name` (as [`SegmentLocation::region`] names it).
+    pub fn region_index(&self, name: &str) -> Option<u16> {
+        self.regions().index_of(name)
+    }
+
     /// Region `index`'s memory for another process. Host and hugepage
     /// regions are shared; GPU memory (`device`, `host_pinned`) answers
     /// `NOT_SUPPORTED`.

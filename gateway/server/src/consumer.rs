@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::capture::CaptureManager;
 use crate::live::LiveEngine;
 use crate::sequence::{SequenceStats, read_sequence};
+use crate::subscriptions::Hub;
 
 /// What the application does with each packet.
 #[derive(Debug, Clone, Copy, Default)]
@@ -77,12 +78,13 @@ pub(crate) fn spawn(
     live: &Arc<LiveEngine>,
     options: ConsumerOptions,
     stop: &Arc<AtomicBool>,
-    captures: &Arc<CaptureManager>,
+    (captures, hub): (&Arc<CaptureManager>, &Arc<Hub>),
 ) -> std::io::Result<Vec<std::thread::JoinHandle<ConsumerReport>>> {
     drains
         .into_iter()
         .map(|drains| {
-            let (live, stop, captures) = (Arc::clone(live), Arc::clone(stop), Arc::clone(captures));
+            let (live, stop, captures, hub) =
+                (Arc::clone(live), Arc::clone(stop), Arc::clone(captures), Arc::clone(hub));
             let name = match drains {
                 Drains::Everything => "consumer".to_owned(),
                 Drains::Queue { port, queue, .. } => format!("consumer-{port}-{queue}"),
@@ -93,7 +95,7 @@ pub(crate) fn spawn(
                 {
                     tracing::warn!(core, "cannot pin a consumer to core {core}; it runs unpinned");
                 }
-                run(&live, drains, options, &stop, &captures)
+                run(&live, drains, options, &stop, (&captures, &hub))
             })
         })
         .collect()
@@ -109,14 +111,15 @@ impl ConsumerReport {
     }
 }
 
-/// Drains bursts until `stop` is set and the engine is shut down and empty.
+/// Drains bursts until `stop` is set and the engine is shut down and empty,
+/// offering each to the consumers outside the gateway once counted.
 /// When a reload restarts the engine, drains the old one, then follows the new.
 pub(crate) fn run(
     live: &LiveEngine,
     drains: Drains,
     options: ConsumerOptions,
     stop: &AtomicBool,
-    captures: &CaptureManager,
+    (captures, hub): (&CaptureManager, &Hub),
 ) -> ConsumerReport {
     let mut report = ConsumerReport::default();
     let mut hashers: BTreeMap<u16, Sha256> = BTreeMap::new();
@@ -159,6 +162,7 @@ pub(crate) fn run(
                 }
             }
         }
+        hub.offer(burst);
     }
     report.digests = hashers.into_iter().map(|(port, h)| (port, hex(&h.finalize()))).collect();
     report

@@ -44,6 +44,8 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         capture_free_space_floor_mb: 256,
         max_captures: crate::capture::DEFAULT_MAX_CAPTURES,
         capture_memory_mb: crate::capture::DEFAULT_CAPTURE_MEMORY_MB,
+        consumer_socket: None,
+        consumer_token_file: None,
         wait_for_config: false,
     };
     let gateway = {

@@ -16,6 +16,7 @@ mod capture;
 mod check;
 mod client;
 mod config_text;
+mod consume;
 mod consumer;
 mod control;
 mod demo;
@@ -28,6 +29,7 @@ mod seconds;
 mod sequence;
 mod shutdown;
 mod status;
+mod subscriptions;
 mod telemetry;
 mod traffic_gen;
 
@@ -64,6 +66,9 @@ enum Command {
     Status(client::StatusArgs),
     /// Start, list, stop or download captures of a running gateway.
     Capture(client::CaptureArgs),
+    /// Read a running gateway's RX queue from this process, zero-copy,
+    /// through its consumer socket; print what arrived as JSON.
+    Consume(consume::ConsumeArgs),
 }
 
 /// The `daqiri-gateway` command line: parses the arguments and runs the subcommand.
@@ -77,6 +82,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::main(args),
         Command::Status(args) => client::status(args),
         Command::Capture(args) => client::capture(args),
+        Command::Consume(args) => consume::main(args),
         Command::Schema => {
             println!("{}", serde_json::to_string_pretty(&daqiri_config::json_schema()).expect("schema serialises"));
             Ok(ExitCode::SUCCESS)

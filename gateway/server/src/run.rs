@@ -17,6 +17,7 @@ use crate::control::ControlSettings;
 use crate::live::LiveEngine;
 use crate::shutdown::ShutdownFlag;
 use crate::status::{StatusMeter, summary_json, summary_text};
+use crate::subscriptions::{Hub, Listener};
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -75,6 +76,14 @@ pub(crate) struct RunArgs {
     /// past it is dropped and counted as a capture drop.
     #[arg(long, default_value_t = crate::capture::DEFAULT_CAPTURE_MEMORY_MB, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub capture_memory_mb: u64,
+    /// Unix socket where consumers in other processes subscribe to RX queues
+    /// and read their bursts in place (the daqiri-consumer crate); none by default.
+    #[arg(long)]
+    pub consumer_socket: Option<PathBuf>,
+    /// File holding the token consumers must give to subscribe (beside the
+    /// socket's permissions, owner and group).
+    #[arg(long, requires = "consumer_socket")]
+    pub consumer_token_file: Option<PathBuf>,
     /// When --config does not exist yet, serve the admin API without an engine
     /// and start once the file appears (a ConfigMap key the operator has not
     /// written for this node yet) or a config is PUT.
@@ -162,7 +171,9 @@ pub(crate) fn run_gateway(
         (Some(cores), Some(engine)) => consumer::per_queue(&engine.config(), &cores.0),
         _ => vec![consumer::Drains::Everything],
     };
-    let consumers = consumer::spawn(drains, &live, options, &consumer_stop, &captures)?;
+    let hub = Hub::new(read_consumer_token(args.consumer_token_file.as_deref())?);
+    let listener = args.consumer_socket.as_deref().map(|path| Listener::start(path, &hub, &live)).transpose()?;
+    let consumers = consumer::spawn(drains, &live, options, &consumer_stop, (&captures, &hub))?;
     let mut meter = StatusMeter::new(live.get().map(|e| e.stats()).unwrap_or_default());
     let interval = Duration::from_secs_f64(args.status_interval);
     let deadline = args.duration.map(|s| Instant::now() + Duration::from_secs_f64(s));
@@ -193,6 +204,7 @@ pub(crate) fn run_gateway(
             }
         }
         std::thread::sleep(Duration::from_millis(20).min(interval));
+        hub.tend(&live);
         let Some(engine) = live.get() else {
             continue; // restarting
         };
@@ -221,6 +233,8 @@ pub(crate) fn run_gateway(
     for consumer in consumers {
         report.merge(consumer.join().map_err(|_| anyhow::anyhow!("a consumer thread panicked"))?);
     }
+    hub.end_all("the gateway stops");
+    drop(listener);
     captures.stop_all();
     let stats = live.get().map(|e| e.stats()).unwrap_or_default();
     print!("{}", summary_text(&stats, &report, meter.elapsed()));
@@ -230,6 +244,17 @@ pub(crate) fn run_gateway(
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(summary)
+}
+
+/// The consumer token from its file (trimmed; an empty one is refused).
+fn read_consumer_token(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    let Some(path) = path else { return Ok(None) };
+    let token = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --consumer-token-file {}", path.display()))?
+        .trim()
+        .to_owned();
+    anyhow::ensure!(!token.is_empty(), "--consumer-token-file {} is empty", path.display());
+    Ok(Some(token))
 }
 
 fn received(engine: &Engine) -> u64 {

@@ -1,0 +1,126 @@
+//! `daqiri-gateway consume`: a consumer in its own process (the
+//! daqiri-consumer client), subscribed to one RX queue of a running
+//! gateway through its consumer socket. It counts what arrives, checks
+//! sequence numbers where asked, and prints a JSON summary; a tool for
+//! trying a gateway's hand-off and for the tests of it.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use daqiri_consumer::{Options, Subscription, Target};
+
+use crate::sequence::{SequenceStats, read_sequence};
+
+#[derive(Debug, Args)]
+pub(crate) struct ConsumeArgs {
+    /// The gateway's consumer socket (its `run --consumer-socket`).
+    #[arg(long)]
+    pub socket: PathBuf,
+    /// The interface to receive from, by its name in the config.
+    #[arg(long)]
+    pub interface: String,
+    /// Its RX queue id.
+    #[arg(long, default_value_t = 0)]
+    pub queue: u16,
+    /// Bursts this consumer may hold or leave unread before the gateway
+    /// drops bursts for it (1 to 4096).
+    #[arg(long, default_value_t = 256)]
+    pub slots: u32,
+    /// File holding the gateway's consumer token.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Check a network-order u32 sequence number at this payload offset.
+    #[arg(long)]
+    pub seq_offset: Option<usize>,
+    /// Stop once this many packets arrived.
+    #[arg(long)]
+    pub packets: Option<u64>,
+    /// Stop once no burst came for this many seconds (after the first).
+    #[arg(long, default_value_t = 5.0, value_parser = crate::seconds::positive)]
+    pub idle: f64,
+    /// Keep the first N bursts without releasing them until exit.
+    #[arg(long, default_value_t = 0)]
+    pub hold: usize,
+}
+
+/// What a consumer saw.
+#[derive(Debug, Default, serde::Serialize)]
+struct Seen {
+    subscription: u64,
+    bursts: u64,
+    packets: u64,
+    bytes: u64,
+    /// Bursts the gateway dropped for this consumer, its ring full.
+    lost_bursts: u64,
+    sequence: Option<SequenceSeen>,
+    /// Why the gateway ended the subscription, if it did.
+    ended: Option<String>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct SequenceSeen {
+    received: u64,
+    first: Option<u32>,
+    last: Option<u32>,
+    gaps: u64,
+    late: u64,
+}
+
+pub(crate) fn main(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
+    let token = match &args.token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --token-file {}", path.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        None => None,
+    };
+    let target = Target { interface: args.interface.clone(), queue: args.queue };
+    let subscription = Subscription::connect(&args.socket, target, Options { slots: args.slots, token })?;
+    // The first line says it is subscribed (a test or a script waits for it).
+    println!("subscribed {}", subscription.id());
+    let mut seen = Seen { subscription: subscription.id(), ..Seen::default() };
+    let mut sequence = args.seq_offset.map(|_| SequenceStats::default());
+    let mut held = Vec::new();
+    let idle = Duration::from_secs_f64(args.idle);
+    while args.packets.is_none_or(|n| seen.packets < n) {
+        let burst = match subscription.next(Some(idle)) {
+            Ok(Some(burst)) => burst,
+            Ok(None) if seen.bursts > 0 => break,
+            Ok(None) => continue,
+            Err(daqiri_consumer::Error::Ended(reason)) => {
+                seen.ended = Some(reason);
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        seen.bursts += 1;
+        seen.lost_bursts += burst.lost_before();
+        for packet in burst.packets() {
+            seen.packets += 1;
+            seen.bytes += packet.data().len() as u64;
+            if let (Some(stats), Some(offset)) = (sequence.as_mut(), args.seq_offset)
+                && let Some(seq) = read_sequence(packet.data(), offset)
+            {
+                stats.observe(seq);
+            }
+        }
+        if held.len() < args.hold {
+            held.push(burst);
+        }
+    }
+    seen.sequence = sequence.map(|s| SequenceSeen {
+        received: s.received,
+        first: s.first,
+        last: s.last,
+        gaps: s.gaps,
+        late: s.late,
+    });
+    drop(held);
+    println!("{}", serde_json::to_string(&seen)?);
+    Ok(ExitCode::SUCCESS)
+}
