@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use daqiri_consumer::{Options, Subscription, Target};
+use sha2::{Digest, Sha256};
 
 use crate::sequence::{SequenceStats, read_sequence};
 
@@ -35,6 +36,9 @@ pub(crate) struct ConsumeArgs {
     /// Check a network-order u32 sequence number at this payload offset.
     #[arg(long)]
     pub seq_offset: Option<usize>,
+    /// Hash every packet's bytes in order (SHA-256), to compare with what was sent.
+    #[arg(long)]
+    pub digest: bool,
     /// Stop once this many packets arrived.
     #[arg(long)]
     pub packets: Option<u64>,
@@ -56,6 +60,8 @@ struct Seen {
     /// Bursts the gateway dropped for this consumer, its ring full.
     lost_bursts: u64,
     sequence: Option<SequenceSeen>,
+    /// SHA-256 of every packet's bytes in order (`--digest`).
+    digest: Option<String>,
     /// Why the gateway ended the subscription, if it did.
     ended: Option<String>,
 }
@@ -86,6 +92,7 @@ pub(crate) fn main(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     let mut seen = Seen { subscription: subscription.id(), ..Seen::default() };
     let mut sequence = args.seq_offset.map(|_| SequenceStats::default());
     let mut held = Vec::new();
+    let mut hasher = args.digest.then(Sha256::new);
     let idle = Duration::from_secs_f64(args.idle);
     while args.packets.is_none_or(|n| seen.packets < n) {
         let burst = match subscription.next(Some(idle)) {
@@ -103,6 +110,9 @@ pub(crate) fn main(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         for packet in burst.packets() {
             seen.packets += 1;
             seen.bytes += packet.data().len() as u64;
+            if let Some(hasher) = hasher.as_mut() {
+                hasher.update(packet.data());
+            }
             if let (Some(stats), Some(offset)) = (sequence.as_mut(), args.seq_offset)
                 && let Some(seq) = read_sequence(packet.data(), offset)
             {
@@ -120,6 +130,7 @@ pub(crate) fn main(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         gaps: s.gaps,
         late: s.late,
     });
+    seen.digest = hasher.map(|h| crate::consumer::hex(&h.finalize()));
     drop(held);
     println!("{}", serde_json::to_string(&seen)?);
     Ok(ExitCode::SUCCESS)

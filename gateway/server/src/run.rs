@@ -145,6 +145,8 @@ pub(crate) fn run_gateway(
         args.capture_free_space_floor_mb << 20,
         CaptureLimits { max_running: usize::from(args.max_captures), ring_memory: args.capture_memory_mb << 20 },
     )?;
+    let hub = Hub::new(read_consumer_token(args.consumer_token_file.as_deref())?);
+    let listener = args.consumer_socket.as_deref().map(|path| Listener::start(path, &hub, &live)).transpose()?;
     let admin = match args.no_admin {
         true => None,
         false => {
@@ -157,7 +159,7 @@ pub(crate) fn run_gateway(
                 Arc::clone(&live),
                 yaml,
                 args.config.clone(),
-                Arc::clone(&captures),
+                (Arc::clone(&captures), Arc::clone(&hub)),
                 tokens,
             )?;
             Some((crate::admin::serve(args.admin_addr, Arc::clone(&state))?, state))
@@ -171,8 +173,6 @@ pub(crate) fn run_gateway(
         (Some(cores), Some(engine)) => consumer::per_queue(&engine.config(), &cores.0),
         _ => vec![consumer::Drains::Everything],
     };
-    let hub = Hub::new(read_consumer_token(args.consumer_token_file.as_deref())?);
-    let listener = args.consumer_socket.as_deref().map(|path| Listener::start(path, &hub, &live)).transpose()?;
     let consumers = consumer::spawn(drains, &live, options, &consumer_stop, (&captures, &hub))?;
     let mut meter = StatusMeter::new(live.get().map(|e| e.stats()).unwrap_or_default());
     let interval = Duration::from_secs_f64(args.status_interval);

@@ -11,6 +11,7 @@ use super::rates::RateSampler;
 use super::tokens::Tokens;
 use crate::capture::CaptureManager;
 use crate::live::LiveEngine;
+use crate::subscriptions::Hub;
 use crate::telemetry::{ReloadCounters, Telemetry};
 
 /// Everything the handlers read.
@@ -35,6 +36,8 @@ pub(crate) struct AdminState {
     pub rates: Mutex<RateSampler>,
     pub telemetry: Telemetry,
     pub captures: Arc<CaptureManager>,
+    /// Consumers outside the gateway and their subscriptions.
+    pub hub: Arc<Hub>,
     /// Bearer tokens for changes and for reads, when set.
     pub tokens: Tokens,
 }
@@ -44,7 +47,7 @@ impl AdminState {
         live: Arc<LiveEngine>,
         config_yaml: String,
         config_path: Option<std::path::PathBuf>,
-        captures: Arc<CaptureManager>,
+        (captures, hub): (Arc<CaptureManager>, Arc<Hub>),
         tokens: Tokens,
     ) -> anyhow::Result<Arc<Self>> {
         let reloads = Arc::new(ReloadCounters::default());
@@ -66,6 +69,7 @@ impl AdminState {
             rates,
             telemetry,
             captures,
+            hub,
             tokens,
         }))
     }

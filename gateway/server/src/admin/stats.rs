@@ -21,6 +21,37 @@ pub(crate) struct Stats {
     interfaces: Vec<InterfaceStats>,
     /// Per memory region.
     memory_regions: Vec<RegionStats>,
+    /// Per subscription of a consumer outside the gateway.
+    subscriptions: Vec<SubscriptionStats>,
+}
+
+/// One consumer's subscription (`run --consumer-socket`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SubscriptionStats {
+    /// Its id, as the consumer was told.
+    id: u64,
+    /// The port and RX queue it receives.
+    port: u16,
+    queue: u16,
+    /// Bursts handed to it.
+    delivered: u64,
+    /// Bursts dropped for it alone, its ring full (receive dropped nothing).
+    consumer_lag: u64,
+    /// Bursts it holds now.
+    held: usize,
+}
+
+impl From<crate::subscriptions::SubscriptionStats> for SubscriptionStats {
+    fn from(s: crate::subscriptions::SubscriptionStats) -> Self {
+        Self {
+            id: s.id,
+            port: s.port,
+            queue: s.queue,
+            delivered: s.delivered,
+            consumer_lag: s.consumer_lag,
+            held: s.held,
+        }
+    }
 }
 
 /// Counters of one interface.
@@ -296,5 +327,6 @@ pub(crate) async fn stats(State(state): State<Arc<AdminState>>) -> Result<Json<S
             gpu: r.gpu,
         })
         .collect();
-    Ok(Json(Stats { interfaces, memory_regions }))
+    let subscriptions = state.hub.stats().into_iter().map(SubscriptionStats::from).collect();
+    Ok(Json(Stats { interfaces, memory_regions, subscriptions }))
 }

@@ -105,6 +105,11 @@ pub struct Gateway {
 impl Gateway {
     /// Writes `config` into `dir` and starts `binary` on it; returns once the admin API answers.
     pub fn run(binary: &str, dir: ScratchDir, config: &str) -> Self {
+        Self::run_with(binary, dir, config, &[])
+    }
+
+    /// [`run`](Self::run) with more arguments for `run`.
+    pub fn run_with(binary: &str, dir: ScratchDir, config: &str, more: &[&std::ffi::OsStr]) -> Self {
         let admin = free_tcp_port();
         let path = dir.join("gateway.yaml");
         std::fs::write(&path, config).unwrap();
@@ -114,6 +119,7 @@ impl Gateway {
             .arg(&path)
             .arg("--capture-dir")
             .arg(dir.join("out"))
+            .args(more)
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();

@@ -1,0 +1,259 @@
+//! Consumers outside the gateway: `daqiri-gateway consume` processes (the
+//! daqiri-consumer client) subscribed through the consumer socket, fed by
+//! an independent UDP sender (std's sockets, none of our code).
+
+mod common;
+
+use std::os::fd::AsFd;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{GATEWAY, free_udp_port, http, scratch_dir};
+use daqiri_config::testing::{TestConfig, rx};
+use serde_json::Value;
+
+/// A gateway receiving UDP on `udp_rx` (one queue, 4096 buffers) with its
+/// consumer socket in its scratch directory; killed on drop.
+struct Gateway {
+    gateway: common::Gateway,
+    udp: u16,
+}
+
+impl Gateway {
+    fn start(tag: &str) -> Self {
+        let dir = scratch_dir(&format!("consumers-{tag}"));
+        let udp = free_udp_port();
+        let yaml = TestConfig::udp_server(udp)
+            .interface_named("udp_rx")
+            .region("m", 4096, 2048)
+            .rx_queue(rx(0, "m").batch(32).timeout_us(500))
+            .yaml();
+        let socket = dir.join("consumers.sock");
+        let gateway =
+            common::Gateway::run_with(GATEWAY, dir, &yaml, &["--consumer-socket".as_ref(), socket.as_os_str()]);
+        Gateway { gateway, udp }
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.gateway.dir.join("consumers.sock")
+    }
+
+    fn stats(&self) -> Value {
+        let (status, body) = http(self.gateway.admin, "GET", "/api/v1/stats", &[], "");
+        assert_eq!(status, 200);
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    /// Buffers of region `m` out of its pool now.
+    fn in_use(&self) -> u64 {
+        self.stats()["memory_regions"].as_array().unwrap().iter().find(|r| r["name"] == "m").unwrap()["in_use"]
+            .as_u64()
+            .unwrap()
+    }
+
+    /// `daqiri-gateway consume` on `udp_rx` with `args`, inside `wrapper`
+    /// (e.g. `unshare`) where given; returns once it says it subscribed.
+    fn consumer(&self, wrapper: &[&str], args: &[&str]) -> Consumer {
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(GATEWAY);
+                command
+            }
+            None => Command::new(GATEWAY),
+        };
+        command.args(["consume", "--interface", "udp_rx", "--socket"]).arg(self.socket()).args(args);
+        let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+        assert!(first.starts_with("subscribed "), "the consumer subscribes: {first:?}");
+        Consumer { child, out }
+    }
+
+    /// Sends datagrams `0..count` (each [`datagram`]) from a socket of our
+    /// own, paced to about `rate` a second.
+    fn send(&self, count: u32, rate: u32) {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let start = Instant::now();
+        for seq in 0..count {
+            socket.send_to(&datagram(seq), ("127.0.0.1", self.udp)).unwrap();
+            if seq % 256 == 255 {
+                let due = start + Duration::from_secs_f64(f64::from(seq) / f64::from(rate));
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            }
+        }
+    }
+}
+
+/// A consume process: what it prints at the end.
+struct Consumer {
+    child: Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Consumer {
+    /// Its JSON summary, once it exits (killed after `within`).
+    fn summary(mut self, within: Duration) -> Value {
+        let deadline = Instant::now() + within;
+        while self.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        assert!(self.child.wait().unwrap().success(), "the consumer exits on its own, well");
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.out, &mut rest).unwrap();
+        serde_json::from_str(rest.trim()).unwrap_or_else(|e| panic!("{e}: {rest}"))
+    }
+}
+
+/// Datagram `seq`: its number (network order), then 60 bytes of a pattern of it.
+fn datagram(seq: u32) -> Vec<u8> {
+    let mut bytes = seq.to_be_bytes().to_vec();
+    bytes.extend((0..60u32).map(|i| (seq.wrapping_mul(31).wrapping_add(i)) as u8));
+    bytes
+}
+
+/// SHA-256 of datagrams `0..count`, as `consume --digest` hashes what it got.
+fn digest_of(count: u32) -> String {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    for seq in 0..count {
+        hasher.update(datagram(seq));
+    }
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+#[ignore = "needs root for mount and network namespaces; tests/run.sh runs it"]
+fn consumers_in_their_own_namespaces_both_read_a_million_datagrams_byte_exact_in_order() {
+    let gateway = Gateway::start("namespaces");
+    const COUNT: u32 = 1_000_000;
+    let count = COUNT.to_string();
+    let args = ["--seq-offset", "0", "--digest", "--slots", "1024", "--packets", &count];
+    // Each as another pod would be: its own mounts and network, the socket
+    // and the memory it is handed its only way in.
+    let consumers: Vec<Consumer> = (0..2).map(|_| gateway.consumer(&["unshare", "--mount", "--net"], &args)).collect();
+    gateway.send(COUNT, 200_000);
+    let expected = digest_of(COUNT);
+    for consumer in consumers {
+        let seen = consumer.summary(Duration::from_secs(60));
+        assert_eq!(seen["packets"], COUNT, "{seen}");
+        assert_eq!(seen["lost_bursts"], 0, "{seen}");
+        assert_eq!(seen["sequence"]["gaps"], 0, "{seen}");
+        assert_eq!(seen["sequence"]["late"], 0, "{seen}");
+        assert_eq!(seen["digest"], expected.as_str(), "every byte as sent, in order");
+    }
+}
+
+#[test]
+fn a_consumer_that_stops_reading_loses_its_own_bursts_counted_and_rx_drops_nothing() {
+    let gateway = Gateway::start("stalled");
+    let target = daqiri_consumer::Target { interface: "udp_rx".into(), queue: 0 };
+    let options = daqiri_consumer::Options { slots: 4, token: None };
+    let stalled = daqiri_consumer::Subscription::connect(gateway.socket(), target, options).unwrap();
+    let reader = gateway.consumer(&[], &["--seq-offset", "0", "--packets", "5000"]);
+    gateway.send(5000, 50_000);
+    let seen = reader.summary(Duration::from_secs(30));
+    assert_eq!((seen["packets"].as_u64(), seen["sequence"]["gaps"].as_u64()), (Some(5000), Some(0)), "{seen}");
+    // The stalled consumer's four slots hold the first bursts; the rest were
+    // lost for it alone, and the burst after its four says how many.
+    let held: Vec<_> = (0..4).map(|_| stalled.next(Some(Duration::from_secs(5))).unwrap().expect("a burst")).collect();
+    assert_eq!(held.iter().map(|b| b.lost_before()).sum::<u64>(), 0);
+    drop(held);
+    let port = &gateway.stats()["interfaces"][0];
+    let drops = port["rx_queues"][0]["drops"].as_object().map_or(0, |d| d.values().filter_map(Value::as_u64).sum());
+    assert_eq!(drops, 0, "receive dropped nothing for the stalled consumer: {port}");
+    let subscriptions = gateway.stats()["subscriptions"].clone();
+    let lag = subscriptions.as_array().unwrap().iter().map(|s| s["consumer_lag"].as_u64().unwrap()).max();
+    assert!(lag.is_some_and(|lag| lag > 0), "its lag is counted: {subscriptions}");
+    gateway.send(1, 1000);
+    let next = stalled.next(Some(Duration::from_secs(5))).unwrap().expect("a burst once it reads again");
+    assert!(next.lost_before() > 0, "told what it lost");
+}
+
+#[test]
+fn a_consumer_killed_with_sigkill_gives_back_every_buffer_it_held_within_a_second() {
+    let gateway = Gateway::start("sigkill");
+    gateway.send(100, 10_000);
+    std::thread::sleep(Duration::from_millis(300));
+    // What the engine itself keeps out of the pool (its workers' caches).
+    let idle = gateway.in_use();
+    let mut holder = gateway.consumer(&[], &["--hold", "1000", "--slots", "1024"]);
+    gateway.send(2000, 50_000);
+    let holding = wait_until(Duration::from_secs(10), || Some(gateway.in_use()).filter(|n| *n >= idle + 1000));
+    assert!(holding >= 1000, "the consumer holds its bursts' buffers");
+    holder.child.kill().unwrap();
+    let killed = Instant::now();
+    holder.child.wait().unwrap();
+    let back = wait_until(Duration::from_secs(1), || Some(gateway.in_use()).filter(|n| *n <= idle));
+    assert!(back <= idle, "every buffer back within a second of the kill ({:?}): {back} in use", killed.elapsed());
+}
+
+#[test]
+fn a_client_speaking_garbage_is_cut_off_and_the_other_consumers_carry_on() {
+    let gateway = Gateway::start("garbage");
+    let reader = gateway.consumer(&[], &["--seq-offset", "0", "--packets", "2000"]);
+    // Garbage for a hello: refused, and closed.
+    let (answer, closed) = speak(&gateway, &[b"\xff\x00not json"]);
+    assert!(answer.is_some_and(|a| a.contains("refused")), "refused");
+    assert!(closed);
+    // A proper hello, then garbage: welcomed, then cut off.
+    let hello = br#"{"version":1,"target":{"interface":"udp_rx","queue":0},"slots":8}"#;
+    let (answer, closed) = speak(&gateway, &[hello, b"garbage"]);
+    assert!(answer.is_some_and(|a| a.contains("welcome")), "welcomed first");
+    assert!(closed, "then cut off");
+    // A hello for what does not exist: refused with the reason.
+    let (answer, _) = speak(&gateway, &[br#"{"version":1,"target":{"interface":"nope","queue":0},"slots":8}"#]);
+    assert!(answer.is_some_and(|a| a.contains("no interface")));
+    gateway.send(2000, 50_000);
+    let seen = reader.summary(Duration::from_secs(30));
+    assert_eq!((seen["packets"].as_u64(), seen["sequence"]["gaps"].as_u64()), (Some(2000), Some(0)), "{seen}");
+}
+
+/// Connects to the consumer socket, sends `messages`; the first answer,
+/// and whether the gateway then closed the socket.
+fn speak(gateway: &Gateway, messages: &[&[u8]]) -> (Option<String>, bool) {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketType};
+    let socket = rustix::net::socket(AddressFamily::UNIX, SocketType::SEQPACKET, None).unwrap();
+    rustix::net::connect(&socket, &SocketAddrUnix::new(gateway.socket()).unwrap()).unwrap();
+    let mut answer = None;
+    for message in messages {
+        daqiri_consumer::wire::send(&socket, message, &[]).unwrap();
+        if answer.is_none() {
+            answer =
+                daqiri_consumer::wire::receive(&socket).unwrap().map(|(m, _)| String::from_utf8_lossy(&m).into_owned());
+        }
+    }
+    let timeout = rustix::net::sockopt::set_socket_timeout(
+        &socket,
+        rustix::net::sockopt::Timeout::Recv,
+        Some(Duration::from_secs(5)),
+    );
+    timeout.unwrap();
+    // Closed: the end of the stream (after any word of why).
+    let mut closed = false;
+    for _ in 0..3 {
+        match daqiri_consumer::wire::receive(socket.as_fd()) {
+            Ok(None) => {
+                closed = true;
+                break;
+            }
+            Ok(Some(_)) => continue,
+            Err(_) => break,
+        }
+    }
+    (answer, closed)
+}
+
+/// Polls `probe` until it gives a value or `within` passes; the last value.
+fn wait_until(within: Duration, probe: impl Fn() -> Option<u64>) -> u64 {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "not within {within:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
