@@ -8,7 +8,7 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use crate::mapped::Mapped;
-use crate::protocol::{Answer, Hello, Target, VERSION, Welcome};
+use crate::protocol::{Answer, Hello, Target, VERSION, Welcome, WhenFull};
 use crate::ring::{BurstHeader, Reader, SegmentDescriptor};
 use crate::wire;
 
@@ -38,13 +38,17 @@ pub struct Options {
     /// Bursts the consumer may hold or leave unread before the gateway
     /// drops bursts for it (1 to 4096).
     pub slots: u32,
+    /// A group to join (each burst goes to one member), or none (fan-out).
+    pub group: Option<String>,
+    /// What the gateway does with a burst while the ring is full.
+    pub when_full: WhenFull,
     /// The gateway's consumer token, where it asks for one.
     pub token: Option<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { slots: 256, token: None }
+        Self { slots: 256, group: None, when_full: WhenFull::Drop, token: None }
     }
 }
 
@@ -65,7 +69,14 @@ impl Subscription {
     pub fn connect(path: impl AsRef<Path>, target: Target, options: Options) -> Result<Self, Error> {
         let socket = rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
         rustix::net::connect(&socket, &SocketAddrUnix::new(path.as_ref())?)?;
-        let hello = Hello { version: VERSION, target, slots: options.slots, token: options.token };
+        let hello = Hello {
+            version: VERSION,
+            target,
+            slots: options.slots,
+            group: options.group,
+            when_full: options.when_full,
+            token: options.token,
+        };
         wire::send(&socket, &serde_json::to_vec(&hello).expect("a hello serialises"), &[])?;
         let Some((message, fds)) = wire::receive(&socket)? else {
             return Err(Error::Ended("the gateway closed the socket before answering".into()));

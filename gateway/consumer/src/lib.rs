@@ -1,11 +1,11 @@
 //! Reads a daqiri gateway's bursts from another process without copying a
-//! payload byte: subscribe to an interface's RX queue over the gateway's
-//! consumer socket, map its memory read-only, take bursts from a shared
+//! payload byte: subscribe to an interface's RX queue, flow or reorder plan
+//! over the gateway's consumer socket, map its memory read-only, take bursts from a shared
 //! descriptor ring, and drop each to give its buffers back.
 //!
 //! ```no_run
 //! use daqiri_consumer::{Options, Subscription, Target};
-//! let target = Target { interface: "udp_rx".into(), queue: 0 };
+//! let target = Target::queue("udp_rx", 0);
 //! let subscription = Subscription::connect("/run/daqiri/consumers.sock", target, Options::default())?;
 //! while let Some(burst) = subscription.next(None)? {
 //!     for packet in burst.packets() {
@@ -25,4 +25,4 @@ pub mod ring;
 pub mod wire;
 
 pub use client::{Burst, Error, Options, Packet, Subscription};
-pub use protocol::Target;
+pub use protocol::{Source, Target, WhenFull};

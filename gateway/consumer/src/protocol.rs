@@ -27,21 +27,73 @@ pub struct Hello {
     /// What to receive.
     pub target: Target,
     /// Bursts the ring holds at once (1 to [`MAX_SLOTS`]): how far the
-    /// consumer may fall behind before bursts are dropped for it.
+    /// consumer may fall behind before [`WhenFull`] applies.
     pub slots: u32,
+    /// A group to join: each burst goes to one member of the group (of
+    /// consumers with the same target and group name), for a pool of
+    /// workers. Without one, each consumer gets every burst (fan-out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// What happens to a burst while the consumer's ring is full.
+    #[serde(default)]
+    pub when_full: WhenFull,
     /// The gateway's consumer token, where it asks for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
 }
 
-/// A subscription's source.
+/// What the gateway does with a burst for a consumer whose ring is full.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenFull {
+    /// Drops it for this consumer alone, counted as its lag: receive never
+    /// waits for a consumer.
+    #[default]
+    Drop,
+    /// Waits for the consumer, as a slow application in the gateway's own
+    /// process would make it wait: the queue's ring fills, and the queue
+    /// drops what does not fit, counted as the queue's drops.
+    HoldBack,
+}
+
+/// A subscription's source: one of an interface's RX queues, one of its
+/// flows (its packets, from whichever queue), or one of its reorder plans
+/// (the plan's aggregates).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Target {
     /// The interface's name in the gateway's config.
     pub interface: String,
-    /// The RX queue's id.
-    pub queue: u16,
+    #[serde(flatten)]
+    pub source: Source,
+}
+
+/// Which part of the interface a subscription receives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// An RX queue, by id: every burst it delivers.
+    Queue(u16),
+    /// A flow, by id: its packets, in bursts of them alone.
+    Flow(u32),
+    /// A reorder plan, by name: its aggregates.
+    Plan(String),
+}
+
+impl Target {
+    /// RX queue `queue` of `interface`.
+    pub fn queue(interface: &str, queue: u16) -> Self {
+        Self { interface: interface.to_owned(), source: Source::Queue(queue) }
+    }
+
+    /// Flow `flow` of `interface`.
+    pub fn flow(interface: &str, flow: u32) -> Self {
+        Self { interface: interface.to_owned(), source: Source::Flow(flow) }
+    }
+
+    /// Reorder plan `plan` of `interface`.
+    pub fn plan(interface: &str, plan: &str) -> Self {
+        Self { interface: interface.to_owned(), source: Source::Plan(plan.to_owned()) }
+    }
 }
 
 /// The gateway's answer to a hello, and what it says later.

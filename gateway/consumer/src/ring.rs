@@ -216,8 +216,7 @@ impl Producer {
 
     /// Delivers a burst of `packets` packets in `descriptors` (at most the
     /// ring's per-slot count) on (`port`, `queue`): the slot it took, or
-    /// `None` when the consumer holds every slot (the burst is counted as
-    /// lost for it, and the next delivered says so).
+    /// `None` when the consumer holds every slot.
     pub fn deliver(
         &mut self,
         (port, queue): (u16, u16),
@@ -225,10 +224,7 @@ impl Producer {
         descriptors: &[SegmentDescriptor],
     ) -> Option<u32> {
         assert!(descriptors.len() <= self.ring.layout.per_slot as usize, "a burst larger than its ring's slots");
-        let Some(slot) = self.free.pop() else {
-            self.lost += 1;
-            return None;
-        };
+        let slot = self.free.pop()?;
         let at = self.ring.layout.slot(slot);
         let header = BurstHeader {
             sequence: self.sequence,
@@ -252,6 +248,12 @@ impl Producer {
         self.delivered = self.delivered.wrapping_add(1);
         self.ring.counter(Counter::Delivered).store(self.delivered, Ordering::Release);
         Some(slot)
+    }
+
+    /// Counts a burst lost for the consumer (its ring was full, and the
+    /// gateway dropped it for it): the next burst delivered says so.
+    pub fn note_lost(&mut self) {
+        self.lost += 1;
     }
 
     /// Bursts delivered and not released yet.
@@ -345,6 +347,7 @@ mod tests {
         assert!(producer.deliver((0, 1), 2, &[segment(0), segment(1)]).is_some());
         assert!(producer.deliver((0, 1), 1, &[segment(0)]).is_some());
         assert_eq!(producer.deliver((0, 1), 1, &[segment(0)]), None, "both slots held");
+        producer.note_lost();
         let first = reader.next().unwrap();
         assert_eq!(reader.header(first).sequence, 0);
         assert_eq!(reader.descriptors(first), &[segment(0), segment(1)]);

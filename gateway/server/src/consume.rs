@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use daqiri_consumer::{Options, Subscription, Target};
+use daqiri_consumer::{Options, Subscription, Target, WhenFull};
 use sha2::{Digest, Sha256};
 
 use crate::sequence::{SequenceStats, read_sequence};
@@ -23,9 +23,22 @@ pub(crate) struct ConsumeArgs {
     /// The interface to receive from, by its name in the config.
     #[arg(long)]
     pub interface: String,
-    /// Its RX queue id.
-    #[arg(long, default_value_t = 0)]
-    pub queue: u16,
+    /// Its RX queue, by id (queue 0 unless a flow or a plan is named).
+    #[arg(long, conflicts_with_all = ["flow", "plan"])]
+    pub queue: Option<u16>,
+    /// One of its flows, by id: that flow's packets, from whichever queue.
+    #[arg(long, conflicts_with = "plan")]
+    pub flow: Option<u32>,
+    /// One of its reorder plans, by name: the plan's aggregates.
+    #[arg(long)]
+    pub plan: Option<String>,
+    /// Join this group of consumers: each burst goes to one member.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Hold the gateway back while this consumer's ring is full, rather
+    /// than lose bursts for it alone.
+    #[arg(long)]
+    pub hold_back: bool,
     /// Bursts this consumer may hold or leave unread before the gateway
     /// drops bursts for it (1 to 4096).
     #[arg(long, default_value_t = 256)]
@@ -85,8 +98,14 @@ pub(crate) fn main(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let target = Target { interface: args.interface.clone(), queue: args.queue };
-    let subscription = Subscription::connect(&args.socket, target, Options { slots: args.slots, token })?;
+    let target = match (&args.flow, &args.plan) {
+        (Some(flow), _) => Target::flow(&args.interface, *flow),
+        (_, Some(plan)) => Target::plan(&args.interface, plan),
+        _ => Target::queue(&args.interface, args.queue.unwrap_or(0)),
+    };
+    let when_full = if args.hold_back { WhenFull::HoldBack } else { WhenFull::Drop };
+    let options = Options { slots: args.slots, group: args.group.clone(), when_full, token };
+    let subscription = Subscription::connect(&args.socket, target, options)?;
     // The first line says it is subscribed (a test or a script waits for it).
     println!("subscribed {}", subscription.id());
     let mut seen = Seen { subscription: subscription.id(), ..Seen::default() };

@@ -228,6 +228,7 @@ pub(crate) fn run_gateway(
     // Stop receiving, then let the application drain what was already delivered.
     drop(admin);
     live.shutdown();
+    hub.stop_waiting();
     consumer_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut report = consumer::ConsumerReport::default();
     for consumer in consumers {

@@ -149,8 +149,8 @@ fn consumers_in_their_own_namespaces_both_read_a_million_datagrams_byte_exact_in
 #[test]
 fn a_consumer_that_stops_reading_loses_its_own_bursts_counted_and_rx_drops_nothing() {
     let gateway = Gateway::start("stalled");
-    let target = daqiri_consumer::Target { interface: "udp_rx".into(), queue: 0 };
-    let options = daqiri_consumer::Options { slots: 4, token: None };
+    let target = daqiri_consumer::Target::queue("udp_rx", 0);
+    let options = daqiri_consumer::Options { slots: 4, ..Default::default() };
     let stalled = daqiri_consumer::Subscription::connect(gateway.socket(), target, options).unwrap();
     let reader = gateway.consumer(&[], &["--seq-offset", "0", "--packets", "5000"]);
     gateway.send(5000, 50_000);

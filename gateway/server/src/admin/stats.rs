@@ -30,9 +30,15 @@ pub(crate) struct Stats {
 pub(crate) struct SubscriptionStats {
     /// Its id, as the consumer was told.
     id: u64,
-    /// The port and RX queue it receives.
+    /// The port it receives from.
     port: u16,
-    queue: u16,
+    /// What it takes there: `queue`, `flow` or `plan`, and which (the
+    /// queue's or flow's id, the plan's position in `rx.reorder_configs`).
+    source: &'static str,
+    which: u32,
+    /// The group it belongs to, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group: Option<String>,
     /// Bursts handed to it.
     delivered: u64,
     /// Bursts dropped for it alone, its ring full (receive dropped nothing).
@@ -43,10 +49,13 @@ pub(crate) struct SubscriptionStats {
 
 impl From<crate::subscriptions::SubscriptionStats> for SubscriptionStats {
     fn from(s: crate::subscriptions::SubscriptionStats) -> Self {
+        let (port, source, which) = s.target.describe();
         Self {
             id: s.id,
-            port: s.port,
-            queue: s.queue,
+            port,
+            source,
+            which,
+            group: s.group,
             delivered: s.delivered,
             consumer_lag: s.consumer_lag,
             held: s.held,

@@ -5,15 +5,31 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use daqiri::{Burst, EngineId};
+use daqiri_consumer::protocol::WhenFull;
 use daqiri_consumer::ring::{Broken, Producer, SegmentDescriptor};
+
+use super::filter::Filter;
+
+/// What became of a burst offered to a consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Given {
+    Delivered,
+    /// Nothing in it for this consumer (no packet of its flow).
+    Nothing,
+    /// Its ring is full.
+    Full,
+}
 
 /// What one subscription receives, and what its consumer holds.
 #[derive(Debug)]
 pub(crate) struct Feed {
     pub(crate) id: u64,
-    /// (port, RX queue id) of the engine `engine`.
-    pub(crate) target: (u16, u16),
+    /// What it takes of the bursts of the engine `engine`.
+    pub(crate) filter: Filter,
     pub(crate) engine: EngineId,
+    /// The group it belongs to (a burst goes to one member), if any.
+    pub(crate) group: Option<String>,
+    pub(crate) when_full: WhenFull,
     producer: Producer,
     /// Rung once per burst delivered.
     doorbell: OwnedFd,
@@ -29,15 +45,18 @@ pub(crate) struct Feed {
 
 impl Feed {
     pub(crate) fn new(
-        (id, target, engine): (u64, (u16, u16), EngineId),
+        (id, filter, engine): (u64, Filter, EngineId),
+        (group, when_full): (Option<String>, WhenFull),
         producer: Producer,
         doorbell: OwnedFd,
     ) -> Self {
         let slots = producer.shape().slots as usize;
         Self {
             id,
-            target,
+            filter,
             engine,
+            group,
+            when_full,
             producer,
             doorbell,
             held: vec![None; slots],
@@ -59,12 +78,14 @@ impl Feed {
         Ok(())
     }
 
-    /// Hands `burst` to the consumer, or counts it lost for it alone when
-    /// its ring is full.
-    pub(crate) fn deliver(&mut self, burst: &Arc<Burst>) -> Result<(), Broken> {
+    /// Hands what the filter takes of `burst` to the consumer. `Full` when
+    /// its ring has no room: the caller counts it lost ([`lost`](Self::lost))
+    /// or waits.
+    pub(crate) fn deliver(&mut self, burst: &Arc<Burst>) -> Result<Given, Broken> {
         self.reclaim()?;
         self.descriptors.clear();
-        for (index, packet) in burst.packets().enumerate() {
+        let mut packets = 0u32;
+        for packet in burst.packets().filter(|p| self.filter.takes_packet(p)) {
             for segment in 0..packet.num_segments() {
                 let Some(at) = packet.segment_location(segment) else { continue };
                 self.descriptors.push(SegmentDescriptor {
@@ -72,23 +93,31 @@ impl Feed {
                     len: at.len,
                     region: at.region,
                     segment: segment as u16,
-                    packet: index as u32,
+                    packet: packets,
                     flow_id: packet.flow_id().unwrap_or(u32::MAX),
                     timestamp: packet.rx_timestamp().unwrap_or(u64::MAX),
                 });
             }
+            packets += 1;
         }
-        let (port, queue) = self.target;
-        match self.producer.deliver((port, queue), burst.num_packets() as u32, &self.descriptors) {
-            Some(slot) => {
-                self.held[slot as usize] = Some(Arc::clone(burst));
-                self.delivered += 1;
-                // A full counter (never, at one per burst) only delays a wake-up.
-                let _ = rustix::io::write(&self.doorbell, &1u64.to_ne_bytes());
-            }
-            None => self.lag += 1,
+        if packets == 0 {
+            return Ok(Given::Nothing);
         }
-        Ok(())
+        let Some(slot) = self.producer.deliver((burst.port_id(), burst.queue_id()), packets, &self.descriptors) else {
+            return Ok(Given::Full);
+        };
+        self.held[slot as usize] = Some(Arc::clone(burst));
+        self.delivered += 1;
+        // A full counter (never, at one per burst) only delays a wake-up.
+        let _ = rustix::io::write(&self.doorbell, &1u64.to_ne_bytes());
+        Ok(Given::Delivered)
+    }
+
+    /// Counts a burst lost for this consumer alone (its ring was full);
+    /// the next burst it gets says so.
+    pub(crate) fn lost(&mut self) {
+        self.lag += 1;
+        self.producer.note_lost();
     }
 
     /// Bursts the consumer holds.

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use daqiri_consumer::protocol::{Answer, Hello, MAX_SLOTS, RegionShape, VERSION, Welcome};
+use daqiri::config::model::Interface;
+use daqiri_consumer::protocol::{Answer, Hello, MAX_SLOTS, RegionShape, Source, VERSION, Welcome};
 use daqiri_consumer::ring::Producer;
 use daqiri_consumer::wire;
 use rustix::event::{PollFd, PollFlags};
@@ -18,6 +19,7 @@ use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use super::Hub;
 use super::feed::Feed;
+use super::filter::Filter;
 use crate::live::LiveEngine;
 
 /// How long a consumer has to say hello once connected.
@@ -136,18 +138,14 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
     let target = &hello.target;
     let port = engine.get_port_id(&target.interface).ok_or_else(|| format!("no interface \"{}\"", target.interface))?;
     let config = engine.config();
-    let interface = &config.config().interfaces[usize::from(port)];
-    let queue = interface
-        .rx_queues()
+    let (filter, regions, per_slot) = resolve(&config.config().interfaces[usize::from(port)], port, &target.source)?;
+    let regions = regions
         .iter()
-        .find(|q| q.id == target.queue)
-        .ok_or_else(|| format!("interface \"{}\" has no RX queue {}", target.interface, target.queue))?;
-    let mut regions = Vec::new();
-    for name in &queue.memory_regions {
-        let index = engine.region_index(name).ok_or_else(|| format!("no region \"{name}\""))?;
-        regions.push(engine.share_region(index).map_err(|e| e.message)?);
-    }
-    let per_slot = queue.batch_size().max(1) * queue.memory_regions.len().max(1) as u32;
+        .map(|name| {
+            let index = engine.region_index(name).ok_or_else(|| format!("no region \"{name}\""))?;
+            engine.share_region(index).map_err(|e| e.message)
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     let (producer, ring) = Producer::create(hello.slots, per_slot).map_err(|e| format!("cannot make a ring: {e}"))?;
     let doorbell =
         rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK)
@@ -164,16 +162,60 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
     let message = serde_json::to_vec(&Answer::Welcome(welcome)).expect("a welcome serialises");
     let mut fds = vec![ring.as_fd(), doorbell.as_fd()];
     fds.extend(regions.iter().map(|r| r.fd.as_fd()));
-    let feed =
-        Feed::new((id, (port, queue.id), engine.id()), producer, doorbell.try_clone().map_err(|e| e.to_string())?);
+    let feed = Feed::new(
+        (id, filter, engine.id()),
+        (hello.group.clone(), hello.when_full),
+        producer,
+        doorbell.try_clone().map_err(|e| e.to_string())?,
+    );
     // Listed before the welcome goes, so that no burst after it is missed.
     hub.add(feed, connection.try_clone().map_err(|e| e.to_string())?);
     if let Err(e) = wire::send(connection, &message, &fds) {
         hub.end(id, &format!("the welcome could not be sent: {e}"));
         return Err(format!("the welcome could not be sent: {e}"));
     }
-    tracing::info!(subscription = id, interface = target.interface, queue = target.queue, "a consumer subscribed");
+    tracing::info!(subscription = id, interface = target.interface, source = ?target.source, group = ?hello.group, "a consumer subscribed");
     Ok(id)
+}
+
+/// What `source` of `interface` (port `port`) takes, the regions its
+/// bursts' packets lie in (shared with the consumer), and the most segment
+/// descriptors one of its bursts needs.
+fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<(Filter, Vec<String>, u32), String> {
+    let name = &interface.name;
+    let queues = interface.rx_queues();
+    let plans = interface.rx.as_ref().map_or(&[][..], |rx| &rx.reorder_configs);
+    let slots =
+        |queue: &daqiri::config::model::Queue| queue.batch_size().max(1) * queue.memory_regions.len().max(1) as u32;
+    match source {
+        Source::Queue(id) => {
+            let queue = queues
+                .iter()
+                .find(|q| q.id == *id)
+                .ok_or_else(|| format!("interface \"{name}\" has no RX queue {id}"))?;
+            // A plan on the queue delivers its aggregates there, from its own region.
+            let mut regions = queue.memory_regions.clone();
+            regions.extend(plans.iter().map(|plan| plan.memory_region.clone()));
+            Ok((Filter::Queue { port, queue: *id }, regions, slots(queue)))
+        }
+        Source::Flow(id) => {
+            let flows = interface.rx.as_ref().map_or(&[][..], |rx| &rx.flows);
+            if !flows.iter().any(|f| f.id == *id) {
+                return Err(format!("interface \"{name}\" has no flow {id}"));
+            }
+            // Any queue may carry it after a flow reload.
+            let regions = queues.iter().flat_map(|q| q.memory_regions.iter().cloned()).collect();
+            Ok((Filter::Flow { port, flow: *id }, regions, queues.iter().map(slots).max().unwrap_or(1)))
+        }
+        Source::Plan(plan) => {
+            let index = plans
+                .iter()
+                .position(|p| &p.name == plan)
+                .ok_or_else(|| format!("interface \"{name}\" has no reorder plan \"{plan}\""))?;
+            // An aggregate is one packet of one segment.
+            Ok((Filter::Plan { port, plan: index as u16 }, vec![plans[index].memory_region.clone()], 1))
+        }
+    }
 }
 
 fn refuse(connection: &OwnedFd, reason: String) {

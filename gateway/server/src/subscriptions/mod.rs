@@ -3,38 +3,59 @@
 //! and read its bursts in the gateway's own memory, mapped read-only.
 //!
 //! The application loop offers every burst here after counting it; a
-//! burst some consumer subscribed to is shared among them (fan-out) and its
-//! buffers go back to their pool once every one of them released it. A
-//! consumer whose ring is full loses that burst alone, counted as its lag:
-//! receive never waits for a consumer. Housekeeping ([`Hub::tend`], every
-//! few milliseconds) takes back what consumers released and ends the
+//! burst some consumers subscribed to is shared among them (fan-out; a
+//! group's members take turns) and its buffers go back to their pool once
+//! every one of them released it. A consumer whose ring is full loses that
+//! burst alone, counted as its lag, so receive never waits for a consumer;
+//! unless it asked to hold back, when the application loop waits for it as
+//! it would for a slow application of its own. Housekeeping ([`Hub::tend`],
+//! every few milliseconds) takes back what consumers released and ends the
 //! subscriptions of an engine that was replaced.
 
 mod feed;
+pub(crate) mod filter;
 mod listener;
 
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use daqiri::Burst;
-use daqiri_consumer::protocol::Answer;
+use daqiri_consumer::protocol::{Answer, WhenFull};
 
-use feed::Feed;
+use feed::{Feed, Given};
+use filter::Filter;
 pub(crate) use listener::Listener;
 
 use crate::live::LiveEngine;
 
+/// How often a burst held back for a consumer looks again for room.
+const HOLD_BACK_POLL: Duration = Duration::from_micros(20);
+
 /// Every subscription, and what a consumer must show to subscribe.
 #[derive(Debug)]
 pub(crate) struct Hub {
-    feeds: Mutex<Vec<Subscribed>>,
+    state: Mutex<State>,
     /// Subscriptions now: none means a burst is dropped without a lock.
     count: AtomicUsize,
     next_id: AtomicU64,
     token: Option<String>,
+    /// Set when the gateway stops: nothing waits for a consumer any more.
+    stopping: AtomicBool,
 }
+
+#[derive(Debug, Default)]
+struct State {
+    feeds: Vec<Subscribed>,
+    /// Per group: whose turn it is.
+    turns: HashMap<GroupKey, usize>,
+}
+
+/// A group: its name and what its members take.
+type GroupKey = (String, Filter);
 
 /// A subscription and its consumer's socket (to say why it ended).
 #[derive(Debug)]
@@ -43,12 +64,19 @@ struct Subscribed {
     socket: OwnedFd,
 }
 
+/// Who a burst is for: one subscription, or one member of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Recipient {
+    Feed(u64),
+    Group(GroupKey),
+}
+
 /// One subscription, as the status shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SubscriptionStats {
     pub id: u64,
-    pub port: u16,
-    pub queue: u16,
+    pub target: Filter,
+    pub group: Option<String>,
     pub delivered: u64,
     /// Bursts dropped for this consumer alone, its ring full.
     pub consumer_lag: u64,
@@ -59,28 +87,101 @@ pub(crate) struct SubscriptionStats {
 impl Hub {
     /// A hub whose consumers must give `token`, where one is set.
     pub(crate) fn new(token: Option<String>) -> Arc<Self> {
-        Arc::new(Self { feeds: Mutex::new(Vec::new()), count: AtomicUsize::new(0), next_id: AtomicU64::new(1), token })
+        Arc::new(Self {
+            state: Mutex::new(State::default()),
+            count: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            token,
+            stopping: AtomicBool::new(false),
+        })
     }
 
-    /// Hands `burst` to the consumers subscribed to its queue; drops it
-    /// (its buffers back) when there are none.
+    /// Hands `burst` to the consumers whose subscriptions take it; drops it
+    /// (its buffers back) when there are none. Waits while a consumer that
+    /// holds back has no room, until the gateway stops.
     pub(crate) fn offer(&self, burst: Burst) {
         if self.count.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let key = (burst.port_id(), burst.queue_id());
-        let engine = burst.engine_id();
         let burst = Arc::new(burst);
-        let mut feeds = self.lock();
+        let recipients = self.recipients(&burst);
+        let mut waiting = self.give(&burst, recipients);
+        while !waiting.is_empty() && !self.stopping.load(Ordering::Relaxed) {
+            std::thread::sleep(HOLD_BACK_POLL);
+            waiting = self.give(&burst, waiting);
+        }
+    }
+
+    /// Who `burst` is for: each subscription outside a group that takes
+    /// it, and each group whose members take it.
+    fn recipients(&self, burst: &Burst) -> Vec<Recipient> {
+        let state = self.lock();
+        let mut recipients = Vec::new();
+        for s in state.feeds.iter().filter(|s| s.feed.engine == burst.engine_id() && s.feed.filter.takes(burst)) {
+            let recipient = match &s.feed.group {
+                None => Recipient::Feed(s.feed.id),
+                Some(name) => Recipient::Group((name.clone(), s.feed.filter.clone())),
+            };
+            if !recipients.contains(&recipient) {
+                recipients.push(recipient);
+            }
+        }
+        recipients
+    }
+
+    /// Gives `burst` to each of `recipients`; those that hold back and had
+    /// no room, to try again.
+    fn give(&self, burst: &Arc<Burst>, recipients: Vec<Recipient>) -> Vec<Recipient> {
+        let mut state = self.lock();
+        let mut waiting = Vec::new();
         let mut broken = Vec::new();
-        for subscribed in feeds.iter_mut().filter(|s| s.feed.target == key && s.feed.engine == engine) {
-            if let Err(e) = subscribed.feed.deliver(&burst) {
-                broken.push((subscribed.feed.id, e.to_string()));
+        for recipient in recipients {
+            let members: Vec<usize> = match &recipient {
+                Recipient::Feed(id) => state.feeds.iter().position(|s| s.feed.id == *id).into_iter().collect(),
+                Recipient::Group((name, filter)) => (0..state.feeds.len())
+                    .filter(|&i| {
+                        let feed = &state.feeds[i].feed;
+                        feed.group.as_ref() == Some(name) && feed.filter == *filter && feed.engine == burst.engine_id()
+                    })
+                    .collect(),
+            };
+            if members.is_empty() {
+                continue;
+            }
+            // A group's members take turns; the first with room takes it.
+            let turn = match &recipient {
+                Recipient::Group(key) => {
+                    let turn = state.turns.entry(key.clone()).or_default();
+                    *turn = (*turn + 1) % members.len();
+                    *turn
+                }
+                Recipient::Feed(_) => 0,
+            };
+            let mut taken = false;
+            for k in 0..members.len() {
+                let feed = &mut state.feeds[members[(turn + k) % members.len()]].feed;
+                match feed.deliver(burst) {
+                    Ok(Given::Delivered | Given::Nothing) => {
+                        taken = true;
+                        break;
+                    }
+                    Ok(Given::Full) => {}
+                    Err(e) => broken.push((feed.id, e.to_string())),
+                }
+            }
+            if taken {
+                continue;
+            }
+            let first = &mut state.feeds[members[turn]].feed;
+            match first.when_full {
+                WhenFull::HoldBack => waiting.push(recipient),
+                WhenFull::Drop => first.lost(),
             }
         }
         for (id, why) in broken {
-            self.remove(&mut feeds, id, &why);
+            self.remove(&mut state, id, &why);
         }
+        waiting
     }
 
     /// Takes back what consumers released, and ends the subscriptions of
@@ -90,9 +191,9 @@ impl Hub {
             return;
         }
         let current = live.get().map(|engine| engine.id());
-        let mut feeds = self.lock();
+        let mut state = self.lock();
         let mut ended = Vec::new();
-        for subscribed in feeds.iter_mut() {
+        for subscribed in state.feeds.iter_mut() {
             if Some(subscribed.feed.engine) != current {
                 ended.push((
                     subscribed.feed.id,
@@ -103,27 +204,33 @@ impl Hub {
             }
         }
         for (id, why) in ended {
-            self.remove(&mut feeds, id, &why);
+            self.remove(&mut state, id, &why);
         }
+    }
+
+    /// Waits for no consumer from now on (the gateway stops).
+    pub(crate) fn stop_waiting(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
     }
 
     /// Ends every subscription, saying `why` (the gateway stops).
     pub(crate) fn end_all(&self, why: &str) {
-        let mut feeds = self.lock();
-        let ids: Vec<u64> = feeds.iter().map(|s| s.feed.id).collect();
+        let mut state = self.lock();
+        let ids: Vec<u64> = state.feeds.iter().map(|s| s.feed.id).collect();
         for id in ids {
-            self.remove(&mut feeds, id, why);
+            self.remove(&mut state, id, why);
         }
     }
 
     /// The subscriptions now.
     pub(crate) fn stats(&self) -> Vec<SubscriptionStats> {
         self.lock()
+            .feeds
             .iter()
             .map(|s| SubscriptionStats {
                 id: s.feed.id,
-                port: s.feed.target.0,
-                queue: s.feed.target.1,
+                target: s.feed.filter.clone(),
+                group: s.feed.group.clone(),
                 delivered: s.feed.delivered,
                 consumer_lag: s.feed.lag,
                 held: s.feed.held(),
@@ -131,8 +238,8 @@ impl Hub {
             .collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Subscribed>> {
-        self.feeds.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn next_id(&self) -> u64 {
@@ -148,7 +255,7 @@ impl Hub {
     }
 
     fn add(&self, feed: Feed, socket: OwnedFd) {
-        self.lock().push(Subscribed { feed, socket });
+        self.lock().feeds.push(Subscribed { feed, socket });
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -159,9 +266,10 @@ impl Hub {
 
     /// Ends subscription `id`: what its consumer held goes back, it is told
     /// `why`, and its socket is shut so its thread lets go.
-    fn remove(&self, feeds: &mut Vec<Subscribed>, id: u64, why: &str) {
-        let Some(at) = feeds.iter().position(|s| s.feed.id == id) else { return };
-        let ended = feeds.swap_remove(at);
+    fn remove(&self, state: &mut State, id: u64, why: &str) {
+        let Some(at) = state.feeds.iter().position(|s| s.feed.id == id) else { return };
+        // `remove`, not `swap_remove`: a group's turns follow the order.
+        let ended = state.feeds.remove(at);
         self.count.fetch_sub(1, Ordering::Relaxed);
         tracing::info!(subscription = id, held = ended.feed.held(), "a consumer's subscription ended: {why}");
         let message = serde_json::to_vec(&Answer::Ended { reason: why.to_owned() }).expect("an end serialises");
