@@ -21,11 +21,16 @@ struct Gateway {
 
 impl Gateway {
     fn start(tag: &str) -> Self {
+        Self::start_with(tag, 4096)
+    }
+
+    /// A gateway whose region holds `buffers` buffers.
+    fn start_with(tag: &str, buffers: u32) -> Self {
         let dir = scratch_dir(&format!("consumers-{tag}"));
         let udp = free_udp_port();
         let yaml = TestConfig::udp_server(udp)
             .interface_named("udp_rx")
-            .region("m", 4096, 2048)
+            .region("m", buffers, 2048)
             .rx_queue(rx(0, "m").batch(32).timeout_us(500))
             .yaml();
         let socket = dir.join("consumers.sock");
@@ -255,5 +260,179 @@ fn wait_until(within: Duration, probe: impl Fn() -> Option<u64>) -> u64 {
         }
         assert!(Instant::now() < deadline, "not within {within:?}");
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Sends datagrams `seqs` to `udp` from a socket bound to source port `source`.
+fn send_from(source: u16, udp: u16, seqs: std::ops::Range<u32>) {
+    let socket = std::net::UdpSocket::bind(("127.0.0.1", source)).unwrap();
+    for seq in seqs {
+        socket.send_to(&datagram(seq), ("127.0.0.1", udp)).unwrap();
+        if seq % 64 == 63 {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+}
+
+/// Every sequence number `subscription` receives until `count` came or
+/// no burst came for two seconds.
+fn sequences(subscription: &daqiri_consumer::Subscription, count: usize) -> Vec<u32> {
+    let mut seen = Vec::new();
+    while seen.len() < count {
+        let Some(burst) = subscription.next(Some(Duration::from_secs(2))).unwrap() else { break };
+        for packet in burst.packets() {
+            assert_eq!(
+                packet.data(),
+                datagram(u32::from_be_bytes(packet.data()[..4].try_into().unwrap())),
+                "byte-exact"
+            );
+            seen.push(u32::from_be_bytes(packet.data()[..4].try_into().unwrap()));
+        }
+    }
+    seen
+}
+
+fn subscribe(
+    gateway: &Gateway,
+    target: daqiri_consumer::Target,
+    options: daqiri_consumer::Options,
+) -> daqiri_consumer::Subscription {
+    daqiri_consumer::Subscription::connect(gateway.socket(), target, options).unwrap()
+}
+
+#[test]
+fn a_group_of_two_splits_the_bursts_with_none_lost_or_doubled() {
+    let gateway = Gateway::start("group");
+    let member = || daqiri_consumer::Options { group: Some("workers".into()), slots: 512, ..Default::default() };
+    let (a, b) = (
+        subscribe(&gateway, daqiri_consumer::Target::queue("udp_rx", 0), member()),
+        subscribe(&gateway, daqiri_consumer::Target::queue("udp_rx", 0), member()),
+    );
+    const COUNT: u32 = 20_000;
+    let (mut seen_a, mut seen_b) = std::thread::scope(|scope| {
+        scope.spawn(|| gateway.send(COUNT, 100_000));
+        // Each reads on its own until the other's share and its own make the whole.
+        let seen_b = scope.spawn(move || sequences(&b, COUNT as usize));
+        (sequences(&a, COUNT as usize), seen_b.join().unwrap())
+    });
+    assert!(
+        !seen_a.is_empty() && !seen_b.is_empty(),
+        "both members took bursts: {} and {}",
+        seen_a.len(),
+        seen_b.len()
+    );
+    assert!(seen_a.is_sorted() && seen_b.is_sorted(), "each member's share in order");
+    seen_a.append(&mut seen_b);
+    seen_a.sort_unstable();
+    assert_eq!(seen_a, (0..COUNT).collect::<Vec<_>>(), "every datagram once, none lost or doubled");
+}
+
+#[test]
+fn a_flow_subscription_takes_its_flows_packets_alone_and_survives_a_flow_reload() {
+    let dir = scratch_dir("consumers-flow");
+    let (udp, flow_source, other_source) = (free_udp_port(), free_udp_port(), free_udp_port());
+    let config = |queue| common::two_queues_one_flow(udp, (flow_source, flow_source), queue).yaml();
+    let socket = dir.join("consumers.sock");
+    let inner =
+        common::Gateway::run_with(GATEWAY, dir, &config(1), &["--consumer-socket".as_ref(), socket.as_os_str()]);
+    let gateway = Gateway { gateway: inner, udp };
+    let flow = subscribe(&gateway, daqiri_consumer::Target::flow("udp_rx", 5), daqiri_consumer::Options::default());
+    send_from(other_source, udp, 100_000..101_000);
+    send_from(flow_source, udp, 0..1000);
+    assert_eq!(sequences(&flow, 1000), (0..1000).collect::<Vec<_>>(), "flow 5's packets, none of the others'");
+    // Flow 5 moves to queue 0: a flow swap, not a restart; the subscription goes on.
+    let (status, body) =
+        http(gateway.gateway.admin, "PUT", "/api/v1/config", &[("Content-Type", "application/yaml")], &config(0));
+    let applied: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((status, applied["change"].as_str()), (200, Some("flows")), "{applied}");
+    send_from(flow_source, udp, 1000..2000);
+    send_from(other_source, udp, 101_000..102_000);
+    assert_eq!(sequences(&flow, 1000), (1000..2000).collect::<Vec<_>>(), "after the reload, from queue 0");
+}
+
+#[test]
+fn a_consumer_that_holds_back_makes_the_queue_drop_and_loses_nothing_itself() {
+    // More buffers than the queue's ring holds bursts of: the ring fills first.
+    let gateway = Gateway::start_with("hold-back", 16384);
+    let options =
+        daqiri_consumer::Options { slots: 2, when_full: daqiri_consumer::WhenFull::HoldBack, ..Default::default() };
+    let holder = subscribe(&gateway, daqiri_consumer::Target::queue("udp_rx", 0), options);
+    gateway.send(20_000, 200_000);
+    std::thread::sleep(Duration::from_millis(500));
+    let stats = gateway.stats();
+    let queue = &stats["interfaces"][0]["rx_queues"][0];
+    let drops: u64 = queue["drops"].as_object().map_or(0, |d| d.values().filter_map(Value::as_u64).sum());
+    assert!(drops > 0, "the queue dropped while the consumer held it back: {queue}");
+    assert_eq!(stats["subscriptions"][0]["consumer_lag"], 0, "nothing was dropped for the consumer: {stats}");
+    let mut bursts = 0;
+    while let Some(burst) = holder.next(Some(Duration::from_millis(500))).unwrap() {
+        assert_eq!(burst.lost_before(), 0);
+        bursts += 1;
+    }
+    assert!(bursts >= 2, "it reads what the gateway waited to give it");
+}
+
+#[test]
+fn an_engine_restart_ends_a_subscription_with_the_reason() {
+    let dir = scratch_dir("consumers-restart");
+    let udp = free_udp_port();
+    let config = |batch| {
+        TestConfig::udp_server(udp)
+            .interface_named("udp_rx")
+            .region("m", 4096, 2048)
+            .rx_queue(rx(0, "m").batch(batch))
+            .yaml()
+    };
+    let socket = dir.join("consumers.sock");
+    let inner =
+        common::Gateway::run_with(GATEWAY, dir, &config(16), &["--consumer-socket".as_ref(), socket.as_os_str()]);
+    let gateway = Gateway { gateway: inner, udp };
+    let subscription =
+        subscribe(&gateway, daqiri_consumer::Target::queue("udp_rx", 0), daqiri_consumer::Options::default());
+    let (status, _) =
+        http(gateway.gateway.admin, "PUT", "/api/v1/config", &[("Content-Type", "application/yaml")], &config(32));
+    assert_eq!(status, 200);
+    match subscription.next(Some(Duration::from_secs(5))) {
+        Err(daqiri_consumer::Error::Ended(reason)) => assert!(reason.contains("restarted"), "{reason}"),
+        other => panic!("the subscription ends with the reason: {other:?}"),
+    }
+}
+
+#[test]
+fn a_plan_subscription_reads_each_aggregate_in_place_equal_to_the_oracle() {
+    const PER_BATCH: u32 = 16;
+    const BATCHES: u32 = 20;
+    let dir = scratch_dir("consumers-plan");
+    let (udp, source) = (free_udp_port(), free_udp_port());
+    let mut config = TestConfig::udp_server(udp)
+        .interface_named("udp_rx")
+        .region("m", 4096, 2048)
+        .region("batches", 32, u64::from(PER_BATCH) * 64)
+        .rx_queue(rx(0, "m").batch(64).timeout_us(20000))
+        .udp_src_flow(1, 0, source)
+        .cpu_reorder("by_batch", &[1], "batches", 0, PER_BATCH);
+    config.model_mut().interfaces[0].rx.as_mut().unwrap().reorder_configs[0].payload_byte_offset = 0;
+    let socket = dir.join("consumers.sock");
+    let inner =
+        common::Gateway::run_with(GATEWAY, dir, &config.yaml(), &["--consumer-socket".as_ref(), socket.as_os_str()]);
+    let gateway = Gateway { gateway: inner, udp };
+    let plan =
+        subscribe(&gateway, daqiri_consumer::Target::plan("udp_rx", "by_batch"), daqiri_consumer::Options::default());
+    // Each batch's datagrams shuffled: the plan puts them back in order.
+    let socket = std::net::UdpSocket::bind(("127.0.0.1", source)).unwrap();
+    for batch in 0..BATCHES {
+        let mut seqs: Vec<u32> = (batch * PER_BATCH..(batch + 1) * PER_BATCH).collect();
+        seqs.reverse();
+        for seq in seqs {
+            socket.send_to(&datagram(seq), ("127.0.0.1", udp)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    for batch in 0..BATCHES {
+        let aggregate = plan.next(Some(Duration::from_secs(10))).unwrap().expect("an aggregate per batch");
+        assert_eq!(aggregate.len(), 1, "one packet: the aggregate");
+        let packet = aggregate.packets().next().unwrap();
+        let oracle: Vec<u8> = (batch * PER_BATCH..(batch + 1) * PER_BATCH).flat_map(datagram).collect();
+        assert_eq!(packet.data(), &oracle[..], "batch {batch}, in sequence order");
     }
 }
