@@ -10,6 +10,8 @@ tests/module_cycles.py gateway/engine/src gateway/config/src gateway/dpdk-sys/sr
 cargo nextest run --workspace --no-fail-fast "$ignored" \
     -E 'not binary_id(daqiri::conformance) and not binary_id(daqiri-operator::cluster)'
 cargo test --workspace --doc
+# The Python client (PyO3, built by maturin) against a running gateway.
+tests/python/run.sh
 # The operator, the chart and its RBAC against a real kube-apiserver,
 # kube-controller-manager and etcd on loopback (built once per release and
 # cached; see tests/k8s/control-plane.sh). It needs no root.

@@ -68,7 +68,13 @@ impl Subscription {
     /// Connects to the gateway's consumer socket at `path` and subscribes to `target`.
     pub fn connect(path: impl AsRef<Path>, target: Target, options: Options) -> Result<Self, Error> {
         let socket = rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
-        rustix::net::connect(&socket, &SocketAddrUnix::new(path.as_ref())?)?;
+        let path = path.as_ref();
+        rustix::net::connect(&socket, &SocketAddrUnix::new(path)?).map_err(|e| {
+            std::io::Error::new(
+                std::io::Error::from(e).kind(),
+                format!("cannot connect to the gateway's consumer socket {}: {e}", path.display()),
+            )
+        })?;
         let hello = Hello {
             version: VERSION,
             target,
@@ -133,8 +139,35 @@ impl Subscription {
 
     /// The next burst if one is waiting.
     pub fn try_next(&self) -> Option<Burst<'_>> {
+        self.try_take().map(|taken| Burst { subscription: self, taken })
+    }
+
+    /// [`next`](Self::next) for bindings that keep a burst past a borrow
+    /// (Python's): a plain value, released only by [`release`](Self::release).
+    pub fn next_taken(&self, timeout: Option<Duration>) -> Result<Option<Taken>, Error> {
+        Ok(self.next(timeout)?.map(|burst| {
+            let taken = burst.taken;
+            std::mem::forget(burst);
+            taken
+        }))
+    }
+
+    /// The next burst, if one is waiting, as a plain value (see [`next_taken`](Self::next_taken)).
+    pub fn try_take(&self) -> Option<Taken> {
         let slot = self.reader.next()?;
-        Some(Burst { subscription: self, slot, header: self.reader.header(slot) })
+        Some(Taken { slot, header: self.reader.header(slot) })
+    }
+
+    /// Gives a burst back to the gateway. Each burst once: the gateway
+    /// ends a subscription that releases what it does not hold.
+    pub fn release(&self, taken: Taken) {
+        self.reader.release(taken.slot);
+    }
+
+    /// The packets of a burst taken and not released yet.
+    pub fn packets_of(&self, taken: &Taken) -> impl Iterator<Item = Packet<'_>> {
+        let descriptors = self.reader.descriptors(taken.slot);
+        descriptors.chunk_by(|a, b| a.packet == b.packet).map(|segments| Packet { subscription: self, segments })
     }
 
     /// Sleeps until the doorbell rings, the socket speaks, or `left` passes.
@@ -189,15 +222,14 @@ fn parse(message: &[u8]) -> Result<Answer, Error> {
     serde_json::from_slice(message).map_err(|e| Error::Protocol(e.to_string()))
 }
 
-/// One burst, in the gateway's memory; released when dropped.
-#[derive(Debug)]
-pub struct Burst<'s> {
-    subscription: &'s Subscription,
+/// A burst taken from the ring and not released yet, as a plain value.
+#[derive(Debug, Clone, Copy)]
+pub struct Taken {
     slot: u32,
     header: BurstHeader,
 }
 
-impl<'s> Burst<'s> {
+impl Taken {
     /// The gateway's port id and RX queue id.
     pub fn port_queue(&self) -> (u16, u16) {
         (self.header.port, self.header.queue)
@@ -222,19 +254,32 @@ impl<'s> Burst<'s> {
     pub fn is_empty(&self) -> bool {
         self.header.packets == 0
     }
+}
 
+/// One burst, in the gateway's memory; released when dropped.
+#[derive(Debug)]
+pub struct Burst<'s> {
+    subscription: &'s Subscription,
+    taken: Taken,
+}
+
+impl std::ops::Deref for Burst<'_> {
+    type Target = Taken;
+    fn deref(&self) -> &Taken {
+        &self.taken
+    }
+}
+
+impl Burst<'_> {
     /// The packets, in order.
     pub fn packets(&self) -> impl Iterator<Item = Packet<'_>> {
-        let descriptors = self.subscription.reader.descriptors(self.slot);
-        descriptors
-            .chunk_by(|a, b| a.packet == b.packet)
-            .map(|segments| Packet { subscription: self.subscription, segments })
+        self.subscription.packets_of(&self.taken)
     }
 }
 
 impl Drop for Burst<'_> {
     fn drop(&mut self) {
-        self.subscription.reader.release(self.slot);
+        self.subscription.release(self.taken);
     }
 }
 

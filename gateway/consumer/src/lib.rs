@@ -24,5 +24,5 @@ pub mod protocol;
 pub mod ring;
 pub mod wire;
 
-pub use client::{Burst, Error, Options, Packet, Subscription};
+pub use client::{Burst, Error, Options, Packet, Subscription, Taken};
 pub use protocol::{Source, Target, WhenFull};

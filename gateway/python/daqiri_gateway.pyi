@@ -1,0 +1,57 @@
+"""A daqiri gateway's bursts and reorder aggregates, read in place from
+another process through the gateway's consumer socket (`daqiri-gateway run
+--consumer-socket PATH`). A packet is a read-only buffer: numpy.frombuffer
+views it without a copy."""
+
+from collections.abc import Iterator
+from os import PathLike
+
+class Ended(ConnectionError):
+    """The gateway ended the subscription; the message says why."""
+
+class Refused(ConnectionError):
+    """The gateway refused the subscription; the message says why."""
+
+class Packet:
+    """One packet, a read-only buffer of its bytes in the gateway's memory."""
+    def __len__(self) -> int: ...
+    @property
+    def flow_id(self) -> int | None: ...
+    @property
+    def timestamp(self) -> int | None: ...
+
+class Burst:
+    """One burst, in the gateway's memory until released (release(), the
+    end of a with block, or collection)."""
+    def packets(self) -> list[Packet]: ...
+    def __iter__(self) -> Iterator[Packet]: ...
+    def __len__(self) -> int: ...
+    @property
+    def port_queue(self) -> tuple[int, int]: ...
+    @property
+    def sequence(self) -> int: ...
+    @property
+    def lost_before(self) -> int: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> Burst: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+class Subscription:
+    """A subscription to one of a gateway's RX queues, flows or reorder plans."""
+    def __init__(
+        self,
+        socket: str | PathLike[str],
+        interface: str,
+        *,
+        queue: int | None = None,
+        flow: int | None = None,
+        plan: str | None = None,
+        slots: int = 256,
+        group: str | None = None,
+        hold_back: bool = False,
+        token: str | None = None,
+    ) -> None: ...
+    @property
+    def id(self) -> int: ...
+    def next(self, timeout: float | None = None) -> Burst | None: ...
+    def __iter__(self) -> Iterator[Burst]: ...

@@ -1,0 +1,296 @@
+//! The `daqiri_gateway` Python module (PyO3): subscribe to a running
+//! gateway's RX queue, flow or reorder plan through its consumer socket,
+//! and read bursts in the gateway's memory, mapped read-only. A packet is
+//! a read-only buffer, so `numpy.frombuffer(packet, numpy.float32)` views a
+//! reorder plan's aggregate in place, without a copy.
+//!
+//! A burst goes back to the gateway when it is released (`release()`, the
+//! end of a `with` block) or collected; releasing one while a buffer of it
+//! is still exported (a numpy array alive) raises `BufferError`.
+
+use std::cell::Cell;
+use std::ffi::c_int;
+use std::time::Duration;
+
+use daqiri_consumer::{Options, Subscription as Client, Taken, Target, WhenFull};
+use pyo3::exceptions::{PyBufferError, PyConnectionError, PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::{create_exception, ffi};
+
+create_exception!(
+    daqiri_gateway,
+    Ended,
+    PyConnectionError,
+    "The gateway ended the subscription; the message says why."
+);
+create_exception!(
+    daqiri_gateway,
+    Refused,
+    PyConnectionError,
+    "The gateway refused the subscription; the message says why."
+);
+
+fn error(e: daqiri_consumer::Error) -> PyErr {
+    match e {
+        daqiri_consumer::Error::Ended(reason) => Ended::new_err(reason),
+        daqiri_consumer::Error::Refused(reason) => Refused::new_err(reason),
+        other => PyOSError::new_err(other.to_string()),
+    }
+}
+
+/// A subscription to one of a gateway's RX queues, flows or reorder plans.
+#[pyclass(unsendable, module = "daqiri_gateway")]
+struct Subscription {
+    client: Client,
+}
+
+#[pymethods]
+impl Subscription {
+    /// Subscribes through the consumer socket at `socket` to `interface`'s
+    /// RX queue `queue`, flow `flow` or reorder plan `plan` (one of them;
+    /// queue 0 when none is named).
+    #[new]
+    #[pyo3(signature = (socket, interface, *, queue=None, flow=None, plan=None, slots=256, group=None, hold_back=false, token=None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
+    fn new(
+        py: Python<'_>,
+        socket: std::path::PathBuf,
+        interface: &str,
+        queue: Option<u16>,
+        flow: Option<u32>,
+        plan: Option<String>,
+        slots: u32,
+        group: Option<String>,
+        hold_back: bool,
+        token: Option<String>,
+    ) -> PyResult<Self> {
+        let target = match (queue, flow, plan) {
+            (_, None, None) => Target::queue(interface, queue.unwrap_or(0)),
+            (None, Some(flow), None) => Target::flow(interface, flow),
+            (None, None, Some(plan)) => Target::plan(interface, &plan),
+            _ => return Err(PyValueError::new_err("name one of queue, flow and plan")),
+        };
+        let when_full = if hold_back { WhenFull::HoldBack } else { WhenFull::Drop };
+        let options = Options { slots, group, when_full, token };
+        let client = py.detach(|| Client::connect(socket, target, options)).map_err(error)?;
+        Ok(Self { client })
+    }
+
+    /// The subscription's id, as the gateway's stats list it.
+    #[getter]
+    fn id(&self) -> u64 {
+        self.client.id()
+    }
+
+    /// The next burst, waiting up to `timeout` seconds (for ever with
+    /// None); None when none came in time. Raises `Ended` once the gateway
+    /// ended the subscription and every burst before that was taken.
+    #[pyo3(signature = (timeout=None))]
+    fn next(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Option<Burst>> {
+        let timeout = timeout.map(Duration::from_secs_f64);
+        let taken = loop {
+            // Short waits, so that Ctrl-C (a signal Python handles) is seen.
+            let wait = timeout.map_or(Duration::from_millis(100), |t| t.min(Duration::from_millis(100)));
+            let taken = slf.borrow().client.next_taken(Some(wait)).map_err(error)?;
+            if taken.is_some() || timeout.is_some_and(|t| t <= wait) {
+                break taken;
+            }
+            slf.py().check_signals()?;
+        };
+        Ok(taken.map(|taken| Burst {
+            subscription: slf.unbind(),
+            taken: Cell::new(Some(taken)),
+            exported: Cell::new(0),
+        }))
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    /// Iterating waits for each burst, until the gateway ends the subscription.
+    fn __next__(slf: Bound<'_, Self>) -> PyResult<Option<Burst>> {
+        let py = slf.py();
+        match Self::next(slf, None) {
+            Err(e) if e.is_instance_of::<Ended>(py) => Ok(None),
+            other => other,
+        }
+    }
+}
+
+/// One burst: its packets, in the gateway's memory until released.
+#[pyclass(unsendable, module = "daqiri_gateway")]
+struct Burst {
+    subscription: Py<Subscription>,
+    /// `None` once released.
+    taken: Cell<Option<Taken>>,
+    /// Buffers of its packets exported now.
+    exported: Cell<usize>,
+}
+
+impl Burst {
+    fn held(&self) -> PyResult<Taken> {
+        self.taken.get().ok_or_else(|| PyValueError::new_err("the burst was released"))
+    }
+
+    /// Gives the burst back once no buffer of it is exported.
+    fn give_back(&self, py: Python<'_>) -> PyResult<()> {
+        if self.exported.get() > 0 {
+            return Err(PyBufferError::new_err(
+                "a buffer of this burst is still in use (a numpy array or memoryview of one of its packets)",
+            ));
+        }
+        if let Some(taken) = self.taken.take() {
+            self.subscription.borrow(py).client.release(taken);
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl Burst {
+    /// The packets, each a read-only buffer.
+    fn packets(slf: Bound<'_, Self>) -> PyResult<Vec<Packet>> {
+        let this = slf.borrow();
+        let taken = this.held()?;
+        let subscription = this.subscription.borrow(slf.py());
+        let packets = subscription
+            .client
+            .packets_of(&taken)
+            .map(|p| {
+                let data = p.data();
+                Packet {
+                    burst: slf.clone().unbind(),
+                    data: data.as_ptr(),
+                    len: data.len(),
+                    flow_id: p.flow_id(),
+                    timestamp: p.timestamp(),
+                }
+            })
+            .collect();
+        Ok(packets)
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, pyo3::types::PyIterator>> {
+        let packets = Self::packets(slf.clone())?;
+        pyo3::types::PyIterator::from_object(&packets.into_pyobject(slf.py())?)
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.held()?.len())
+    }
+
+    /// The gateway's port id and RX queue id it came from.
+    #[getter]
+    fn port_queue(&self) -> PyResult<(u16, u16)> {
+        Ok(self.held()?.port_queue())
+    }
+
+    /// Its number in the subscription.
+    #[getter]
+    fn sequence(&self) -> PyResult<u64> {
+        Ok(self.held()?.sequence())
+    }
+
+    /// Bursts the gateway dropped for this consumer (its ring full) just before it.
+    #[getter]
+    fn lost_before(&self) -> PyResult<u64> {
+        Ok(self.held()?.lost_before())
+    }
+
+    /// Gives the burst back to the gateway now.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        self.give_back(py)
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.give_back(py)
+    }
+}
+
+impl Drop for Burst {
+    fn drop(&mut self) {
+        // Collected: no packet (and so no buffer of one) refers to it any more.
+        if let Some(taken) = self.taken.take() {
+            Python::attach(|py| self.subscription.borrow(py).client.release(taken));
+        }
+    }
+}
+
+/// One packet: a read-only buffer of its bytes in the gateway's memory.
+#[pyclass(unsendable, module = "daqiri_gateway")]
+struct Packet {
+    burst: Py<Burst>,
+    data: *const u8,
+    len: usize,
+    flow_id: Option<u32>,
+    timestamp: Option<u64>,
+}
+
+#[pymethods]
+impl Packet {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// The flow it matched, if any.
+    #[getter]
+    fn flow_id(&self) -> Option<u32> {
+        self.flow_id
+    }
+
+    /// Its receive timestamp in nanoseconds, where the NIC stamped it.
+    #[getter]
+    fn timestamp(&self) -> Option<u64> {
+        self.timestamp
+    }
+
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        if flags & ffi::PyBUF_WRITABLE != 0 {
+            return Err(PyBufferError::new_err("a packet is read-only: it lies in the gateway's memory"));
+        }
+        let this = slf.borrow();
+        let burst = this.burst.borrow(slf.py());
+        burst.held()?;
+        // SAFETY: `view` is the caller's; the bytes stay mapped and unreleased
+        // while the view holds this packet (and so its burst): `release()`
+        // refuses while `exported` counts the view.
+        let filled = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                this.data.cast_mut().cast(),
+                this.len as ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if filled != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        burst.exported.set(burst.exported.get() + 1);
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(slf: Bound<'_, Self>, _view: *mut ffi::Py_buffer) {
+        let this = slf.borrow();
+        let burst = this.burst.borrow(slf.py());
+        burst.exported.set(burst.exported.get().saturating_sub(1));
+    }
+}
+
+/// The module.
+#[pymodule]
+fn daqiri_gateway(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<Subscription>()?;
+    module.add_class::<Burst>()?;
+    module.add_class::<Packet>()?;
+    module.add("Ended", module.py().get_type::<Ended>())?;
+    module.add("Refused", module.py().get_type::<Refused>())?;
+    Ok(())
+}

@@ -1,0 +1,116 @@
+"""The daqiri_gateway Python module against a running gateway: a reorder
+plan's aggregates as float32 numpy arrays, viewed in place, equal to an
+oracle computed here; a queue's datagrams byte-exact; the end of a
+subscription when the gateway stops. The gateway binary is
+$DAQIRI_GATEWAY (tests/python/run.sh sets it)."""
+
+import os
+import random
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import daqiri_gateway as dg
+
+REPO = Path(__file__).resolve().parents[2]
+PER_BATCH = 64
+SAMPLES = 62  # int16 samples after each datagram's 4-byte sequence number
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def gateway(tmp_path):
+    """The example reorder config on free ports, run with a consumer socket."""
+    udp, source = free_udp_port(), free_udp_port()
+    config = (REPO / "configs" / "socket_udp_reorder.yaml").read_text()
+    config = config.replace("udp://127.0.0.1:5002", f"udp://127.0.0.1:{udp}")
+    config = re.sub(r"udp_src: 6000", f"udp_src: {source}", config)
+    (tmp_path / "gateway.yaml").write_text(config)
+    sock = tmp_path / "consumers.sock"
+    binary = os.environ.get("DAQIRI_GATEWAY", str(REPO / "target" / "debug" / "daqiri-gateway"))
+    process = subprocess.Popen(
+        [binary, "run", "--config", str(tmp_path / "gateway.yaml"), "--no-admin", "--consumer-socket", str(sock)],
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not sock.exists():
+        assert process.poll() is None, "the gateway exited"
+        assert time.monotonic() < deadline, "the consumer socket appears"
+        time.sleep(0.05)
+    yield {"socket": sock, "udp": udp, "source": source, "process": process}
+    process.kill()
+    process.wait()
+
+
+def samples(seq: int) -> np.ndarray:
+    return np.random.default_rng(seq).integers(-32768, 32767, SAMPLES, dtype=np.int16)
+
+
+def send_batches(gateway, batches: int) -> None:
+    """Each batch's datagrams shuffled, from the flow's source port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", gateway["source"]))
+        for batch in range(batches):
+            seqs = list(range(batch * PER_BATCH, (batch + 1) * PER_BATCH))
+            random.Random(batch).shuffle(seqs)
+            for seq in seqs:
+                s.sendto(seq.to_bytes(4, "big") + samples(seq).astype(">i2").tobytes(), ("127.0.0.1", gateway["udp"]))
+            time.sleep(0.002)
+
+
+def test_a_plans_aggregates_are_float32_arrays_in_place_equal_to_the_oracle(gateway):
+    subscription = dg.Subscription(gateway["socket"], "udp_rx", plan="by_batch")
+    batches = 10
+    send_batches(gateway, batches)
+    for batch in range(batches):
+        burst = subscription.next(timeout=10)
+        assert burst is not None, f"aggregate {batch}"
+        (aggregate,) = burst.packets()
+        values = np.frombuffer(aggregate, dtype=np.float32)
+        oracle = np.concatenate([samples(seq) for seq in range(batch * PER_BATCH, (batch + 1) * PER_BATCH)])
+        np.testing.assert_array_equal(values, oracle.astype(np.float32))
+        # A view of the gateway's memory, not a copy: read-only, and two
+        # views of the packet are the same bytes.
+        assert not values.flags.writeable
+        again = np.frombuffer(aggregate, dtype=np.float32)
+        assert values.__array_interface__["data"][0] == again.__array_interface__["data"][0]
+        # Released only once no view is left.
+        with pytest.raises(BufferError):
+            burst.release()
+        del values, again
+        burst.release()
+
+
+def test_a_queues_datagrams_arrive_byte_exact_and_the_end_is_told(gateway):
+    subscription = dg.Subscription(gateway["socket"], "udp_rx", queue=0, slots=64)
+    sent = [seq.to_bytes(4, "big") + samples(seq).astype(">i2").tobytes() for seq in range(200)]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for datagram in sent:
+            # Not the plan's source port: the datagrams reach the queue as they are.
+            s.sendto(datagram, ("127.0.0.1", gateway["udp"]))
+    received = []
+    while len(received) < len(sent):
+        with subscription.next(timeout=10) as burst:
+            received.extend(bytes(packet) for packet in burst)
+    assert received == sent
+    gateway["process"].terminate()
+    with pytest.raises(dg.Ended, match="the gateway stops"):
+        while True:
+            subscription.next(timeout=10)
+
+
+def test_a_subscription_to_what_is_not_there_is_refused_by_name(gateway):
+    with pytest.raises(dg.Refused, match='no reorder plan "nope"'):
+        dg.Subscription(gateway["socket"], "udp_rx", plan="nope")
+    with pytest.raises(ValueError):
+        dg.Subscription(gateway["socket"], "udp_rx", queue=0, plan="by_batch")
