@@ -56,11 +56,11 @@ def samples(seq: int) -> np.ndarray:
     return np.random.default_rng(seq).integers(-32768, 32767, SAMPLES, dtype=np.int16)
 
 
-def send_batches(gateway, batches: int) -> None:
+def send_batches(gateway, batches: int, first: int = 0) -> None:
     """Each batch's datagrams shuffled, from the flow's source port."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", gateway["source"]))
-        for batch in range(batches):
+        for batch in range(first, first + batches):
             seqs = list(range(batch * PER_BATCH, (batch + 1) * PER_BATCH))
             random.Random(batch).shuffle(seqs)
             for seq in seqs:
@@ -89,6 +89,12 @@ def test_a_plans_aggregates_are_float32_arrays_in_place_equal_to_the_oracle(gate
             burst.release()
         del values, again
         burst.release()
+    # A with block whose views outlive it leaves the burst to their end.
+    send_batches(gateway, 1, first=batches)
+    with subscription.next(timeout=10) as burst:
+        kept = np.frombuffer(burst.packets()[0], dtype=np.float32)
+    assert kept.size == PER_BATCH * SAMPLES
+    del kept
 
 
 def test_a_queues_datagrams_arrive_byte_exact_and_the_end_is_told(gateway):

@@ -5,8 +5,9 @@
 //! reorder plan's aggregate in place, without a copy.
 //!
 //! A burst goes back to the gateway when it is released (`release()`, the
-//! end of a `with` block) or collected; releasing one while a buffer of it
-//! is still exported (a numpy array alive) raises `BufferError`.
+//! end of a `with` block) or collected; `release()` while a buffer of it is
+//! still exported (a numpy array alive) raises `BufferError`, and a `with`
+//! block then leaves it to go back once the last view is gone.
 
 use std::cell::Cell;
 use std::ffi::c_int;
@@ -207,9 +208,14 @@ impl Burst {
         slf
     }
 
+    /// The end of a `with` block releases the burst, or, while a view of
+    /// one of its packets is still alive, leaves it to go back with the last.
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
-        self.give_back(py)
+        if self.exported.get() == 0 {
+            self.give_back(py)?;
+        }
+        Ok(())
     }
 }
 

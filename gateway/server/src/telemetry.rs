@@ -19,6 +19,7 @@ use daqiri::{Direction, EngineStats, PlanStats, PortStats, QueueStatsSnapshot};
 
 use crate::capture::{CaptureInfo, CaptureManager};
 use crate::live::LiveEngine;
+use crate::subscriptions::{Hub, SubscriptionStats};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{AsyncInstrument, MeterProvider};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
@@ -62,7 +63,7 @@ impl Telemetry {
     /// Registers every instrument for `engine`.
     pub(crate) fn new(
         live: Arc<LiveEngine>,
-        captures: Arc<CaptureManager>,
+        (captures, hub): (Arc<CaptureManager>, Arc<Hub>),
         reloads: Arc<ReloadCounters>,
     ) -> anyhow::Result<Self> {
         let registry = prometheus::Registry::new();
@@ -158,6 +159,45 @@ impl Telemetry {
                 .with_callback(move |observer| observer.observe(counter(&reloads).load(Relaxed), &[]))
                 .build();
         }
+        let subscription = |name: &'static str,
+                            description: &'static str,
+                            value: fn(&SubscriptionStats) -> u64,
+                            gauge: bool| {
+            let hub = Arc::clone(&hub);
+            let callback = move |observer: &dyn AsyncInstrument<u64>| {
+                for s in hub.stats() {
+                    let (port, source, which) = s.target.describe();
+                    let labels = [
+                        KeyValue::new("daqiri.subscription.id", s.id as i64),
+                        KeyValue::new("daqiri.port.id", i64::from(port)),
+                        KeyValue::new("daqiri.subscription.source", source),
+                        KeyValue::new("daqiri.subscription.which", i64::from(which)),
+                    ];
+                    observer.observe(value(&s), &labels);
+                }
+            };
+            match gauge {
+                true => {
+                    drop(meter.u64_observable_gauge(name).with_description(description).with_callback(callback).build())
+                }
+                false => drop(
+                    meter.u64_observable_counter(name).with_description(description).with_callback(callback).build(),
+                ),
+            }
+        };
+        subscription(
+            "daqiri.consumer.bursts",
+            "Bursts handed to a consumer outside the gateway",
+            |s| s.delivered,
+            false,
+        );
+        subscription(
+            "daqiri.consumer.lag",
+            "Bursts dropped for one consumer alone, its ring full (receive dropped nothing)",
+            |s| s.consumer_lag,
+            false,
+        );
+        subscription("daqiri.consumer.held", "Bursts a consumer holds now", |s| s.held as u64, true);
         capture_counter("daqiri.capture.packets", "Packets written by captures", |c| c.packets);
         capture_counter("daqiri.capture.bytes", "Bytes written by captures", |c| c.bytes);
         capture_counter(

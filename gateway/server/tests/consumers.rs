@@ -172,6 +172,11 @@ fn a_consumer_that_stops_reading_loses_its_own_bursts_counted_and_rx_drops_nothi
     let subscriptions = gateway.stats()["subscriptions"].clone();
     let lag = subscriptions.as_array().unwrap().iter().map(|s| s["consumer_lag"].as_u64().unwrap()).max();
     assert!(lag.is_some_and(|lag| lag > 0), "its lag is counted: {subscriptions}");
+    let (_, metrics) = http(gateway.gateway.admin, "GET", "/metrics", &[], "");
+    let metrics = String::from_utf8(metrics).unwrap();
+    let series = metrics.lines().find(|l| l.starts_with("daqiri_consumer_lag_total{")).expect("the lag's series");
+    assert!(series.contains("daqiri_subscription_source=\"queue\""), "{series}");
+    assert_eq!(series.rsplit(' ').next().and_then(|v| v.parse::<u64>().ok()), lag, "the metric says the same");
     gateway.send(1, 1000);
     let next = stalled.next(Some(Duration::from_secs(5))).unwrap().expect("a burst once it reads again");
     assert!(next.lost_before() > 0, "told what it lost");

@@ -52,7 +52,8 @@ impl AdminState {
     ) -> anyhow::Result<Arc<Self>> {
         let reloads = Arc::new(ReloadCounters::default());
         let rates = Mutex::new(RateSampler::default());
-        let telemetry = Telemetry::new(Arc::clone(&live), Arc::clone(&captures), Arc::clone(&reloads))?;
+        let telemetry =
+            Telemetry::new(Arc::clone(&live), (Arc::clone(&captures), Arc::clone(&hub)), Arc::clone(&reloads))?;
         Ok(Arc::new(Self {
             live,
             started: Instant::now(),
