@@ -159,32 +159,27 @@ impl Telemetry {
                 .with_callback(move |observer| observer.observe(counter(&reloads).load(Relaxed), &[]))
                 .build();
         }
-        let subscription = |name: &'static str,
-                            description: &'static str,
-                            value: fn(&SubscriptionStats) -> u64,
-                            gauge: bool| {
-            let hub = Arc::clone(&hub);
-            let callback = move |observer: &dyn AsyncInstrument<u64>| {
-                for s in hub.stats() {
-                    let (port, source, which) = s.target.describe();
-                    let labels = [
-                        KeyValue::new("daqiri.subscription.id", s.id as i64),
-                        KeyValue::new("daqiri.port.id", i64::from(port)),
-                        KeyValue::new("daqiri.subscription.source", source),
-                        KeyValue::new("daqiri.subscription.which", i64::from(which)),
-                    ];
-                    observer.observe(value(&s), &labels);
+        let subscription =
+            |name: &'static str, description: &'static str, value: fn(&SubscriptionStats) -> u64, gauge: bool| {
+                let hub = Arc::clone(&hub);
+                let callback = move |observer: &dyn AsyncInstrument<u64>| {
+                    for s in hub.stats() {
+                        let (port, source, which) = s.target.describe();
+                        let labels = [
+                            KeyValue::new("daqiri.subscription.id", s.id as i64),
+                            KeyValue::new("daqiri.port.id", i64::from(port)),
+                            KeyValue::new("daqiri.subscription.source", source),
+                            KeyValue::new("daqiri.subscription.which", i64::from(which)),
+                        ];
+                        observer.observe(value(&s), &labels);
+                    }
+                };
+                if gauge {
+                    meter.u64_observable_gauge(name).with_description(description).with_callback(callback).build();
+                } else {
+                    meter.u64_observable_counter(name).with_description(description).with_callback(callback).build();
                 }
             };
-            match gauge {
-                true => {
-                    drop(meter.u64_observable_gauge(name).with_description(description).with_callback(callback).build())
-                }
-                false => drop(
-                    meter.u64_observable_counter(name).with_description(description).with_callback(callback).build(),
-                ),
-            }
-        };
         subscription(
             "daqiri.consumer.bursts",
             "Bursts handed to a consumer outside the gateway",
