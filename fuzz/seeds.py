@@ -65,7 +65,7 @@ def pcaps():
     }
 
 
-CONFIG = (REPO / "gateway/server/src/fuzzing.rs").read_text().split('pub const CONFIG: &str = "\\\n')[1].split('";')[0]
+CONFIG = (REPO / "gateway/server/src/fuzzing/admin.rs").read_text().split('pub const CONFIG: &str = "\\\n')[1].split('";')[0]
 
 
 def request(method, path, token=None, body=b"", content_type="application/json"):
@@ -106,6 +106,29 @@ def requests():
     }
 
 
+def visit(messages, bursts=4, scribbles=()):
+    """A consumer_socket input: counts, length-prefixed messages, (offset, value) pairs."""
+    data = bytes([len(messages), bursts])
+    for message in messages:
+        data += struct.pack("<H", len(message)) + message
+    return data + b"".join(struct.pack("<II", offset, value) for offset, value in scribbles)
+
+
+def visits():
+    hello = b'{"version":1,"target":{"interface":"lo","queue":0},"slots":4,"token":"fuzz-consumer-token"}'
+    flow = b'{"version":1,"target":{"interface":"lo","flow":1},"slots":2,"token":"fuzz-consumer-token"}'
+    return {
+        "hello": visit([hello]),
+        "hello_releases": visit([hello], 8, [(192, 1), (320 + 16, 0), (192, 2), (320 + 20, 1)]),
+        "counter_ahead": visit([hello], 4, [(192, 999)]),
+        "hello_then_more": visit([hello, b"more"]),
+        "no_token": visit([hello.replace(b',"token":"fuzz-consumer-token"', b"")]),
+        "unknown_flow": visit([flow]),
+        "garbage": visit([b"\x00\xff{"]),
+        "silent": visit([], 2),
+    }
+
+
 def write(out, target, files):
     folder = out / target
     folder.mkdir(parents=True, exist_ok=True)
@@ -123,6 +146,7 @@ def main():
     write(out, "pcap_append", {f"{name}_{option}": bytes([option]) + data
                                for name, data in pcaps().items() for option in range(4)})
     write(out, "admin_api", requests())
+    write(out, "consumer_socket", visits())
 
 
 if __name__ == "__main__":

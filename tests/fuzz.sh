@@ -36,7 +36,7 @@ while (($#)); do
         *) targets+=("$1"); shift ;;
     esac
 done
-all=(config steering pcap_append admin_api)
+all=(config steering pcap_append admin_api consumer_socket)
 ((${#targets[@]})) || targets=("${all[@]}")
 for t in "${targets[@]}"; do
     [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz.sh: no target $t (targets: ${all[*]})" >&2; exit 2; }

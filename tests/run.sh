@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ignored=$(tests/setup.sh)
 # No import cycle between the modules of any crate.
-tests/module_cycles.py gateway/engine/src gateway/config/src gateway/dpdk-sys/src gateway/server/src operator/src
+tests/module_cycles.py gateway/engine/src gateway/config/src gateway/dpdk-sys/src gateway/server/src operator/src \
+    gateway/consumer/src gateway/python/src
 # The conformance suite runs once, below, with every backend built in; the
 # operator's cluster suite right after this, against a control plane of its own.
 cargo nextest run --workspace --no-fail-fast "$ignored" \

@@ -334,6 +334,22 @@ impl Reader {
     }
 }
 
+/// Plays a broken or hostile consumer: writes `values` (byte offset,
+/// word) anywhere in a ring of `len` bytes (offsets wrap and align to 4),
+/// as a consumer may, since it maps the ring writable. For tests and the
+/// fuzz target of the gateway's end.
+#[cfg(feature = "testing")]
+pub fn scribble(ring: &OwnedFd, len: usize, values: &[(usize, u32)]) -> std::io::Result<()> {
+    let map = Mapped::new(ring, len, true)?;
+    for &(offset, value) in values {
+        let at = (offset % len) & !3;
+        // SAFETY: an aligned word inside the mapping, written atomically as
+        // the gateway reads the ring's words.
+        unsafe { (*map.base().as_ptr().add(at).cast::<AtomicU32>()).store(value, Ordering::Release) };
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

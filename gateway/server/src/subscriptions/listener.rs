@@ -95,7 +95,7 @@ fn readable(fd: impl AsFd, within: Duration) -> bool {
 
 /// One consumer: its hello answered, then its subscription kept until it
 /// closes the socket or breaks the protocol.
-fn serve(connection: OwnedFd, hub: &Arc<Hub>, live: &LiveEngine) {
+pub(crate) fn serve(connection: OwnedFd, hub: &Arc<Hub>, live: &LiveEngine) {
     let hello = match read_hello(&connection) {
         Ok(hello) => hello,
         Err(reason) => return refuse(&connection, reason),

@@ -28,7 +28,7 @@ use daqiri_consumer::protocol::{Answer, WhenFull};
 
 use feed::{Feed, Given};
 use filter::Filter;
-pub(crate) use listener::Listener;
+pub(crate) use listener::{Listener, serve};
 
 use crate::live::LiveEngine;
 

@@ -1,0 +1,10 @@
+//! In-process harnesses for the fuzz targets in `fuzz/targets/`: the admin
+//! API's router ([`AdminHarness`]) and the consumer socket's server end
+//! ([`ConsumerHarness`]), each over a software-loopback engine, without
+//! network sockets. Not a stable interface.
+
+mod admin;
+mod consumers;
+
+pub use admin::{AdminHarness, Answer, CONFIG, READ_TOKEN, WRITE_TOKEN};
+pub use consumers::{ConsumerHarness, Outcome};
