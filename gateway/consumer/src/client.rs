@@ -12,6 +12,9 @@ use crate::protocol::{Answer, Hello, Target, VERSION, Welcome, WhenFull};
 use crate::ring::{BurstHeader, Reader, SegmentDescriptor};
 use crate::wire;
 
+/// Looks at the ring before sleeping on the doorbell (a few microseconds).
+const SPINS: u32 = 2000;
+
 /// Why a subscription could not be made or went on no longer.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -172,6 +175,17 @@ impl Subscription {
 
     /// Sleeps until the doorbell rings, the socket speaks, or `left` passes.
     fn wait(&self, left: Option<Duration>) -> Result<(), Error> {
+        // Spin briefly first: a busy stream's next burst is microseconds away,
+        // and the gateway rings the doorbell only for a consumer asleep.
+        for _ in 0..SPINS {
+            if !self.reader.is_empty() {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+        if !self.reader.going_to_sleep() {
+            return Ok(());
+        }
         let mut fds = [PollFd::new(&self.doorbell, PollFlags::IN), PollFd::new(&self.socket, PollFlags::IN)];
         let timeout =
             left.map(|l| rustix::event::Timespec { tv_sec: l.as_secs() as i64, tv_nsec: i64::from(l.subsec_nanos()) });
@@ -253,6 +267,12 @@ impl Taken {
     /// Whether the burst has no packets.
     pub fn is_empty(&self) -> bool {
         self.header.packets == 0
+    }
+
+    /// When the gateway delivered it, in `CLOCK_MONOTONIC` nanoseconds
+    /// (compare with [`crate::ring::monotonic_ns`]).
+    pub fn delivered_ns(&self) -> u64 {
+        self.header.delivered_ns
     }
 }
 

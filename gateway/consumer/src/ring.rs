@@ -3,9 +3,10 @@
 //! come back the same way when the consumer is done with them.
 //!
 //! ```text
-//! header     5 cache lines: magic, version, slots, descriptors per slot;
+//! header     6 cache lines: magic, version, slots, descriptors per slot;
 //!            then one counter each: delivered (gateway), taken, released
-//!            (consumer), reclaimed (gateway)
+//!            (consumer), reclaimed (gateway), and the consumer's flag
+//!            that it sleeps on the doorbell
 //! delivery   slots x u32: slot numbers, gateway to consumer
 //! release    slots x u32: slot numbers, consumer to gateway
 //! slots      slots x (BurstHeader, descriptors per slot x SegmentDescriptor)
@@ -27,7 +28,7 @@ use crate::protocol::{MAX_SLOTS, RingShape};
 /// The ring file's first eight bytes.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"DAQRING1");
 /// The layout's version.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 const LINE: usize = 64;
 const PAGE: usize = 4096;
 
@@ -41,6 +42,9 @@ pub struct BurstHeader {
     /// Bursts dropped for this consumer (its ring was full) since the
     /// previous one it got.
     pub lost_before: u64,
+    /// When the gateway delivered it: `CLOCK_MONOTONIC` nanoseconds (one
+    /// clock for every process of the host), for the hand-off's latency.
+    pub delivered_ns: u64,
     /// The gateway's port id and RX queue id.
     pub port: u16,
     pub queue: u16,
@@ -48,7 +52,7 @@ pub struct BurstHeader {
     pub packets: u32,
     /// Segment descriptors in the slot.
     pub descriptors: u32,
-    reserved: [u32; 9],
+    reserved: [u32; 7],
 }
 
 /// Where one segment of one packet lies.
@@ -81,7 +85,7 @@ struct Layout {
 
 impl Layout {
     fn delivery(&self) -> usize {
-        5 * LINE
+        6 * LINE
     }
     fn release(&self) -> usize {
         self.delivery() + 4 * self.slots as usize
@@ -107,6 +111,9 @@ enum Counter {
     Taken = 2,
     Released = 3,
     Reclaimed = 4,
+    /// Non-zero while the consumer sleeps on the doorbell: the gateway
+    /// rings it only then, not once per burst.
+    Sleeping = 5,
 }
 
 /// A mapped ring.
@@ -135,6 +142,12 @@ impl Ring {
         // SAFETY: as in `counter`: an aligned word of the queue.
         unsafe { &*self.at::<AtomicU32>(queue + 4 * (n % self.layout.slots) as usize) }
     }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 /// Why a consumer's ring can no longer be trusted.
@@ -233,7 +246,8 @@ impl Producer {
             queue,
             packets,
             descriptors: descriptors.len() as u32,
-            reserved: [0; 9],
+            delivered_ns: monotonic_ns(),
+            reserved: [0; 7],
         };
         // SAFETY: the slot is free (the consumer released it or never had
         // it), so nothing reads it; header and descriptors fit its size.
@@ -246,8 +260,16 @@ impl Producer {
         self.outstanding[slot as usize] = true;
         self.ring.entry(self.ring.layout.delivery(), self.delivered).store(slot, Ordering::Relaxed);
         self.delivered = self.delivered.wrapping_add(1);
-        self.ring.counter(Counter::Delivered).store(self.delivered, Ordering::Release);
+        self.ring.counter(Counter::Delivered).store(self.delivered, Ordering::SeqCst);
         Some(slot)
+    }
+
+    /// Whether the consumer sleeps on its doorbell, and so must be woken
+    /// for what was just delivered (clears the flag). Read after
+    /// [`deliver`](Self::deliver): either the consumer sees the burst
+    /// before it sleeps, or this sees it sleeping.
+    pub fn take_sleeper(&self) -> bool {
+        self.ring.counter(Counter::Sleeping).swap(0, Ordering::SeqCst) != 0
     }
 
     /// Counts a burst lost for the consumer (its ring was full, and the
@@ -307,6 +329,18 @@ impl Reader {
     /// Whether every burst delivered so far was taken.
     pub fn is_empty(&self) -> bool {
         self.ring.counter(Counter::Delivered).load(Ordering::Acquire) == self.taken.get()
+    }
+
+    /// Says it is about to sleep on the doorbell; `false` when a burst came
+    /// meanwhile (then it should not sleep). Pairs with
+    /// [`Producer::take_sleeper`].
+    pub fn going_to_sleep(&self) -> bool {
+        self.ring.counter(Counter::Sleeping).store(1, Ordering::SeqCst);
+        if self.ring.counter(Counter::Delivered).load(Ordering::SeqCst) != self.taken.get() {
+            self.ring.counter(Counter::Sleeping).store(0, Ordering::Relaxed);
+            return false;
+        }
+        true
     }
 
     /// What slot `slot` says of its burst.

@@ -75,8 +75,29 @@ struct Seen {
     sequence: Option<SequenceSeen>,
     /// SHA-256 of every packet's bytes in order (`--digest`).
     digest: Option<String>,
+    /// From the first burst to the last, and the packets a second over it.
+    seconds: f64,
+    packets_per_s: f64,
+    /// How long bursts took from the gateway's delivery to this process
+    /// taking them, in microseconds: median, 99th percentile, most.
+    handoff_us: Option<Percentiles>,
     /// Why the gateway ended the subscription, if it did.
     ended: Option<String>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+impl Percentiles {
+    fn of(mut nanos: Vec<u64>) -> Option<Self> {
+        nanos.sort_unstable();
+        let at = |q: f64| nanos[((nanos.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
+        (!nanos.is_empty()).then(|| Self { p50: at(0.5), p99: at(0.99), max: at(1.0) })
+    }
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -112,6 +133,7 @@ pub(crate) fn main(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     let mut sequence = args.seq_offset.map(|_| SequenceStats::default());
     let mut held = Vec::new();
     let mut hasher = args.digest.then(Sha256::new);
+    let (mut handoffs, mut first_at, mut last_at) = (Vec::new(), None, 0u64);
     let idle = Duration::from_secs_f64(args.idle);
     while args.packets.is_none_or(|n| seen.packets < n) {
         let burst = match subscription.next(Some(idle)) {
@@ -124,6 +146,10 @@ pub(crate) fn main(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => return Err(e.into()),
         };
+        let now = daqiri_consumer::ring::monotonic_ns();
+        handoffs.push(now.saturating_sub(burst.delivered_ns()));
+        first_at.get_or_insert(now);
+        last_at = now;
         seen.bursts += 1;
         seen.lost_bursts += burst.lost_before();
         for packet in burst.packets() {
@@ -150,6 +176,9 @@ pub(crate) fn main(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         late: s.late,
     });
     seen.digest = hasher.map(|h| crate::consumer::hex(&h.finalize()));
+    seen.seconds = first_at.map_or(0.0, |first| (last_at - first) as f64 / 1e9);
+    seen.packets_per_s = if seen.seconds > 0.0 { seen.packets as f64 / seen.seconds } else { 0.0 };
+    seen.handoff_us = Percentiles::of(handoffs);
     drop(held);
     println!("{}", serde_json::to_string(&seen)?);
     Ok(ExitCode::SUCCESS)

@@ -108,8 +108,10 @@ impl Feed {
         };
         self.held[slot as usize] = Some(Arc::clone(burst));
         self.delivered += 1;
-        // A full counter (never, at one per burst) only delays a wake-up.
-        let _ = rustix::io::write(&self.doorbell, &1u64.to_ne_bytes());
+        if self.producer.take_sleeper() {
+            // A full counter (never: one per sleep) would only delay a wake-up.
+            let _ = rustix::io::write(&self.doorbell, &1u64.to_ne_bytes());
+        }
         Ok(Given::Delivered)
     }
 
