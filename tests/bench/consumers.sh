@@ -11,7 +11,7 @@
 # is copied per packet (payload: none; a 32-byte segment descriptor).
 #
 # Usage: tests/bench/consumers.sh    (GW: a prebuilt daqiri-gateway)
-#   RUN_SECONDS (10), SIZE (payload bytes, 1024), SENDERS (2),
+#   RUN_SECONDS (10), SIZE (payload bytes up to 2000, the buffers' 2 KiB; 1024), SENDERS (2),
 #   CORES: "worker loop consumer first-sender" (2 3 4 6)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,6 +19,7 @@ RUN_SECONDS=${RUN_SECONDS:-10}
 SIZE=${SIZE:-1024}
 SENDERS=${SENDERS:-2}
 read -r WORKER LOOP CONSUMER SENDER <<<"${CORES:-2 3 4 6}"
+((SIZE <= 2000)) || { echo "SIZE $SIZE: at most 2000 bytes fit the 2 KiB buffers" >&2; exit 2; }
 if [[ -z ${GW:-} ]]; then
     cargo build --release -q -p daqiri-gateway
     GW=$PWD/target/release/daqiri-gateway
