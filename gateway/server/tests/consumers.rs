@@ -169,6 +169,9 @@ fn a_consumer_that_stops_reading_loses_its_own_bursts_counted_and_rx_drops_nothi
     let port = &gateway.stats()["interfaces"][0];
     let drops = port["rx_queues"][0]["drops"].as_object().map_or(0, |d| d.values().filter_map(Value::as_u64).sum());
     assert_eq!(drops, 0, "receive dropped nothing for the stalled consumer: {port}");
+    let (_, status) = http(gateway.gateway.admin, "GET", "/api/v1/status", &[], "");
+    let status: Value = serde_json::from_slice(&status).unwrap();
+    assert_eq!(status["subscriptions"][0]["source"], "queue", "the status lists it: {status}");
     let subscriptions = gateway.stats()["subscriptions"].clone();
     let lag = subscriptions.as_array().unwrap().iter().map(|s| s["consumer_lag"].as_u64().unwrap()).max();
     assert!(lag.is_some_and(|lag| lag > 0), "its lag is counted: {subscriptions}");

@@ -24,6 +24,9 @@ pub(crate) struct Status {
     engine: &'static str,
     /// Interfaces in port order (empty while no engine runs).
     interfaces: Vec<InterfaceStatus>,
+    /// Consumers outside the gateway subscribed now (their counters are in
+    /// `/api/v1/stats`).
+    subscriptions: Vec<super::stats::SubscriptionStats>,
 }
 
 /// Which config is active.
@@ -279,5 +282,6 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
         },
         engine: running,
         interfaces,
+        subscriptions: state.hub.stats().into_iter().map(Into::into).collect(),
     })
 }
