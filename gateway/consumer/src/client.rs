@@ -192,24 +192,48 @@ impl Subscription {
         rustix::event::poll(&mut fds, timeout.as_ref())?;
         let (rang, spoke) = (!fds[0].revents().is_empty(), !fds[1].revents().is_empty());
         if rang {
-            let mut count = [0u8; 8];
-            let _ = rustix::io::read(&self.doorbell, &mut count);
+            self.clear_doorbell();
         }
-        if spoke && self.reader_is_empty() {
-            return Err(match wire::receive(&self.socket) {
-                Ok(Some((message, _))) => match parse(&message)? {
-                    Answer::Ended { reason } => Error::Ended(reason),
-                    other => Error::Protocol(format!("unexpected {other:?}")),
-                },
-                Ok(None) => Error::Ended("the gateway closed the socket".into()),
-                Err(e) => Error::Io(e),
-            });
+        if spoke && self.reader.is_empty() {
+            return Err(self.why_ended());
         }
         Ok(())
     }
 
-    fn reader_is_empty(&self) -> bool {
+    /// Whether no burst waits to be taken.
+    pub(crate) fn try_next_is_none(&self) -> bool {
         self.reader.is_empty()
+    }
+
+    /// Reads the doorbell's count away (it is non-blocking).
+    pub(crate) fn clear_doorbell(&self) {
+        let mut count = [0u8; 8];
+        let _ = rustix::io::read(&self.doorbell, &mut count);
+    }
+
+    /// What the socket says once it turned readable after the welcome: why
+    /// the gateway ended the subscription.
+    pub(crate) fn why_ended(&self) -> Error {
+        match wire::receive(&self.socket) {
+            Ok(Some((message, _))) => match parse(&message) {
+                Ok(Answer::Ended { reason }) => Error::Ended(reason),
+                Ok(other) => Error::Protocol(format!("unexpected {other:?}")),
+                Err(e) => e,
+            },
+            Ok(None) => Error::Ended("the gateway closed the socket".into()),
+            Err(e) => Error::Io(e),
+        }
+    }
+
+    /// Whether every burst delivered was taken, having said that this
+    /// consumer is about to sleep on its doorbell (`false`: one came, take it).
+    pub(crate) fn going_to_sleep(&self) -> bool {
+        self.reader.going_to_sleep()
+    }
+
+    /// The doorbell and the socket, for an event loop to wait on.
+    pub(crate) fn wake_fds(&self) -> (&OwnedFd, &OwnedFd) {
+        (&self.doorbell, &self.socket)
     }
 
     /// `len` bytes at `offset` of region `region`; empty where the gateway

@@ -18,11 +18,15 @@
 //! The protocol ([`protocol`]) and the ring ([`ring`]) are the gateway's
 //! too: it links this crate for them. Nothing here depends on the engine.
 
+#[cfg(feature = "tokio")]
+mod async_client;
 mod client;
 mod mapped;
 pub mod protocol;
 pub mod ring;
 pub mod wire;
 
+#[cfg(feature = "tokio")]
+pub use async_client::AsyncSubscription;
 pub use client::{Burst, Error, Options, Packet, Subscription, Taken};
 pub use protocol::{Source, Target, WhenFull};

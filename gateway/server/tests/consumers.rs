@@ -39,6 +39,15 @@ impl Gateway {
         Gateway { gateway, udp }
     }
 
+    /// Kills the gateway process now.
+    fn gateway_kill(&self) {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(self.gateway.child.id() as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+    }
+
     fn socket(&self) -> std::path::PathBuf {
         self.gateway.dir.join("consumers.sock")
     }
@@ -443,4 +452,34 @@ fn a_plan_subscription_reads_each_aggregate_in_place_equal_to_the_oracle() {
         let oracle: Vec<u8> = (batch * PER_BATCH..(batch + 1) * PER_BATCH).flat_map(datagram).collect();
         assert_eq!(packet.data(), &oracle[..], "batch {batch}, in sequence order");
     }
+}
+
+#[test]
+fn an_async_consumer_awaits_every_datagram_in_order_and_the_end() {
+    let gateway = Gateway::start("async");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let target = daqiri_consumer::Target::queue("udp_rx", 0);
+        let subscription =
+            daqiri_consumer::AsyncSubscription::connect(gateway.socket(), target, Default::default()).await.unwrap();
+        let sender = std::thread::spawn({
+            let udp = gateway.udp;
+            move || send_from(0, udp, 0..3000)
+        });
+        let mut next = 0u32;
+        while next < 3000 {
+            let burst = tokio::time::timeout(Duration::from_secs(10), subscription.next()).await.unwrap().unwrap();
+            for packet in burst.packets() {
+                assert_eq!(packet.data(), datagram(next), "datagram {next}, in order");
+                next += 1;
+            }
+        }
+        sender.join().unwrap();
+        // The gateway goes (killed: it says nothing): the next burst is the end.
+        gateway.gateway_kill();
+        match tokio::time::timeout(Duration::from_secs(10), subscription.next()).await.unwrap() {
+            Err(daqiri_consumer::Error::Ended(reason)) => assert!(reason.contains("closed"), "{reason}"),
+            other => panic!("the end, told: {other:?}"),
+        }
+    });
 }
