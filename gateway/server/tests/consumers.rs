@@ -141,10 +141,12 @@ fn digest_of(count: u32) -> String {
 #[test]
 #[ignore = "needs root for mount and network namespaces; tests/run.sh runs it"]
 fn consumers_in_their_own_namespaces_both_read_a_million_datagrams_byte_exact_in_order() {
-    let gateway = Gateway::start("namespaces");
+    // Buffers for what both consumers may hold (256 bursts of up to 32 each)
+    // and the gateway's own: receive never waits for them.
+    let gateway = Gateway::start_with("namespaces", 65536);
     const COUNT: u32 = 1_000_000;
     let count = COUNT.to_string();
-    let args = ["--seq-offset", "0", "--digest", "--slots", "1024", "--packets", &count];
+    let args = ["--seq-offset", "0", "--digest", "--slots", "256", "--packets", &count];
     // Each as another pod would be: its own mounts and network, the socket
     // and the memory it is handed its only way in.
     let consumers: Vec<Consumer> = (0..2).map(|_| gateway.consumer(&["unshare", "--mount", "--net"], &args)).collect();
@@ -319,8 +321,9 @@ fn subscribe(
 
 #[test]
 fn a_group_of_two_splits_the_bursts_with_none_lost_or_doubled() {
-    let gateway = Gateway::start("group");
-    let member = || daqiri_consumer::Options { group: Some("workers".into()), slots: 512, ..Default::default() };
+    // Buffers for all the members may hold (128 bursts of up to 32 each) and more.
+    let gateway = Gateway::start_with("group", 32768);
+    let member = || daqiri_consumer::Options { group: Some("workers".into()), slots: 128, ..Default::default() };
     let (a, b) = (
         subscribe(&gateway, daqiri_consumer::Target::queue("udp_rx", 0), member()),
         subscribe(&gateway, daqiri_consumer::Target::queue("udp_rx", 0), member()),
@@ -353,7 +356,8 @@ fn a_flow_subscription_takes_its_flows_packets_alone_and_survives_a_flow_reload(
     let inner =
         common::Gateway::run_with(GATEWAY, dir, &config(1), &["--consumer-socket".as_ref(), socket.as_os_str()]);
     let gateway = Gateway { gateway: inner, udp };
-    let flow = subscribe(&gateway, daqiri_consumer::Target::flow("udp_rx", 5), daqiri_consumer::Options::default());
+    let options = daqiri_consumer::Options { slots: 64, ..Default::default() };
+    let flow = subscribe(&gateway, daqiri_consumer::Target::flow("udp_rx", 5), options);
     send_from(other_source, udp, 100_000..101_000);
     send_from(flow_source, udp, 0..1000);
     assert_eq!(sequences(&flow, 1000), (0..1000).collect::<Vec<_>>(), "flow 5's packets, none of the others'");

@@ -54,6 +54,33 @@ struct State {
     turns: HashMap<GroupKey, usize>,
 }
 
+impl State {
+    /// Positions in `feeds` of the subscriptions `recipient` stands for, of engine `engine`.
+    fn members(&self, recipient: &Recipient, engine: daqiri::EngineId) -> Vec<usize> {
+        let of = |i: &usize| {
+            let feed = &self.feeds[*i].feed;
+            feed.engine == engine
+                && match recipient {
+                    Recipient::Feed(id) => feed.id == *id,
+                    Recipient::Group((name, filter)) => feed.group.as_ref() == Some(name) && feed.filter == *filter,
+                }
+        };
+        (0..self.feeds.len()).filter(of).collect()
+    }
+
+    /// Whose turn it is among `members` of `recipient` (a group's advance each burst).
+    fn next_turn(&mut self, recipient: &Recipient, members: usize) -> usize {
+        match recipient {
+            Recipient::Group(key) => {
+                let turn = self.turns.entry(key.clone()).or_default();
+                *turn = (*turn + 1) % members;
+                *turn
+            }
+            Recipient::Feed(_) => 0,
+        }
+    }
+}
+
 /// A group: its name and what its members take.
 type GroupKey = (String, Filter);
 
@@ -136,27 +163,12 @@ impl Hub {
         let mut waiting = Vec::new();
         let mut broken = Vec::new();
         for recipient in recipients {
-            let members: Vec<usize> = match &recipient {
-                Recipient::Feed(id) => state.feeds.iter().position(|s| s.feed.id == *id).into_iter().collect(),
-                Recipient::Group((name, filter)) => (0..state.feeds.len())
-                    .filter(|&i| {
-                        let feed = &state.feeds[i].feed;
-                        feed.group.as_ref() == Some(name) && feed.filter == *filter && feed.engine == burst.engine_id()
-                    })
-                    .collect(),
-            };
+            let members = state.members(&recipient, burst.engine_id());
             if members.is_empty() {
                 continue;
             }
             // A group's members take turns; the first with room takes it.
-            let turn = match &recipient {
-                Recipient::Group(key) => {
-                    let turn = state.turns.entry(key.clone()).or_default();
-                    *turn = (*turn + 1) % members.len();
-                    *turn
-                }
-                Recipient::Feed(_) => 0,
-            };
+            let turn = state.next_turn(&recipient, members.len());
             let mut taken = false;
             for k in 0..members.len() {
                 let feed = &mut state.feeds[members[(turn + k) % members.len()]].feed;
@@ -169,13 +181,12 @@ impl Hub {
                     Err(e) => broken.push((feed.id, e.to_string())),
                 }
             }
-            if taken {
-                continue;
-            }
-            let first = &mut state.feeds[members[turn]].feed;
-            match first.when_full {
-                WhenFull::HoldBack => waiting.push(recipient),
-                WhenFull::Drop => first.lost(),
+            if !taken {
+                let first = &mut state.feeds[members[turn]].feed;
+                match first.when_full {
+                    WhenFull::HoldBack => waiting.push(recipient),
+                    WhenFull::Drop => first.lost(),
+                }
             }
         }
         for (id, why) in broken {
