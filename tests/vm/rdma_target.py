@@ -14,7 +14,11 @@ before any that follows it); prints how many it checked.
 read: slot k holds message k, open to remote reads; the gateway reads
 them; once a line comes on stdin, prints `served` and disconnects.
 
-    tests/vm/rdma_target.py ADDR PORT COUNT write|read
+sink: the slots are open to remote writes, and nothing is checked (a
+throughput bench writes there); once a line comes on stdin, prints
+`served` and disconnects.
+
+    tests/vm/rdma_target.py ADDR PORT COUNT write|read|sink
 """
 
 import os
@@ -43,11 +47,15 @@ def listen(addr: str, port: str) -> tuple[CMID, CMID]:
     return listener, listener.get_request()
 
 
-def serve_reads(addr: str, port: str, count: int) -> None:
+def serve(addr: str, port: str, count: int, mode: str) -> None:
+    """Memory open to remote reads (each slot its message) or writes, until told to stop."""
     _listener, peer = listen(addr, port)
-    source = peer.reg_read(count * LARGEST)
-    for k in range(count):
-        source.write(message(k), len(message(k)), k * LARGEST)
+    if mode == "read":
+        source = peer.reg_read(count * LARGEST)
+        for k in range(count):
+            source.write(message(k), len(message(k)), k * LARGEST)
+    else:
+        source = peer.reg_write(count * LARGEST)
     print(f"target {source.buf} {source.rkey}", flush=True)
     peer.accept()
     sys.stdin.readline()
@@ -57,8 +65,8 @@ def serve_reads(addr: str, port: str, count: int) -> None:
 
 def main() -> None:
     addr, port, count, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    if mode == "read":
-        serve_reads(addr, port, count)
+    if mode in ("read", "sink"):
+        serve(addr, port, count, mode)
         return
     announced = [k for k in range(count) if immediate(k) is not None]
     if not announced or announced[-1] != count - 1:
