@@ -35,10 +35,16 @@ send_perftest=$(perftest ib_send_bw "$SIZE" "$MESSAGES")
 send_ours=$(rate "$("$ours" send 10.77.0.1 18790 "$MESSAGES" "$SIZE" | tail -1)")
 
 write_perftest=$(perftest ib_write_bw 4096 "$WRITES")
-coproc SINK { /usr/bin/python3 tests/vm/rdma_target.py 10.77.0.1 18791 256 sink; }
-sink_in=${SINK[1]}
-write_ours=$(rate "$("$ours" write 10.77.0.1 18791 "$WRITES" 4096 256 <&"${SINK[0]}" | tail -1)")
-echo stop >&"$sink_in"
+# The peer announces its memory on one FIFO (read by our bench) and waits
+# for a line on another before it lets go.
+mkfifo "$work/announce" "$work/stop"
+/usr/bin/python3 tests/vm/rdma_target.py 10.77.0.1 18791 256 sink <"$work/stop" >"$work/announce" 2>/dev/null &
+sink=$!
+exec {stop}>"$work/stop"
+write_ours=$(rate "$("$ours" write 10.77.0.1 18791 "$WRITES" 4096 256 <"$work/announce" | tail -1)")
+echo stop >&"$stop"
+exec {stop}>&-
+wait $sink || true
 
 python3 - "$send_perftest" "$send_ours" "$write_perftest" "$write_ours" "$MESSAGES x $SIZE" "$WRITES x 4096" <<'PY'
 import sys

@@ -115,6 +115,13 @@ def test_a_queues_datagrams_arrive_byte_exact_and_the_end_is_told(gateway):
             subscription.next(timeout=10)
 
 
+def test_next_returns_none_once_its_timeout_passed(gateway):
+    subscription = dg.Subscription(gateway["socket"], "udp_rx", queue=0)
+    start = time.monotonic()
+    assert subscription.next(timeout=0.3) is None
+    assert 0.25 < time.monotonic() - start < 5
+
+
 def test_a_subscription_to_what_is_not_there_is_refused_by_name(gateway):
     with pytest.raises(dg.Refused, match='no reorder plan "nope"'):
         dg.Subscription(gateway["socket"], "udp_rx", plan="nope")

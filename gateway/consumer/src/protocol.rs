@@ -27,7 +27,9 @@ pub struct Hello {
     /// What to receive.
     pub target: Target,
     /// Bursts the ring holds at once (1 to [`MAX_SLOTS`]): how far the
-    /// consumer may fall behind before [`WhenFull`] applies.
+    /// consumer may fall behind before [`WhenFull`] applies. The gateway
+    /// grants fewer where the bursts could hold over half a region's
+    /// buffers (the welcome's ring says how many).
     pub slots: u32,
     /// A group to join: each burst goes to one member of the group (of
     /// consumers with the same target and group name), for a pool of

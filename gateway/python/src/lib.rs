@@ -88,12 +88,13 @@ impl Subscription {
     /// ended the subscription and every burst before that was taken.
     #[pyo3(signature = (timeout=None))]
     fn next(slf: Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Option<Burst>> {
-        let timeout = timeout.map(Duration::from_secs_f64);
+        let deadline = timeout.map(|t| std::time::Instant::now() + Duration::from_secs_f64(t.max(0.0)));
         let taken = loop {
             // Short waits, so that Ctrl-C (a signal Python handles) is seen.
-            let wait = timeout.map_or(Duration::from_millis(100), |t| t.min(Duration::from_millis(100)));
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            let wait = left.map_or(Duration::from_millis(100), |l| l.min(Duration::from_millis(100)));
             let taken = slf.borrow().client.next_taken(Some(wait)).map_err(error)?;
-            if taken.is_some() || timeout.is_some_and(|t| t <= wait) {
+            if taken.is_some() || left.is_some_and(|l| l <= wait) {
                 break taken;
             }
             slf.py().check_signals()?;

@@ -428,7 +428,7 @@ fn a_plan_subscription_reads_each_aggregate_in_place_equal_to_the_oracle() {
     let mut config = TestConfig::udp_server(udp)
         .interface_named("udp_rx")
         .region("m", 4096, 2048)
-        .region("batches", 32, u64::from(PER_BATCH) * 64)
+        .region("batches", 64, u64::from(PER_BATCH) * 64)
         .rx_queue(rx(0, "m").batch(64).timeout_us(20000))
         .udp_src_flow(1, 0, source)
         .cpu_reorder("by_batch", &[1], "batches", 0, PER_BATCH);

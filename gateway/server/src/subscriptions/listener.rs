@@ -139,14 +139,18 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
     let port = engine.get_port_id(&target.interface).ok_or_else(|| format!("no interface \"{}\"", target.interface))?;
     let config = engine.config();
     let (filter, regions, per_slot) = resolve(&config.config().interfaces[usize::from(port)], port, &target.source)?;
-    let regions = regions
-        .iter()
+    let slots = granted_slots(config.config(), &regions, hello.slots);
+    let mut names: Vec<&String> = regions.iter().map(|(name, _)| name).collect();
+    names.sort();
+    names.dedup();
+    let regions = names
+        .into_iter()
         .map(|name| {
             let index = engine.region_index(name).ok_or_else(|| format!("no region \"{name}\""))?;
             engine.share_region(index).map_err(|e| e.message)
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let (producer, ring) = Producer::create(hello.slots, per_slot).map_err(|e| format!("cannot make a ring: {e}"))?;
+    let (producer, ring) = Producer::create(slots, per_slot).map_err(|e| format!("cannot make a ring: {e}"))?;
     let doorbell =
         rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK)
             .map_err(|e| format!("cannot make a doorbell: {e}"))?;
@@ -179,14 +183,16 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
 }
 
 /// What `source` of `interface` (port `port`) takes, the regions its
-/// bursts' packets lie in (shared with the consumer), and the most segment
-/// descriptors one of its bursts needs.
-fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<(Filter, Vec<String>, u32), String> {
+/// bursts' packets lie in (shared with the consumer) with the most buffers
+/// of each one burst may hold, and the most segment descriptors a burst needs.
+fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<(Filter, Vec<(String, u32)>, u32), String> {
     let name = &interface.name;
     let queues = interface.rx_queues();
     let plans = interface.rx.as_ref().map_or(&[][..], |rx| &rx.reorder_configs);
-    let slots =
-        |queue: &daqiri::config::model::Queue| queue.batch_size().max(1) * queue.memory_regions.len().max(1) as u32;
+    let batch = |queue: &daqiri::config::model::Queue| queue.batch_size().max(1);
+    let per_slot = |queue: &daqiri::config::model::Queue| batch(queue) * queue.memory_regions.len().max(1) as u32;
+    // A plan's aggregate is one packet of one buffer of its region.
+    let aggregates = plans.iter().map(|plan| (plan.memory_region.clone(), 1));
     match source {
         Source::Queue(id) => {
             let queue = queues
@@ -194,9 +200,8 @@ fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<(Filter,
                 .find(|q| q.id == *id)
                 .ok_or_else(|| format!("interface \"{name}\" has no RX queue {id}"))?;
             // A plan on the queue delivers its aggregates there, from its own region.
-            let mut regions = queue.memory_regions.clone();
-            regions.extend(plans.iter().map(|plan| plan.memory_region.clone()));
-            Ok((Filter::Queue { port, queue: *id }, regions, slots(queue)))
+            let regions = queue.memory_regions.iter().map(|r| (r.clone(), batch(queue))).chain(aggregates).collect();
+            Ok((Filter::Queue { port, queue: *id }, regions, per_slot(queue)))
         }
         Source::Flow(id) => {
             let flows = interface.rx.as_ref().map_or(&[][..], |rx| &rx.flows);
@@ -204,18 +209,32 @@ fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<(Filter,
                 return Err(format!("interface \"{name}\" has no flow {id}"));
             }
             // Any queue may carry it after a flow reload.
-            let regions = queues.iter().flat_map(|q| q.memory_regions.iter().cloned()).collect();
-            Ok((Filter::Flow { port, flow: *id }, regions, queues.iter().map(slots).max().unwrap_or(1)))
+            let regions =
+                queues.iter().flat_map(|q| q.memory_regions.iter().map(move |r| (r.clone(), batch(q)))).collect();
+            Ok((Filter::Flow { port, flow: *id }, regions, queues.iter().map(per_slot).max().unwrap_or(1)))
         }
         Source::Plan(plan) => {
             let index = plans
                 .iter()
                 .position(|p| &p.name == plan)
                 .ok_or_else(|| format!("interface \"{name}\" has no reorder plan \"{plan}\""))?;
-            // An aggregate is one packet of one segment.
-            Ok((Filter::Plan { port, plan: index as u16 }, vec![plans[index].memory_region.clone()], 1))
+            Ok((Filter::Plan { port, plan: index as u16 }, vec![(plans[index].memory_region.clone(), 1)], 1))
         }
     }
+}
+
+/// The slots a consumer gets of the `asked`: no more than would let its
+/// bursts hold half the buffers of one of `regions` (each with the most
+/// buffers of it one burst holds), so that no consumer can pin what
+/// receive needs. The welcome's ring shape says what was granted.
+fn granted_slots(config: &daqiri::config::model::EngineConfig, regions: &[(String, u32)], asked: u32) -> u32 {
+    regions
+        .iter()
+        .filter_map(|(name, per_burst)| {
+            let region = config.memory_regions.iter().find(|r| &r.name == name)?;
+            Some((region.num_bufs / 2 / per_burst.max(&1)).max(1))
+        })
+        .fold(asked, u32::min)
 }
 
 fn refuse(connection: &OwnedFd, reason: String) {
