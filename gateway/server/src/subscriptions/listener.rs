@@ -138,7 +138,8 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
     let target = &hello.target;
     let port = engine.get_port_id(&target.interface).ok_or_else(|| format!("no interface \"{}\"", target.interface))?;
     let config = engine.config();
-    let (filter, regions, per_slot) = resolve(&config.config().interfaces[usize::from(port)], port, &target.source)?;
+    let Resolved { filter, regions, per_slot } =
+        resolve(&config.config().interfaces[usize::from(port)], port, &target.source)?;
     let slots = granted_slots(config.config(), &regions, hello.slots);
     let mut names: Vec<&String> = regions.iter().map(|(name, _)| name).collect();
     names.sort();
@@ -182,10 +183,18 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
     Ok(id)
 }
 
-/// What `source` of `interface` (port `port`) takes, the regions its
-/// bursts' packets lie in (shared with the consumer) with the most buffers
-/// of each one burst may hold, and the most segment descriptors a burst needs.
-fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<(Filter, Vec<(String, u32)>, u32), String> {
+/// A subscription's source, resolved against the engine's config.
+struct Resolved {
+    filter: Filter,
+    /// The regions its bursts' packets lie in (shared with the consumer),
+    /// each with the most buffers of it one burst may hold.
+    regions: Vec<(String, u32)>,
+    /// The most segment descriptors one burst needs.
+    per_slot: u32,
+}
+
+/// What `source` of `interface` (port `port`) resolves to.
+fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<Resolved, String> {
     let name = &interface.name;
     let queues = interface.rx_queues();
     let plans = interface.rx.as_ref().map_or(&[][..], |rx| &rx.reorder_configs);
@@ -201,7 +210,7 @@ fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<(Filter,
                 .ok_or_else(|| format!("interface \"{name}\" has no RX queue {id}"))?;
             // A plan on the queue delivers its aggregates there, from its own region.
             let regions = queue.memory_regions.iter().map(|r| (r.clone(), batch(queue))).chain(aggregates).collect();
-            Ok((Filter::Queue { port, queue: *id }, regions, per_slot(queue)))
+            Ok(Resolved { filter: Filter::Queue { port, queue: *id }, regions, per_slot: per_slot(queue) })
         }
         Source::Flow(id) => {
             let flows = interface.rx.as_ref().map_or(&[][..], |rx| &rx.flows);
@@ -211,14 +220,16 @@ fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<(Filter,
             // Any queue may carry it after a flow reload.
             let regions =
                 queues.iter().flat_map(|q| q.memory_regions.iter().map(move |r| (r.clone(), batch(q)))).collect();
-            Ok((Filter::Flow { port, flow: *id }, regions, queues.iter().map(per_slot).max().unwrap_or(1)))
+            let per_slot = queues.iter().map(per_slot).max().unwrap_or(1);
+            Ok(Resolved { filter: Filter::Flow { port, flow: *id }, regions, per_slot })
         }
         Source::Plan(plan) => {
             let index = plans
                 .iter()
                 .position(|p| &p.name == plan)
                 .ok_or_else(|| format!("interface \"{name}\" has no reorder plan \"{plan}\""))?;
-            Ok((Filter::Plan { port, plan: index as u16 }, vec![(plans[index].memory_region.clone(), 1)], 1))
+            let regions = vec![(plans[index].memory_region.clone(), 1)];
+            Ok(Resolved { filter: Filter::Plan { port, plan: index as u16 }, regions, per_slot: 1 })
         }
     }
 }
