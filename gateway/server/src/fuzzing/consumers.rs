@@ -104,8 +104,10 @@ impl ConsumerHarness {
         }
         drop(client);
         gateway.join().expect("the connection's thread does not panic");
-        // The last packets may still be on their way round the loopback.
-        let deadline = std::time::Instant::now() + Duration::from_millis(100);
+        // The last packets may still be on their way round the loopback, and
+        // a loaded machine (AFL beside a test suite) delays the worker: a
+        // leak stays out for good, so waiting longer only slows a failure.
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
         while self.in_use() > self.idle && std::time::Instant::now() < deadline {
             self.drain();
             std::thread::sleep(Duration::from_micros(200));
