@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 use daqiri_consumer::{Options, Subscription, Target, WhenFull};
 use sha2::{Digest, Sha256};
@@ -43,7 +42,7 @@ pub(crate) struct ConsumeArgs {
     /// drops bursts for it (1 to 4096).
     #[arg(long, default_value_t = 256)]
     pub slots: u32,
-    /// File holding the gateway's consumer token.
+    /// File holding the gateway's consumer token (an empty one is refused).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
     /// Check a network-order u32 sequence number at this payload offset.
@@ -110,15 +109,7 @@ struct SequenceSeen {
 }
 
 pub(crate) fn main(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
-    let token = match &args.token_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --token-file {}", path.display()))?
-                .trim()
-                .to_owned(),
-        ),
-        None => None,
-    };
+    let token = crate::run::read_token_file(args.token_file.as_deref(), "--token-file")?;
     let target = match (&args.flow, &args.plan) {
         (Some(flow), _) => Target::flow(&args.interface, *flow),
         (_, Some(plan)) => Target::plan(&args.interface, plan),

@@ -145,7 +145,7 @@ pub(crate) fn run_gateway(
         args.capture_free_space_floor_mb << 20,
         CaptureLimits { max_running: usize::from(args.max_captures), ring_memory: args.capture_memory_mb << 20 },
     )?;
-    let hub = Hub::new(read_consumer_token(args.consumer_token_file.as_deref())?);
+    let hub = Hub::new(read_token_file(args.consumer_token_file.as_deref(), "--consumer-token-file")?);
     let listener = args.consumer_socket.as_deref().map(|path| Listener::start(path, &hub, &live)).transpose()?;
     let admin = match args.no_admin {
         true => None,
@@ -247,14 +247,15 @@ pub(crate) fn run_gateway(
     Ok(summary)
 }
 
-/// The consumer token from its file (trimmed; an empty one is refused).
-fn read_consumer_token(path: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+/// A token from the file `path` that flag `flag` names (trimmed; an empty
+/// one is refused): the consumer socket's, on both of its ends.
+pub(crate) fn read_token_file(path: Option<&std::path::Path>, flag: &str) -> anyhow::Result<Option<String>> {
     let Some(path) = path else { return Ok(None) };
     let token = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read --consumer-token-file {}", path.display()))?
+        .with_context(|| format!("cannot read {flag} {}", path.display()))?
         .trim()
         .to_owned();
-    anyhow::ensure!(!token.is_empty(), "--consumer-token-file {} is empty", path.display());
+    anyhow::ensure!(!token.is_empty(), "{flag} {} is empty", path.display());
     Ok(Some(token))
 }
 
