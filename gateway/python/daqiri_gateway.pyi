@@ -13,12 +13,26 @@ class Refused(ConnectionError):
     """The gateway refused the subscription; the message says why."""
 
 class Packet:
-    """One packet, a read-only buffer of its bytes in the gateway's memory."""
+    """One packet, read-only, in the gateway's memory: a buffer of its bytes
+    (host memory; numpy.frombuffer views it) and a DLPack producer (host or
+    GPU memory; torch.from_dlpack and cupy.from_dlpack view it)."""
     def __len__(self) -> int: ...
     @property
     def flow_id(self) -> int | None: ...
     @property
     def timestamp(self) -> int | None: ...
+    @property
+    def device(self) -> str:
+        """"cpu", or "cuda:N" where the packet lies in GPU memory."""
+    def __dlpack__(
+        self,
+        *,
+        stream: object | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> object: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 class Burst:
     """One burst, in the gateway's memory until released: release() (which

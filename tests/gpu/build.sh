@@ -40,5 +40,15 @@ for line in sys.stdin:
     # Debug info would take the folder past what travels to the GPU machine.
     strip --strip-debug "$out/$name"
 done
+# The Python module (abi3, so any CPython from 3.11 imports it) with its
+# test and the config that test reads, laid out as in the repository.
+cargo build "$profile" --quiet -p daqiri-gateway-python
+profile_dir=release
+[[ $profile == --profile=dev ]] && profile_dir=debug
+mkdir -p "$out/python/tests/python" "$out/python/configs"
+cp "target/$profile_dir/libdaqiri_gateway.so" "$out/python/daqiri_gateway.abi3.so"
+strip --strip-debug "$out/python/daqiri_gateway.abi3.so"
+cp tests/python/test_consumer.py "$out/python/tests/python/"
+cp configs/socket_udp_reorder.yaml "$out/python/configs/"
 cp tests/gpu/run.sh "$out/run.sh"
 ls "$out"

@@ -53,5 +53,25 @@ for bin in gpu_*; do
         fi
     done
 done
+# The Python client's GPU test: a GPU plan's aggregates read through
+# DLPack by PyTorch ($DAQIRI_PYTHON: a Python with torch, numpy and pytest).
+if [ -f python/daqiri_gateway.abi3.so ]; then
+    py=${DAQIRI_PYTHON:-python3}
+    name="python::test_consumer.py (GPU)"
+    if [ -z "$gpu" ]; then
+        echo "skipped: no GPU  $name"
+        skipped=$((skipped + 1))
+    elif ! "$py" -c 'import torch, numpy, pytest' 2>/dev/null; then
+        echo "skipped: $py lacks torch, numpy or pytest  $name"
+        skipped=$((skipped + 1))
+    elif log=$(cd python && PYTHONPATH=$PWD "$py" -m pytest -q -p no:cacheprovider -rs -k gpu tests/python 2>&1); then
+        echo "ok      $name: $(echo "$log" | tail -1)"
+        passed=$((passed + 1))
+    else
+        echo "FAILED  $name"
+        echo "$log" | sed 's/^/    /' | tail -40
+        failed=$((failed + 1))
+    fi
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

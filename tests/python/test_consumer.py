@@ -1,8 +1,9 @@
 """The daqiri_gateway Python module against a running gateway: a reorder
 plan's aggregates as float32 numpy arrays, viewed in place, equal to an
-oracle computed here; a queue's datagrams byte-exact; the end of a
-subscription when the gateway stops. The gateway binary is
-$DAQIRI_GATEWAY (tests/python/run.sh sets it)."""
+oracle computed here, and as DLPack tensors (on the GPU machine, a GPU
+plan's aggregates in GPU memory as PyTorch tensors); a queue's datagrams
+byte-exact; the end of a subscription when the gateway stops. The gateway
+binary is $DAQIRI_GATEWAY (tests/python/run.sh and tests/gpu/run.sh set it)."""
 
 import os
 import random
@@ -28,13 +29,19 @@ def free_udp_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def gateway(tmp_path):
-    """The example reorder config on free ports, run with a consumer socket."""
+def run_gateway(tmp_path, on_gpu: bool = False):
+    """The example reorder config on free ports, run with a consumer socket;
+    on_gpu lands packets in pinned memory and runs the plan on the GPU, its
+    aggregates in a `device` region."""
     udp, source = free_udp_port(), free_udp_port()
     config = (REPO / "configs" / "socket_udp_reorder.yaml").read_text()
     config = config.replace("udp://127.0.0.1:5002", f"udp://127.0.0.1:{udp}")
     config = re.sub(r"udp_src: 6000", f"udp_src: {source}", config)
+    if on_gpu:
+        config = config.replace('name: "rx_host"\n      kind: "host"', 'name: "rx_host"\n      kind: "host_pinned"')
+        config = config.replace('name: "batches"\n      kind: "host"', 'name: "batches"\n      kind: "device"')
+        config = config.replace('reorder_type: "cpu"', 'reorder_type: "gpu"')
+        assert config.count("host_pinned") == 1 and config.count('"device"') == 1, "the GPU config is made"
     (tmp_path / "gateway.yaml").write_text(config)
     sock = tmp_path / "consumers.sock"
     binary = os.environ.get("DAQIRI_GATEWAY", str(REPO / "target" / "debug" / "daqiri-gateway"))
@@ -52,8 +59,28 @@ def gateway(tmp_path):
     process.wait()
 
 
+@pytest.fixture
+def gateway(tmp_path):
+    yield from run_gateway(tmp_path)
+
+
+@pytest.fixture
+def gpu_gateway(tmp_path):
+    """The gateway on a GPU plan, where PyTorch sees a GPU (the GPU machine,
+    tests/gpu/run.sh); skipped elsewhere, saying why."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed: the GPU test reads aggregates with it")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU here: the GPU test runs on the GPU machine (tests/gpu/run.sh)")
+    yield from run_gateway(tmp_path, on_gpu=True)
+
+
 def samples(seq: int) -> np.ndarray:
     return np.random.default_rng(seq).integers(-32768, 32767, SAMPLES, dtype=np.int16)
+
+
+def oracle(batch: int) -> np.ndarray:
+    """Batch `batch`'s aggregate as the plan makes it: its samples in sequence order, as float32."""
+    return np.concatenate([samples(seq) for seq in range(batch * PER_BATCH, (batch + 1) * PER_BATCH)]).astype(np.float32)
 
 
 def send_batches(gateway, batches: int, first: int = 0) -> None:
@@ -77,8 +104,7 @@ def test_a_plans_aggregates_are_float32_arrays_in_place_equal_to_the_oracle(gate
         assert burst is not None, f"aggregate {batch}"
         (aggregate,) = burst.packets()
         values = np.frombuffer(aggregate, dtype=np.float32)
-        oracle = np.concatenate([samples(seq) for seq in range(batch * PER_BATCH, (batch + 1) * PER_BATCH)])
-        np.testing.assert_array_equal(values, oracle.astype(np.float32))
+        np.testing.assert_array_equal(values, oracle(batch))
         # A view of the gateway's memory, not a copy: read-only, and two
         # views of the packet are the same bytes.
         assert not values.flags.writeable
@@ -95,6 +121,54 @@ def test_a_plans_aggregates_are_float32_arrays_in_place_equal_to_the_oracle(gate
         kept = np.frombuffer(burst.packets()[0], dtype=np.float32)
     assert kept.size == PER_BATCH * SAMPLES
     del kept
+
+
+def test_a_packet_is_a_dlpack_tensor_in_place_and_holds_its_burst(gateway):
+    subscription = dg.Subscription(gateway["socket"], "udp_rx", plan="by_batch")
+    send_batches(gateway, 1)
+    burst = subscription.next(timeout=10)
+    (aggregate,) = burst.packets()
+    assert aggregate.device == "cpu" and aggregate.__dlpack_device__() == (1, 0)
+    tensor = np.from_dlpack(aggregate)
+    assert tensor.dtype == np.uint8 and tensor.shape == (len(aggregate),)
+    # The same bytes as the buffer view, at the same address: no copy.
+    view = np.frombuffer(aggregate, dtype=np.uint8)
+    assert tensor.__array_interface__["data"][0] == view.__array_interface__["data"][0]
+    np.testing.assert_array_equal(tensor.view(np.float32), oracle(0))
+    del view
+    with pytest.raises(BufferError):
+        burst.release()
+    # A capsule no one consumed gives its hold back when collected.
+    aggregate.__dlpack__()
+    del tensor
+    with pytest.raises(BufferError, match="copy"):
+        aggregate.__dlpack__(copy=True)
+    burst.release()
+
+
+def test_a_gpu_plans_aggregates_are_torch_tensors_on_the_gpu_in_place_equal_to_the_oracle(gpu_gateway):
+    import torch
+
+    subscription = dg.Subscription(gpu_gateway["socket"], "udp_rx", plan="by_batch")
+    batches = 6
+    send_batches(gpu_gateway, batches)
+    for batch in range(batches):
+        burst = subscription.next(timeout=10)
+        assert burst is not None, f"aggregate {batch}"
+        (aggregate,) = burst.packets()
+        assert aggregate.device.startswith("cuda:"), aggregate.device
+        with pytest.raises(BufferError, match="GPU memory"):
+            memoryview(aggregate)
+        tensor = torch.from_dlpack(aggregate)
+        assert tensor.is_cuda and tensor.dtype == torch.uint8 and tensor.numel() == len(aggregate)
+        # In place: the tensor is the gateway's memory as mapped here.
+        assert tensor.data_ptr() == torch.from_dlpack(aggregate).data_ptr()
+        values = tensor.view(torch.float32).cpu().numpy()
+        np.testing.assert_array_equal(values, oracle(batch))
+        with pytest.raises(BufferError):
+            burst.release()
+        del tensor
+        burst.release()
 
 
 def test_a_queues_datagrams_arrive_byte_exact_and_the_end_is_told(gateway):

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
-use crate::client::{Burst, Error, Options, Subscription};
+use crate::client::{Burst, Options, Subscription};
+use crate::error::Error;
 use crate::protocol::Target;
 
 /// A [`Subscription`] whose bursts are awaited.

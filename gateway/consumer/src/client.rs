@@ -7,33 +7,14 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags};
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
-use crate::mapped::Mapped;
+use crate::error::Error;
 use crate::protocol::{Answer, Hello, Target, VERSION, Welcome, WhenFull};
+use crate::region::{Memory, Region};
 use crate::ring::{BurstHeader, Reader, SegmentDescriptor};
 use crate::wire;
 
 /// Looks at the ring before sleeping on the doorbell (a few microseconds).
 const SPINS: u32 = 2000;
-
-/// Why a subscription could not be made or went on no longer.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The socket or the memory failed.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    /// A system call failed.
-    #[error("{0}")]
-    Os(#[from] rustix::io::Errno),
-    /// The gateway said no, and why.
-    #[error("the gateway refused the subscription: {0}")]
-    Refused(String),
-    /// The gateway ended the subscription, and why (or closed the socket).
-    #[error("the gateway ended the subscription: {0}")]
-    Ended(String),
-    /// The gateway said something this client does not understand.
-    #[error("the gateway broke the protocol: {0}")]
-    Protocol(String),
-}
 
 /// How to subscribe.
 #[derive(Debug, Clone)]
@@ -64,7 +45,7 @@ pub struct Subscription {
     reader: Reader,
     doorbell: OwnedFd,
     /// Each region the welcome listed, by its index.
-    regions: Vec<(u16, Mapped)>,
+    regions: Vec<(u16, Region)>,
 }
 
 impl Subscription {
@@ -85,6 +66,7 @@ impl Subscription {
             group: options.group,
             when_full: options.when_full,
             token: options.token,
+            gpu_memory: cfg!(feature = "cuda"),
         };
         wire::send(&socket, &serde_json::to_vec(&hello).expect("a hello serialises"), &[])?;
         let Some((message, fds)) = wire::receive(&socket)? else {
@@ -113,7 +95,7 @@ impl Subscription {
             .regions
             .iter()
             .zip(fds)
-            .map(|(region, fd)| Ok((region.index, Mapped::new(&fd, region.len as usize, false)?)))
+            .map(|(region, fd)| Ok((region.index, Region::open(region, &fd)?)))
             .collect::<Result<_, Error>>()?;
         Ok(Self { socket, id: welcome.subscription, reader, doorbell, regions })
     }
@@ -200,6 +182,7 @@ impl Subscription {
         Ok(())
     }
 
+    #[cfg(feature = "tokio")]
     /// Whether no burst waits to be taken.
     pub(crate) fn try_next_is_none(&self) -> bool {
         self.reader.is_empty()
@@ -225,27 +208,24 @@ impl Subscription {
         }
     }
 
+    #[cfg(feature = "tokio")]
     /// Whether every burst delivered was taken, having said that this
     /// consumer is about to sleep on its doorbell (`false`: one came, take it).
     pub(crate) fn going_to_sleep(&self) -> bool {
         self.reader.going_to_sleep()
     }
 
+    #[cfg(feature = "tokio")]
     /// The doorbell and the socket, for an event loop to wait on.
     pub(crate) fn wake_fds(&self) -> (&OwnedFd, &OwnedFd) {
         (&self.doorbell, &self.socket)
     }
 
-    /// `len` bytes at `offset` of region `region`; empty where the gateway
-    /// named bytes outside what it mapped.
-    fn bytes(&self, region: u16, offset: u64, len: u32) -> &[u8] {
-        let Some((_, map)) = self.regions.iter().find(|(index, _)| *index == region) else { return &[] };
-        let (start, end) = (offset as usize, offset as usize + len as usize);
-        if end > map.len() || start > end {
-            return &[];
-        }
-        // SAFETY: inside the read-only mapping, which lives as long as `self`.
-        unsafe { std::slice::from_raw_parts(map.base().as_ptr().add(start), end - start) }
+    /// `len` bytes at `offset` of region `region`; `None` where the
+    /// gateway named bytes outside what it mapped.
+    fn memory(&self, region: u16, offset: u64, len: u32) -> Option<Memory<'_>> {
+        let (_, region) = self.regions.iter().find(|(index, _)| *index == region)?;
+        region.memory(offset, len)
     }
 }
 
@@ -336,14 +316,35 @@ pub struct Packet<'b> {
 
 impl<'b> Packet<'b> {
     /// The bytes of segment 0 (the whole packet unless header-data split).
+    ///
+    /// # Panics
+    /// Where the packet lies in GPU memory, which the CPU cannot read: see
+    /// [`memory`](Self::memory).
     pub fn data(&self) -> &'b [u8] {
-        self.segment(0).unwrap_or_default()
+        match self.memory(0) {
+            None => &[],
+            Some(Memory::Host(bytes)) => bytes,
+            #[cfg(feature = "cuda")]
+            Some(Memory::Gpu(_)) => panic!("the packet lies in GPU memory: read it with Packet::memory"),
+        }
     }
 
-    /// Segment `index`'s bytes, read in place.
+    /// Segment `index`'s bytes, read in place; `None` where absent or in
+    /// GPU memory (see [`memory`](Self::memory)).
     pub fn segment(&self, index: u16) -> Option<&'b [u8]> {
+        match self.memory(index)? {
+            Memory::Host(bytes) => Some(bytes),
+            #[cfg(feature = "cuda")]
+            Memory::Gpu(_) => None,
+        }
+    }
+
+    /// Where segment `index` lies: host bytes, or GPU memory mapped in
+    /// this process. `None` where absent (or where the gateway named bytes
+    /// outside what it mapped).
+    pub fn memory(&self, index: u16) -> Option<Memory<'b>> {
         let s = self.segments.iter().find(|s| s.segment == index)?;
-        Some(self.subscription.bytes(s.region, s.offset, s.len))
+        self.subscription.memory(s.region, s.offset, s.len)
     }
 
     /// The flow the packet matched.

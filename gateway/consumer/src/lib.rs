@@ -21,12 +21,20 @@
 #[cfg(feature = "tokio")]
 mod async_client;
 mod client;
+mod error;
+#[cfg(feature = "cuda")]
+mod gpu;
 mod mapped;
 pub mod protocol;
+mod region;
 pub mod ring;
 pub mod wire;
 
 #[cfg(feature = "tokio")]
 pub use async_client::AsyncSubscription;
-pub use client::{Burst, Error, Options, Packet, Subscription, Taken};
+pub use client::{Burst, Options, Packet, Subscription, Taken};
+pub use error::Error;
+#[cfg(feature = "cuda")]
+pub use gpu::GpuSegment;
 pub use protocol::{Source, Target, WhenFull};
+pub use region::Memory;

@@ -3,7 +3,9 @@
 //!
 //! The consumer says [`Hello`]; the gateway answers [`Answer::Welcome`]
 //! with the descriptors the welcome lists (the ring, its doorbell, then
-//! each region's memory, read-only), or [`Answer::Refused`] and closes.
+//! each region's memory: host pages that map only for reading, or GPU
+//! memory the consumer imports through CUDA and maps read-only), or
+//! [`Answer::Refused`] and closes.
 //! After that the socket only says [`Answer::Ended`] when the gateway ends
 //! the subscription; either side closing it ends it too.
 
@@ -42,6 +44,11 @@ pub struct Hello {
     /// The gateway's consumer token, where it asks for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// Whether the consumer can import GPU memory (a client built with
+    /// CUDA): a target whose packets lie in a `device` region is refused
+    /// to one that cannot.
+    #[serde(default)]
+    pub gpu_memory: bool,
 }
 
 /// What the gateway does with a burst for a consumer whose ring is full.
@@ -155,4 +162,9 @@ pub struct RegionShape {
     pub name: String,
     /// Bytes to map.
     pub len: u64,
+    /// The GPU whose memory it is, by UUID (`GPU-...`, as `nvidia-smi -L`
+    /// writes it): the descriptor is then a CUDA shareable handle (a POSIX
+    /// file descriptor) to import on that GPU. Absent for host memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
 }

@@ -1,13 +1,13 @@
 //! A region's memory for a process outside the engine (a consumer of the
-//! gateway's bursts): a read-only descriptor of its pages, and where each
-//! packet's segments lie in it, so the consumer reads them in place.
+//! gateway's bursts): a descriptor of its memory (host pages that map only
+//! for reading, or GPU memory that process imports through CUDA), and where
+//! each packet's segments lie in it, so the consumer reads them in place.
 
 use std::os::fd::OwnedFd;
 
 use crate::burst::Packet;
 use crate::engine::Engine;
-use crate::error::{Error, Result, Status};
-use crate::memory::Backing;
+use crate::error::{Error, Result};
 
 /// A region as another process maps it.
 #[derive(Debug)]
@@ -16,10 +16,16 @@ pub struct SharedRegion {
     pub index: u16,
     /// Its name in the config.
     pub name: String,
-    /// A descriptor of its pages that maps only for reading.
+    /// A descriptor of its memory: host pages (`kind` host, huge or
+    /// host_pinned) that map only for reading, or, with `gpu` set, GPU
+    /// memory (`kind: device`) to import through CUDA
+    /// (`cuMemImportFromShareableHandle`, a POSIX file descriptor).
     pub fd: OwnedFd,
-    /// Bytes to map from offset 0 (whole pages).
+    /// Bytes to map from offset 0 (whole pages, or whole CUDA allocation
+    /// granules for GPU memory).
     pub len: usize,
+    /// The GPU whose memory it is, by UUID (`GPU-...`); `None` for host memory.
+    pub gpu: Option<String>,
     /// Bytes per buffer.
     pub buf_size: usize,
     /// Buffers, from offset 0, `buf_size` apart.
@@ -43,36 +49,24 @@ impl Engine {
         self.regions().index_of(name)
     }
 
-    /// Region `index`'s memory for another process. Host and hugepage
-    /// regions are shared; GPU memory (`device`, `host_pinned`) answers
-    /// `NOT_SUPPORTED`.
+    /// Region `index`'s memory for another process. `NOT_SUPPORTED` for
+    /// device memory a GPU could not make shareable.
     pub fn share_region(&self, index: u16) -> Result<SharedRegion> {
         let regions = self.regions();
         let region = regions
             .iter()
             .nth(usize::from(index))
             .ok_or_else(|| Error::invalid(format!("no region {index}: the engine has {}", regions.iter().count())))?;
-        let mapping = match region.backing() {
-            Backing::Host(m) | Backing::Hugetlb(m) => m,
-            Backing::Gpu(_) => {
-                return Err(Error::new(
-                    Status::NotSupported,
-                    format!(
-                        "region \"{}\" is kind {}: only host and huge regions are shared with other processes",
-                        region.name(),
-                        region.kind().as_str()
-                    ),
-                ));
-            }
-        };
-        let fd = mapping
-            .read_only_fd()
-            .map_err(|e| Error::new(Status::InternalError, format!("sharing region \"{}\": {e}", region.name())))?;
+        let exported = region
+            .backing()
+            .export()
+            .map_err(|e| Error::new(e.status, format!("sharing region \"{}\": {}", region.name(), e.message)))?;
         Ok(SharedRegion {
             index,
             name: region.name().to_owned(),
-            fd,
-            len: mapping.len(),
+            fd: exported.fd,
+            len: exported.len,
+            gpu: exported.gpu,
             buf_size: region.buf_size(),
             num_bufs: region.num_bufs(),
         })

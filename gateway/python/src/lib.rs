@@ -4,16 +4,27 @@
 //! a read-only buffer, so `numpy.frombuffer(packet, numpy.float32)` views a
 //! reorder plan's aggregate in place, without a copy.
 //!
+//! A packet in the gateway's GPU memory (a `device` region, say a GPU
+//! reorder plan's aggregates) is mapped read-only on the same GPU here and
+//! read through DLPack: `torch.from_dlpack(packet)` or
+//! `cupy.from_dlpack(packet)` view it in place (host packets too).
+//!
 //! A burst goes back to the gateway when it is released (`release()`, the
 //! end of a `with` block) or collected; `release()` while a buffer of it is
-//! still exported (a numpy array alive) raises `BufferError`, and a `with`
-//! block then leaves it to go back once the last view is gone.
+//! still exported (a numpy array or a DLPack tensor alive) raises
+//! `BufferError`, and a `with` block then leaves it to go back once the
+//! last view is gone.
+
+mod dlpack;
 
 use std::cell::Cell;
 use std::ffi::c_int;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use daqiri_consumer::{Options, Subscription as Client, Taken, Target, WhenFull};
+use daqiri_consumer::{Memory, Options, Subscription as Client, Taken, Target, WhenFull};
+use dlpack::Place;
 use pyo3::exceptions::{PyBufferError, PyConnectionError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::{create_exception, ffi};
@@ -102,7 +113,7 @@ impl Subscription {
         Ok(taken.map(|taken| Burst {
             subscription: slf.unbind(),
             taken: Cell::new(Some(taken)),
-            exported: Cell::new(0),
+            exported: Arc::default(),
         }))
     }
 
@@ -126,8 +137,9 @@ struct Burst {
     subscription: Py<Subscription>,
     /// `None` once released.
     taken: Cell<Option<Taken>>,
-    /// Buffers of its packets exported now.
-    exported: Cell<usize>,
+    /// Views of its packets alive now (buffers and DLPack tensors; a
+    /// tensor may be freed on another thread).
+    exported: Arc<AtomicUsize>,
 }
 
 impl Burst {
@@ -137,9 +149,9 @@ impl Burst {
 
     /// Gives the burst back once no buffer of it is exported.
     fn give_back(&self, py: Python<'_>) -> PyResult<()> {
-        if self.exported.get() > 0 {
+        if self.exported.load(Ordering::Acquire) > 0 {
             return Err(PyBufferError::new_err(
-                "a buffer of this burst is still in use (a numpy array or memoryview of one of its packets)",
+                "a view of this burst is still in use (a numpy array, memoryview or DLPack tensor of one of its packets)",
             ));
         }
         if let Some(taken) = self.taken.take() {
@@ -151,7 +163,8 @@ impl Burst {
 
 #[pymethods]
 impl Burst {
-    /// The packets, each a read-only buffer.
+    /// The packets, each a read-only buffer (host memory) and a DLPack
+    /// producer (host or GPU memory).
     fn packets(slf: Bound<'_, Self>) -> PyResult<Vec<Packet>> {
         let this = slf.borrow();
         let taken = this.held()?;
@@ -159,15 +172,11 @@ impl Burst {
         let packets = subscription
             .client
             .packets_of(&taken)
-            .map(|p| {
-                let data = p.data();
-                Packet {
-                    burst: slf.clone().unbind(),
-                    data: data.as_ptr(),
-                    len: data.len(),
-                    flow_id: p.flow_id(),
-                    timestamp: p.timestamp(),
-                }
+            .map(|p| Packet {
+                burst: slf.clone().unbind(),
+                place: p.memory(0).map_or(Place { ptr: 0, len: 0, gpu: None }, place),
+                flow_id: p.flow_id(),
+                timestamp: p.timestamp(),
             })
             .collect();
         Ok(packets)
@@ -213,7 +222,7 @@ impl Burst {
     /// one of its packets is still alive, leaves it to go back with the last.
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
-        if self.exported.get() == 0 {
+        if self.exported.load(Ordering::Acquire) == 0 {
             self.give_back(py)?;
         }
         Ok(())
@@ -229,20 +238,38 @@ impl Drop for Burst {
     }
 }
 
-/// One packet: a read-only buffer of its bytes in the gateway's memory.
+/// Where a segment's bytes are, for Python.
+fn place(memory: Memory<'_>) -> Place {
+    match memory {
+        Memory::Host(bytes) => Place { ptr: bytes.as_ptr() as u64, len: bytes.len(), gpu: None },
+        Memory::Gpu(segment) => Place { ptr: segment.ptr(), len: segment.len(), gpu: Some(segment.device()) },
+    }
+}
+
+/// One packet: its bytes in the gateway's memory, read-only: a buffer
+/// (host memory) and a DLPack producer (host or GPU memory).
 #[pyclass(unsendable, module = "daqiri_gateway")]
 struct Packet {
     burst: Py<Burst>,
-    data: *const u8,
-    len: usize,
+    place: Place,
     flow_id: Option<u32>,
     timestamp: Option<u64>,
+}
+
+impl Packet {
+    /// The burst's export count, once checked that it is still held.
+    fn exports(slf: &Bound<'_, Self>) -> PyResult<Arc<AtomicUsize>> {
+        let this = slf.borrow();
+        let burst = this.burst.borrow(slf.py());
+        burst.held()?;
+        Ok(Arc::clone(&burst.exported))
+    }
 }
 
 #[pymethods]
 impl Packet {
     fn __len__(&self) -> usize {
-        self.len
+        self.place.len
     }
 
     /// The flow it matched, if any.
@@ -257,37 +284,73 @@ impl Packet {
         self.timestamp
     }
 
+    /// Where it lies: "cpu", or "cuda:N" for GPU memory (N as this process
+    /// numbers its GPUs), as PyTorch names devices.
+    #[getter]
+    fn device(&self) -> String {
+        self.place.gpu.map_or_else(|| "cpu".to_owned(), |ordinal| format!("cuda:{ordinal}"))
+    }
+
+    /// DLPack: a one-dimensional uint8 tensor over the bytes, in place.
+    /// The bytes are complete when the packet is delivered, so any
+    /// `stream` may read them at once; no copy is ever made.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        slf: Bound<'_, Self>,
+        stream: Option<Bound<'_, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = (stream, max_version);
+        let place = slf.borrow().place;
+        if dl_device.is_some_and(|d| d != place.device()) {
+            return Err(PyBufferError::new_err(format!(
+                "the packet lies on DLPack device {:?}; it is not copied to another",
+                place.device()
+            )));
+        }
+        if copy == Some(true) {
+            return Err(PyBufferError::new_err("a packet is only lent in place (copy=True asks for a copy)"));
+        }
+        let exports = Self::exports(&slf)?;
+        dlpack::capsule(slf.py(), place, slf.clone().into_any().unbind(), &exports)
+    }
+
+    /// DLPack: `(device type, device id)`: (1, 0) for host memory, (2, N)
+    /// for CUDA device N.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        self.place.device()
+    }
+
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
         if flags & ffi::PyBUF_WRITABLE != 0 {
             return Err(PyBufferError::new_err("a packet is read-only: it lies in the gateway's memory"));
         }
-        let this = slf.borrow();
-        let burst = this.burst.borrow(slf.py());
-        burst.held()?;
+        let place = slf.borrow().place;
+        if place.gpu.is_some() {
+            return Err(PyBufferError::new_err(
+                "the packet lies in GPU memory, which the CPU cannot read: use torch.from_dlpack(packet) or cupy.from_dlpack(packet)",
+            ));
+        }
+        let exports = Self::exports(&slf)?;
         // SAFETY: `view` is the caller's; the bytes stay mapped and unreleased
         // while the view holds this packet (and so its burst): `release()`
         // refuses while `exported` counts the view.
         let filled = unsafe {
-            ffi::PyBuffer_FillInfo(
-                view,
-                slf.as_ptr(),
-                this.data.cast_mut().cast(),
-                this.len as ffi::Py_ssize_t,
-                1,
-                flags,
-            )
+            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), place.ptr as *mut _, place.len as ffi::Py_ssize_t, 1, flags)
         };
         if filled != 0 {
             return Err(PyErr::fetch(slf.py()));
         }
-        burst.exported.set(burst.exported.get() + 1);
+        exports.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
     unsafe fn __releasebuffer__(slf: Bound<'_, Self>, _view: *mut ffi::Py_buffer) {
         let this = slf.borrow();
         let burst = this.burst.borrow(slf.py());
-        burst.exported.set(burst.exported.get().saturating_sub(1));
+        burst.exported.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

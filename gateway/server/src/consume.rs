@@ -68,6 +68,9 @@ struct Seen {
     subscription: u64,
     bursts: u64,
     packets: u64,
+    /// Of them, packets that lay in the gateway's GPU memory (mapped here
+    /// through CUDA; copied to the host only for `--digest` or `--seq-offset`).
+    gpu_packets: u64,
     bytes: u64,
     /// Bursts the gateway dropped for this consumer, its ring full.
     lost_bursts: u64,
@@ -144,13 +147,21 @@ pub(crate) fn main(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
         seen.bursts += 1;
         seen.lost_bursts += burst.lost_before();
         for packet in burst.packets() {
+            let Some(memory) = packet.memory(0) else { continue };
             seen.packets += 1;
-            seen.bytes += packet.data().len() as u64;
+            seen.gpu_packets += u64::from(memory.is_gpu());
+            if hasher.is_none() && sequence.is_none() {
+                seen.bytes += memory.len() as u64;
+                continue;
+            }
+            // A check's copy where the packet lies in GPU memory.
+            let bytes = memory.to_host()?;
+            seen.bytes += bytes.len() as u64;
             if let Some(hasher) = hasher.as_mut() {
-                hasher.update(packet.data());
+                hasher.update(&bytes);
             }
             if let (Some(stats), Some(offset)) = (sequence.as_mut(), args.seq_offset)
-                && let Some(seq) = read_sequence(packet.data(), offset)
+                && let Some(seq) = read_sequence(&bytes, offset)
             {
                 stats.observe(seq);
             }

@@ -73,13 +73,22 @@ struct Ports {
 
 /// The gateway under test on the GPU config (not the oracle's).
 fn start_gateway(tag: &str) -> (String, Ports, Gateway) {
+    start_gateway_with(tag, false)
+}
+
+/// [`start_gateway`], with a consumer socket (`consumers.sock` in its
+/// directory) where `consumers`.
+fn start_gateway_with(tag: &str, consumers: bool) -> (String, Ports, Gateway) {
     let gateway = gateway_binary();
     let ports = Ports {
         udp: free_udp_port(),
         landed_udp: free_udp_port(),
         sources: [free_udp_port(), free_udp_port(), free_udp_port()],
     };
-    let gw = Gateway::run(&gateway, scratch_dir(tag), &config(ports, false).yaml());
+    let dir = scratch_dir(tag);
+    let socket = dir.join("consumers.sock");
+    let more: &[&std::ffi::OsStr] = if consumers { &["--consumer-socket".as_ref(), socket.as_os_str()] } else { &[] };
+    let gw = Gateway::run_with(&gateway, dir, &config(ports, false).yaml(), more);
     (gateway, ports, gw)
 }
 
@@ -124,6 +133,78 @@ fn config(Ports { udp, landed_udp, sources }: Ports, oracle: bool) -> TestConfig
         .rx_queue(queue("on_gpu"))
         .udp_src_flow(9, 0, sources[2]);
     plans.and(landed)
+}
+
+/// Each plan's aggregates by (plan, batch), as the same plans on the CPU
+/// (`daqiri::reorder::Replay`) make them from the packets gen sends.
+fn cpu_oracle(ports: Ports) -> std::collections::BTreeMap<(&'static str, u64), Vec<u8>> {
+    let oracle_config = config(ports, true).validate().expect("the oracle's config");
+    let mut oracle = daqiri::reorder::Replay::new(&oracle_config, "plans").expect("the CPU plans");
+    let mut expected = std::collections::BTreeMap::new();
+    // Aggregates are taken as they complete: the output pools are small.
+    let mut take = |oracle: &mut daqiri::reorder::Replay| {
+        while let Some(batch) = oracle.next_batch() {
+            let plan = &PLANS[usize::from(batch.reorder_plan().unwrap())];
+            expected.insert((plan.name, batch.batch_id().unwrap()), batch.packet(0).data().to_vec());
+        }
+    };
+    for plan in &PLANS {
+        for seq in 0..(BATCHES * PACKETS_PER_BATCH) as u32 {
+            assert!(oracle.push(plan.flow, &gen_payload(seq, plan.payload)));
+            take(&mut oracle);
+        }
+    }
+    oracle.finish();
+    take(&mut oracle);
+    assert_eq!(expected.len(), PLANS.len() * BATCHES, "the oracle emitted every batch");
+    expected
+}
+
+/// SHA-256 of `chunks` in order, as `consume --digest` writes it.
+fn sha256<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> String {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    for chunk in chunks {
+        hasher.update(chunk);
+    }
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A `daqiri-gateway consume` process on `args`, once it says it subscribed.
+fn consumer(gateway: &str, socket: &std::path::Path, args: &[&str]) -> std::process::Child {
+    let mut child = Command::new(gateway)
+        .args(["consume", "--socket"])
+        .arg(socket)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let out = child.stdout.as_mut().unwrap();
+    let mut byte = [0u8; 1];
+    while std::io::Read::read(out, &mut byte).unwrap() == 1 && byte[0] != b'\n' {
+        first.push(byte[0] as char);
+    }
+    assert!(first.starts_with("subscribed "), "the consumer subscribes: {first:?}");
+    child
+}
+
+/// The gateway's answer to `hello` on the consumer socket at `path`.
+fn hello_answer(path: &std::path::Path, hello: &[u8]) -> Value {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketType};
+    let socket = rustix::net::socket(AddressFamily::UNIX, SocketType::SEQPACKET, None).unwrap();
+    rustix::net::connect(&socket, &SocketAddrUnix::new(path).unwrap()).unwrap();
+    daqiri_consumer::wire::send(&socket, hello, &[]).unwrap();
+    let (answer, _) = daqiri_consumer::wire::receive(&socket).unwrap().expect("an answer");
+    serde_json::from_slice(&answer).unwrap()
+}
+
+/// A consume process's JSON summary once it exits.
+fn summary(child: std::process::Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "consume: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// A `format: gds` capture started; its id.
@@ -206,25 +287,7 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     send(&gateway, landed_udp, sources[2], (0, LANDED), LANDED_PAYLOAD, 1);
 
     // Aggregates: equal, byte for byte, to the CPU plans on the same packets.
-    let oracle_config = config(ports, true).validate().expect("the oracle's config");
-    let mut oracle = daqiri::reorder::Replay::new(&oracle_config, "plans").expect("the CPU plans");
-    let mut expected = std::collections::BTreeMap::new();
-    // Aggregates are taken as they complete: the output pools are small.
-    let mut take = |oracle: &mut daqiri::reorder::Replay| {
-        while let Some(batch) = oracle.next_batch() {
-            let plan = &PLANS[usize::from(batch.reorder_plan().unwrap())];
-            expected.insert((plan.name, batch.batch_id().unwrap()), batch.packet(0).data().to_vec());
-        }
-    };
-    for plan in &PLANS {
-        for seq in 0..(BATCHES * PACKETS_PER_BATCH) as u32 {
-            assert!(oracle.push(plan.flow, &gen_payload(seq, plan.payload)));
-            take(&mut oracle);
-        }
-    }
-    oracle.finish();
-    take(&mut oracle);
-    assert_eq!(expected.len(), PLANS.len() * BATCHES, "the oracle emitted every batch");
+    let expected = cpu_oracle(ports);
     for (plan, id) in PLANS.iter().zip(aggregates) {
         finished(&gw, id, BATCHES);
         for batch in 0..BATCHES as u64 {
@@ -271,6 +334,80 @@ fn gpu_plans_and_gpu_landing_reach_disk_through_gds_equal_to_the_cpu_oracle() {
     let metrics = String::from_utf8_lossy(&metrics);
     for label in ["daqiri_memory_region_gpu=\"0\"", "daqiri_reorder_gpu=\"0\""] {
         assert!(metrics.contains(label), "/metrics lacks {label}");
+    }
+}
+
+#[test]
+fn consumer_processes_read_gpu_aggregates_and_gpu_landed_packets_in_place_equal_to_the_cpu_oracle() {
+    let (gateway, ports, gw) = start_gateway_with("gpu-consumers", true);
+    let socket = gw.dir.join("consumers.sock");
+    let Ports { udp, landed_udp, sources } = ports;
+    // A client that cannot import GPU memory (its hello does not say it
+    // can) is refused by the region's name.
+    let refusal =
+        hello_answer(&socket, br#"{"version":1,"target":{"interface":"plans","plan":"int4_fp16"},"slots":4}"#);
+    let reason = refusal["refused"]["reason"].as_str().unwrap_or_else(|| panic!("refused: {refusal}"));
+    assert!(reason.contains("\"out_int4_fp16\" is GPU memory"), "{reason}");
+    let batches = BATCHES.to_string();
+    let landed = LANDED.to_string();
+    // One consumer per plan (its aggregates lie in a `device` region), one
+    // on the queue that lands in GPU memory; each in a process of its own.
+    let plan_consumers: Vec<_> = PLANS
+        .iter()
+        .map(|plan| {
+            let args = ["--interface", "plans", "--plan", plan.name, "--digest", "--packets", &batches, "--idle", "20"];
+            consumer(&gateway, &socket, &args)
+        })
+        .collect();
+    let queue_consumer = consumer(
+        &gateway,
+        &socket,
+        &["--interface", "landed", "--queue", "0", "--digest", "--packets", &landed, "--idle", "20"],
+    );
+    for (plan, source) in PLANS.iter().zip(sources) {
+        send(&gateway, udp, source, (0, BATCHES * PACKETS_PER_BATCH), plan.payload, PACKETS_PER_BATCH);
+    }
+    send(&gateway, landed_udp, sources[2], (0, LANDED), LANDED_PAYLOAD, 1);
+
+    let expected = cpu_oracle(ports);
+    for (plan, child) in PLANS.iter().zip(plan_consumers) {
+        let seen = summary(child);
+        assert_eq!(
+            (seen["packets"].as_u64(), seen["gpu_packets"].as_u64()),
+            (Some(BATCHES as u64), Some(BATCHES as u64)),
+            "{} read in GPU memory: {seen}",
+            plan.name
+        );
+        let oracle = sha256((0..BATCHES as u64).map(|batch| &expected[&(plan.name, batch)][..]));
+        assert_eq!(
+            seen["digest"].as_str(),
+            Some(oracle.as_str()),
+            "{}: the aggregates equal the CPU oracle's",
+            plan.name
+        );
+    }
+    let seen = summary(queue_consumer);
+    assert_eq!(seen["gpu_packets"].as_u64(), Some(LANDED as u64), "{seen}");
+    let payloads: Vec<Vec<u8>> = (0..LANDED as u32).map(|seq| gen_payload(seq, LANDED_PAYLOAD)).collect();
+    assert_eq!(seen["digest"].as_str(), Some(sha256(payloads.iter().map(Vec::as_slice)).as_str()), "{seen}");
+
+    // Every aggregate back once the consumers are gone (the landing
+    // regions keep what the engine's workers cache out of their pools).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let (_, stats) = gw.json("GET", "/api/v1/stats", "");
+        let out: Vec<(String, u64)> = stats["memory_regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["name"].as_str().is_some_and(|n| n.starts_with("out_")) && r["in_use"].as_u64() != Some(0))
+            .map(|r| (r["name"].as_str().unwrap().to_owned(), r["in_use"].as_u64().unwrap_or(0)))
+            .collect();
+        if out.is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "buffers still out after the consumers left: {out:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

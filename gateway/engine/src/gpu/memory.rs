@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, result, sys};
 
+use super::shareable::{self, Shareable};
 use super::{context, cuda_error};
 use crate::error::{Error, Status};
 use crate::memory::{DevicePtr, DeviceSlice, Mapping};
@@ -20,23 +21,63 @@ pub struct DeviceMemory {
     ctx: Arc<CudaContext>,
     ptr: sys::CUdeviceptr,
     len: usize,
+    /// Set where another process can map it (see [`DeviceMemory::export`]).
+    shareable: Option<Shareable>,
 }
 
 impl DeviceMemory {
-    /// `len` zeroed bytes on GPU `gpu`.
+    /// `len` zeroed bytes on GPU `gpu`, for the engine alone.
     pub(crate) fn new(gpu: u32, len: usize) -> Result<Self, Error> {
+        Self::allocate(gpu, len, false)
+    }
+
+    /// `len` zeroed bytes on GPU `gpu` for a region, which consumers in
+    /// other processes may map (see [`export`](Self::export)) where the GPU
+    /// can share memory; the engine's own memory elsewhere.
+    pub(crate) fn for_region(gpu: u32, len: usize) -> Result<Self, Error> {
+        Self::allocate(gpu, len, true)
+    }
+
+    fn allocate(gpu: u32, len: usize, try_shareable: bool) -> Result<Self, Error> {
         let ctx = context::context(gpu)?;
         let doing = || format!("allocating {len} bytes on GPU {gpu}");
         ctx.bind_to_thread().map_err(|e| cuda_error(doing(), e))?;
-        // Whole host pages, so that the allocation can be exported as a
-        // dma-buf (see `dma_buf`), which maps pages.
-        let pages = len.max(1).next_multiple_of(PAGE);
-        // SAFETY: the context is current on this thread (bound above); the
-        // allocation is zeroed before anyone sees it and freed once, on drop.
-        let ptr = unsafe { result::malloc_sync(pages) }.map_err(|e| cuda_error(doing(), e))?;
-        // SAFETY: `ptr` is `len` bytes just allocated in this context.
+        let shared = if try_shareable { Shareable::allocate(&ctx, len)? } else { None };
+        let (ptr, shareable) = match shared {
+            Some((ptr, memory)) => (ptr, Some(memory)),
+            None => {
+                // Whole host pages, so that the allocation can be exported
+                // as a dma-buf (see `dma_buf`), which maps pages.
+                let pages = len.max(1).next_multiple_of(PAGE);
+                // SAFETY: the context is current on this thread (bound
+                // above); the allocation is freed once, on drop.
+                (unsafe { result::malloc_sync(pages) }.map_err(|e| cuda_error(doing(), e))?, None)
+            }
+        };
+        let memory = Self { ctx, ptr, len, shareable };
+        // SAFETY: `ptr` is `len` bytes just allocated in this context, zeroed
+        // before anyone sees them.
         unsafe { result::memset_d8_sync(ptr, 0, len) }.map_err(|e| cuda_error(doing(), e))?;
-        Ok(Self { ctx, ptr, len })
+        Ok(memory)
+    }
+
+    /// Bytes mapped from `ptr`: whole pages, or whole allocation granules
+    /// for shareable memory (what a dma-buf or another process maps).
+    fn mapped_len(&self) -> usize {
+        self.shareable.as_ref().map_or(self.len.max(1).next_multiple_of(PAGE), Shareable::size)
+    }
+
+    /// A new descriptor of the memory for another process, which maps
+    /// [`mapped_len`](Self::mapped_len) bytes of it; `NOT_SUPPORTED` where
+    /// the GPU could not make it shareable.
+    pub(crate) fn export(&self) -> Result<(std::os::fd::OwnedFd, usize), Error> {
+        let memory = self.shareable.as_ref().ok_or_else(|| shareable::not_shareable(self.gpu()))?;
+        Ok((memory.export()?, memory.size()))
+    }
+
+    /// The GPU's UUID (`GPU-...`, as `nvidia-smi -L` writes it).
+    pub(crate) fn gpu_uuid(&self) -> Result<String, Error> {
+        shareable::uuid(&self.ctx)
     }
 
     /// Where the memory starts in the GPU's address space.
@@ -85,7 +126,7 @@ impl DeviceMemory {
             sys::cuMemGetHandleForAddressRange(
                 (&raw mut fd).cast(),
                 self.ptr,
-                self.len.max(1).next_multiple_of(PAGE),
+                self.mapped_len(),
                 CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
                 0,
             )
@@ -101,11 +142,17 @@ const PAGE: usize = 4096;
 
 impl Drop for DeviceMemory {
     fn drop(&mut self) {
-        // SAFETY: `ptr` came from `malloc_sync` in this context and is freed
-        // only here; nothing holds it once its owner drops.
-        let freed = self.ctx.bind_to_thread().and_then(|()| unsafe { result::free_sync(self.ptr) });
-        if let Err(e) = freed {
-            tracing::warn!(gpu = self.gpu(), bytes = self.len, error = ?e, "freeing GPU memory failed");
+        let freed =
+            self.ctx.bind_to_thread().map_err(|e| format!("{e:?}")).and_then(|()| match self.shareable.take() {
+                // SAFETY: `ptr` is where `Shareable::allocate` mapped it, freed
+                // only here; nothing holds it once its owner drops.
+                Some(memory) => unsafe { memory.free(self.ptr) }.map_err(|e| format!("{e:?}")),
+                // SAFETY: `ptr` came from `malloc_sync` in this context and is
+                // freed only here.
+                None => unsafe { result::free_sync(self.ptr) }.map_err(|e| format!("{e:?}")),
+            });
+        if let Err(error) = freed {
+            tracing::warn!(gpu = self.gpu(), bytes = self.len, error, "freeing GPU memory failed");
         }
     }
 }
@@ -194,6 +241,11 @@ impl PinnedMemory {
         self.pages.len() == 0
     }
 
+    /// A descriptor of the pages that maps only for reading, for another process.
+    pub(crate) fn read_only_fd(&self) -> Result<std::os::fd::OwnedFd, Error> {
+        self.pages.read_only_fd_named()
+    }
+
     /// The bytes, for the CPU: the caller must know no GPU work is using them.
     pub(crate) fn host_bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: the mapping's bytes are this allocation's, and `&mut self`
@@ -231,6 +283,13 @@ impl DeviceBuffer {
     /// `len` zeroed bytes on GPU `gpu`.
     pub fn zeroed(gpu: u32, len: usize) -> Result<Self, Error> {
         Ok(Self { memory: DeviceMemory::new(gpu, len)? })
+    }
+
+    /// `len` zeroed bytes on GPU `gpu`, allocated as a `device` region's
+    /// are: shareable with another process where the GPU can (whole
+    /// allocation granules).
+    pub fn zeroed_as_region(gpu: u32, len: usize) -> Result<Self, Error> {
+        Ok(Self { memory: DeviceMemory::for_region(gpu, len)? })
     }
 
     /// A copy of `bytes` on GPU `gpu`.

@@ -8,6 +8,7 @@
 mod context;
 mod memory;
 mod reorder;
+mod shareable;
 mod staging;
 
 pub use context::{bind_thread, gpu_count, memory_info, new_stream};

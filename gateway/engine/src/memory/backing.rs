@@ -5,6 +5,7 @@
 use std::ptr::NonNull;
 
 use super::device::DevicePtr;
+use super::exported::Exported;
 use super::gpu_backing::GpuBacking;
 use super::mapping::Mapping;
 
@@ -71,6 +72,17 @@ impl Backing {
         match self {
             Backing::Host(_) | Backing::Hugetlb(_) => None,
             Backing::Gpu(g) => g.dma_buf(),
+        }
+    }
+
+    /// The memory for another process to map (a consumer): `NOT_SUPPORTED`
+    /// where it cannot be handed over.
+    pub(crate) fn export(&self) -> Result<Exported, crate::error::Error> {
+        match self {
+            Backing::Host(m) | Backing::Hugetlb(m) => {
+                Ok(Exported { fd: m.read_only_fd_named()?, len: m.len(), gpu: None })
+            }
+            Backing::Gpu(g) => g.export(),
         }
     }
 

@@ -7,6 +7,7 @@ use std::ptr::NonNull;
 use daqiri_config::model::{MemoryKind, MemoryRegion};
 
 use super::device::DevicePtr;
+use super::exported::Exported;
 use crate::error::Error;
 use crate::gpu::{DeviceMemory, PinnedMemory};
 
@@ -29,7 +30,7 @@ impl GpuBacking {
             )
         };
         match config.kind {
-            MemoryKind::Device => DeviceMemory::new(config.affinity, len).map(GpuBacking::Device).map_err(named),
+            MemoryKind::Device => DeviceMemory::for_region(config.affinity, len).map(GpuBacking::Device).map_err(named),
             MemoryKind::HostPinned => {
                 PinnedMemory::on_node(config.affinity, len).map(GpuBacking::HostPinned).map_err(named)
             }
@@ -70,6 +71,17 @@ impl GpuBacking {
         match self {
             GpuBacking::Device(d) => Some(d.dma_buf()),
             GpuBacking::HostPinned(_) => None,
+        }
+    }
+
+    pub(super) fn export(&self) -> Result<Exported, Error> {
+        match self {
+            GpuBacking::Device(d) => {
+                let (fd, len) = d.export()?;
+                Ok(Exported { fd, len, gpu: Some(d.gpu_uuid()?) })
+            }
+            // Host memory, mapped into the GPUs: another process reads it as host memory.
+            GpuBacking::HostPinned(p) => Ok(Exported { fd: p.read_only_fd()?, len: p.len(), gpu: None }),
         }
     }
 

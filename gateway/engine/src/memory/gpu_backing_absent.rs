@@ -7,6 +7,7 @@ use std::ptr::NonNull;
 use daqiri_config::model::MemoryRegion;
 
 use super::device::DevicePtr;
+use super::exported::Exported;
 use crate::error::{Error, Status};
 
 /// Memory of a GPU kind: none in this build.
@@ -44,6 +45,10 @@ impl GpuBacking {
 
     #[cfg(feature = "rdma")]
     pub(super) fn dma_buf(&self) -> Option<Result<std::os::fd::OwnedFd, Error>> {
+        match *self {}
+    }
+
+    pub(super) fn export(&self) -> Result<Exported, Error> {
         match *self {}
     }
 

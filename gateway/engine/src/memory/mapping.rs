@@ -109,6 +109,13 @@ impl Mapping {
         self.len
     }
 
+    /// [`read_only_fd`](Self::read_only_fd), its failure an engine error.
+    pub(crate) fn read_only_fd_named(&self) -> Result<OwnedFd, crate::error::Error> {
+        self.read_only_fd().map_err(|e| {
+            crate::error::Error::new(crate::error::Status::InternalError, format!("a descriptor of the memory: {e}"))
+        })
+    }
+
     /// A new descriptor of the memory file that only reads: a process it is
     /// handed to can map the pages to read, and not to write (a shared
     /// writable mapping of a read-only descriptor is refused).

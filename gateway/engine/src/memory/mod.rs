@@ -8,6 +8,7 @@
 
 mod backing;
 mod device;
+mod exported;
 // Device and pinned memory; a build without CUDA has the same shape, refusing them.
 #[cfg_attr(not(feature = "cuda"), path = "gpu_backing_absent.rs")]
 mod gpu_backing;

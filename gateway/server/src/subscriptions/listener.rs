@@ -151,6 +151,14 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
             engine.share_region(index).map_err(|e| e.message)
         })
         .collect::<Result<Vec<_>, String>>()?;
+    if let Some(region) = regions.iter().find(|r| r.gpu.is_some())
+        && !hello.gpu_memory
+    {
+        return Err(format!(
+            "region \"{}\" is GPU memory (kind device), and this consumer cannot import GPU memory (a client built with CUDA can: daqiri-consumer's cuda feature)",
+            region.name
+        ));
+    }
     let (producer, ring) = Producer::create(slots, per_slot).map_err(|e| format!("cannot make a ring: {e}"))?;
     let doorbell =
         rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK)
@@ -161,7 +169,7 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
         ring: producer.shape(),
         regions: regions
             .iter()
-            .map(|r| RegionShape { index: r.index, name: r.name.clone(), len: r.len as u64 })
+            .map(|r| RegionShape { index: r.index, name: r.name.clone(), len: r.len as u64, gpu: r.gpu.clone() })
             .collect(),
     };
     let message = serde_json::to_vec(&Answer::Welcome(welcome)).expect("a welcome serialises");

@@ -132,6 +132,12 @@ impl Hub {
         }
         let burst = Arc::new(burst);
         let recipients = self.recipients(&burst);
+        if recipients.is_empty() {
+            return;
+        }
+        // A GPU aggregate or a copy into GPU memory may still be in flight;
+        // a consumer in another process cannot wait on our CUDA event.
+        burst.wait_ready();
         let mut waiting = self.give(&burst, recipients);
         while !waiting.is_empty() && !self.stopping.load(Ordering::Relaxed) {
             std::thread::sleep(HOLD_BACK_POLL);
