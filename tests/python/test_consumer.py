@@ -10,6 +10,7 @@ import random
 import re
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -146,12 +147,40 @@ def test_a_packet_is_a_dlpack_tensor_in_place_and_holds_its_burst(gateway):
     burst.release()
 
 
+WRITER = """
+import sys, torch, daqiri_gateway as dg
+subscription = dg.Subscription(sys.argv[1], "udp_rx", plan="by_batch")
+print("subscribed", flush=True)
+burst = subscription.next(timeout=20)
+tensor = torch.from_dlpack(burst.packets()[0])
+try:
+    tensor.fill_(0)
+    torch.cuda.synchronize()
+    print("wrote", flush=True)
+except RuntimeError as e:
+    print("write refused:", e, flush=True)
+"""
+
+
 def test_a_gpu_plans_aggregates_are_torch_tensors_on_the_gpu_in_place_equal_to_the_oracle(gpu_gateway):
     import torch
 
     subscription = dg.Subscription(gpu_gateway["socket"], "udp_rx", plan="by_batch")
+    # Another consumer, in a process of its own, tries to write into the
+    # first aggregate: the gateway's memory is mapped read-only for it, so
+    # its kernel faults in its own process and the aggregate stays whole.
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(gpu_gateway["socket"])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert writer.stdout.readline().strip() == "subscribed"
     batches = 6
     send_batches(gpu_gateway, batches)
+    out, _ = writer.communicate(timeout=60)
+    assert "write refused" in out, out
     for batch in range(batches):
         burst = subscription.next(timeout=10)
         assert burst is not None, f"aggregate {batch}"
