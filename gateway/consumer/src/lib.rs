@@ -15,6 +15,11 @@
 //! # Ok::<(), daqiri_consumer::Error>(())
 //! ```
 //!
+//! With the `cuda` feature the client also takes targets in the gateway's
+//! GPU memory (`device` regions): [`Packet::memory`] then gives a
+//! `Memory::Gpu` segment, mapped read-only on the same GPU here, for
+//! kernels to read in place.
+//!
 //! The protocol ([`protocol`]) and the ring ([`ring`]) are the gateway's
 //! too: it links this crate for them. Nothing here depends on the engine.
 
