@@ -624,6 +624,22 @@ impl Burst {
         }
     }
 
+    /// Asks for the lines the pushes will write (the entry's header and its
+    /// columns) in exclusive state, all at once, before the first push. An
+    /// entry comes back from the application's core, which read it last, so
+    /// each line the receiver writes would otherwise wait for its own
+    /// cross-core transfer (docs/benchmarks.md, "Scaling over RX queues").
+    pub(crate) fn prefetch_for_write(&self) {
+        let meta = self.meta();
+        prefetch_lines_for_write(std::ptr::from_ref(meta).cast(), std::mem::size_of::<BurstMeta>());
+        for column in &meta.segments {
+            prefetch_vec_for_write(&column.buffers);
+            prefetch_vec_for_write(&column.offsets);
+            prefetch_vec_for_write(&column.lengths);
+        }
+        prefetch_vec_for_write(&meta.flow_ids);
+    }
+
     /// Appends a packet. Segments the slot lacks are stored as released.
     pub(crate) fn push(&mut self, slot: PacketSlot) {
         debug_assert!(!self.is_full(), "burst pushed past batch_size");
@@ -936,4 +952,25 @@ impl PacketMut<'_> {
         self.set_lengths(&[len])?;
         Ok(len)
     }
+}
+
+/// [`prefetch_lines_for_write`] over a column's whole allocation.
+fn prefetch_vec_for_write<T>(column: &Vec<T>) {
+    prefetch_lines_for_write(column.as_ptr().cast(), column.capacity() * std::mem::size_of::<T>());
+}
+
+/// Asks for the cache lines of `bytes` from `start` in exclusive state
+/// (`prefetchw`): a hint, which never faults; CPUs without it ignore it.
+#[allow(unsafe_code)]
+fn prefetch_lines_for_write(start: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for at in (0..bytes).step_by(64) {
+        // SAFETY: a hint for an address inside the allocation; it neither
+        // faults nor changes anything a program observes.
+        unsafe {
+            std::arch::asm!("prefetchw [{}]", in(reg) start.wrapping_add(at), options(nostack, preserves_flags, readonly));
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (start, bytes);
 }

@@ -293,6 +293,9 @@ impl Assembler {
 
     fn start_burst(&mut self, queue: &Queue) -> bool {
         self.pending = queue.meta.take();
+        if let Some(burst) = &self.pending {
+            burst.prefetch_for_write();
+        }
         self.started = Instant::now();
         self.pending.is_some()
     }

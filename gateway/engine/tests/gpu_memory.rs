@@ -182,7 +182,7 @@ fn gpu_device_memory_exports_as_a_dma_buf_of_whole_pages() {
 fn gpu_region_memory_exports_as_a_dma_buf_of_its_whole_allocation() {
     let buffer = daqiri::gpu::DeviceBuffer::zeroed_as_region(0, 3 * 4096 + 100).unwrap();
     let size = dma_buf_size(&buffer);
-    assert!(size >= 64 * 1024 && size % 4096 == 0, "the whole allocation, {size} bytes");
+    assert!(size >= 64 * 1024 && size.is_multiple_of(4096), "the whole allocation, {size} bytes");
     // And it holds what the GPU wrote there: zeroes.
     assert!(buffer.to_host().unwrap().iter().all(|&b| b == 0));
 }
