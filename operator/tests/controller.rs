@@ -280,6 +280,12 @@ async fn a_new_gateway_pod_is_configured_without_waiting_for_the_resync() {
         .await;
     assert!(took < controller::worker::RESYNC / 10, "took {took:?}");
     assert_eq!(h.gateway.received(), vec![h.node_config()]);
+    // The node's state is written after the port's condition: wait for it
+    // too (a loaded machine showed the port's first).
+    h.until(Duration::from_secs(10), "the node state updated", |h| {
+        h.api.get(STATES, "node-1").is_some_and(|s| s["status"]["engineState"] == "running")
+    })
+    .await;
     let state = h.api.get(STATES, "node-1").unwrap();
     assert_eq!(
         (&state["status"]["engineState"], &state["status"]["gatewayPod"], &state["status"]["ports"]),
