@@ -69,14 +69,10 @@ impl Shareable {
             memory.release();
             return Err(cuda_error(doing(), e));
         }
-        let mapped = map_for(ptr, size, handle, ctx.cu_device(), CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-        if let Err(e) = mapped {
-            // SAFETY: the range reserved just above, mapped or not.
-            unsafe {
-                let _ = sys::cuMemUnmap(ptr, size);
-                let _ = sys::cuMemAddressFree(ptr, size);
-            }
-            memory.release();
+        if let Err(e) = map_for(ptr, size, handle, ctx.cu_device()) {
+            // SAFETY: the range reserved just above, mapped or not, and used
+            // by nothing yet; unmapping what was never mapped only fails.
+            let _ = unsafe { memory.free(ptr) };
             return Err(cuda_error(doing(), e));
         }
         Ok(Some((ptr, memory)))
@@ -144,19 +140,18 @@ fn allocation_properties(device: sys::CUdevice) -> sys::CUmemAllocationProp {
     prop
 }
 
-/// Maps `handle` at `ptr` and lets `device` reach it with `access`.
+/// Maps `handle` at `ptr` and lets `device` read and write it.
 fn map_for(
     ptr: sys::CUdeviceptr,
     size: usize,
     handle: sys::CUmemGenericAllocationHandle,
     device: sys::CUdevice,
-    access: CUmemAccess_flags,
 ) -> Result<(), cudarc::driver::DriverError> {
     // SAFETY: `ptr` is a reserved range of `size` bytes; `handle` is at least as large.
     unsafe { sys::cuMemMap(ptr, size, 0, handle, 0) }.result()?;
     let desc = sys::CUmemAccessDesc {
         location: sys::CUmemLocation { type_: CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: device },
-        flags: access,
+        flags: CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
     };
     // SAFETY: the range was mapped just above.
     unsafe { sys::cuMemSetAccess(ptr, size, &desc, 1) }.result()
