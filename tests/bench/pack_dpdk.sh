@@ -11,6 +11,8 @@ out=${1:-target/dpdk-bench}
 rm -rf "$out" && mkdir -p "$out/lib" "$out/bin"
 cargo build --release -q -p daqiri-gateway --features dpdk
 cp target/release/daqiri-gateway "$(command -v dpdk-testpmd)" "$out/bin/"
+# shellcheck disable=SC2046 # pkg-config prints separate flags
+cc -O2 -o "$out/bin/dpdk-handoff" tests/bench/dpdk_handoff.c $(pkg-config --cflags --libs libdpdk)
 strip --strip-debug "$out/bin/daqiri-gateway"
 # The plugins the benchmarks load (net_null, the ring mempool it needs, the
 # virtual-device bus), kept with the libraries: EAL then loads the very
@@ -41,7 +43,7 @@ if [[ ! -d $pmds ]]; then
     while read -r plugin; do ln -s "$here/lib/$plugin" "$pmds/${plugin%.23}"; done <"$here/plugins"
 fi
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$here/bin:$PATH" GW="$here/bin/daqiri-gateway" TESTPMD="$here/bin/dpdk-testpmd"
+export PATH="$here/bin:$PATH" GW="$here/bin/daqiri-gateway" TESTPMD="$here/bin/dpdk-testpmd" HANDOFF="$here/bin/dpdk-handoff"
 exec "$@"
 RUN
 chmod +x "$out/run.sh" "$out"/dpdk_*.sh

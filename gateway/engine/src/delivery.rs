@@ -180,14 +180,21 @@ pub(crate) struct Assembler {
     stalled: Option<Burst>,
     /// The queue's reorder plans, which take their flows' packets.
     reorder: Option<Reorderer>,
+    /// Empty bursts taken ahead ([`AT_HAND`] at a time), the next one last.
+    at_hand: Vec<Burst>,
 }
+
+/// Metadata entries a receiver takes from its queue's pool at once while
+/// packets flow; they go back once no burst started for [`PAUSE`].
+const AT_HAND: usize = 8;
+const PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl Assembler {
     /// The assembler of the RX queue at position `queue` of `port`.
     pub(crate) fn new(port: &Port, queue: usize, full_ring: FullRing) -> Self {
         let plans = port.plans_of(port.rx[queue].id);
         let reorder = (!plans.is_empty()).then(|| Reorderer::new(&plans));
-        Self { pending: None, started: Instant::now(), full_ring, stalled: None, reorder }
+        Self { pending: None, started: Instant::now(), full_ring, stalled: None, reorder, at_hand: Vec::new() }
     }
 
     /// Whether a packet can be taken now. Always, when full bursts are
@@ -258,12 +265,16 @@ impl Assembler {
         }
     }
 
-    /// Hands over a partial burst, and emits batches, whose timeout has passed.
+    /// Hands over a partial burst, and emits batches, whose timeout has
+    /// passed. Once packets pause, the entries at hand go back to the pool.
     pub(crate) fn flush_if_due(&mut self, queue: &Queue, now: Instant, regions: &RegionTable) {
         if let (Some(timeout), Some(_)) = (queue.timeout, &self.pending)
             && now.duration_since(self.started) >= timeout
         {
             self.flush(queue);
+        }
+        if !self.at_hand.is_empty() && self.pending.is_none() && now.duration_since(self.started) >= PAUSE {
+            self.at_hand.clear();
         }
         if let Some(reorder) = &mut self.reorder {
             reorder.flush_due(queue, now, regions);
@@ -285,6 +296,7 @@ impl Assembler {
         if let Some(reorder) = &mut self.reorder {
             reorder.flush_all(queue, regions);
         }
+        self.at_hand.clear();
         let packets: usize = self.stalled.take().into_iter().chain(self.pending.take()).map(|b| b.num_packets()).sum();
         if packets > 0 {
             queue.stats.dropped(DropReason::RingFull, packets as u64);
@@ -292,7 +304,10 @@ impl Assembler {
     }
 
     fn start_burst(&mut self, queue: &Queue) -> bool {
-        self.pending = queue.meta.take();
+        if self.at_hand.is_empty() {
+            queue.meta.take_into(AT_HAND, &mut self.at_hand);
+        }
+        self.pending = self.at_hand.pop();
         if let Some(burst) = &self.pending {
             burst.prefetch_for_write();
         }

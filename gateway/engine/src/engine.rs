@@ -160,10 +160,13 @@ impl Engine {
     /// Once the engine is shut down and the queue drained: `NOT_READY`.
     pub fn get_rx_burst(&self, port: u16, queue: u16) -> Result<Option<Burst>> {
         let q = self.queue(port, Direction::Rx, queue)?;
-        if q.ring.is_empty() {
+        // Popped first: asking whether the ring is empty reads the index the
+        // worker moves on every push, one more line from its core per call.
+        let popped = q.ring.pop().or_else(|| {
             self.inner.ports[port as usize].poll_direct(self.inner.stopping());
-        }
-        match q.ring.pop() {
+            q.ring.pop()
+        });
+        match popped {
             None if self.has_stopped() => Err(self.not_ready()),
             burst => Ok(burst),
         }

@@ -89,6 +89,20 @@ unsafe fn split_tail(head: NonNull<rte_mbuf>, payload: &Mempool) -> Option<Tail>
     Some(Tail { index: payload.index_of(next)?, offset, len: u32::from(len) })
 }
 
+/// Makes a split chain's head a single mbuf again: its headers and its
+/// payload go back to their pools one by one, as raw mbufs
+/// ([`Mempool`]'s `release_bulk`), which must not point at each other.
+///
+/// # Safety
+/// `head` is a live chain the PMD handed over, and nothing else holds it.
+unsafe fn unchain(head: NonNull<rte_mbuf>) {
+    // SAFETY: the caller's mbuf is live and ours.
+    let m = unsafe { &mut *head.as_ptr() };
+    m.next = std::ptr::null_mut();
+    m.nb_segs = 1;
+    m.pkt_len = u32::from(m.data_len);
+}
+
 impl RxMbufs {
     pub(crate) fn with_capacity(n: usize) -> Self {
         Self { raw: vec![std::ptr::null_mut(); n], count: 0 }
@@ -120,7 +134,11 @@ impl RxMbufs {
                 (2, Some(payload)) => {
                     // SAFETY: a two-segment chain the PMD just handed over.
                     match (pools.head.index_of(mbuf), unsafe { split_tail(mbuf, payload) }) {
-                        (Some(head), Some(tail)) => (Some(head), Some(tail)),
+                        (Some(head), Some(tail)) => {
+                            // SAFETY: as above; both mbufs become buffers of their own regions.
+                            unsafe { unchain(mbuf) };
+                            (Some(head), Some(tail))
+                        }
                         _ => (None, None),
                     }
                 }

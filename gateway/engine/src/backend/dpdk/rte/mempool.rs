@@ -268,6 +268,13 @@ impl BufferPool for Mempool {
         (self.take_bulk(&mut out, 1) == 1).then(|| out[0])
     }
 
+    /// Puts the mbufs straight back into the mempool, unread: every buffer
+    /// the engine holds is a raw mbuf (reference count 1, no chain, as
+    /// `rte_pktmbuf_alloc` gives it or a PMD receives it; a split chain is
+    /// cut in two when it lands). `rte_pktmbuf_free_bulk` would read each
+    /// mbuf's header on the releasing core, usually the application's,
+    /// while the receiver's core last wrote it: a cross-core transfer per
+    /// packet (docs/benchmarks.md, "Scaling over RX queues").
     fn release_bulk(&self, indices: &[u32]) {
         // A burst drop lands here: a stack array, no allocation.
         let mut mbufs = [std::ptr::null_mut::<rte_mbuf>(); BULK];
@@ -276,8 +283,8 @@ impl BufferPool for Mempool {
                 *slot = self.mbufs[i as usize].as_ptr();
             }
             // SAFETY: each index was taken (by us or by the PMD) and not yet
-            // released, so its mbuf is out of the pool and ours to free.
-            unsafe { dpdk_sys::rte_pktmbuf_free_bulk(mbufs.as_mut_ptr(), chunk.len() as u32) };
+            // released, so its mbuf is out of the pool, ours, and raw (above).
+            unsafe { dpdk_sys::daqiri_mempool_put_bulk(self.pool.as_ptr(), mbufs.as_ptr().cast(), chunk.len() as u32) };
         }
     }
 

@@ -7,12 +7,15 @@
 //! [`Burst::free_packet`] and [`Burst::free_packet_segment`].
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use crate::headers::{self, UdpFrame};
 use crate::memory::{BufToken, RegionTable, SegmentMemory};
 use crate::missing_slots::MissingSlots;
+
+mod meta_pool;
+pub(crate) use meta_pool::MetaPool;
 
 /// Most segments a packet can have (header-data split uses two).
 pub const MAX_SEGMENTS: usize = 4;
@@ -284,82 +287,6 @@ pub(crate) struct PacketFields {
     pub(crate) remote: bool,
     /// TX packets may be RDMA READs (a RoCE TX queue sharing its RX queue's region).
     pub(crate) rdma_reads: bool,
-}
-
-/// A pool of burst metadata entries for one queue. Entries are reused last
-/// in, first out, so a queue whose application keeps up touches only the
-/// few it needs: the rest of `rx_meta_buffers` stays untouched, not resident.
-#[derive(Debug)]
-pub(crate) struct MetaPool {
-    // Boxed so that taking and returning an entry moves a pointer, not the entry.
-    #[allow(clippy::vec_box)]
-    free: Mutex<Vec<Box<BurstMeta>>>,
-    capacity: usize,
-    regions: Arc<RegionTable>,
-}
-
-impl MetaPool {
-    pub(crate) fn new(entries: u32, shape: &BurstShape, regions: Arc<RegionTable>) -> Arc<Self> {
-        let capacity = shape.batch_size;
-        let free = (0..entries.max(1))
-            .map(|_| {
-                Box::new(BurstMeta {
-                    engine: shape.engine,
-                    port: shape.port,
-                    queue: shape.queue,
-                    flags: 0,
-                    source_packets: 0,
-                    batch_id: None,
-                    timestamp_ns: None,
-                    plan: None,
-                    slots: 0,
-                    filled_slots: Vec::new(),
-                    total_bytes: 0,
-                    capacity,
-                    segments: shape
-                        .segment_regions
-                        .iter()
-                        .map(|&region| SegmentColumn {
-                            region,
-                            buffers: Vec::with_capacity(capacity),
-                            offsets: Vec::with_capacity(capacity),
-                            lengths: Vec::with_capacity(capacity),
-                        })
-                        .collect(),
-                    flow_ids: Vec::with_capacity(capacity),
-                    sender_index: shape.fields.senders.then(|| Vec::with_capacity(capacity)),
-                    senders: Vec::new(),
-                    rx_timestamps: shape.fields.rx_timestamps.then(|| Vec::with_capacity(capacity)),
-                    immediates: shape.fields.immediates.then(|| Vec::with_capacity(capacity)),
-                    remote: shape.fields.remote.then(|| Vec::with_capacity(capacity)),
-                    rdma_reads: shape.fields.rdma_reads,
-                    completion: None,
-                })
-            })
-            .collect::<Vec<_>>();
-        Arc::new(Self { capacity: free.len(), free: Mutex::new(free), regions })
-    }
-
-    #[allow(clippy::vec_box)]
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Box<BurstMeta>>> {
-        self.free.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// An empty burst, or `None` when every entry is in flight.
-    pub(crate) fn take(self: &Arc<Self>) -> Option<Burst> {
-        let meta = self.lock().pop()?;
-        debug_assert_eq!(meta.len(), 0);
-        Some(Burst { meta: Some(meta), home: Arc::clone(self) })
-    }
-
-    /// Entries not in flight.
-    pub(crate) fn available(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub(crate) fn capacity(&self) -> usize {
-        self.capacity
-    }
 }
 
 /// A batch of packets with the buffers they live in.
@@ -694,9 +621,8 @@ impl Burst {
 
 impl Drop for Burst {
     fn drop(&mut self) {
-        if let Some(mut meta) = self.meta.take() {
-            meta.clear(&self.home.regions);
-            self.home.lock().push(meta);
+        if let Some(meta) = self.meta.take() {
+            self.home.give_back(meta);
         }
     }
 }
