@@ -55,6 +55,13 @@ impl<'p> Steer<'p> {
         Self { port, dropping: port.drop_all.load(Ordering::Relaxed), unread, flows, tally }
     }
 
+    /// Whether every packet of this poll goes to its queue's default flow
+    /// unread and uncounted (no rule, no isolation, no `drop_all_traffic`).
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn passes_everything(&self) -> bool {
+        self.unread && !self.dropping
+    }
+
     /// The port it steers for.
     pub(crate) fn port(&self) -> &'p Port {
         self.port
@@ -265,6 +272,42 @@ impl Assembler {
         }
     }
 
+    /// Adds one-buffer frames of the queue's first region with no flow, in
+    /// order, as [`push_frame`](Self::push_frame) does each: a receiver
+    /// whose packets need no steering, on a queue without reorder plans.
+    /// They arrived by `now`, which a burst they start counts from.
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn push_frames(
+        &mut self,
+        queue: &Queue,
+        mut frames: &[(u32, u16, u32)],
+        regions: &RegionTable,
+        now: Instant,
+    ) {
+        debug_assert!(self.reorder.is_none(), "a reordered queue's packets go to their plans");
+        let region = regions.get(queue.segment_regions[0]);
+        while !frames.is_empty() {
+            if self.pending.is_none() && !self.start_burst_at(queue, now) {
+                region.release_all(frames.iter().map(|&(index, ..)| region.adopt(index)));
+                queue.stats.dropped(DropReason::NoFreeBurstBuffers, frames.len() as u64);
+                return;
+            }
+            let burst = self.pending.as_mut().expect("started above");
+            let (now, later) = frames.split_at(frames.len().min(burst.capacity() - burst.num_packets()));
+            burst.extend_frames(region, now);
+            if burst.is_full() {
+                self.hand_over(queue);
+            }
+            frames = later;
+        }
+    }
+
+    /// Whether the queue's packets go to reorder plans.
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn reorders(&self) -> bool {
+        self.reorder.is_some()
+    }
+
     /// Hands over a partial burst, and emits batches, whose timeout has
     /// passed. Once packets pause, the entries at hand go back to the pool.
     pub(crate) fn flush_if_due(&mut self, queue: &Queue, now: Instant, regions: &RegionTable) {
@@ -304,6 +347,10 @@ impl Assembler {
     }
 
     fn start_burst(&mut self, queue: &Queue) -> bool {
+        self.start_burst_at(queue, Instant::now())
+    }
+
+    fn start_burst_at(&mut self, queue: &Queue, now: Instant) -> bool {
         if self.at_hand.is_empty() {
             queue.meta.take_into(AT_HAND, &mut self.at_hand);
         }
@@ -311,7 +358,7 @@ impl Assembler {
         if let Some(burst) = &self.pending {
             burst.prefetch_for_write();
         }
-        self.started = Instant::now();
+        self.started = now;
         self.pending.is_some()
     }
 

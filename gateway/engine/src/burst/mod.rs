@@ -551,6 +551,39 @@ impl Burst {
         }
     }
 
+    /// Appends one-buffer frames of `region` (buffer index, offset, length)
+    /// with no flow, as many [`push_frame`](Self::push_frame)s do, a column
+    /// at a time: each column grows once, not once a packet.
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn extend_frames(&mut self, region: &crate::memory::Region, frames: &[(u32, u16, u32)]) {
+        debug_assert!(self.num_packets() + frames.len() <= self.capacity(), "burst pushed past batch_size");
+        let n = frames.len();
+        let meta = self.meta_mut();
+        let (first, rest) = meta.segments.split_first_mut().expect("a queue has a segment");
+        first.buffers.extend(frames.iter().map(|&(index, ..)| region.adopt(index)));
+        first.offsets.extend(frames.iter().map(|&(_, offset, _)| offset));
+        first.lengths.extend(frames.iter().map(|&(.., len)| len));
+        for column in rest {
+            column.buffers.extend(std::iter::repeat_with(|| BufToken::RELEASED).take(n));
+            column.offsets.extend(std::iter::repeat_n(0, n));
+            column.lengths.extend(std::iter::repeat_n(0, n));
+        }
+        meta.total_bytes += frames.iter().map(|&(.., len)| u64::from(len)).sum::<u64>();
+        meta.flow_ids.extend(std::iter::repeat_n(NO_FLOW, n));
+        if let Some(index) = &mut meta.sender_index {
+            index.extend(std::iter::repeat_n(u16::MAX, n));
+        }
+        if let Some(stamps) = &mut meta.rx_timestamps {
+            stamps.extend(std::iter::repeat_n(NO_TIMESTAMP, n));
+        }
+        if let Some(immediates) = &mut meta.immediates {
+            immediates.extend(std::iter::repeat_n(None, n));
+        }
+        if let Some(remote) = &mut meta.remote {
+            remote.extend(std::iter::repeat_n(None, n));
+        }
+    }
+
     /// Asks for the lines the pushes will write (the entry's header and its
     /// columns) in exclusive state, all at once, before the first push. An
     /// entry comes back from the application's core, which read it last, so

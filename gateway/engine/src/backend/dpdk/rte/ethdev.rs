@@ -48,6 +48,13 @@ pub(crate) struct RxPools {
     pub payload: Option<std::sync::Arc<Mempool>>,
 }
 
+/// A received frame in one mbuf of the queue's pool: its buffer index,
+/// where the frame starts in it, and its length.
+pub(crate) type Frame = (u32, u16, u32);
+
+/// `ol_flags` of a packet a MARK action tagged.
+const MARKED: u64 = dpdk_sys::RTE_MBUF_F_RX_FDIR_ID as u64;
+
 /// The second segment of a split packet: its payload buffer, where the
 /// bytes start, and how many.
 #[derive(Debug, Clone, Copy)]
@@ -114,8 +121,9 @@ impl RxMbufs {
         &'a self,
         pools: &'a RxPools,
         stamps: Option<TimestampField>,
+        from: usize,
     ) -> impl Iterator<Item = (usize, Received)> + 'a {
-        self.raw[..self.count].iter().enumerate().map(move |(at, &m)| {
+        self.raw[..self.count].iter().enumerate().skip(from).map(move |(at, &m)| {
             let mbuf = NonNull::new(m).expect("rx_burst fills what it counts");
             // SAFETY: an mbuf (chain head) the PMD just handed over.
             let (offset, len, flags, segments) = unsafe {
@@ -124,7 +132,7 @@ impl RxMbufs {
             };
             let mut mark = 0u32;
             // Tested here first: most packets carry no mark, and the shim is a call.
-            let marked = flags & u64::from(dpdk_sys::RTE_MBUF_F_RX_FDIR_ID) != 0
+            let marked = flags & MARKED != 0
                 // SAFETY: as above; `mark` is written when the flag is set.
                 && unsafe { dpdk_sys::daqiri_mbuf_mark(mbuf.as_ptr(), &mut mark) } != 0;
             let timestamp = stamps.and_then(|field| field.read(mbuf, flags));
@@ -146,6 +154,24 @@ impl RxMbufs {
             };
             (at, Received { index, offset, len: u32::from(len), mark: marked.then_some(mark), timestamp, tail })
         })
+    }
+
+    /// The leading frames of the last poll that are each one unmarked mbuf
+    /// of `pool`, as (buffer index, where the frame starts, its length) in
+    /// `out`; how many. The rest go through [`received`](Self::received).
+    pub(crate) fn plain_frames(&self, pool: &Mempool, out: &mut [Frame]) -> usize {
+        for (at, (&m, slot)) in self.raw[..self.count].iter().zip(out.iter_mut()).enumerate() {
+            let mbuf = NonNull::new(m).expect("rx_burst fills what it counts");
+            // SAFETY: an mbuf (chain head) the PMD just handed over.
+            let (offset, len, flags, segments) = unsafe {
+                let m = mbuf.as_ref();
+                (m.data_off, m.data_len, m.ol_flags, m.nb_segs)
+            };
+            let index = pool.index_of(mbuf).filter(|_| segments == 1 && flags & MARKED == 0);
+            let Some(index) = index else { return at };
+            *slot = (index, offset, u32::from(len));
+        }
+        self.count.min(out.len())
     }
 
     /// Copies the frame at `at`, which is not a buffer of the queue's pool
