@@ -499,6 +499,62 @@ fn a_chained_mbuf_arrives_whole_and_gives_every_segment_back() {
 }
 
 #[test]
+fn plain_frames_and_chains_in_one_poll_arrive_in_order_in_bursts_of_batch_size() {
+    // No flow and no isolation: a poll's frames that are one mbuf of the
+    // queue's pool go into the burst a column at a time, a chain is copied
+    // one by one; every other packet of each TX burst is a chain, so polls
+    // mix both. batch_size 48 is no multiple of a 64-mbuf poll.
+    let mut config = TestConfig::dpdk("net_ring0")
+        .master_core(0)
+        .region("hdr", 4096, 2048)
+        .region("tx_mem", 4096, 2048)
+        .rx_queue(rx(0, "hdr").named("rq").core(1).batch(48).timeout_us(200_000))
+        .tx_queue(tx(0, "tx_mem").named("tq").core(1).batch(64));
+    config.model_mut().interfaces[0].tx.as_mut().unwrap().queues[0].memory_regions =
+        vec!["hdr".into(), "tx_mem".into()];
+    let engine = start(&config).expect("the engine starts on net_ring0");
+    const PACKETS: u32 = 960;
+    for first in (0..PACKETS).step_by(32) {
+        let mut burst = engine.get_tx_packet_burst(0, 0, 32).unwrap();
+        for i in 0..32 {
+            let frame = udp_frame(1234, 5000, first + i as u32);
+            if i % 2 == 0 {
+                let mut packet = burst.packet_mut(i);
+                packet.segment_buffer(0).unwrap()[..frame.len()].copy_from_slice(&frame);
+                packet.set_lengths(&[frame.len()]).unwrap();
+                drop(packet);
+                burst.free_packet_segment(1, i);
+            } else {
+                let (headers, payload) = frame.split_at(42);
+                let mut packet = burst.packet_mut(i);
+                packet.segment_buffer(0).unwrap()[..42].copy_from_slice(headers);
+                packet.segment_buffer(1).unwrap()[..payload.len()].copy_from_slice(payload);
+                packet.set_lengths(&[42, payload.len()]).unwrap();
+            }
+        }
+        engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (mut next, mut sizes) = (0u32, Vec::new());
+    while next < PACKETS && Instant::now() < deadline {
+        let Some(burst) = engine.get_rx_burst(0, 0).unwrap() else { continue };
+        sizes.push(burst.num_packets());
+        for packet in burst.packets() {
+            let frame = udp_frame(1234, 5000, next);
+            assert_eq!(packet.data(), &frame[..], "packet {next}, whole and in order");
+            assert_eq!(packet.flow_id(), None);
+            next += 1;
+        }
+    }
+    assert_eq!(next, PACKETS, "every packet arrived");
+    assert!(sizes.iter().all(|&n| n == 48), "full bursts of batch_size only: {sizes:?}");
+    engine.shutdown();
+    for region in &engine.stats().regions {
+        assert_eq!(region.in_use, 0, "region {} got every buffer back", region.name);
+    }
+}
+
+#[test]
 fn header_data_split_needs_a_pmd_with_buffer_split_and_names_the_one_without() {
     let split = TestConfig::dpdk("net_null0")
         .master_core(0)
