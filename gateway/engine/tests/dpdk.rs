@@ -519,10 +519,11 @@ fn plain_frames_and_chains_in_one_poll_arrive_in_order_in_bursts_of_batch_size()
         for i in 0..32 {
             let frame = udp_frame(1234, 5000, first + i as u32);
             if i % 2 == 0 {
-                let mut packet = burst.packet_mut(i);
-                packet.segment_buffer(0).unwrap()[..frame.len()].copy_from_slice(&frame);
-                packet.set_lengths(&[frame.len()]).unwrap();
-                drop(packet);
+                {
+                    let mut packet = burst.packet_mut(i);
+                    packet.segment_buffer(0).unwrap()[..frame.len()].copy_from_slice(&frame);
+                    packet.set_lengths(&[frame.len()]).unwrap();
+                }
                 burst.free_packet_segment(1, i);
             } else {
                 let (headers, payload) = frame.split_at(42);
