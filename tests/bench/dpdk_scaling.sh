@@ -29,6 +29,8 @@ cd "$here/../.."
 QUEUES=${QUEUES:-"1 2 4"}
 SIZE=${SIZE:-64}
 SECONDS_EACH=${SECONDS_EACH:-10}
+# The gateway's buffers: one region for every queue (shared), or one each (per-queue).
+REGIONS=${REGIONS:-shared}
 TESTPMD=${TESTPMD:-dpdk-testpmd}
 if [[ -z ${GW:-} ]]; then
     cargo build --release -q -p daqiri-gateway --features dpdk
@@ -61,7 +63,7 @@ handoff_rate() { # queues
 
 gateway_rate() { # queues
     local n=$1
-    net_null_config "$WORK/gateway.yaml" "$n" 1 "$SIZE" 1024
+    net_null_config "$WORK/gateway.yaml" "$n" 1 "$SIZE" 1024 "$REGIONS"
     "$GW" run --config "$WORK/gateway.yaml" --no-admin --duration "$SECONDS_EACH" --consumer-cores "$((n + 1))-$((2 * n))" \
         --summary-json "$WORK/summary.json" >"$WORK/gateway.log" 2>&1 || { tail -5 "$WORK/gateway.log" >&2; }
     consumed_rate "$WORK/summary.json"

@@ -24,11 +24,15 @@ YAML
 # queues on cores first_core.., 64 mbufs per rte_eth_rx_burst, `size`-byte
 # frames, master_core 0, 16384 buffers of 2 KiB per queue, `meta` burst
 # metadata entries per queue (rx_meta_buffers).
-net_null_config() { # file queues first_core size meta
-    local queues="" k
+net_null_config() { # file queues first_core size meta [regions: shared | per-queue]
+    local queues="" regions="" k
     for ((k = 0; k < $2; k++)); do
-        queues+="        - { name: q$k, id: $k, cpu_core: $(($3 + k)), batch_size: 64, timeout_us: 1000, memory_regions: [rx_mem] }"$'\n'
+        local region=rx_mem
+        [[ ${6:-shared} == per-queue ]] && region=rx_mem$k
+        queues+="        - { name: q$k, id: $k, cpu_core: $(($3 + k)), batch_size: 64, timeout_us: 1000, memory_regions: [$region] }"$'\n'
+        [[ $region == rx_mem$k ]] && regions+="    - { name: $region, kind: host, num_bufs: 16384, buf_size: 2048 }"$'\n'
     done
+    [[ -z $regions ]] && regions="    - { name: rx_mem, kind: host, num_bufs: $((16384 * $2)), buf_size: 2048 }"$'\n'
     cat >"$1" <<YAML
 daqiri:
   cfg:
@@ -37,8 +41,7 @@ daqiri:
     master_core: 0
     rx_meta_buffers: $5
     memory_regions:
-    - { name: rx_mem, kind: host, num_bufs: $((16384 * $2)), buf_size: 2048 }
-    interfaces:
+$regions    interfaces:
     - name: bench_port
       address: net_null0,size=$4
       rx:
