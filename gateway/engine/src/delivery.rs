@@ -187,13 +187,16 @@ pub(crate) struct Assembler {
     stalled: Option<Burst>,
     /// The queue's reorder plans, which take their flows' packets.
     reorder: Option<Reorderer>,
-    /// Empty bursts taken ahead ([`AT_HAND`] at a time), the next one last.
+    /// Empty bursts taken ahead, the next one last.
     at_hand: Vec<Burst>,
+    /// Metadata entries taken from the queue's pool per lock.
+    entries_per_take: usize,
 }
 
-/// Metadata entries a receiver takes from its queue's pool at once while
+/// Metadata entries the only assembler of a queue takes at once while
 /// packets flow; they go back once no burst started for [`PAUSE`].
-const AT_HAND: usize = 8;
+#[cfg(feature = "dpdk")]
+const AHEAD: usize = 8;
 const PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 
 impl Assembler {
@@ -201,7 +204,26 @@ impl Assembler {
     pub(crate) fn new(port: &Port, queue: usize, full_ring: FullRing) -> Self {
         let plans = port.plans_of(port.rx[queue].id);
         let reorder = (!plans.is_empty()).then(|| Reorderer::new(&plans));
-        Self { pending: None, started: Instant::now(), full_ring, stalled: None, reorder, at_hand: Vec::new() }
+        Self {
+            pending: None,
+            started: Instant::now(),
+            full_ring,
+            stalled: None,
+            reorder,
+            at_hand: Vec::new(),
+            entries_per_take: 1,
+        }
+    }
+
+    /// For a queue this assembler alone fills (a DPDK RX queue): it takes
+    /// [`AHEAD`] metadata entries per lock of the queue's pool, not one.
+    /// Each lock reaches for lines the application's core wrote last, when
+    /// it gave an entry back; where several assemblers fill one queue
+    /// (software steering), entries held ahead by one would starve another.
+    #[cfg(feature = "dpdk")]
+    pub(crate) fn taking_entries_ahead(mut self) -> Self {
+        self.entries_per_take = AHEAD;
+        self
     }
 
     /// Whether a packet can be taken now. Always, when full bursts are
@@ -293,8 +315,8 @@ impl Assembler {
                 return;
             }
             let burst = self.pending.as_mut().expect("started above");
-            let (now, later) = frames.split_at(frames.len().min(burst.capacity() - burst.num_packets()));
-            burst.extend_frames(region, now);
+            let (taken, later) = frames.split_at(frames.len().min(burst.capacity() - burst.num_packets()));
+            burst.extend_frames(region, taken);
             if burst.is_full() {
                 self.hand_over(queue);
             }
@@ -352,7 +374,7 @@ impl Assembler {
 
     fn start_burst_at(&mut self, queue: &Queue, now: Instant) -> bool {
         if self.at_hand.is_empty() {
-            queue.meta.take_into(AT_HAND, &mut self.at_hand);
+            queue.meta.take_into(self.entries_per_take, &mut self.at_hand);
         }
         self.pending = self.at_hand.pop();
         if let Some(burst) = &self.pending {

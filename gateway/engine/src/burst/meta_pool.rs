@@ -73,9 +73,7 @@ impl MetaPool {
 
     /// Up to `n` empty bursts under one lock, the most recently returned
     /// entries first, appended to `into` so that its last is the one to use
-    /// first. A receiver takes a few at a time: each lock reaches for a line
-    /// (and this pool's reference count) that the application's core wrote
-    /// last, when it gave an entry back.
+    /// first.
     pub(crate) fn take_into(self: &Arc<Self>, n: usize, into: &mut Vec<Burst>) {
         let mut free = self.lock();
         let first = free.len().saturating_sub(n);

@@ -50,7 +50,7 @@ impl Receiver {
             queue,
             eth,
             pools,
-            assembler: Assembler::new(port, queue, FullRing::Drop),
+            assembler: Assembler::new(port, queue, FullRing::Drop).taking_entries_ahead(),
             tally: RuleTally::default(),
             mbufs: RxMbufs::with_capacity(RX_BURST),
             timestamps,
