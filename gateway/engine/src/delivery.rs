@@ -302,7 +302,7 @@ impl Assembler {
     pub(crate) fn push_frames(
         &mut self,
         queue: &Queue,
-        mut frames: &[(u32, u16, u32)],
+        mut frames: &[crate::burst::Frame],
         regions: &RegionTable,
         now: Instant,
     ) {

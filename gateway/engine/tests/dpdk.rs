@@ -460,6 +460,15 @@ fn tx_flows_become_egress_rules_or_fail_naming_the_pmd() {
     assert_eq!(ring_round_trip(&engine, 5000, 8), vec![Some(3); 8]);
 }
 
+/// Writes `frame` into a TX packet of two segments: its 42 bytes of
+/// Ethernet, IPv4 and UDP headers, then its payload (sent as a chain).
+fn write_chain(packet: &mut daqiri::PacketMut<'_>, frame: &[u8]) {
+    let (headers, payload) = frame.split_at(42);
+    packet.segment_buffer(0).unwrap()[..42].copy_from_slice(headers);
+    packet.segment_buffer(1).unwrap()[..payload.len()].copy_from_slice(payload);
+    packet.set_lengths(&[42, payload.len()]).unwrap();
+}
+
 #[test]
 fn a_chained_mbuf_arrives_whole_and_gives_every_segment_back() {
     // TX sends each packet as a chain: headers from `hdr`, payload from
@@ -470,14 +479,10 @@ fn a_chained_mbuf_arrives_whole_and_gives_every_segment_back() {
         vec!["hdr".into(), "tx_mem".into()];
     let engine = start(&config).expect("the engine starts on net_ring0");
     let frame = udp_frame(1234, 5000, 7);
-    let (headers, payload) = frame.split_at(42);
     for _ in 0..4 {
         let mut burst = engine.get_tx_packet_burst(0, 0, 16).unwrap();
         for i in 0..16 {
-            let mut packet = burst.packet_mut(i);
-            packet.segment_buffer(0).unwrap()[..42].copy_from_slice(headers);
-            packet.segment_buffer(1).unwrap()[..payload.len()].copy_from_slice(payload);
-            packet.set_lengths(&[42, payload.len()]).unwrap();
+            write_chain(&mut burst.packet_mut(i), &frame);
         }
         engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
     }
@@ -526,11 +531,7 @@ fn plain_frames_and_chains_in_one_poll_arrive_in_order_in_bursts_of_batch_size()
                 }
                 burst.free_packet_segment(1, i);
             } else {
-                let (headers, payload) = frame.split_at(42);
-                let mut packet = burst.packet_mut(i);
-                packet.segment_buffer(0).unwrap()[..42].copy_from_slice(headers);
-                packet.segment_buffer(1).unwrap()[..payload.len()].copy_from_slice(payload);
-                packet.set_lengths(&[42, payload.len()]).unwrap();
+                write_chain(&mut burst.packet_mut(i), &frame);
             }
         }
         engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();

@@ -174,6 +174,11 @@ struct SegmentColumn {
     lengths: Vec<u32>,
 }
 
+/// A frame a device landed in one buffer of a region: the buffer's index,
+/// where the frame starts in it, and its length.
+#[cfg(feature = "dpdk")]
+pub(crate) type Frame = (u32, u16, u32);
+
 /// "No flow matched" in the flow-id column.
 const NO_FLOW: u32 = u32::MAX;
 
@@ -555,7 +560,7 @@ impl Burst {
     /// with no flow, as many [`push_frame`](Self::push_frame)s do, a column
     /// at a time: each column grows once, not once a packet.
     #[cfg(feature = "dpdk")]
-    pub(crate) fn extend_frames(&mut self, region: &crate::memory::Region, frames: &[(u32, u16, u32)]) {
+    pub(crate) fn extend_frames(&mut self, region: &crate::memory::Region, frames: &[Frame]) {
         debug_assert!(self.num_packets() + frames.len() <= self.capacity(), "burst pushed past batch_size");
         let n = frames.len();
         let meta = self.meta_mut();

@@ -77,7 +77,7 @@ impl Receiver {
         let rx = &port.rx[self.queue];
         let mut steer = Steer::new(port, &mut self.tally);
         let plain = if self.timestamps.is_none() && !self.assembler.reorders() && steer.passes_everything() {
-            deliver_plain(&self.mbufs, &self.pools.head, &mut self.assembler, rx, (&port.regions, now))
+            deliver_plain(&self.mbufs, &self.pools.head, &mut self.assembler, rx, &port.regions, now)
         } else {
             0
         };
@@ -143,7 +143,8 @@ fn deliver_plain(
     pool: &Mempool,
     assembler: &mut Assembler,
     rx: &Queue,
-    (regions, now): (&RegionTable, Instant),
+    regions: &RegionTable,
+    now: Instant,
 ) -> usize {
     let mut frames = [(0, 0, 0); RX_BURST];
     let n = mbufs.plain_frames(pool, &mut frames);

@@ -9,6 +9,7 @@ use dpdk_sys::rte_mbuf;
 use super::mempool::Mempool;
 use super::staging::StagingPool;
 use super::timestamp::TimestampField;
+use crate::burst::Frame;
 use crate::error::{Error, Result, Status};
 
 /// A started port.
@@ -48,12 +49,26 @@ pub(crate) struct RxPools {
     pub payload: Option<std::sync::Arc<Mempool>>,
 }
 
-/// A received frame in one mbuf of the queue's pool: its buffer index,
-/// where the frame starts in it, and its length.
-pub(crate) type Frame = (u32, u16, u32);
-
 /// `ol_flags` of a packet a MARK action tagged.
 const MARKED: u64 = dpdk_sys::RTE_MBUF_F_RX_FDIR_ID as u64;
+
+/// What a receiver reads of a received mbuf's header.
+struct RxHeader {
+    offset: u16,
+    len: u16,
+    flags: u64,
+    segments: u16,
+}
+
+impl RxHeader {
+    /// The header of `m`, a chain head `rx_burst` just handed over.
+    fn of(m: *mut rte_mbuf) -> (NonNull<rte_mbuf>, Self) {
+        let mbuf = NonNull::new(m).expect("rx_burst fills what it counts");
+        // SAFETY: an mbuf (chain head) the PMD just handed over.
+        let m = unsafe { mbuf.as_ref() };
+        (mbuf, Self { offset: m.data_off, len: m.data_len, flags: m.ol_flags, segments: m.nb_segs })
+    }
+}
 
 /// The second segment of a split packet: its payload buffer, where the
 /// bytes start, and how many.
@@ -124,12 +139,7 @@ impl RxMbufs {
         from: usize,
     ) -> impl Iterator<Item = (usize, Received)> + 'a {
         self.raw[..self.count].iter().enumerate().skip(from).map(move |(at, &m)| {
-            let mbuf = NonNull::new(m).expect("rx_burst fills what it counts");
-            // SAFETY: an mbuf (chain head) the PMD just handed over.
-            let (offset, len, flags, segments) = unsafe {
-                let m = mbuf.as_ref();
-                (m.data_off, m.data_len, m.ol_flags, m.nb_segs)
-            };
+            let (mbuf, RxHeader { offset, len, flags, segments }) = RxHeader::of(m);
             let mut mark = 0u32;
             // Tested here first: most packets carry no mark, and the shim is a call.
             let marked = flags & MARKED != 0
@@ -161,12 +171,7 @@ impl RxMbufs {
     /// `out`; how many. The rest go through [`received`](Self::received).
     pub(crate) fn plain_frames(&self, pool: &Mempool, out: &mut [Frame]) -> usize {
         for (at, (&m, slot)) in self.raw[..self.count].iter().zip(out.iter_mut()).enumerate() {
-            let mbuf = NonNull::new(m).expect("rx_burst fills what it counts");
-            // SAFETY: an mbuf (chain head) the PMD just handed over.
-            let (offset, len, flags, segments) = unsafe {
-                let m = mbuf.as_ref();
-                (m.data_off, m.data_len, m.ol_flags, m.nb_segs)
-            };
+            let (mbuf, RxHeader { offset, len, flags, segments }) = RxHeader::of(m);
             let index = pool.index_of(mbuf).filter(|_| segments == 1 && flags & MARKED == 0);
             let Some(index) = index else { return at };
             *slot = (index, offset, u32::from(len));
