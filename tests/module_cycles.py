@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """Finds import cycles between the modules of a Rust crate.
 
-A module is a file. An edge A -> B means code in A names an item that B
-defines: paths through `crate::`, `super::`, `self::` and child modules are
-followed through re-exports (`pub use`) to the module that defines the item,
-so a hub `mod.rs` that only declares and re-exports is no knot by itself.
+A module is a file, or the twin files one `mod` declaration picks between
+(`#[cfg_attr(not(feature = "cuda"), path = "staging_absent.rs")] mod
+staging;`: both are module `staging`, and each one's imports are its
+edges). An edge A -> B means code in A names an item that B defines, or
+names it through B: paths through `crate::`, `super::`, `self::` and child
+modules are followed through re-exports (`pub use`, aliases included) to
+the module that defines the item, and every module whose re-export the
+path went through is an edge too (a module's own ancestors excepted: a
+child naming a sibling's item through its parent's re-export is no knot).
 Test modules (`#[cfg(test)] mod tests { ... }` at a file's end) are left
 out: tests may reach anywhere.
 
@@ -14,6 +19,7 @@ source text, which our own style (explicit `use`, no glob imports outside
 tests) keeps simple.
 
 Usage: module_cycles.py <crate src dir>...   exit 1 when a cycle is found.
+       module_cycles.py --self-test          the checks above, on crates made here.
 """
 import os
 import re
@@ -21,6 +27,7 @@ import sys
 
 ITEM = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+)?(?:fn|struct|enum|trait|type|const|static|mod|union|macro_rules!)\s+(\w+)", re.M)
 REEXPORT = re.compile(r"^\s*pub(?:\([^)]*\))?\s+use\s+([^;]+);", re.M)
+TWIN = re.compile(r'#\[(?:cfg_attr\([^\]]*?,\s*)?path\s*=\s*"([^"]+)"\)?\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;')
 PATH = re.compile(r"(?<![\w:])((?:crate|super|self|\w+)(?:::\w+)*)(::\{)?")
 
 
@@ -74,19 +81,35 @@ def expand(path, group):
     return out
 
 
+def module_of(root, path):
+    """The module a file is by its place in the tree."""
+    parts = os.path.relpath(path, root)[:-3].split("/")
+    if parts[-1] in ("mod", "lib", "main"):
+        parts = parts[:-1]
+    return tuple(parts)
+
+
+def twins(root, paths):
+    """{file: module} for files a `path` attribute makes another module (the
+    path is relative to the declaring file's directory)."""
+    out = {}
+    for p in paths:
+        for file, name in TWIN.findall(open(p).read()):
+            out[os.path.normpath(os.path.join(os.path.dirname(p), file))] = module_of(root, p) + (name,)
+    return out
+
+
 class Crate:
     def __init__(self, root):
         self.root = root
-        self.files = {}
-        for dp, _, fns in os.walk(root):
-            for f in fns:
-                if f.endswith(".rs"):
-                    p = os.path.join(dp, f)
-                    parts = os.path.relpath(p, root)[:-3].split("/")
-                    if parts[-1] in ("mod", "lib", "main"):
-                        parts = parts[:-1]
-                    self.files[tuple(parts)] = p
-        self.src = {m: strip(open(p).read()) for m, p in self.files.items()}
+        paths = [os.path.join(dp, f) for dp, _, fns in os.walk(root) for f in fns if f.endswith(".rs")]
+        renamed = twins(root, paths)
+        self.files, self.src = {}, {}
+        for p in sorted(paths):
+            m = renamed.get(os.path.normpath(p), module_of(root, p))
+            self.files.setdefault(m, p)
+            # Twins are one module: the items and imports of both.
+            self.src[m] = self.src.get(m, "") + "\n" + strip(open(p).read())
         self.items = {m: set(ITEM.findall(s)) for m, s in self.src.items()}
         self.reexports = {}
         for m, s in self.src.items():
@@ -118,7 +141,7 @@ class Crate:
             return list(m) + list(path)
         return None
 
-    def resolve(self, path, depth=0):
+    def resolve(self, path, depth=0, via=None):
         """The module defining what `path` (from the root) names."""
         for n in range(len(path), -1, -1):
             mod = tuple(path[:n])
@@ -127,7 +150,8 @@ class Crate:
             if n < len(path) and depth < 8:
                 target = self.reexports.get((mod, path[n]))
                 if target is not None and target[: len(mod)] != list(mod) + [path[n]]:
-                    return self.resolve(target + list(path[n + 1 :]), depth + 1)
+                    if via is not None: via.append(mod)
+                    return self.resolve(target + list(path[n + 1 :]), depth + 1, via)
             return mod
         return None
 
@@ -144,9 +168,11 @@ class Crate:
                     absolute = self.absolute(m, path)
                     if absolute is None:
                         continue
-                    target = self.resolve(absolute)
-                    if target is not None and target != m and target != ():
-                        out[m].add(target)
+                    via = []
+                    target = self.resolve(absolute, via=via)
+                    for t in [target] + via:
+                        if t is not None and t != m and t != () and m[:len(t)] != t:
+                            out[m].add(t)
         return out
 
 
@@ -202,5 +228,33 @@ def main(roots):
     return 1 if failed else 0
 
 
+def self_test():
+    """Each rule above on a small crate made here: a cycle it must find."""
+    import tempfile
+
+    crates = {
+        "through a re-export, by an alias": {
+            "lib.rs": "mod a;\nmod b;\nfn f() { a::g(); }",
+            "a/mod.rs": "mod inner;\npub(crate) use inner::X;\npub fn g() { crate::b::h(); }",
+            "a/inner.rs": "pub const X: u8 = 1;",
+            "b.rs": "use crate::a::X as Y;\npub fn h() -> u8 { Y }",
+        },
+        "through a twin": {
+            "lib.rs": '#[cfg_attr(not(feature = "x"), path = "a_absent.rs")]\nmod a;\nmod b;',
+            "a.rs": "pub fn g() {}",
+            "a_absent.rs": "pub fn g() { crate::b::h(); }",
+            "b.rs": "pub fn h() { crate::a::g(); }",
+        },
+    }
+    for what, files in crates.items():
+        with tempfile.TemporaryDirectory() as root:
+            for name, text in files.items():
+                os.makedirs(os.path.dirname(os.path.join(root, name)), exist_ok=True)
+                open(os.path.join(root, name), "w").write(text)
+            assert cycles(Crate(root).edges()), f"no cycle found {what}"
+    print("module_cycles.py: every rule finds its cycle")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(self_test() if sys.argv[1:] == ["--self-test"] else main(sys.argv[1:]))

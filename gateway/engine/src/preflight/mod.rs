@@ -9,8 +9,6 @@ mod ports;
 mod raised_pools;
 
 pub use memory::{MemoryNeeds, check_memory};
-#[cfg(feature = "dpdk")]
-pub(crate) use raised_pools::DPDK_RX_DESCRIPTORS;
 pub use raised_pools::{RaisedPool, raised_num_bufs};
 
 /// Cores this process may run on.

@@ -3,8 +3,7 @@
 
 use daqiri_config::{InterfaceBackend, ValidConfig};
 
-/// Descriptors in each DPDK RX queue's ring.
-pub(crate) const DPDK_RX_DESCRIPTORS: u16 = 1024;
+use crate::backend::DPDK_RX_DESCRIPTORS;
 
 /// A region whose `num_bufs` the engine raises (see [`raised_num_bufs`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use daqiri_config::model::{Flow, MemoryKind, Queue};
 use daqiri_config::{Link, ValidConfig};
 
+use super::DPDK_RX_DESCRIPTORS as RX_DESCRIPTORS;
 use super::driver::PortDriver;
 use crate::backend::LinkStats;
 use crate::error::{Error, Result, Status};
@@ -24,7 +25,6 @@ use crate::flow::FlowTable;
 use crate::memory::{Region, RegionTable};
 use crate::pacing::Pacer;
 use crate::port::Port;
-use crate::preflight::DPDK_RX_DESCRIPTORS as RX_DESCRIPTORS;
 use crate::task::Task;
 
 use receiver::Receiver;
