@@ -6,6 +6,11 @@ views it without a copy."""
 from collections.abc import Iterator
 from os import PathLike
 
+REORDERED: int
+"""Burst flag: the burst is one reorder aggregate."""
+REORDER_TIMEOUT: int
+"""Burst flag: the aggregate was emitted by its queue's timeout before every slot was filled."""
+
 class Ended(ConnectionError):
     """The gateway ended the subscription; the message says why."""
 
@@ -21,6 +26,8 @@ class Packet:
     def flow_id(self) -> int | None: ...
     @property
     def timestamp(self) -> int | None: ...
+    @property
+    def immediate(self) -> int | None: ...
     @property
     def device(self) -> str:
         """"cpu", or "cuda:N" where the packet lies in GPU memory."""
@@ -47,6 +54,19 @@ class Burst:
     def sequence(self) -> int: ...
     @property
     def lost_before(self) -> int: ...
+    @property
+    def flags(self) -> int:
+        """DAQIRI's burst flags (REORDERED, REORDER_TIMEOUT)."""
+    @property
+    def batch_id(self) -> int | None:
+        """A reorder aggregate's batch id; None for other bursts."""
+    @property
+    def source_packets(self) -> int: ...
+    @property
+    def aggregate_slots(self) -> int: ...
+    @property
+    def missing_slots(self) -> list[int]:
+        """A reorder aggregate's empty slots (zero-filled), lowest first."""
     def release(self) -> None: ...
     def __enter__(self) -> Burst: ...
     def __exit__(self, *exc: object) -> None: ...

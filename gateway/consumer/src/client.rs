@@ -149,6 +149,12 @@ impl Subscription {
         self.reader.release(taken.slot);
     }
 
+    /// The empty slots of a reorder aggregate taken and not released yet
+    /// (see [`Burst::missing_slots`]).
+    pub fn missing_slots(&self, taken: &Taken) -> Vec<u32> {
+        self.reader.missing_slots(taken.slot)
+    }
+
     /// The packets of a burst taken and not released yet.
     pub fn packets_of(&self, taken: &Taken) -> impl Iterator<Item = Packet<'_>> {
         let descriptors = self.reader.descriptors(taken.slot);
@@ -278,6 +284,33 @@ impl Taken {
     pub fn delivered_ns(&self) -> u64 {
         self.header.delivered_ns
     }
+
+    /// DAQIRI's burst flags ([`crate::ring::flags`]).
+    pub fn flags(&self) -> u32 {
+        self.header.flags
+    }
+
+    /// A reorder aggregate's batch id; `None` for other bursts.
+    pub fn batch_id(&self) -> Option<u64> {
+        Some(self.header.batch_id).filter(|&id| id != crate::ring::NO_BATCH)
+    }
+
+    /// A reorder aggregate's source packets (how many went into it); 0 for
+    /// other bursts.
+    pub fn source_packets(&self) -> u32 {
+        self.header.source_packets
+    }
+
+    /// A reorder aggregate's slots; 0 for other bursts.
+    pub fn aggregate_slots(&self) -> u32 {
+        self.header.aggregate_slots
+    }
+
+    /// How many of a reorder aggregate's slots are empty (zero-filled);
+    /// which, [`Burst::missing_slots`] tells.
+    pub fn missing_count(&self) -> u32 {
+        self.header.missing_slots
+    }
 }
 
 /// One burst, in the gateway's memory; released when dropped.
@@ -298,6 +331,12 @@ impl Burst<'_> {
     /// The packets, in order.
     pub fn packets(&self) -> impl Iterator<Item = Packet<'_>> {
         self.subscription.packets_of(&self.taken)
+    }
+
+    /// A reorder aggregate's empty slots, lowest first (their packets never
+    /// came; zero-filled): DAQIRI's `get_reorder_missing_info()`.
+    pub fn missing_slots(&self) -> Vec<u32> {
+        self.subscription.missing_slots(&self.taken)
     }
 }
 
@@ -355,5 +394,10 @@ impl<'b> Packet<'b> {
     /// Its receive timestamp in nanoseconds, where the NIC stamped it.
     pub fn timestamp(&self) -> Option<u64> {
         self.segments.first().map(|s| s.timestamp).filter(|&t| t != u64::MAX)
+    }
+
+    /// Its immediate (RDMA write or SEND with immediate), where it has one.
+    pub fn immediate(&self) -> Option<u32> {
+        self.segments.first().filter(|s| s.has & crate::ring::HAS_IMMEDIATE != 0).map(|s| s.immediate)
     }
 }

@@ -23,6 +23,8 @@
 //! The protocol ([`protocol`]) and the ring ([`ring`]) are the gateway's
 //! too: it links this crate for them. Nothing here depends on the engine.
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "tokio")]
 mod async_client;
 mod client;

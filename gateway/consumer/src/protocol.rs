@@ -67,13 +67,41 @@ pub enum WhenFull {
 
 /// A subscription's source: one of an interface's RX queues, one of its
 /// flows (its packets, from whichever queue), or one of its reorder plans
-/// (the plan's aggregates).
+/// (the plan's aggregates). A hello naming two sources, or none, is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "TargetFields")]
 pub struct Target {
     /// The interface's name in the gateway's config.
     pub interface: String,
+    /// Which of its queues, flows or plans.
     #[serde(flatten)]
     pub source: Source,
+}
+
+/// A target as written: each source a field of its own, so that two can
+/// be told apart from one (a flattened enum would take the first).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetFields {
+    interface: String,
+    queue: Option<u16>,
+    flow: Option<u32>,
+    plan: Option<String>,
+}
+
+impl TryFrom<TargetFields> for Target {
+    type Error = String;
+
+    fn try_from(t: TargetFields) -> Result<Self, String> {
+        let source = match (t.queue, t.flow, t.plan) {
+            (Some(queue), None, None) => Source::Queue(queue),
+            (None, Some(flow), None) => Source::Flow(flow),
+            (None, None, Some(plan)) => Source::Plan(plan),
+            (None, None, None) => return Err("the target names no source: one of queue, flow or plan".into()),
+            _ => return Err("the target names more than one source: one of queue, flow or plan".into()),
+        };
+        Ok(Self { interface: t.interface, source })
+    }
 }
 
 /// Which part of the interface a subscription receives.
@@ -113,10 +141,16 @@ pub enum Answer {
     /// [`Welcome::descriptors`] gives.
     Welcome(Welcome),
     /// Not subscribed, and why; the gateway closes the socket.
-    Refused { reason: String },
+    Refused {
+        /// Why, for a person to read.
+        reason: String,
+    },
     /// The subscription ended, and why (the engine restarted, the gateway
     /// stops); the gateway closes the socket.
-    Ended { reason: String },
+    Ended {
+        /// Why, for a person to read.
+        reason: String,
+    },
 }
 
 /// A subscription's shared memory.
@@ -148,6 +182,8 @@ pub struct RingShape {
     pub slots: u32,
     /// Segment descriptors per burst.
     pub descriptors_per_slot: u32,
+    /// u64 words per burst telling a reorder aggregate's empty slots.
+    pub missing_words: u32,
     /// Bytes to map.
     pub len: u64,
 }
@@ -167,4 +203,26 @@ pub struct RegionShape {
     /// file descriptor) to import on that GPU. Absent for host memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(json: &str) -> Result<Target, String> {
+        serde_json::from_str(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_target_names_exactly_one_source() {
+        assert_eq!(target(r#"{"interface":"i","queue":2}"#).unwrap(), Target::queue("i", 2));
+        assert_eq!(target(r#"{"interface":"i","plan":"p"}"#).unwrap(), Target::plan("i", "p"));
+        let two = target(r#"{"interface":"i","queue":0,"plan":"p"}"#).unwrap_err();
+        assert!(two.contains("more than one source"), "{two}");
+        assert!(target(r#"{"interface":"i"}"#).unwrap_err().contains("no source"));
+        assert!(target(r#"{"interface":"i","queue":0,"queues":1}"#).is_err(), "an unknown key");
+        // What a client sends is what the gateway reads.
+        let sent = serde_json::to_string(&Target::flow("i", 9)).unwrap();
+        assert_eq!(target(&sent).unwrap(), Target::flow("i", 9));
+    }
 }

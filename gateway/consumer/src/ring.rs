@@ -3,13 +3,14 @@
 //! come back the same way when the consumer is done with them.
 //!
 //! ```text
-//! header     6 cache lines: magic, version, slots, descriptors per slot;
-//!            then one counter each: delivered (gateway), taken, released
-//!            (consumer), reclaimed (gateway), and the consumer's flag
-//!            that it sleeps on the doorbell
+//! header     6 cache lines: magic, version, slots, descriptors per slot,
+//!            missing-slot words per slot; then one counter each: delivered
+//!            (gateway), taken, released (consumer), reclaimed (gateway),
+//!            and the consumer's flag that it sleeps on the doorbell
 //! delivery   slots x u32: slot numbers, gateway to consumer
 //! release    slots x u32: slot numbers, consumer to gateway
-//! slots      slots x (BurstHeader, descriptors per slot x SegmentDescriptor)
+//! slots      slots x (BurstHeader, descriptors per slot x SegmentDescriptor,
+//!            missing-slot words x u64: a reorder aggregate's empty slots)
 //! ```
 //!
 //! A slot is the gateway's until it is delivered and the consumer's until
@@ -28,9 +29,21 @@ use crate::protocol::{MAX_SLOTS, RingShape};
 /// The ring file's first eight bytes.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"DAQRING1");
 /// The layout's version.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
+/// What a ring's file is sealed against: any resize, and further seals.
+pub const SEALS: rustix::fs::SealFlags =
+    rustix::fs::SealFlags::SHRINK.union(rustix::fs::SealFlags::GROW).union(rustix::fs::SealFlags::SEAL);
 const LINE: usize = 64;
 const PAGE: usize = 4096;
+
+/// A burst's flags: DAQIRI's burst flag bits, as the engine sets them.
+pub mod flags {
+    /// The burst is one reorder aggregate (DAQIRI's `REORDERED`).
+    pub const REORDERED: u32 = 1 << 28;
+    /// The aggregate was emitted by the queue's timeout before every slot
+    /// was filled (DAQIRI's `REORDER_TIMEOUT`).
+    pub const REORDER_TIMEOUT: u32 = 1 << 29;
+}
 
 /// What a slot says of its burst.
 #[repr(C)]
@@ -45,15 +58,31 @@ pub struct BurstHeader {
     /// When the gateway delivered it: `CLOCK_MONOTONIC` nanoseconds (one
     /// clock for every process of the host), for the hand-off's latency.
     pub delivered_ns: u64,
-    /// The gateway's port id and RX queue id.
+    /// The gateway's port id.
     pub port: u16,
+    /// The gateway's RX queue id.
     pub queue: u16,
     /// Packets in the burst.
     pub packets: u32,
     /// Segment descriptors in the slot.
     pub descriptors: u32,
-    reserved: [u32; 7],
+    /// DAQIRI's burst flags (see [`flags`]).
+    pub flags: u32,
+    /// A reorder aggregate's batch id; [`NO_BATCH`] for other bursts.
+    pub batch_id: u64,
+    /// A reorder aggregate's source packets: how many went into it.
+    pub source_packets: u32,
+    /// A reorder aggregate's slots (packets per batch, or fewer where its
+    /// buffer holds fewer); 0 for other bursts.
+    pub aggregate_slots: u32,
+    /// How many of them are empty (zero-filled: their packet never came);
+    /// which, the slot's missing-slot words say.
+    pub missing_slots: u32,
+    reserved: [u32; 1],
 }
+
+/// [`BurstHeader::batch_id`] of a burst that is no reorder aggregate.
+pub const NO_BATCH: u64 = u64::MAX;
 
 /// Where one segment of one packet lies.
 #[repr(C)]
@@ -61,6 +90,7 @@ pub struct BurstHeader {
 pub struct SegmentDescriptor {
     /// Bytes from the region's first byte.
     pub offset: u64,
+    /// Its bytes.
     pub len: u32,
     /// The region (see [`crate::protocol::RegionShape::index`]).
     pub region: u16,
@@ -72,15 +102,25 @@ pub struct SegmentDescriptor {
     pub flow_id: u32,
     /// Its receive timestamp in nanoseconds; `u64::MAX` for none.
     pub timestamp: u64,
+    /// The packet's immediate (RDMA write-with-immediate, SEND with
+    /// immediate), where [`HAS_IMMEDIATE`] is set in `has`.
+    pub immediate: u32,
+    /// Which of the optional fields above are set ([`HAS_IMMEDIATE`]).
+    pub has: u32,
 }
 
-const _: () = assert!(size_of::<BurstHeader>() == LINE && size_of::<SegmentDescriptor>() == 32);
+/// [`SegmentDescriptor::has`]: the packet carries an immediate.
+pub const HAS_IMMEDIATE: u32 = 1;
+
+const _: () = assert!(size_of::<BurstHeader>() == LINE && size_of::<SegmentDescriptor>() == 40);
 
 /// Where things are in a ring of a given shape.
 #[derive(Debug, Clone, Copy)]
 struct Layout {
     slots: u32,
     per_slot: u32,
+    /// u64 words of missing-slot bits per slot.
+    missing_words: u32,
 }
 
 impl Layout {
@@ -94,6 +134,10 @@ impl Layout {
         (self.release() + 4 * self.slots as usize).next_multiple_of(LINE)
     }
     fn slot_size(&self) -> usize {
+        self.missing_bits() + self.missing_words as usize * size_of::<u64>()
+    }
+    /// Where a slot's missing-slot words start, from the slot's start.
+    fn missing_bits(&self) -> usize {
         size_of::<BurstHeader>() + self.per_slot as usize * size_of::<SegmentDescriptor>()
     }
     fn slot(&self, slot: u32) -> usize {
@@ -170,15 +214,24 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// A new ring of `slots` bursts of `per_slot` descriptors each, in a
-    /// memory file: the producer, and the descriptor to hand the consumer.
-    pub fn create(slots: u32, per_slot: u32) -> std::io::Result<(Self, OwnedFd)> {
+    /// A new ring of `slots` bursts of `per_slot` descriptors each, and
+    /// room for the missing-slot bits of aggregates of up to `aggregate_slots`
+    /// slots, in a memory file: the producer, and the descriptor to hand the
+    /// consumer.
+    pub fn create(slots: u32, per_slot: u32, aggregate_slots: u32) -> std::io::Result<(Self, OwnedFd)> {
         if !(1..=MAX_SLOTS).contains(&slots) || per_slot == 0 {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a ring of 1 to 4096 slots"));
         }
-        let layout = Layout { slots, per_slot };
-        let file = rustix::fs::memfd_create("daqiri-consumer-ring", rustix::fs::MemfdFlags::CLOEXEC)?;
+        let layout = Layout { slots, per_slot, missing_words: aggregate_slots.div_ceil(64) };
+        let file = rustix::fs::memfd_create(
+            "daqiri-consumer-ring",
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+        )?;
         rustix::fs::ftruncate(&file, layout.len() as u64)?;
+        // The consumer writes its counters and releases, so the ring stays
+        // writable; but a resize by its descriptor would make the gateway's
+        // accesses fault (SIGBUS), so its size is sealed.
+        rustix::fs::fcntl_add_seals(&file, SEALS)?;
         let ring = Ring { map: Mapped::new(&file, layout.len(), true)?, layout };
         // SAFETY: the header's first words, inside the fresh mapping, which
         // no consumer has yet.
@@ -187,6 +240,7 @@ impl Producer {
             ring.at::<u32>(8).write(LAYOUT_VERSION);
             ring.at::<u32>(12).write(slots);
             ring.at::<u32>(16).write(per_slot);
+            ring.at::<u32>(20).write(layout.missing_words);
         }
         let producer = Self {
             ring,
@@ -203,7 +257,12 @@ impl Producer {
     /// The ring's shape, for the welcome.
     pub fn shape(&self) -> RingShape {
         let layout = self.ring.layout;
-        RingShape { slots: layout.slots, descriptors_per_slot: layout.per_slot, len: layout.len() as u64 }
+        RingShape {
+            slots: layout.slots,
+            descriptors_per_slot: layout.per_slot,
+            missing_words: layout.missing_words,
+            len: layout.len() as u64,
+        }
     }
 
     /// Takes back the slots the consumer released, into `out`.
@@ -227,34 +286,40 @@ impl Producer {
         Ok(())
     }
 
-    /// Delivers a burst of `packets` packets in `descriptors` (at most the
-    /// ring's per-slot count) on (`port`, `queue`): the slot it took, or
-    /// `None` when the consumer holds every slot.
-    pub fn deliver(
-        &mut self,
-        (port, queue): (u16, u16),
-        packets: u32,
-        descriptors: &[SegmentDescriptor],
-    ) -> Option<u32> {
+    /// Delivers `burst` in `descriptors` (at most the ring's per-slot
+    /// count): the slot it took, or `None` when the consumer holds every
+    /// slot. An aggregate's `missing` bits (a set bit per empty slot) beyond
+    /// the ring's room are not told; the count is.
+    pub fn deliver(&mut self, burst: &Delivery, descriptors: &[SegmentDescriptor], missing: &[u64]) -> Option<u32> {
         assert!(descriptors.len() <= self.ring.layout.per_slot as usize, "a burst larger than its ring's slots");
         let slot = self.free.pop()?;
         let at = self.ring.layout.slot(slot);
         let header = BurstHeader {
             sequence: self.sequence,
             lost_before: std::mem::take(&mut self.lost),
-            port,
-            queue,
-            packets,
+            port: burst.port,
+            queue: burst.queue,
+            packets: burst.packets,
             descriptors: descriptors.len() as u32,
             delivered_ns: monotonic_ns(),
-            reserved: [0; 7],
+            flags: burst.flags,
+            source_packets: burst.source_packets,
+            batch_id: burst.batch_id.unwrap_or(NO_BATCH),
+            aggregate_slots: burst.aggregate_slots,
+            missing_slots: burst.missing_slots,
+            reserved: [0; 1],
         };
+        let words = self.ring.layout.missing_words as usize;
         // SAFETY: the slot is free (the consumer released it or never had
-        // it), so nothing reads it; header and descriptors fit its size.
+        // it), so nothing reads it; header, descriptors and missing-slot
+        // words fit its size.
         unsafe {
             self.ring.at::<BurstHeader>(at).write_volatile(header);
             let first = self.ring.at::<SegmentDescriptor>(at + size_of::<BurstHeader>());
             std::ptr::copy_nonoverlapping(descriptors.as_ptr(), first, descriptors.len());
+            let bits = self.ring.at::<u64>(at + self.ring.layout.missing_bits());
+            std::ptr::write_bytes(bits, 0, words);
+            std::ptr::copy_nonoverlapping(missing.as_ptr(), bits, missing.len().min(words));
         }
         self.sequence += 1;
         self.outstanding[slot as usize] = true;
@@ -284,6 +349,27 @@ impl Producer {
     }
 }
 
+/// What the gateway says of a burst besides its segments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// The gateway's port id.
+    pub port: u16,
+    /// The gateway's RX queue id.
+    pub queue: u16,
+    /// Packets in it.
+    pub packets: u32,
+    /// DAQIRI's burst flags (see [`flags`]).
+    pub flags: u32,
+    /// A reorder aggregate's source packets.
+    pub source_packets: u32,
+    /// A reorder aggregate's batch id.
+    pub batch_id: Option<u64>,
+    /// A reorder aggregate's slots.
+    pub aggregate_slots: u32,
+    /// How many of them are empty.
+    pub missing_slots: u32,
+}
+
 /// The consumer's end of a ring.
 #[derive(Debug)]
 pub struct Reader {
@@ -299,14 +385,16 @@ impl Reader {
         if !(1..=MAX_SLOTS).contains(&shape.slots) || shape.descriptors_per_slot == 0 {
             return Err(invalid("the welcome's ring shape is out of range"));
         }
-        let layout = Layout { slots: shape.slots, per_slot: shape.descriptors_per_slot };
-        if shape.len != layout.len() as u64 {
+        let layout =
+            Layout { slots: shape.slots, per_slot: shape.descriptors_per_slot, missing_words: shape.missing_words };
+        if shape.missing_words > MAX_SLOTS || shape.len != layout.len() as u64 {
             return Err(invalid("the welcome's ring length does not match its shape"));
         }
         let ring = Ring { map: Mapped::new(&fd, layout.len(), true)?, layout };
         // SAFETY: the header's first words, inside the mapping.
-        let (magic, version) = unsafe { (ring.at::<u64>(0).read(), ring.at::<u32>(8).read()) };
-        if magic != MAGIC || version != LAYOUT_VERSION {
+        let (magic, version, words) =
+            unsafe { (ring.at::<u64>(0).read(), ring.at::<u32>(8).read(), ring.at::<u32>(20).read()) };
+        if magic != MAGIC || version != LAYOUT_VERSION || words != shape.missing_words {
             return Err(invalid("not a ring of this layout"));
         }
         let taken = ring.counter(Counter::Taken).load(Ordering::Relaxed);
@@ -359,6 +447,20 @@ impl Reader {
         unsafe { std::slice::from_raw_parts(first, count) }
     }
 
+    /// The empty slots of slot `slot`'s aggregate, lowest first (none for
+    /// a burst that is no aggregate, or a complete one).
+    pub fn missing_slots(&self, slot: u32) -> Vec<u32> {
+        let header = self.header(slot);
+        let words = self.ring.layout.missing_words as usize;
+        let bits = self.ring.at::<u64>(self.ring.layout.slot(slot) + self.ring.layout.missing_bits());
+        // SAFETY: the slot's missing-slot words, inside it, written before
+        // it was delivered and left alone until it is released.
+        let bits = unsafe { std::slice::from_raw_parts(bits, words) };
+        (0..header.aggregate_slots.min(words as u32 * 64))
+            .filter(|s| bits[*s as usize / 64] & (1 << (s % 64)) != 0)
+            .collect()
+    }
+
     /// Gives slot `slot` back to the gateway.
     pub fn release(&self, slot: u32) {
         let released = self.released.get();
@@ -390,13 +492,14 @@ mod tests {
 
     #[test]
     fn bursts_go_round_and_a_full_ring_loses_them_for_its_reader_alone() {
-        let (mut producer, fd) = Producer::create(2, 4).unwrap();
+        let (mut producer, fd) = Producer::create(2, 4, 0).unwrap();
         let reader = Reader::open(fd, producer.shape()).unwrap();
         let segment =
             |packet| SegmentDescriptor { offset: 64 * u64::from(packet), len: 60, packet, ..Default::default() };
-        assert!(producer.deliver((0, 1), 2, &[segment(0), segment(1)]).is_some());
-        assert!(producer.deliver((0, 1), 1, &[segment(0)]).is_some());
-        assert_eq!(producer.deliver((0, 1), 1, &[segment(0)]), None, "both slots held");
+        let burst = |packets| Delivery { port: 0, queue: 1, packets, ..Default::default() };
+        assert!(producer.deliver(&burst(2), &[segment(0), segment(1)], &[]).is_some());
+        assert!(producer.deliver(&burst(1), &[segment(0)], &[]).is_some());
+        assert_eq!(producer.deliver(&burst(1), &[segment(0)], &[]), None, "both slots held");
         producer.note_lost();
         let first = reader.next().unwrap();
         assert_eq!(reader.header(first).sequence, 0);
@@ -405,7 +508,7 @@ mod tests {
         let mut reclaimed = Vec::new();
         producer.reclaim(&mut reclaimed).unwrap();
         assert_eq!(reclaimed, vec![first]);
-        producer.deliver((0, 1), 1, &[segment(3)]).unwrap();
+        producer.deliver(&burst(1), &[segment(3)], &[]).unwrap();
         let second = reader.next().unwrap();
         let third = reader.next().unwrap();
         assert_eq!((reader.header(second).sequence, reader.header(second).lost_before), (1, 0));
@@ -414,12 +517,43 @@ mod tests {
     }
 
     #[test]
+    fn an_aggregates_batch_flags_and_missing_slots_reach_the_reader() {
+        let (mut producer, fd) = Producer::create(2, 1, 70).unwrap();
+        let reader = Reader::open(fd, producer.shape()).unwrap();
+        let aggregate = Delivery {
+            packets: 1,
+            flags: flags::REORDERED | flags::REORDER_TIMEOUT,
+            source_packets: 67,
+            batch_id: Some(41),
+            aggregate_slots: 70,
+            missing_slots: 3,
+            ..Default::default()
+        };
+        let descriptor = SegmentDescriptor { immediate: 7, has: HAS_IMMEDIATE, ..Default::default() };
+        producer.deliver(&aggregate, &[descriptor], &[1 << 3, (1 << 0) | (1 << 5)]).unwrap();
+        let slot = reader.next().unwrap();
+        let header = reader.header(slot);
+        assert_eq!((header.batch_id, header.flags, header.source_packets), (41, aggregate.flags, 67));
+        assert_eq!(reader.missing_slots(slot), [3, 64, 69]);
+        assert_eq!(reader.descriptors(slot), [descriptor]);
+        reader.release(slot);
+        // A reused slot tells no stale bits.
+        producer.reclaim(&mut Vec::new()).unwrap();
+        producer.deliver(&Delivery { packets: 1, ..Default::default() }, &[descriptor], &[]).unwrap();
+        producer.deliver(&Delivery { packets: 1, ..Default::default() }, &[descriptor], &[]).unwrap();
+        let (first, second) = (reader.next().unwrap(), reader.next().unwrap());
+        for slot in [first, second] {
+            assert_eq!((reader.header(slot).batch_id, reader.missing_slots(slot)), (NO_BATCH, vec![]));
+        }
+    }
+
+    #[test]
     fn a_release_of_a_slot_not_held_or_a_counter_run_ahead_breaks_the_ring() {
-        let (mut producer, fd) = Producer::create(4, 1).unwrap();
+        let (mut producer, fd) = Producer::create(4, 1, 0).unwrap();
         let reader = Reader::open(fd, producer.shape()).unwrap();
         reader.release(3);
         assert!(producer.reclaim(&mut Vec::new()).is_err(), "slot 3 was never delivered");
-        let (mut producer, fd) = Producer::create(4, 1).unwrap();
+        let (mut producer, fd) = Producer::create(4, 1, 0).unwrap();
         let reader = Reader::open(fd, producer.shape()).unwrap();
         reader.ring.counter(Counter::Released).store(1000, Ordering::Release);
         assert!(producer.reclaim(&mut Vec::new()).is_err(), "1000 releases pending");

@@ -177,6 +177,7 @@ impl Burst {
                 place: p.memory(0).map_or(Place { ptr: 0, len: 0, gpu: None }, place),
                 flow_id: p.flow_id(),
                 timestamp: p.timestamp(),
+                immediate: p.immediate(),
             })
             .collect();
         Ok(packets)
@@ -207,6 +208,38 @@ impl Burst {
     #[getter]
     fn lost_before(&self) -> PyResult<u64> {
         Ok(self.held()?.lost_before())
+    }
+
+    /// DAQIRI's burst flags (`REORDERED`, `REORDER_TIMEOUT`: this module's
+    /// constants of those names).
+    #[getter]
+    fn flags(&self) -> PyResult<u32> {
+        Ok(self.held()?.flags())
+    }
+
+    /// A reorder aggregate's batch id; None for other bursts.
+    #[getter]
+    fn batch_id(&self) -> PyResult<Option<u64>> {
+        Ok(self.held()?.batch_id())
+    }
+
+    /// A reorder aggregate's source packets (how many went into it).
+    #[getter]
+    fn source_packets(&self) -> PyResult<u32> {
+        Ok(self.held()?.source_packets())
+    }
+
+    /// A reorder aggregate's slots; 0 for other bursts.
+    #[getter]
+    fn aggregate_slots(&self) -> PyResult<u32> {
+        Ok(self.held()?.aggregate_slots())
+    }
+
+    /// A reorder aggregate's empty slots, lowest first: their packets never
+    /// came, and their bytes are zeros.
+    #[getter]
+    fn missing_slots(&self, py: Python<'_>) -> PyResult<Vec<u32>> {
+        Ok(self.subscription.borrow(py).client.missing_slots(&self.held()?))
     }
 
     /// Gives the burst back to the gateway now.
@@ -254,6 +287,7 @@ struct Packet {
     place: Place,
     flow_id: Option<u32>,
     timestamp: Option<u64>,
+    immediate: Option<u32>,
 }
 
 impl Packet {
@@ -282,6 +316,12 @@ impl Packet {
     #[getter]
     fn timestamp(&self) -> Option<u64> {
         self.timestamp
+    }
+
+    /// Its immediate (RDMA write or SEND with immediate), if any.
+    #[getter]
+    fn immediate(&self) -> Option<u32> {
+        self.immediate
     }
 
     /// Where it lies: "cpu", or "cuda:N" for GPU memory (N as this process
@@ -360,6 +400,8 @@ fn daqiri_gateway(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Subscription>()?;
     module.add_class::<Burst>()?;
     module.add_class::<Packet>()?;
+    module.add("REORDERED", daqiri_consumer::ring::flags::REORDERED)?;
+    module.add("REORDER_TIMEOUT", daqiri_consumer::ring::flags::REORDER_TIMEOUT)?;
     module.add("Ended", module.py().get_type::<Ended>())?;
     module.add("Refused", module.py().get_type::<Refused>())?;
     Ok(())

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::capture::CaptureManager;
 use crate::live::LiveEngine;
 use crate::sequence::{SequenceStats, read_sequence};
-use crate::subscriptions::Hub;
+use crate::subscriptions::{HeldBack, Hub};
 
 /// What the application does with each packet.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,9 +46,27 @@ pub(crate) enum Drains {
 }
 
 impl Drains {
-    fn next(self, engine: &Engine) -> Option<daqiri::Burst> {
+    /// The next burst of what it drains, but of no queue in `waiting`
+    /// (queues whose last burst a consumer holds back); `turn` rotates the
+    /// queue looked at first while some wait, so none is starved.
+    fn next(self, engine: &Engine, waiting: &[HeldBack], turn: &mut usize) -> Option<daqiri::Burst> {
+        let waits = |port, queue| waiting.iter().any(|h| h.queue() == (port, queue));
         match self {
-            Drains::Everything => engine.get_rx_burst_any(),
+            Drains::Everything if waiting.is_empty() => engine.get_rx_burst_any(),
+            Drains::Everything => {
+                let config = engine.config();
+                let queues: Vec<(u16, u16)> = config
+                    .interfaces()
+                    .flat_map(|(port, iface)| iface.rx_queues().iter().map(move |q| (port as u16, q.id)))
+                    .filter(|&(port, queue)| !waits(port, queue))
+                    .collect();
+                *turn = turn.wrapping_add(1);
+                (0..queues.len()).find_map(|k| {
+                    let (port, queue) = queues[(*turn + k) % queues.len()];
+                    engine.get_rx_burst(port, queue).ok().flatten()
+                })
+            }
+            Drains::Queue { port, queue, .. } if waits(port, queue) => None,
             Drains::Queue { port, queue, .. } => engine.get_rx_burst(port, queue).ok().flatten(),
         }
     }
@@ -125,10 +143,15 @@ pub(crate) fn run(
     let mut hashers: BTreeMap<u16, Sha256> = BTreeMap::new();
     let mut idle_rounds = 0u32;
     let mut engine: Option<Arc<Engine>> = live.get();
+    // Bursts consumers that hold back had no room for, a queue each: those
+    // queues wait, the others are drained meanwhile.
+    let mut held_back: Vec<HeldBack> = Vec::new();
+    let mut turn = 0usize;
     loop {
-        let Some(burst) = engine.as_ref().and_then(|e| drains.next(e)) else {
+        held_back = held_back.into_iter().filter_map(|held| hub.retry(held)).collect();
+        let Some(burst) = engine.as_ref().and_then(|e| drains.next(e, &held_back, &mut turn)) else {
             let drained = engine.as_ref().is_none_or(|e| e.has_stopped());
-            if drained && stop.load(Ordering::Relaxed) {
+            if drained && stop.load(Ordering::Relaxed) && held_back.is_empty() {
                 break;
             }
             if drained {
@@ -162,7 +185,7 @@ pub(crate) fn run(
                 }
             }
         }
-        hub.offer(burst);
+        held_back.extend(hub.offer(burst));
     }
     report.digests = hashers.into_iter().map(|(port, h)| (port, hex(&h.finalize()))).collect();
     report

@@ -46,6 +46,8 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         capture_memory_mb: crate::capture::DEFAULT_CAPTURE_MEMORY_MB,
         consumer_socket: None,
         consumer_token_file: None,
+        consumer_max_connections: 256,
+        consumer_host_memory_only: false,
         wait_for_config: false,
     };
     let gateway = {

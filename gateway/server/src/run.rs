@@ -84,6 +84,15 @@ pub(crate) struct RunArgs {
     /// socket's permissions, owner and group).
     #[arg(long, requires = "consumer_socket")]
     pub consumer_token_file: Option<PathBuf>,
+    /// Connections the consumer socket serves at once (each a thread);
+    /// past them a new one is refused before its hello, counted.
+    #[arg(long, default_value_t = 256, requires = "consumer_socket", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub consumer_max_connections: u32,
+    /// Share host memory only: refuse subscriptions whose packets lie in
+    /// GPU memory (`device` regions), which a consumer that imports it could
+    /// map writable (CUDA lets no exporter forbid that).
+    #[arg(long, requires = "consumer_socket")]
+    pub consumer_host_memory_only: bool,
     /// When --config does not exist yet, serve the admin API without an engine
     /// and start once the file appears (a ConfigMap key the operator has not
     /// written for this node yet) or a config is PUT.
@@ -145,8 +154,15 @@ pub(crate) fn run_gateway(
         args.capture_free_space_floor_mb << 20,
         CaptureLimits { max_running: usize::from(args.max_captures), ring_memory: args.capture_memory_mb << 20 },
     )?;
-    let hub = Hub::new(read_token_file(args.consumer_token_file.as_deref(), "--consumer-token-file")?);
-    let listener = args.consumer_socket.as_deref().map(|path| Listener::start(path, &hub, &live)).transpose()?;
+    let hub = Hub::new(
+        read_token_file(args.consumer_token_file.as_deref(), "--consumer-token-file")?,
+        args.consumer_host_memory_only,
+    );
+    let listener = args
+        .consumer_socket
+        .as_deref()
+        .map(|path| Listener::start(path, args.consumer_max_connections as usize, &hub, &live))
+        .transpose()?;
     let admin = match args.no_admin {
         true => None,
         false => {

@@ -193,6 +193,16 @@ impl Telemetry {
             false,
         );
         subscription("daqiri.consumer.held", "Bursts a consumer holds now", |s| s.held as u64, true);
+        let refusing = Arc::clone(&hub);
+        meter
+            .u64_observable_counter("daqiri.consumer.refused_connections")
+            .with_description("Connections to the consumer socket turned away before a hello, by reason")
+            .with_callback(move |observer| {
+                for (why, n) in refusing.refusals() {
+                    observer.observe(n, &[KeyValue::new("daqiri.refusal.reason", why.as_str())]);
+                }
+            })
+            .build();
         capture_counter("daqiri.capture.packets", "Packets written by captures", |c| c.packets);
         capture_counter("daqiri.capture.bytes", "Bytes written by captures", |c| c.bytes);
         capture_counter(

@@ -369,6 +369,15 @@ fn a_flow_subscription_takes_its_flows_packets_alone_and_survives_a_flow_reload(
     send_from(flow_source, udp, 1000..2000);
     send_from(other_source, udp, 101_000..102_000);
     assert_eq!(sequences(&flow, 1000), (1000..2000).collect::<Vec<_>>(), "after the reload, from queue 0");
+    // Flow 5 deleted: the subscription ends, saying why, rather than stay
+    // open receiving nothing.
+    let (status, _) = http(gateway.gateway.admin, "DELETE", "/api/v1/interfaces/udp_rx/flows/5", &[], "");
+    assert_eq!(status, 200);
+    let ended = flow.next(Some(Duration::from_secs(5)));
+    assert!(
+        matches!(&ended, Err(daqiri_consumer::Error::Ended(why)) if why.contains("flow 5 was removed")),
+        "{ended:?}"
+    );
 }
 
 #[test]
@@ -391,6 +400,61 @@ fn a_consumer_that_holds_back_makes_the_queue_drop_and_loses_nothing_itself() {
         bursts += 1;
     }
     assert!(bursts >= 2, "it reads what the gateway waited to give it");
+}
+
+#[test]
+fn a_consumer_that_holds_back_stalls_its_own_queue_alone() {
+    let dir = scratch_dir("consumers-hold-one");
+    let (udp, flow_source, other_source) = (free_udp_port(), free_udp_port(), free_udp_port());
+    // Flow 5 steers to queue 1; everything else reaches queue 0.
+    let yaml = common::two_queues_one_flow(udp, (flow_source, flow_source), 1).yaml();
+    let socket = dir.join("consumers.sock");
+    let inner = common::Gateway::run_with(GATEWAY, dir, &yaml, &["--consumer-socket".as_ref(), socket.as_os_str()]);
+    let gateway = Gateway { gateway: inner, udp };
+    let holding =
+        daqiri_consumer::Options { slots: 1, when_full: daqiri_consumer::WhenFull::HoldBack, ..Default::default() };
+    let _holder = subscribe(&gateway, daqiri_consumer::Target::queue("udp_rx", 0), holding);
+    let reader = subscribe(
+        &gateway,
+        daqiri_consumer::Target::queue("udp_rx", 1),
+        daqiri_consumer::Options { slots: 64, ..Default::default() },
+    );
+    // Queue 0's second burst waits for the holder, which never reads.
+    send_from(other_source, udp, 100_000..100_200);
+    std::thread::sleep(Duration::from_millis(200));
+    send_from(flow_source, udp, 0..1000);
+    assert_eq!(sequences(&reader, 1000), (0..1000).collect::<Vec<_>>(), "queue 1 is drained meanwhile");
+}
+
+#[test]
+fn a_consumer_that_holds_back_does_not_keep_a_sighup_restart_from_binding_its_port() {
+    let gateway = Gateway::start("hold-sighup");
+    let holding =
+        daqiri_consumer::Options { slots: 1, when_full: daqiri_consumer::WhenFull::HoldBack, ..Default::default() };
+    let holder = subscribe(&gateway, daqiri_consumer::Target::queue("udp_rx", 0), holding);
+    gateway.send(2000, 50_000);
+    // A change beyond flows (the queue's batch), by file and signal as a
+    // ConfigMap's reload comes: the engine restarts on the same port.
+    let yaml = TestConfig::udp_server(gateway.udp)
+        .interface_named("udp_rx")
+        .region("m", 4096, 2048)
+        .rx_queue(rx(0, "m").batch(16).timeout_us(500))
+        .yaml();
+    std::fs::write(gateway.gateway.dir.join("gateway.yaml"), yaml).unwrap();
+    let pid = gateway.gateway.child.id().to_string();
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    let restarted = wait_until(Duration::from_secs(10), || {
+        let (_, body) = http(gateway.gateway.admin, "GET", "/api/v1/config", &[], "");
+        String::from_utf8_lossy(&body).contains("batch_size: 16").then_some(1)
+    });
+    assert_eq!(restarted, 1);
+    assert_eq!(http(gateway.gateway.admin, "GET", "/readyz", &[], "").0, 200, "the new engine runs");
+    let ended = (0..3).find_map(|_| holder.next(Some(Duration::from_secs(2))).err());
+    assert!(matches!(&ended, Some(daqiri_consumer::Error::Ended(why)) if why.contains("restarted")), "{ended:?}");
+    // And it receives.
+    let reader = gateway.consumer(&[], &["--seq-offset", "0", "--packets", "500"]);
+    gateway.send(500, 50_000);
+    assert_eq!(reader.summary(Duration::from_secs(30))["packets"], 500);
 }
 
 #[test]
@@ -486,4 +550,127 @@ fn an_async_consumer_awaits_every_datagram_in_order_and_the_end() {
             other => panic!("the end, told: {other:?}"),
         }
     });
+}
+
+#[test]
+fn a_consumer_can_neither_write_nor_resize_what_it_was_handed_by_any_route() {
+    let gateway = Gateway::start("hostile");
+    let reader = gateway.consumer(&[], &["--seq-offset", "0", "--digest", "--packets", "2000"]);
+    let hostile = hostile::Subscription::open(&gateway.socket());
+    hostile.cannot_resize_its_ring();
+    for region in hostile.regions() {
+        hostile::cannot_write_or_resize(region, hostile.region_len(region));
+    }
+    // Tried with traffic running too: the gateway neither faults nor loses a byte.
+    gateway.send(2000, 50_000);
+    let seen = reader.summary(Duration::from_secs(30));
+    assert_eq!((seen["packets"].as_u64(), seen["sequence"]["gaps"].as_u64()), (Some(2000), Some(0)), "{seen}");
+    assert_eq!(seen["digest"], digest_of(2000).as_str(), "every byte as sent");
+    drop(hostile);
+    assert_eq!(http(gateway.gateway.admin, "GET", "/readyz", &[], "").0, 200, "the engine still runs");
+}
+
+/// A consumer that tries every route we know to write, or resize, the
+/// memory it was handed (as root where the suite runs as root).
+mod hostile {
+    use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+    use std::path::Path;
+
+    use daqiri_consumer::protocol::{Answer, Welcome};
+    use rustix::fs::{FallocateFlags, Mode, OFlags, SealFlags};
+    use rustix::io::Errno;
+    use rustix::mm::{MapFlags, MprotectFlags, ProtFlags};
+
+    /// A subscription made by hand: the welcome and its descriptors.
+    pub(super) struct Subscription {
+        _socket: OwnedFd,
+        welcome: Welcome,
+        fds: Vec<OwnedFd>,
+    }
+
+    impl Subscription {
+        pub(super) fn open(path: &Path) -> Self {
+            use rustix::net::{AddressFamily, SocketAddrUnix, SocketType};
+            let socket = rustix::net::socket(AddressFamily::UNIX, SocketType::SEQPACKET, None).unwrap();
+            rustix::net::connect(&socket, &SocketAddrUnix::new(path).unwrap()).unwrap();
+            let hello = br#"{"version":1,"target":{"interface":"udp_rx","queue":0},"slots":8}"#;
+            daqiri_consumer::wire::send(&socket, hello, &[]).unwrap();
+            let (message, fds) = daqiri_consumer::wire::receive(&socket).unwrap().unwrap();
+            let Answer::Welcome(welcome) = serde_json::from_slice(&message).unwrap() else { panic!("not welcomed") };
+            assert_eq!(fds.len(), welcome.descriptors());
+            Self { _socket: socket, welcome, fds }
+        }
+
+        pub(super) fn regions(&self) -> &[OwnedFd] {
+            &self.fds[2..]
+        }
+
+        pub(super) fn region_len(&self, fd: &OwnedFd) -> usize {
+            let at = self.fds.iter().position(|f| f.as_raw_fd() == fd.as_raw_fd()).unwrap() - 2;
+            self.welcome.regions[at].len as usize
+        }
+
+        /// The ring is the consumer's to write (its counters), never to resize.
+        pub(super) fn cannot_resize_its_ring(&self) {
+            let (ring, len) = (&self.fds[0], self.welcome.ring.len);
+            refused("ftruncate of the ring to 0", rustix::fs::ftruncate(ring, 0));
+            refused("ftruncate of the ring to twice its size", rustix::fs::ftruncate(ring, 2 * len));
+            refused("fallocate past the ring's end", rustix::fs::fallocate(ring, FallocateFlags::empty(), len, len));
+            refused("a seal on the ring", rustix::fs::fcntl_add_seals(ring, SealFlags::WRITE));
+            assert_eq!(rustix::fs::fstat(ring).unwrap().st_size as u64, len, "the ring keeps its size");
+        }
+    }
+
+    /// Every route to write or resize region memory `fd` (`len` bytes) fails.
+    pub(super) fn cannot_write_or_resize(fd: &OwnedFd, len: usize) {
+        refused("a writable shared mapping of the descriptor handed over", map(fd, len, true));
+        // Reopened through /proc: refused outright to anyone but root; root
+        // gets a read-write descriptor, and the seals refuse every use of it.
+        match rustix::fs::open(format!("/proc/self/fd/{}", fd.as_raw_fd()), OFlags::RDWR, Mode::empty()) {
+            Err(e) => assert_eq!(e, Errno::ACCESS, "a reopen is refused by the file's mode"),
+            Ok(reopened) => every_write_route_fails(&reopened, len),
+        }
+        // A read-only mapping, reopened through /proc/self/map_files (root's route).
+        let mapping = map(fd, len, false).expect("region memory maps for reading");
+        refused("mprotect of a read-only mapping to writable", unsafe_mprotect_writable(mapping, len));
+        let start = mapping as usize;
+        let path = format!("/proc/self/map_files/{start:x}-{:x}", start + len.next_multiple_of(4096));
+        if let Ok(reopened) = rustix::fs::open(path, OFlags::RDWR, Mode::empty()) {
+            every_write_route_fails(&reopened, len);
+        }
+        // SAFETY: the mapping made above, used by nothing else.
+        unsafe { rustix::mm::munmap(mapping, len).unwrap() };
+    }
+
+    fn every_write_route_fails(fd: &OwnedFd, len: usize) {
+        refused("a writable shared mapping of a reopened descriptor", map(fd, len, true));
+        let mapping = map(fd, len, false).expect("maps for reading");
+        refused("mprotect of its read-only mapping to writable", unsafe_mprotect_writable(mapping, len));
+        // SAFETY: the mapping just made, used by nothing else.
+        unsafe { rustix::mm::munmap(mapping, len).unwrap() };
+        refused("write", rustix::io::write(fd, b"overwritten"));
+        refused("pwrite", rustix::io::pwrite(fd, b"overwritten", 64));
+        refused("ftruncate to 0", rustix::fs::ftruncate(fd, 0));
+        refused("ftruncate to twice its size", rustix::fs::ftruncate(fd, 2 * len as u64));
+        let hole = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        refused("fallocate punching a hole", rustix::fs::fallocate(fd, hole, 0, len as u64));
+        refused("fallocate past the end", rustix::fs::fallocate(fd, FallocateFlags::empty(), len as u64, 4096));
+        refused("removing the seals (a new one)", rustix::fs::fcntl_add_seals(fd, SealFlags::WRITE));
+    }
+
+    fn map(fd: impl AsFd, len: usize, writable: bool) -> rustix::io::Result<*mut std::ffi::c_void> {
+        let prot = if writable { ProtFlags::READ | ProtFlags::WRITE } else { ProtFlags::READ };
+        // SAFETY: a fresh mapping at an address the kernel picks, aliasing no Rust object.
+        unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }
+    }
+
+    fn unsafe_mprotect_writable(mapping: *mut std::ffi::c_void, len: usize) -> rustix::io::Result<()> {
+        // SAFETY: changes only the protection of a mapping of ours no Rust object borrows.
+        unsafe { rustix::mm::mprotect(mapping, len, MprotectFlags::READ | MprotectFlags::WRITE) }
+    }
+
+    #[track_caller]
+    fn refused<T>(what: &str, result: rustix::io::Result<T>) {
+        assert!(result.is_err(), "{what} was allowed");
+    }
 }

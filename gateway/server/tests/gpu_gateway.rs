@@ -77,8 +77,12 @@ fn start_gateway(tag: &str) -> (String, Ports, Gateway) {
 }
 
 /// [`start_gateway`], with a consumer socket (`consumers.sock` in its
-/// directory) where `consumers`.
+/// directory) where `consumers`, and `more` arguments.
 fn start_gateway_with(tag: &str, consumers: bool) -> (String, Ports, Gateway) {
+    start_gateway_with_args(tag, consumers, &[])
+}
+
+fn start_gateway_with_args(tag: &str, consumers: bool, args: &[&str]) -> (String, Ports, Gateway) {
     let gateway = gateway_binary();
     let ports = Ports {
         udp: free_udp_port(),
@@ -87,8 +91,11 @@ fn start_gateway_with(tag: &str, consumers: bool) -> (String, Ports, Gateway) {
     };
     let dir = scratch_dir(tag);
     let socket = dir.join("consumers.sock");
-    let more: &[&std::ffi::OsStr] = if consumers { &["--consumer-socket".as_ref(), socket.as_os_str()] } else { &[] };
-    let gw = Gateway::run_with(&gateway, dir, &config(ports, false).yaml(), more);
+    let mut more: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    if consumers {
+        more.extend(["--consumer-socket".as_ref(), socket.as_os_str()]);
+    }
+    let gw = Gateway::run_with(&gateway, dir, &config(ports, false).yaml(), &more);
     (gateway, ports, gw)
 }
 
@@ -409,6 +416,16 @@ fn consumer_processes_read_gpu_aggregates_and_gpu_landed_packets_in_place_equal_
         assert!(std::time::Instant::now() < deadline, "buffers still out after the consumers left: {out:?}");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+#[test]
+fn a_gateway_sharing_host_memory_only_refuses_gpu_memory_by_the_regions_name() {
+    let (_, _, gw) = start_gateway_with_args("gpu-host-only", true, &["--consumer-host-memory-only"]);
+    let socket = gw.dir.join("consumers.sock");
+    let plan = br#"{"version":1,"target":{"interface":"plans","plan":"int4_fp16"},"slots":4,"gpu_memory":true}"#;
+    let refusal = hello_answer(&socket, plan);
+    let reason = refusal["refused"]["reason"].as_str().unwrap_or_else(|| panic!("refused: {refusal}"));
+    assert!(reason.contains("\"out_int4_fp16\" is GPU memory") && reason.contains("host memory only"), "{reason}");
 }
 
 #[test]

@@ -3,6 +3,13 @@
 //! other processes can map the very pages, read-only, from a descriptor
 //! handed to them (see [`Mapping::read_only_fd`]). The only place the
 //! engine calls `mmap`; everything above works with [`Mapping`] slices.
+//!
+//! A read-only descriptor alone guards nothing: whoever holds it can reopen
+//! the file read-write through `/proc/self/fd` (or, as root, map it through
+//! `/proc/PID/map_files`). So once the engine's own mapping is made, the file
+//! is sealed ([`SEALS`]): no new writable mapping, no `write`, no resize or
+//! hole by any descriptor of it, however opened; only the mapping made
+//! before the seal writes.
 
 #![allow(unsafe_code)]
 
@@ -79,6 +86,7 @@ impl Mapping {
             }
         }
         bind_to_node(ptr, len, node)?;
+        seal(&mapping.file)?;
         // Fault every page in now, on the node just bound, a chunk per call:
         // each call holds the process's mmap lock, and one call over
         // gigabytes would stall every other thread that maps memory (the
@@ -117,8 +125,8 @@ impl Mapping {
     }
 
     /// A new descriptor of the memory file that only reads: a process it is
-    /// handed to can map the pages to read, and not to write (a shared
-    /// writable mapping of a read-only descriptor is refused).
+    /// handed to can map the pages to read, and not to write, by this
+    /// descriptor or any it reopens (the file is sealed, see [`SEALS`]).
     pub(crate) fn read_only_fd(&self) -> io::Result<OwnedFd> {
         let path = std::ffi::CString::new(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
             .expect("no NUL in a path of digits");
@@ -132,10 +140,32 @@ impl Mapping {
     }
 }
 
-/// A memory file of `len` bytes (`file_flags`: hugetlb or not), close-on-exec.
+/// What a region's memory file is sealed against once the engine maps it:
+/// growing, shrinking (a consumer's `ftruncate` would make the engine's own
+/// accesses fault), any writable mapping or `write` made after the seal, and
+/// further seals. The engine's mapping, made before, stays writable.
+pub(crate) const SEALS: libc::c_int =
+    libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL;
+
+/// Seals a region's memory file (see [`SEALS`]) and leaves its mode to the
+/// owner's reading alone, so no other user can even reopen it.
+fn seal(file: &OwnedFd) -> io::Result<()> {
+    // SAFETY: plain calls on a descriptor we own; results are checked.
+    unsafe {
+        if libc::fchmod(file.as_raw_fd(), 0o400) != 0 || libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, SEALS) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A memory file of `len` bytes (`file_flags`: hugetlb or not), close-on-exec,
+/// that can be sealed.
 fn memory_file(len: usize, file_flags: libc::c_uint) -> io::Result<OwnedFd> {
     // SAFETY: a NUL-terminated name and valid flags; the result is checked.
-    let fd = unsafe { libc::memfd_create(c"daqiri-region".as_ptr(), libc::MFD_CLOEXEC | file_flags) };
+    let fd = unsafe {
+        libc::memfd_create(c"daqiri-region".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | file_flags)
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -72,5 +72,5 @@ fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&str> {
 
 /// Compares without an early exit, so timing does not reveal the token.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }

@@ -23,6 +23,9 @@ pub(crate) struct Stats {
     memory_regions: Vec<RegionStats>,
     /// Per subscription of a consumer outside the gateway.
     subscriptions: Vec<SubscriptionStats>,
+    /// Connections to the consumer socket turned away before a hello, by
+    /// reason (`too_many_connections`, `accept_failed`, `no_thread`).
+    consumer_refusals: BTreeMap<String, u64>,
 }
 
 /// One consumer's subscription (`run --consumer-socket`).
@@ -337,5 +340,6 @@ pub(crate) async fn stats(State(state): State<Arc<AdminState>>) -> Result<Json<S
         })
         .collect();
     let subscriptions = state.hub.stats().into_iter().map(SubscriptionStats::from).collect();
-    Ok(Json(Stats { interfaces, memory_regions, subscriptions }))
+    let consumer_refusals = state.hub.refusals().map(|(why, n)| (why.as_str().to_owned(), n)).collect();
+    Ok(Json(Stats { interfaces, memory_regions, subscriptions, consumer_refusals }))
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use daqiri::{Burst, EngineId};
 use daqiri_consumer::protocol::WhenFull;
-use daqiri_consumer::ring::{Broken, Producer, SegmentDescriptor};
+use daqiri_consumer::ring::{Broken, Delivery, HAS_IMMEDIATE, Producer, SegmentDescriptor};
 
 use super::filter::Filter;
 
@@ -40,6 +40,8 @@ pub(crate) struct Feed {
     pub(crate) delivered: u64,
     pub(crate) lag: u64,
     descriptors: Vec<SegmentDescriptor>,
+    /// An aggregate's empty slots, a bit each.
+    missing: Vec<u64>,
     reclaimed: Vec<u32>,
 }
 
@@ -63,6 +65,7 @@ impl Feed {
             delivered: 0,
             lag: 0,
             descriptors: Vec::new(),
+            missing: Vec::new(),
             reclaimed: Vec::new(),
         }
     }
@@ -96,6 +99,8 @@ impl Feed {
                     packet: packets,
                     flow_id: packet.flow_id().unwrap_or(u32::MAX),
                     timestamp: packet.rx_timestamp().unwrap_or(u64::MAX),
+                    immediate: packet.immediate().unwrap_or(0),
+                    has: if packet.immediate().is_some() { HAS_IMMEDIATE } else { 0 },
                 });
             }
             packets += 1;
@@ -103,7 +108,8 @@ impl Feed {
         if packets == 0 {
             return Ok(Given::Nothing);
         }
-        let Some(slot) = self.producer.deliver((burst.port_id(), burst.queue_id()), packets, &self.descriptors) else {
+        let delivery = self.describe(burst, packets);
+        let Some(slot) = self.producer.deliver(&delivery, &self.descriptors, &self.missing) else {
             return Ok(Given::Full);
         };
         self.held[slot as usize] = Some(Arc::clone(burst));
@@ -113,6 +119,30 @@ impl Feed {
             let _ = rustix::io::write(&self.doorbell, &1u64.to_ne_bytes());
         }
         Ok(Given::Delivered)
+    }
+
+    /// What the consumer is told of `burst` (`packets` of it taken) beside
+    /// its segments; an aggregate's empty slots go to `self.missing`.
+    fn describe(&mut self, burst: &Burst, packets: u32) -> Delivery {
+        self.missing.clear();
+        let mut delivery = Delivery {
+            port: burst.port_id(),
+            queue: burst.queue_id(),
+            packets,
+            flags: burst.flags(),
+            batch_id: burst.batch_id(),
+            ..Delivery::default()
+        };
+        if let Some(missing) = burst.reorder_missing() {
+            delivery.source_packets = burst.source_packets();
+            delivery.aggregate_slots = missing.slots();
+            self.missing.resize(missing.slots().div_ceil(64) as usize, 0);
+            for slot in missing.iter() {
+                self.missing[slot as usize / 64] |= 1 << (slot % 64);
+                delivery.missing_slots += 1;
+            }
+        }
+        delivery
     }
 
     /// Counts a burst lost for this consumer alone (its ring was full);

@@ -3,12 +3,17 @@
 //! waits for it to close: a consumer that exits or dies (the kernel closes
 //! its socket) has its subscription ended and everything it held given
 //! back at once; one that says anything after its hello is cut off.
+//!
+//! Connections are bounded before anyone authenticates: past
+//! `max_connections` a new one is refused at once, with no thread; when
+//! the process runs out of descriptors the accepting thread waits before
+//! it tries again, rather than spinning.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use daqiri::config::model::Interface;
 use daqiri_consumer::protocol::{Answer, Hello, MAX_SLOTS, RegionShape, Source, VERSION, Welcome};
@@ -17,15 +22,19 @@ use daqiri_consumer::wire;
 use rustix::event::{PollFd, PollFlags};
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
-use super::Hub;
 use super::feed::Feed;
 use super::filter::Filter;
+use super::{Hub, Refusal};
 use crate::live::LiveEngine;
 
 /// How long a consumer has to say hello once connected.
 const HELLO_WITHIN: Duration = Duration::from_secs(5);
 /// How often the accepting thread looks at the stop flag.
 const STOP_CHECK: Duration = Duration::from_millis(100);
+/// How long the accepting thread waits after `accept` failed (out of
+/// descriptors or memory), and how often such failures are logged at most.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+const ACCEPT_FAILURE_LOG: Duration = Duration::from_secs(10);
 
 /// The consumer socket, listening; removed when dropped.
 #[derive(Debug)]
@@ -36,10 +45,17 @@ pub(crate) struct Listener {
 }
 
 impl Listener {
-    /// Listens at `path` (a stale socket there is replaced), open to the
-    /// owner and group only.
-    pub(crate) fn start(path: &Path, hub: &Arc<Hub>, live: &Arc<LiveEngine>) -> anyhow::Result<Self> {
-        let _ = std::fs::remove_file(path);
+    /// Listens at `path`, open to the owner and group only, for at most
+    /// `max_connections` connections at once. A stale socket there (no one
+    /// listens) is replaced; a live one, or anything that is not a socket,
+    /// is left alone and refused.
+    pub(crate) fn start(
+        path: &Path,
+        max_connections: usize,
+        hub: &Arc<Hub>,
+        live: &Arc<LiveEngine>,
+    ) -> anyhow::Result<Self> {
+        clear_stale_socket(path)?;
         let socket = rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
         rustix::net::bind(&socket, &SocketAddrUnix::new(path)?)
             .map_err(|e| anyhow::anyhow!("cannot listen for consumers at {}: {e}", path.display()))?;
@@ -48,9 +64,10 @@ impl Listener {
         tracing::info!("consumers subscribe at {}", path.display());
         let stop = Arc::new(AtomicBool::new(false));
         let (hub, live, flag) = (Arc::clone(hub), Arc::clone(live), Arc::clone(&stop));
+        let limit = ConnectionLimit { max: max_connections, open: Arc::default() };
         let thread = std::thread::Builder::new()
             .name("consumer-socket".into())
-            .spawn(move || accept_until(&socket, &flag, &hub, &live))?;
+            .spawn(move || accept_until(&socket, &flag, &limit, &hub, &live))?;
         Ok(Self { path: path.to_owned(), stop, thread: Some(thread) })
     }
 }
@@ -65,7 +82,44 @@ impl Drop for Listener {
     }
 }
 
-fn accept_until(socket: &OwnedFd, stop: &AtomicBool, hub: &Arc<Hub>, live: &Arc<LiveEngine>) {
+/// Makes way for a new socket at `path`: removes a socket no one listens
+/// on; refuses a live one (another gateway's) and anything else there.
+fn clear_stale_socket(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    anyhow::ensure!(
+        meta.file_type().is_socket(),
+        "--consumer-socket {}: something that is not a socket is there; remove it or choose another path",
+        path.display()
+    );
+    let probe = rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+    match rustix::net::connect(&probe, &SocketAddrUnix::new(path)?) {
+        Ok(()) => anyhow::bail!(
+            "--consumer-socket {}: another process (a gateway?) is listening there; stop it or choose another path",
+            path.display()
+        ),
+        Err(rustix::io::Errno::CONNREFUSED) => Ok(std::fs::remove_file(path)?),
+        Err(e) => anyhow::bail!("--consumer-socket {}: cannot tell whether it is in use: {e}", path.display()),
+    }
+}
+
+/// Connections served now, and how many may be.
+struct ConnectionLimit {
+    max: usize,
+    open: Arc<AtomicUsize>,
+}
+
+/// One connection's place under the limit, given back when its thread ends.
+struct Place(Arc<AtomicUsize>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn accept_until(socket: &OwnedFd, stop: &AtomicBool, limit: &ConnectionLimit, hub: &Arc<Hub>, live: &Arc<LiveEngine>) {
+    let mut last_failure_logged: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
         if !readable(socket, STOP_CHECK) {
             continue;
@@ -73,13 +127,29 @@ fn accept_until(socket: &OwnedFd, stop: &AtomicBool, hub: &Arc<Hub>, live: &Arc<
         let connection = match rustix::net::accept_with(socket, SocketFlags::CLOEXEC) {
             Ok(connection) => connection,
             Err(e) => {
-                tracing::warn!("consumer socket: accept: {e}");
+                hub.count_refusal(Refusal::AcceptFailed);
+                if last_failure_logged.is_none_or(|at| at.elapsed() >= ACCEPT_FAILURE_LOG) {
+                    tracing::warn!("consumer socket: accept: {e} (waiting {ACCEPT_BACKOFF:?} between tries)");
+                    last_failure_logged = Some(Instant::now());
+                }
+                std::thread::sleep(ACCEPT_BACKOFF);
                 continue;
             }
         };
-        let (hub, live) = (Arc::clone(hub), Arc::clone(live));
-        let spawned = std::thread::Builder::new().name("consumer".into()).spawn(move || serve(connection, &hub, &live));
+        if limit.open.fetch_add(1, Ordering::AcqRel) >= limit.max {
+            limit.open.fetch_sub(1, Ordering::AcqRel);
+            hub.count_refusal(Refusal::TooManyConnections);
+            refuse_quietly(&connection, format!("too many consumer connections ({} at once)", limit.max));
+            continue;
+        }
+        let place = Place(Arc::clone(&limit.open));
+        let (served, live) = (Arc::clone(hub), Arc::clone(live));
+        let spawned = std::thread::Builder::new().name("consumer".into()).spawn(move || {
+            let _place = place;
+            serve(connection, &served, &live);
+        });
         if let Err(e) = spawned {
+            hub.count_refusal(Refusal::NoThread);
             tracing::warn!("consumer socket: cannot start a thread for a consumer: {e}");
         }
     }
@@ -138,7 +208,7 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
     let target = &hello.target;
     let port = engine.get_port_id(&target.interface).ok_or_else(|| format!("no interface \"{}\"", target.interface))?;
     let config = engine.config();
-    let Resolved { filter, regions, per_slot } =
+    let Resolved { filter, regions, per_slot, aggregate_slots } =
         resolve(&config.config().interfaces[usize::from(port)], port, &target.source)?;
     let slots = granted_slots(config.config(), &regions, hello.slots);
     let mut names: Vec<&String> = regions.iter().map(|(name, _)| name).collect();
@@ -152,6 +222,14 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
         })
         .collect::<Result<Vec<_>, String>>()?;
     if let Some(region) = regions.iter().find(|r| r.gpu.is_some())
+        && hub.host_memory_only
+    {
+        return Err(format!(
+            "region \"{}\" is GPU memory (kind device), and this gateway shares host memory only (--consumer-host-memory-only)",
+            region.name
+        ));
+    }
+    if let Some(region) = regions.iter().find(|r| r.gpu.is_some())
         && !hello.gpu_memory
     {
         return Err(format!(
@@ -159,7 +237,8 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
             region.name
         ));
     }
-    let (producer, ring) = Producer::create(slots, per_slot).map_err(|e| format!("cannot make a ring: {e}"))?;
+    let (producer, ring) =
+        Producer::create(slots, per_slot, aggregate_slots).map_err(|e| format!("cannot make a ring: {e}"))?;
     let doorbell =
         rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK)
             .map_err(|e| format!("cannot make a doorbell: {e}"))?;
@@ -199,6 +278,8 @@ struct Resolved {
     regions: Vec<(String, u32)>,
     /// The most segment descriptors one burst needs.
     per_slot: u32,
+    /// The most slots a reorder aggregate it gets may have (0 for none).
+    aggregate_slots: u32,
 }
 
 /// What `source` of `interface` (port `port`) resolves to.
@@ -208,8 +289,10 @@ fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<Resolved
     let plans = interface.rx.as_ref().map_or(&[][..], |rx| &rx.reorder_configs);
     let batch = |queue: &daqiri::config::model::Queue| queue.batch_size().max(1);
     let per_slot = |queue: &daqiri::config::model::Queue| batch(queue) * queue.memory_regions.len().max(1) as u32;
-    // A plan's aggregate is one packet of one buffer of its region.
+    // A plan's aggregate is one packet of one buffer of its region, of at
+    // most its queue's batch_size slots (validation holds it to that).
     let aggregates = plans.iter().map(|plan| (plan.memory_region.clone(), 1));
+    let aggregate_slots = if plans.is_empty() { 0 } else { queues.iter().map(batch).max().unwrap_or(0) };
     match source {
         Source::Queue(id) => {
             let queue = queues
@@ -218,7 +301,8 @@ fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<Resolved
                 .ok_or_else(|| format!("interface \"{name}\" has no RX queue {id}"))?;
             // A plan on the queue delivers its aggregates there, from its own region.
             let regions = queue.memory_regions.iter().map(|r| (r.clone(), batch(queue))).chain(aggregates).collect();
-            Ok(Resolved { filter: Filter::Queue { port, queue: *id }, regions, per_slot: per_slot(queue) })
+            let filter = Filter::Queue { port, queue: *id };
+            Ok(Resolved { filter, regions, per_slot: per_slot(queue), aggregate_slots })
         }
         Source::Flow(id) => {
             let flows = interface.rx.as_ref().map_or(&[][..], |rx| &rx.flows);
@@ -229,7 +313,7 @@ fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<Resolved
             let regions =
                 queues.iter().flat_map(|q| q.memory_regions.iter().map(move |r| (r.clone(), batch(q)))).collect();
             let per_slot = queues.iter().map(per_slot).max().unwrap_or(1);
-            Ok(Resolved { filter: Filter::Flow { port, flow: *id }, regions, per_slot })
+            Ok(Resolved { filter: Filter::Flow { port, flow: *id }, regions, per_slot, aggregate_slots })
         }
         Source::Plan(plan) => {
             let index = plans
@@ -237,7 +321,8 @@ fn resolve(interface: &Interface, port: u16, source: &Source) -> Result<Resolved
                 .position(|p| &p.name == plan)
                 .ok_or_else(|| format!("interface \"{name}\" has no reorder plan \"{plan}\""))?;
             let regions = vec![(plans[index].memory_region.clone(), 1)];
-            Ok(Resolved { filter: Filter::Plan { port, plan: index as u16 }, regions, per_slot: 1 })
+            let filter = Filter::Plan { port, plan: index as u16 };
+            Ok(Resolved { filter, regions, per_slot: 1, aggregate_slots })
         }
     }
 }
@@ -258,6 +343,12 @@ fn granted_slots(config: &daqiri::config::model::EngineConfig, regions: &[(Strin
 
 fn refuse(connection: &OwnedFd, reason: String) {
     tracing::warn!("refused a consumer: {reason}");
+    refuse_quietly(connection, reason);
+}
+
+/// Tells a consumer why it is refused, without a log line: a flood of
+/// connections must not become a flood of log.
+fn refuse_quietly(connection: &OwnedFd, reason: String) {
     let message = serde_json::to_vec(&Answer::Refused { reason }).expect("a refusal serialises");
     let _ = wire::send(connection, &message, &[]);
 }

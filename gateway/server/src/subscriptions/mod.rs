@@ -7,8 +7,9 @@
 //! group's members take turns) and its buffers go back to their pool once
 //! every one of them released it. A consumer whose ring is full loses that
 //! burst alone, counted as its lag, so receive never waits for a consumer;
-//! unless it asked to hold back, when the application loop waits for it as
-//! it would for a slow application of its own. Housekeeping ([`Hub::tend`],
+//! unless it asked to hold back, when the burst waits for it ([`HeldBack`])
+//! and its queue is not drained meanwhile, as it would not be for a slow
+//! application of its own; the other queues go on. Housekeeping ([`Hub::tend`],
 //! every few milliseconds) takes back what consumers released and ends the
 //! subscriptions of an engine that was replaced.
 
@@ -21,7 +22,6 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use daqiri::Burst;
 use daqiri_consumer::protocol::{Answer, WhenFull};
@@ -32,8 +32,20 @@ pub(crate) use listener::{Listener, serve};
 
 use crate::live::LiveEngine;
 
-/// How often a burst held back for a consumer looks again for room.
-const HOLD_BACK_POLL: Duration = Duration::from_micros(20);
+/// A burst a consumer that holds back had no room for: its queue waits
+/// until it is given ([`Hub::retry`]).
+#[derive(Debug)]
+pub(crate) struct HeldBack {
+    burst: Arc<Burst>,
+    waiting: Vec<Recipient>,
+}
+
+impl HeldBack {
+    /// The port and RX queue it came from, which waits for it.
+    pub(crate) fn queue(&self) -> (u16, u16) {
+        (self.burst.port_id(), self.burst.queue_id())
+    }
+}
 
 /// Every subscription, and what a consumer must show to subscribe.
 #[derive(Debug)]
@@ -43,8 +55,36 @@ pub(crate) struct Hub {
     count: AtomicUsize,
     next_id: AtomicU64,
     token: Option<String>,
+    /// Whether GPU memory is refused to every consumer (`--consumer-host-memory-only`).
+    host_memory_only: bool,
     /// Set when the gateway stops: nothing waits for a consumer any more.
     stopping: AtomicBool,
+    /// Consumers turned away before a subscription, by [`Refusal`].
+    refusals: [AtomicU64; Refusal::ALL.len()],
+}
+
+/// Why the consumer socket turned a connection away before its hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// `--consumer-max-connections` were open already.
+    TooManyConnections,
+    /// `accept` failed: the process is out of descriptors or memory.
+    AcceptFailed,
+    /// No thread could be started for the connection.
+    NoThread,
+}
+
+impl Refusal {
+    pub(crate) const ALL: [Refusal; 3] = [Refusal::TooManyConnections, Refusal::AcceptFailed, Refusal::NoThread];
+
+    /// Its name in stats and metrics.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Refusal::TooManyConnections => "too_many_connections",
+            Refusal::AcceptFailed => "accept_failed",
+            Refusal::NoThread => "no_thread",
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -81,6 +121,13 @@ impl State {
     }
 }
 
+/// Whether interface `port` of `config` has RX flow `flow` (from the
+/// config, or added at runtime).
+fn has_flow(config: &daqiri::config::model::EngineConfig, port: u16, flow: u32) -> bool {
+    let rx = config.interfaces.get(usize::from(port)).and_then(|i| i.rx.as_ref());
+    rx.is_some_and(|rx| rx.flows.iter().any(|f| f.id == flow))
+}
+
 /// A group: its name and what its members take.
 type GroupKey = (String, Filter);
 
@@ -112,37 +159,59 @@ pub(crate) struct SubscriptionStats {
 }
 
 impl Hub {
-    /// A hub whose consumers must give `token`, where one is set.
-    pub(crate) fn new(token: Option<String>) -> Arc<Self> {
+    /// A hub whose consumers must give `token`, where one is set, and
+    /// which shares GPU memory unless `host_memory_only`.
+    pub(crate) fn new(token: Option<String>, host_memory_only: bool) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             count: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             token,
+            host_memory_only,
             stopping: AtomicBool::new(false),
+            refusals: Default::default(),
         })
     }
 
+    /// Counts a connection turned away.
+    pub(crate) fn count_refusal(&self, why: Refusal) {
+        self.refusals[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections turned away so far, by reason.
+    pub(crate) fn refusals(&self) -> impl Iterator<Item = (Refusal, u64)> + '_ {
+        Refusal::ALL.into_iter().map(|why| (why, self.refusals[why as usize].load(Ordering::Relaxed)))
+    }
+
     /// Hands `burst` to the consumers whose subscriptions take it; drops it
-    /// (its buffers back) when there are none. Waits while a consumer that
-    /// holds back has no room, until the gateway stops.
-    pub(crate) fn offer(&self, burst: Burst) {
+    /// (its buffers back) when there are none. What a consumer that holds
+    /// back had no room for comes back, for [`retry`](Self::retry) while its
+    /// queue waits.
+    pub(crate) fn offer(&self, burst: Burst) -> Option<HeldBack> {
         if self.count.load(Ordering::Relaxed) == 0 {
-            return;
+            return None;
         }
         let burst = Arc::new(burst);
         let recipients = self.recipients(&burst);
         if recipients.is_empty() {
-            return;
+            return None;
         }
         // A GPU aggregate or a copy into GPU memory may still be in flight;
         // a consumer in another process cannot wait on our CUDA event.
         burst.wait_ready();
-        let mut waiting = self.give(&burst, recipients);
-        while !waiting.is_empty() && !self.stopping.load(Ordering::Relaxed) {
-            std::thread::sleep(HOLD_BACK_POLL);
-            waiting = self.give(&burst, waiting);
-        }
+        let waiting = self.give(&burst, recipients);
+        self.still_held(HeldBack { burst, waiting })
+    }
+
+    /// Offers a held-back burst again to those it waits for; it comes back
+    /// while one still has no room, until the gateway stops.
+    pub(crate) fn retry(&self, held: HeldBack) -> Option<HeldBack> {
+        let waiting = self.give(&held.burst, held.waiting);
+        self.still_held(HeldBack { burst: held.burst, waiting })
+    }
+
+    fn still_held(&self, held: HeldBack) -> Option<HeldBack> {
+        (!held.waiting.is_empty() && !self.stopping.load(Ordering::Relaxed)).then_some(held)
     }
 
     /// Who `burst` is for: each subscription outside a group that takes
@@ -202,12 +271,14 @@ impl Hub {
     }
 
     /// Takes back what consumers released, and ends the subscriptions of
-    /// an engine that is no longer `live`'s.
+    /// an engine that is no longer `live`'s, and of flows a reload removed.
     pub(crate) fn tend(&self, live: &LiveEngine) {
         if self.count.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let current = live.get().map(|engine| engine.id());
+        let engine = live.get();
+        let current = engine.as_ref().map(|engine| engine.id());
+        let config = engine.as_ref().map(|engine| engine.config());
         let mut state = self.lock();
         let mut ended = Vec::new();
         for subscribed in state.feeds.iter_mut() {
@@ -216,6 +287,10 @@ impl Hub {
                     subscribed.feed.id,
                     "the engine restarted (a config was applied): subscribe again".to_owned(),
                 ));
+            } else if let Filter::Flow { port, flow } = subscribed.feed.filter
+                && !config.as_ref().is_some_and(|c| has_flow(c.config(), port, flow))
+            {
+                ended.push((subscribed.feed.id, format!("flow {flow} was removed (a reload or a flow deletion)")));
             } else if let Err(e) = subscribed.feed.reclaim() {
                 ended.push((subscribed.feed.id, e.to_string()));
             }
@@ -266,7 +341,12 @@ impl Hub {
     fn check_token(&self, given: Option<&str>) -> Result<(), String> {
         match (&self.token, given) {
             (None, _) => Ok(()),
-            (Some(token), Some(given)) if token == given => Ok(()),
+            // Compared in constant time, so timing does not reveal the token.
+            (Some(token), Some(given))
+                if bool::from(subtle::ConstantTimeEq::ct_eq(token.as_bytes(), given.as_bytes())) =>
+            {
+                Ok(())
+            }
             (Some(_), _) => Err("a wrong or missing consumer token".into()),
         }
     }
@@ -288,6 +368,14 @@ impl Hub {
         // `remove`, not `swap_remove`: a group's turns follow the order.
         let ended = state.feeds.remove(at);
         self.count.fetch_sub(1, Ordering::Relaxed);
+        // A group's turn is forgotten with its last member: names are the
+        // consumers' to choose, and must not pile up.
+        if let Some(group) = &ended.feed.group {
+            let key = (group.clone(), ended.feed.filter.clone());
+            if !state.feeds.iter().any(|s| s.feed.group.as_ref() == Some(group) && s.feed.filter == key.1) {
+                state.turns.remove(&key);
+            }
+        }
         tracing::info!(subscription = id, held = ended.feed.held(), "a consumer's subscription ended: {why}");
         let message = serde_json::to_vec(&Answer::Ended { reason: why.to_owned() }).expect("an end serialises");
         let _ = daqiri_consumer::wire::send(&ended.socket, &message, &[]);
