@@ -10,6 +10,8 @@ need_apt=()
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v ss >/dev/null || need_apt+=(iproute2)
 command -v tshark >/dev/null || need_apt+=(tshark)
+# ethtool: the AF_XDP beds set a veth's channels to a config's RX queues.
+command -v ethtool >/dev/null || need_apt+=(ethtool)
 command -v capinfos >/dev/null || need_apt+=(tshark)
 command -v prometheus >/dev/null || need_apt+=(prometheus)
 command -v npm >/dev/null || need_apt+=(npm)

@@ -334,6 +334,20 @@ fn what_the_netdev_or_the_kernel_cannot_take_is_refused_by_name() {
     let err = start(&config("dq_no_such_dev", 1, false, no_flows)).unwrap_err();
     assert!(err.message.contains("dq_no_such_dev") && err.message.contains("not found"), "{}", err.message);
     assert!(!veth.link_state().contains("prog/xdp"), "a refused start attaches nothing");
+
+    // More NIC queues than RX queues: frames the NIC spreads to the others
+    // would reach no socket, so it is refused, not half received.
+    let wide = Veth::with_queues("xw", 2, false);
+    let err = start(&config(&wide.receive, 1, false, no_flows)).unwrap_err();
+    assert_eq!(err.status, Status::NotSupported);
+    assert!(
+        err.message.contains("interfaces[0].rx.queues")
+            && err.message.contains(&format!("ethtool -L {}", wide.receive)),
+        "{}",
+        err.message
+    );
+    wide.use_queues(1);
+    drop(start(&config(&wide.receive, 1, false, no_flows)).expect("one NIC queue for one RX queue"));
 }
 
 #[test]

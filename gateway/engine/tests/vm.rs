@@ -59,6 +59,9 @@ fn frames_arrive(engine: &Engine, mac: [u8; 6], count: u32) {
 #[ignore = "needs the VM test bed; tests/vm/run.sh runs it"]
 fn vm_af_xdp_runs_natively_in_virtio_net() {
     let netdev = vm_bed("DAQIRI_VM_XDP_NETDEV");
+    // As many NIC queues as RX queues: a socket receives only its own.
+    let channels = std::process::Command::new("ethtool").args(["-L", &netdev, "combined", "2"]).status();
+    assert!(channels.is_ok_and(|s| s.success()), "ethtool -L {netdev} combined 2");
     let config = TestConfig::af_xdp(&netdev)
         .master_core(0)
         .region("mem", 4096, 2048)

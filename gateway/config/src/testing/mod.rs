@@ -322,6 +322,11 @@ impl TestConfig {
         self.config.memory_regions.iter_mut().find(|r| r.name == name).expect("a region of this name")
     }
 
+    /// RX queues of the first interface.
+    pub fn rx_queue_count(&self) -> usize {
+        self.config.interfaces.first().and_then(|i| i.rx.as_ref()).map_or(0, |rx| rx.queues.len())
+    }
+
     /// The model, for a test that changes what no method covers.
     pub fn model_mut(&mut self) -> &mut EngineConfig {
         &mut self.config

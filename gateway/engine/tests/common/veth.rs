@@ -99,6 +99,27 @@ impl Veth {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Carries frames on the pair's first `queues` queues only (at most
+    /// the pair was made with): the sending end's TX channels and the
+    /// receiving end's RX channels, as `ethtool -L` sets a NIC's.
+    pub fn use_queues(&self, queues: u32) {
+        let n = queues.to_string();
+        let set = |namespace: Option<&str>, netdev: &str, direction: &str| {
+            let mut command = match namespace {
+                Some(ns) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", ns, "ethtool"]);
+                    c
+                }
+                None => Command::new("ethtool"),
+            };
+            let status = command.args(["-L", netdev, direction, &n]).status().expect("run ethtool");
+            assert!(status.success(), "ethtool -L {netdev} {direction} {n}");
+        };
+        set(None, &self.receive, "rx");
+        set(self.namespace.as_deref(), &self.send, "tx");
+    }
+
     /// A raw sender on the sending end, in its namespace.
     pub fn sender(&self) -> RawSocket {
         in_namespace(self.namespace.as_deref(), || RawSocket::on(&self.send))

@@ -47,6 +47,13 @@ pub trait Bed {
         None
     }
 
+    /// Starts the engine on `config`, the wire made ready for it first
+    /// (a NIC's RX channels set to the config's RX queues, where the
+    /// backend binds one socket per NIC queue).
+    fn start(&self, config: &TestConfig) -> daqiri::Result<Engine> {
+        Engine::from_yaml(&config.yaml())
+    }
+
     /// `buf_size` of the region RX queues land in.
     fn buf_size(&self) -> u64 {
         2048
@@ -517,6 +524,24 @@ mod raw {
         }
     }
 
+    impl Wire {
+        /// Carries frames on its first `queues` queues only.
+        fn use_queues(&self, queues: u32) {
+            match self {
+                Wire::Veth(veth) => veth.use_queues(queues),
+                Wire::VmNic { receive, .. } => {
+                    let n = queues.to_string();
+                    let status = std::process::Command::new("ethtool")
+                        .args(["-L", receive, "combined", &n])
+                        .status()
+                        .expect("run ethtool");
+                    assert!(status.success(), "ethtool -L {receive} combined {n}");
+                }
+                Wire::Tap { .. } => {}
+            }
+        }
+    }
+
     /// A raw socket at a wire's far end.
     struct FarEnd {
         socket: OnceLock<RawSocket>,
@@ -551,6 +576,12 @@ mod raw {
                 RawKind::DpdkVirtioPci => TestConfig::dpdk(self.receive()).master_core(0),
                 RawKind::DpdkTap => TestConfig::dpdk(&format!("net_tap0,iface={}", self.receive())).master_core(0),
             }
+        }
+        fn start(&self, config: &TestConfig) -> daqiri::Result<Engine> {
+            if matches!(self.kind, RawKind::AfXdp) {
+                self.wire.use_queues(config.rx_queue_count().max(1) as u32);
+            }
+            Engine::from_yaml(&config.yaml())
         }
         fn headers(&self) -> usize {
             RAW_HEADERS

@@ -33,7 +33,7 @@ fn landing_in_gpu_memory(bed: &dyn Bed, batch: u32) -> Result<daqiri::Engine, Ou
         .config()
         .region_of("mem", MemoryKind::Device, BUFS, bed.buf_size())
         .rx_queue(rx(0, "mem").core(1).batch(batch).timeout_us(500));
-    start_or_refusal(&config.yaml(), &["rx.queues[0].memory_regions"])
+    start_or_refusal(bed, &config, &["rx.queues[0].memory_regions"])
 }
 
 /// An RX queue landing in a `device` region delivers each packet there,
@@ -87,7 +87,7 @@ pub fn gpu_reorder(bed: &dyn Bed) -> Outcome {
                 .payload_at(bed.headers() as u32 + 4)
                 .packets_per_batch(sequence, PER_BATCH),
         );
-    let engine = match start_or_refusal(&config.yaml(), &["rx.queues[0].memory_regions", "reorder_configs"]) {
+    let engine = match start_or_refusal(bed, &config, &["rx.queues[0].memory_regions", "reorder_configs"]) {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };

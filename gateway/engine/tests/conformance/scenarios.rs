@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use daqiri::{Burst, DropReason, Engine, Status};
 use daqiri_config::model::{EthernetMatch, FlowMatch, PortMatch};
-use daqiri_config::testing::rx;
+use daqiri_config::testing::{TestConfig, rx};
 
 use crate::beds::{Bed, Sender};
 use crate::outcome::Outcome;
@@ -46,8 +46,8 @@ fn receive(engine: &Engine, queues: u16, want: usize, within: Duration) -> Vec<R
 /// Starts the engine, or says how the bed refused the config: with
 /// `NOT_SUPPORTED` naming the first of `paths` its message holds, else the
 /// test fails.
-pub fn start_or_refusal(yaml: &str, paths: &[&str]) -> Result<Engine, Outcome> {
-    match Engine::from_yaml(yaml) {
+pub fn start_or_refusal(bed: &dyn Bed, config: &TestConfig, paths: &[&str]) -> Result<Engine, Outcome> {
+    match bed.start(config) {
         Ok(engine) => Ok(engine),
         Err(e) => {
             assert_eq!(e.status, Status::NotSupported, "refused, but not as NOT_SUPPORTED: {e}");
@@ -74,7 +74,7 @@ pub fn delivery(bed: &dyn Bed) -> Outcome {
     if bed.matches_flows() {
         config = config.udp_src_flow(7, 0, sender.port());
     }
-    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    let engine = bed.start(&config).expect("the engine starts");
     let sent: Vec<Vec<u8>> = (0..COUNT).map(|seq| payload(seq, 200)).collect();
     for (i, p) in sent.iter().enumerate() {
         sender.send(&engine, p);
@@ -114,7 +114,7 @@ pub fn flows_to_queues(bed: &dyn Bed) -> Outcome {
         .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(bed.burst_timeout_us(200)))
         .udp_src_flow(10, 0, a.port())
         .udp_src_flow(11, 1, b.port());
-    let engine = match start_or_refusal(&config.yaml(), &["rx.flows", ONE_QUEUE]) {
+    let engine = match start_or_refusal(bed, &config, &["rx.flows", ONE_QUEUE]) {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };
@@ -151,7 +151,7 @@ pub fn flow_reload_loses_nothing(bed: &dyn Bed) -> Outcome {
     };
     let before = queues(bed.config()).udp_src_flow(20, 0, sender.port());
     let after = queues(bed.config()).udp_src_flow(21, 1, sender.port());
-    let engine = match start_or_refusal(&before.yaml(), &["rx.flows", ONE_QUEUE]) {
+    let engine = match start_or_refusal(bed, &before, &["rx.flows", ONE_QUEUE]) {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };
@@ -199,7 +199,7 @@ pub fn isolation(bed: &dyn Bed) -> Outcome {
         .rx_queue(rx(0, "mem").core(1).batch(16).timeout_us(200))
         .udp_src_flow(30, 0, matched.port())
         .isolated();
-    let engine = match start_or_refusal(&config.yaml(), &["rx.flow_isolation", "rx.flows"]) {
+    let engine = match start_or_refusal(bed, &config, &["rx.flow_isolation", "rx.flows"]) {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };
@@ -249,7 +249,7 @@ pub fn rss_spread(bed: &dyn Bed) -> Outcome {
         .rx_queue(rx(0, "mem").core(0).batch(16).timeout_us(200))
         .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(200))
         .flow(40, &[0, 1], spread);
-    let engine = match start_or_refusal(&config.yaml(), &["rx.flows", ONE_QUEUE]) {
+    let engine = match start_or_refusal(bed, &config, &["rx.flows", ONE_QUEUE]) {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };
@@ -340,7 +340,7 @@ fn by_ethernet(
     for (id, queues, matches) in &flows {
         config = config.flow(*id, queues, matches.clone());
     }
-    let engine = start_or_refusal(&config.yaml(), &["match.ethernet", "rx.flows", ONE_QUEUE])?;
+    let engine = start_or_refusal(bed, &config, &["match.ethernet", "rx.flows", ONE_QUEUE])?;
     for seq in 0..EACH {
         for (i, sender) in senders.iter().enumerate() {
             sender.send(&engine, &payload(i as u32 * 1000 + seq, 70));
@@ -402,7 +402,7 @@ pub fn worker_per_core(bed: &dyn Bed) -> Outcome {
         .region("mem", BUFS, bed.buf_size())
         .rx_queue(rx(0, "mem").core(0).batch(16))
         .rx_queue(rx(1, "mem").core(1).batch(16));
-    let engine = match start_or_refusal(&config.yaml(), &["rx.queues[1].cpu_core", ONE_QUEUE]) {
+    let engine = match start_or_refusal(bed, &config, &["rx.queues[1].cpu_core", ONE_QUEUE]) {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };
@@ -431,7 +431,7 @@ pub fn pools_back_after_drain(bed: &dyn Bed) -> Outcome {
         .config()
         .region("mem", BUFS, bed.buf_size())
         .rx_queue(rx(0, "mem").core(1).batch(8).timeout_us(bed.burst_timeout_us(100)));
-    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    let engine = bed.start(&config).expect("the engine starts");
     let sender = bed.sender(0);
     for seq in 0..SENT {
         sender.send(&engine, &payload(seq, 300));
@@ -491,7 +491,7 @@ pub fn cpu_reorder(bed: &dyn Bed) -> Outcome {
         .rx_queue(rx(0, "mem").core(1).batch(PER_BATCH).timeout_us(bed.burst_timeout_us(20_000)))
         .udp_src_flow(3, 0, sender.port())
         .cpu_reorder("plan", &[3], "batches", bed.headers() as u32, PER_BATCH);
-    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    let engine = bed.start(&config).expect("the engine starts");
     send_scrambled(&engine, sender.as_ref(), PER_BATCH * BATCHES, PER_BATCH, DATA);
     let aggregates = collect_batches(&engine, BATCHES, |burst| burst.packet(0).data().to_vec());
     for (id, aggregate) in aggregates {
@@ -545,7 +545,7 @@ pub fn oracle_batch(id: u64, per_batch: u32, data: usize) -> Vec<u8> {
 pub fn writers(bed: &dyn Bed) -> Outcome {
     let config =
         bed.config().region("mem", BUFS, bed.buf_size()).rx_queue(rx(0, "mem").core(1).batch(10).timeout_us(500));
-    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    let engine = bed.start(&config).expect("the engine starts");
     let sender = bed.sender(0);
     let dir = tempfile::tempdir().unwrap();
     let raw = daqiri::writer::RawWriter::new(dir.path(), "pkt", 0).unwrap();
@@ -583,7 +583,7 @@ pub fn header_data_split(bed: &dyn Bed) -> Outcome {
         .region("mem", BUFS, HEAD as u64)
         .region("payload", BUFS, 2048)
         .rx_queue(rx(0, "mem").core(1).batch(8).timeout_us(500).split_into("payload"));
-    let engine = match start_or_refusal(&config.yaml(), &["rx.queues[0].memory_regions"]) {
+    let engine = match start_or_refusal(bed, &config, &["rx.queues[0].memory_regions"]) {
         Ok(engine) => engine,
         Err(refused) => return refused,
     };
@@ -621,7 +621,7 @@ pub fn drops_counted_when_stalled(bed: &dyn Bed) -> Outcome {
         .region("mem", BUFS, bed.buf_size())
         .rx_meta_buffers(8)
         .rx_queue(rx(0, "mem").core(1).batch(4).timeout_us(100));
-    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    let engine = bed.start(&config).expect("the engine starts");
     let sender = bed.sender(0);
     for seq in 0..SENT {
         sender.send(&engine, &payload(seq, 100));
@@ -666,7 +666,7 @@ pub fn tx_byte_exact(bed: &dyn Bed) -> Outcome {
     let mut reader = bed.tx_reader();
     let config =
         bed.tx_config().region("mem", BUFS, bed.buf_size()).rx_queue(rx(0, "mem").core(1).batch(1).timeout_us(100));
-    let engine = Engine::from_yaml(&config.yaml()).expect("the engine starts");
+    let engine = bed.start(&config).expect("the engine starts");
     reader.attach(&engine);
     // A greeting the reader sent may sit in RX queue 0; it is not under test.
     while engine.get_rx_burst(0, 0).unwrap().is_some() {}

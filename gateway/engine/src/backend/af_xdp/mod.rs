@@ -87,14 +87,24 @@ fn plans<'a>(netdev: &str, port: &Port, regions: &'a RegionTable) -> Result<Vec<
             ),
         ));
     }
+    // A socket receives only its own NIC queue: frames the NIC spread to a
+    // queue with no socket would go to the kernel, and the config would be
+    // received in part. Refused, so the NIC's channels are set to match.
     if available > port.rx.len() && !port.rx.is_empty() {
-        tracing::warn!(
-            netdev,
-            "{netdev} has {available} RX queues and interface \"{}\" has {}: frames the NIC puts on the others reach no socket and go to the kernel (counted as xdp_passed_no_socket); `ethtool -L {netdev} combined {}` avoids that",
-            port.name,
-            port.rx.len(),
-            port.rx.len()
-        );
+        return Err(Error::new(
+            Status::NotSupported,
+            format!(
+                "interfaces[{}].rx.queues: interface \"{}\" has {} RX queues and netdev {netdev} has {available} (ethtool -l {netdev}): frames the NIC puts on queues {}..{} would reach no socket; give the interface {available} RX queues, or the NIC {} (ethtool -L {netdev} combined {}; a veth: rx {})",
+                port.id,
+                port.name,
+                port.rx.len(),
+                port.rx.len(),
+                available - 1,
+                port.rx.len(),
+                port.rx.len(),
+                port.rx.len()
+            ),
+        ));
     }
     (0..port.rx.len().max(port.tx.len()))
         .map(|k| {
