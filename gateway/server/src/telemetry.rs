@@ -192,6 +192,12 @@ impl Telemetry {
             |s| s.consumer_lag,
             false,
         );
+        subscription(
+            "daqiri.consumer.over_budget",
+            "Bursts dropped for a consumer because all consumers together held their budget (half a queue's metadata entries or a region's buffers)",
+            |s| s.over_budget,
+            false,
+        );
         subscription("daqiri.consumer.held", "Bursts a consumer holds now", |s| s.held as u64, true);
         let refusing = Arc::clone(&hub);
         meter

@@ -403,6 +403,32 @@ fn a_consumer_that_holds_back_makes_the_queue_drop_and_loses_nothing_itself() {
 }
 
 #[test]
+fn consumers_that_never_release_pin_half_the_queues_entries_at_most_and_receive_keeps_the_rest() {
+    // 8192 buffers, bursts of up to 32, 256 metadata entries: each of the
+    // three is granted 128 slots (half the region), and as a group (each
+    // burst to one of them) they would pin 384 bursts: more entries than the
+    // queue has, and 12,288 buffers.
+    let gateway = Gateway::start_with("budget", 8192);
+    let hog = || daqiri_consumer::Options { slots: 4096, group: Some("hogs".into()), ..Default::default() };
+    let hogs: Vec<_> =
+        (0..3).map(|_| subscribe(&gateway, daqiri_consumer::Target::queue("udp_rx", 0), hog())).collect();
+    gateway.send(20_000, 50_000);
+    std::thread::sleep(Duration::from_millis(300));
+    let stats = gateway.stats();
+    let queue = &stats["interfaces"][0]["rx_queues"][0];
+    for reason in ["no_free_packet_buffers", "no_free_burst_buffers"] {
+        assert_eq!(queue["drops"][reason].as_u64().unwrap_or(0), 0, "receive kept its share: {queue}");
+    }
+    let over_budget: u64 =
+        stats["subscriptions"].as_array().unwrap().iter().map(|s| s["over_budget"].as_u64().unwrap()).sum();
+    assert!(over_budget > 0, "the consumers met their budget: {stats}");
+    let held: u64 = stats["subscriptions"].as_array().unwrap().iter().map(|s| s["held"].as_u64().unwrap()).sum();
+    assert!(held >= 128, "they hold what the budget allows: {stats}");
+    assert!(gateway.in_use() <= 4096 + 512, "at most half the buffers, and the engine's own: {}", gateway.in_use());
+    drop(hogs);
+}
+
+#[test]
 fn a_consumer_that_holds_back_stalls_its_own_queue_alone() {
     let dir = scratch_dir("consumers-hold-one");
     let (udp, flow_source, other_source) = (free_udp_port(), free_udp_port(), free_udp_port());

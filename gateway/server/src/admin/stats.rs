@@ -44,8 +44,12 @@ pub(crate) struct SubscriptionStats {
     group: Option<String>,
     /// Bursts handed to it.
     delivered: u64,
-    /// Bursts dropped for it alone, its ring full (receive dropped nothing).
+    /// Bursts dropped for it alone, its ring full or all consumers together
+    /// at their budget (receive dropped nothing).
     consumer_lag: u64,
+    /// Of those, dropped because all consumers together held half of the
+    /// queue's burst metadata entries or of a region's buffers.
+    over_budget: u64,
     /// Bursts it holds now.
     held: usize,
 }
@@ -61,6 +65,7 @@ impl From<crate::subscriptions::SubscriptionStats> for SubscriptionStats {
             group: s.group,
             delivered: s.delivered,
             consumer_lag: s.consumer_lag,
+            over_budget: s.over_budget,
             held: s.held,
         }
     }

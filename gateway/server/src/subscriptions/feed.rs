@@ -36,9 +36,12 @@ pub(crate) struct Feed {
     /// By slot: the burst the consumer holds there (its buffers stay out of
     /// their pool until every subscriber holding it released it).
     held: Vec<Option<Arc<Burst>>>,
-    /// Bursts delivered, and bursts dropped for this consumer (its ring full).
+    /// Bursts delivered, and bursts dropped for this consumer (its ring
+    /// full, or all consumers together at their budget).
     pub(crate) delivered: u64,
     pub(crate) lag: u64,
+    /// Of `lag`, those dropped because consumers together were at their budget.
+    pub(crate) over_budget: u64,
     descriptors: Vec<SegmentDescriptor>,
     /// An aggregate's empty slots, a bit each.
     missing: Vec<u64>,
@@ -64,28 +67,32 @@ impl Feed {
             held: vec![None; slots],
             delivered: 0,
             lag: 0,
+            over_budget: 0,
             descriptors: Vec::new(),
             missing: Vec::new(),
             reclaimed: Vec::new(),
         }
     }
 
-    /// Takes back what the consumer released: those bursts' buffers go back
-    /// to their pools once no other subscriber holds them.
-    pub(crate) fn reclaim(&mut self) -> Result<(), Broken> {
+    /// Takes back what the consumer released, into `released`: those
+    /// bursts' buffers go back to their pools once no other subscriber
+    /// holds them.
+    pub(crate) fn reclaim(&mut self, released: &mut Vec<Arc<Burst>>) -> Result<(), Broken> {
         self.reclaimed.clear();
         self.producer.reclaim(&mut self.reclaimed)?;
-        for &slot in &self.reclaimed {
-            self.held[slot as usize] = None;
-        }
+        released.extend(self.reclaimed.iter().filter_map(|&slot| self.held[slot as usize].take()));
         Ok(())
+    }
+
+    /// Everything the consumer holds, taken from it (its subscription ends).
+    pub(crate) fn take_held(&mut self) -> impl Iterator<Item = Arc<Burst>> + '_ {
+        self.held.iter_mut().filter_map(Option::take)
     }
 
     /// Hands what the filter takes of `burst` to the consumer. `Full` when
     /// its ring has no room: the caller counts it lost ([`lost`](Self::lost))
     /// or waits.
     pub(crate) fn deliver(&mut self, burst: &Arc<Burst>) -> Result<Given, Broken> {
-        self.reclaim()?;
         self.descriptors.clear();
         let mut packets = 0u32;
         for packet in burst.packets().filter(|p| self.filter.takes_packet(p)) {
@@ -145,10 +152,11 @@ impl Feed {
         delivery
     }
 
-    /// Counts a burst lost for this consumer alone (its ring was full);
-    /// the next burst it gets says so.
-    pub(crate) fn lost(&mut self) {
+    /// Counts a burst lost for this consumer alone (its ring was full, or
+    /// consumers together were `over_budget`); the next burst it gets says so.
+    pub(crate) fn lost(&mut self, over_budget: bool) {
         self.lag += 1;
+        self.over_budget += u64::from(over_budget);
         self.producer.note_lost();
     }
 

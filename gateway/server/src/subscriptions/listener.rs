@@ -260,6 +260,7 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
         producer,
         doorbell.try_clone().map_err(|e| e.to_string())?,
     );
+    hub.know_engine(&engine);
     // Listed before the welcome goes, so that no burst after it is missed.
     hub.add(feed, connection.try_clone().map_err(|e| e.to_string())?);
     if let Err(e) = wire::send(connection, &message, &fds) {

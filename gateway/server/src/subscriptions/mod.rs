@@ -13,6 +13,7 @@
 //! every few milliseconds) takes back what consumers released and ends the
 //! subscriptions of an engine that was replaced.
 
+mod budget;
 mod feed;
 pub(crate) mod filter;
 mod listener;
@@ -26,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use daqiri::Burst;
 use daqiri_consumer::protocol::{Answer, WhenFull};
 
+use budget::{Budget, Limits};
 use feed::{Feed, Given};
 use filter::Filter;
 pub(crate) use listener::{Listener, serve};
@@ -92,6 +94,18 @@ struct State {
     feeds: Vec<Subscribed>,
     /// Per group: whose turn it is.
     turns: HashMap<GroupKey, usize>,
+    /// What all consumers together pin, and may.
+    budget: Budget,
+}
+
+/// Takes back what `feed`'s consumer released, and gives it back to the budget.
+fn reclaim(feed: &mut Feed, budget: &mut Budget) -> Result<(), daqiri_consumer::ring::Broken> {
+    let mut released = Vec::new();
+    let result = feed.reclaim(&mut released);
+    for burst in &released {
+        budget.release(burst);
+    }
+    result
 }
 
 impl State {
@@ -152,8 +166,11 @@ pub(crate) struct SubscriptionStats {
     pub target: Filter,
     pub group: Option<String>,
     pub delivered: u64,
-    /// Bursts dropped for this consumer alone, its ring full.
+    /// Bursts dropped for this consumer alone, its ring full or consumers
+    /// together at their budget.
     pub consumer_lag: u64,
+    /// Of those, dropped because consumers together were at their budget.
+    pub over_budget: u64,
     /// Bursts it holds now.
     pub held: usize,
 }
@@ -171,6 +188,11 @@ impl Hub {
             stopping: AtomicBool::new(false),
             refusals: Default::default(),
         })
+    }
+
+    /// Learns `engine`'s budget (see [`Limits`]) before its first subscription.
+    pub(crate) fn know_engine(&self, engine: &daqiri::Engine) {
+        self.lock().budget.know(engine.id(), || Limits::of(engine));
     }
 
     /// Counts a connection turned away.
@@ -244,11 +266,25 @@ impl Hub {
             }
             // A group's members take turns; the first with room takes it.
             let turn = state.next_turn(&recipient, members.len());
-            let mut taken = false;
+            let (mut taken, mut over_budget) = (false, false);
             for k in 0..members.len() {
-                let feed = &mut state.feeds[members[(turn + k) % members.len()]].feed;
+                let State { feeds, budget, .. } = &mut *state;
+                let feed = &mut feeds[members[(turn + k) % members.len()]].feed;
+                if let Err(e) = reclaim(feed, budget) {
+                    broken.push((feed.id, e.to_string()));
+                    continue;
+                }
+                if !budget.allows(burst) {
+                    over_budget = true;
+                    break;
+                }
                 match feed.deliver(burst) {
-                    Ok(Given::Delivered | Given::Nothing) => {
+                    Ok(Given::Delivered) => {
+                        budget.hold(burst);
+                        taken = true;
+                        break;
+                    }
+                    Ok(Given::Nothing) => {
                         taken = true;
                         break;
                     }
@@ -260,7 +296,7 @@ impl Hub {
                 let first = &mut state.feeds[members[turn]].feed;
                 match first.when_full {
                     WhenFull::HoldBack => waiting.push(recipient),
-                    WhenFull::Drop => first.lost(),
+                    WhenFull::Drop => first.lost(over_budget),
                 }
             }
         }
@@ -281,7 +317,8 @@ impl Hub {
         let config = engine.as_ref().map(|engine| engine.config());
         let mut state = self.lock();
         let mut ended = Vec::new();
-        for subscribed in state.feeds.iter_mut() {
+        let State { feeds, budget, .. } = &mut *state;
+        for subscribed in feeds.iter_mut() {
             if Some(subscribed.feed.engine) != current {
                 ended.push((
                     subscribed.feed.id,
@@ -291,13 +328,14 @@ impl Hub {
                 && !config.as_ref().is_some_and(|c| has_flow(c.config(), port, flow))
             {
                 ended.push((subscribed.feed.id, format!("flow {flow} was removed (a reload or a flow deletion)")));
-            } else if let Err(e) = subscribed.feed.reclaim() {
+            } else if let Err(e) = reclaim(&mut subscribed.feed, budget) {
                 ended.push((subscribed.feed.id, e.to_string()));
             }
         }
         for (id, why) in ended {
             self.remove(&mut state, id, &why);
         }
+        state.budget.forget_idle(current);
     }
 
     /// Waits for no consumer from now on (the gateway stops).
@@ -325,6 +363,7 @@ impl Hub {
                 group: s.feed.group.clone(),
                 delivered: s.feed.delivered,
                 consumer_lag: s.feed.lag,
+                over_budget: s.feed.over_budget,
                 held: s.feed.held(),
             })
             .collect()
@@ -366,8 +405,11 @@ impl Hub {
     fn remove(&self, state: &mut State, id: u64, why: &str) {
         let Some(at) = state.feeds.iter().position(|s| s.feed.id == id) else { return };
         // `remove`, not `swap_remove`: a group's turns follow the order.
-        let ended = state.feeds.remove(at);
+        let mut ended = state.feeds.remove(at);
         self.count.fetch_sub(1, Ordering::Relaxed);
+        for burst in ended.feed.take_held() {
+            state.budget.release(&burst);
+        }
         // A group's turn is forgotten with its last member: names are the
         // consumers' to choose, and must not pile up.
         if let Some(group) = &ended.feed.group {
