@@ -4,19 +4,26 @@
 saw, not what someone wrote. A cell with no result says so: that scenario
 failed or did not run on that bed. The GPU scenarios run on the GPU
 machine (tests/gpu/run.sh); their results are kept in tests/gpu/conformance,
-copied from that machine's run.
+copied from that machine's run, with the hash of the sources they were run
+on (tests/gpu/build.sh writes it): once those sources change, the GPU cells
+say the results are stale until the GPU machine runs them again.
 
     tests/conformance_table.py [--check]
+    tests/conformance_table.py --sources-hash    what build.sh records
 
 With --check, exits 1 when docs/conformance.md differs from what the
 results give (the suite ran, and the page was not regenerated)."""
 
+import hashlib
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "target" / "tmp" / "conformance"
 GPU_RESULTS = ROOT / "tests" / "gpu" / "conformance"
+# What the GPU results depend on: the engine, its config model and the
+# suite, and the locked dependencies.
+GPU_SOURCES = ["gateway/engine", "gateway/config", "Cargo.lock"]
 PAGE = ROOT / "docs" / "conformance.md"
 
 # Rows and columns in a fixed order: the table is stable between runs.
@@ -61,6 +68,26 @@ GPU_SCENARIOS = {
     "gpu_reorder": "GPU reorder from pinned landing equals the oracle",
     "gpu_writers_refuse": "raw and pcap writers refuse GPU bytes with NOT_SUPPORTED",
 }
+
+
+def sources_hash() -> str:
+    """SHA-256 over the paths and bytes of every file of GPU_SOURCES."""
+    digest = hashlib.sha256()
+    for root in GPU_SOURCES:
+        top = ROOT / root
+        for path in sorted([top] if top.is_file() else (p for p in top.rglob("*") if p.is_file())):
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def gpu_staleness() -> str | None:
+    """Why the recorded GPU results no longer describe these sources, if so."""
+    recorded = GPU_RESULTS / "SOURCES"
+    if not recorded.exists():
+        return "no sources hash was recorded with them"
+    if recorded.read_text().strip() != sources_hash():
+        return f"they were run on sources {recorded.read_text().strip()[:12]}, and the engine, config model, suite or dependencies changed since"
+    return None
 
 
 def result(scenario: str, bed: str, results: pathlib.Path = RESULTS) -> str:
@@ -155,6 +182,13 @@ def page() -> str:
         "on a host with a GPU and DPDK or XDP, which none of our test machines is: not run yet.",
         "",
     ]
+    stale = gpu_staleness()
+    if stale:
+        lines += [
+            f"**Stale:** {stale}. Every GPU cell below is that older run's until `tests/gpu/run.sh`",
+            "runs them again on the GPU machine (`tests/gpu/build.sh` records the new hash).",
+            "",
+        ]
     lines += table(GPU_BEDS, GPU_SCENARIOS, GPU_RESULTS)
     lines += [
         "",
@@ -178,6 +212,9 @@ def page() -> str:
 
 
 def main() -> int:
+    if "--sources-hash" in sys.argv:
+        print(sources_hash())
+        return 0
     text = page()
     if "--check" in sys.argv:
         if PAGE.read_text() != text:

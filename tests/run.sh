@@ -3,9 +3,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ignored=$(tests/setup.sh)
-# No import cycle between the modules of any crate.
+# No import cycle between the modules of any crate (the check first proves
+# it finds each kind of cycle it claims to).
+tests/module_cycles.py --self-test
 tests/module_cycles.py gateway/engine/src gateway/config/src gateway/dpdk-sys/src gateway/server/src operator/src \
     gateway/consumer/src gateway/python/src
+# Lints with warnings denied, on every crate, in the default build and with
+# every feature (the backends and the GPU gate whole modules): clippy's
+# rules, `missing_docs` and `undocumented_unsafe_blocks` among them.
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 # The conformance suite runs once, below, with every backend built in; the
 # operator's cluster suite right after this, against a control plane of its own.
 cargo nextest run --workspace --no-fail-fast "$ignored" \
@@ -13,6 +20,9 @@ cargo nextest run --workspace --no-fail-fast "$ignored" \
 cargo test --workspace --doc
 # The Python client (PyO3, built by maturin) against a running gateway.
 tests/python/run.sh
+# The tests that compare exact counts, again beside four busy loops: they
+# must account for every drop by its reason, never assume a quiet machine.
+tests/under_load.sh --runs 2
 # The operator, the chart and its RBAC against a real kube-apiserver,
 # kube-controller-manager and etcd on loopback (built once per release and
 # cached; see tests/k8s/control-plane.sh). It needs no root.

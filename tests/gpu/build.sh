@@ -17,7 +17,11 @@ if [[ ${1:-} == --dev ]]; then
 fi
 out=${1:-target/gpu-tests}
 mkdir -p "$out"
-rm -f "$out"/gpu_* "$out"/daqiri-gateway
+rm -rf "$out"/gpu_* "$out"/daqiri-gateway "$out"/conformance
+# The sources these results will be for: tests/conformance_table.py calls the
+# GPU table stale once they change (copy conformance/ back to tests/gpu/).
+mkdir -p "$out/conformance"
+tests/conformance_table.py --sources-hash >"$out/conformance/SOURCES"
 cargo build "$profile" -p daqiri -p daqiri-gateway --features daqiri/cuda,daqiri-gateway/cuda \
     --tests --benches --bins --message-format=json-render-diagnostics \
     | python3 -c '

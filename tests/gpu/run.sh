@@ -64,9 +64,14 @@ if [ -f python/daqiri_gateway.abi3.so ]; then
     elif ! "$py" -c 'import torch, numpy, pytest' 2>/dev/null; then
         echo "skipped: $py lacks torch, numpy or pytest  $name"
         skipped=$((skipped + 1))
-    elif log=$(cd python && PYTHONPATH=$PWD "$py" -m pytest -q -p no:cacheprovider -rs -k gpu tests/python 2>&1); then
-        echo "ok      $name: $(echo "$log" | tail -1)"
+    elif log=$(cd python && PYTHONPATH=$PWD "$py" -m pytest -q -p no:cacheprovider -rs -k gpu tests/python 2>&1) \
+        && summary=$(echo "$log" | tail -1) && [[ $summary =~ (^|[^0-9])1\ passed && ! $summary =~ skipped ]]; then
+        echo "ok      $name: $summary"
         passed=$((passed + 1))
+    elif [[ ${summary:-} =~ skipped && ! ${summary:-} =~ (failed|error) ]]; then
+        # pytest skipped it (its reason is in the log): a skip, never a pass.
+        echo "skipped: $(echo "$log" | grep -m1 '^SKIPPED' || echo "$summary")  $name"
+        skipped=$((skipped + 1))
     else
         echo "FAILED  $name"
         echo "$log" | sed 's/^/    /' | tail -40
