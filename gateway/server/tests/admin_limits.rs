@@ -134,3 +134,29 @@ fn a_body_dripped_a_byte_at_a_time_is_cut_off_at_the_deadline() {
     drop(reader);
     let _ = dripper.join();
 }
+
+#[test]
+#[ignore = "needs root for a pids cgroup; tests/run.sh runs it"]
+fn with_no_thread_left_to_start_a_config_put_is_answered_and_the_gateway_lives() {
+    let udp = free_udp_port();
+    let gateway = common::Gateway::run(GATEWAY, scratch_dir("admin-pids"), &config(udp));
+    let pid = gateway.child.id();
+    // A pids cgroup (v1) that holds the gateway's threads now and no more.
+    let group = std::path::PathBuf::from(format!("/sys/fs/cgroup/pids/daqiri-admin-{pid}"));
+    std::fs::create_dir(&group).expect("a pids cgroup (as root, with the pids controller)");
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count();
+    std::fs::write(group.join("pids.max"), threads.to_string()).unwrap();
+    std::fs::write(group.join("cgroup.procs"), pid.to_string()).unwrap();
+    let put = |body: &str| http(gateway.admin, "PUT", "/api/v1/config", &[("Content-Type", "application/yaml")], body);
+    let (invalid, _) = put("daqiri: { cfg: { version: 1, interfaces: [] } }");
+    let mut flows =
+        TestConfig::udp_server(udp).interface_named("udp_rx").region("m", 1024, 2048).rx_queue(rx(0, "m").batch(32));
+    flows = flows.udp_src_flow(7, 0, 40_000);
+    let (flow_change, body) = put(&flows.yaml());
+    // Out of the cgroup before anything is asserted, so it can be removed.
+    std::fs::write("/sys/fs/cgroup/pids/cgroup.procs", pid.to_string()).unwrap();
+    let _ = std::fs::remove_dir(&group);
+    assert_eq!(invalid, 422, "an invalid config is answered");
+    assert_eq!(flow_change, 200, "a flow change is answered and applied: {}", String::from_utf8_lossy(&body));
+    assert_eq!(http(gateway.admin, "GET", "/readyz", &[], "").0, 200, "the gateway lives");
+}

@@ -24,6 +24,7 @@ mod tokens;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
@@ -101,6 +102,29 @@ pub(crate) fn in_process(
     Ok((router, api, state))
 }
 
+/// Threads for blocking work (reloads, flow changes, capture stops, file
+/// reads): all started with the server, so a request never needs a new one.
+const BLOCKING_THREADS: usize = 8;
+
+/// Starts every blocking thread at once: each of as many tasks waits until
+/// all have started, so none is reused before the last is made.
+fn start_blocking_threads(runtime: &tokio::runtime::Runtime) {
+    let started = Arc::new(std::sync::Barrier::new(BLOCKING_THREADS));
+    let tasks: Vec<_> = (0..BLOCKING_THREADS)
+        .map(|_| {
+            let started = Arc::clone(&started);
+            runtime.spawn_blocking(move || {
+                started.wait();
+            })
+        })
+        .collect();
+    runtime.block_on(async {
+        for task in tasks {
+            let _ = task.await;
+        }
+    });
+}
+
 /// A running admin server; dropping it stops the server.
 #[derive(Debug)]
 pub(crate) struct AdminServer {
@@ -112,6 +136,10 @@ pub(crate) struct AdminServer {
 pub(crate) fn serve(addr: SocketAddr, state: Arc<AdminState>) -> anyhow::Result<AdminServer> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
+        // Tokio starts a blocking thread when a task needs one and panics when
+        // the OS refuses it (a pids limit): so all are started now, and kept.
+        .max_blocking_threads(BLOCKING_THREADS)
+        .thread_keep_alive(Duration::from_secs(1 << 40))
         .thread_name("admin-api")
         // Control threads live on master_core, and follow it when a reload moves it.
         .on_thread_start(crate::control::pin_control_thread)
@@ -119,6 +147,7 @@ pub(crate) fn serve(addr: SocketAddr, state: Arc<AdminState>) -> anyhow::Result<
         .enable_all()
         .build()
         .context("cannot start the admin API runtime")?;
+    start_blocking_threads(&runtime);
     let listener = runtime
         .block_on(async { listener::bind(addr) })
         .with_context(|| format!("cannot listen on --admin-addr {addr} (in use? pick another port)"))?;
