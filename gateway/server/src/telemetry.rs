@@ -31,7 +31,15 @@ pub(crate) struct Telemetry {
     _provider: SdkMeterProvider,
     registry: prometheus::Registry,
     snapshot: Arc<Snapshot>,
+    /// The last text rendered, and when: scrapes within [`RENDER_REUSE`]
+    /// of it get it again.
+    rendered: Mutex<Option<(std::time::Instant, axum::body::Bytes)>>,
 }
+
+/// How long a rendered scrape is served again: a client pipelining
+/// `/metrics` must not keep the admin API's worker rendering (a scrape
+/// every few seconds never sees the difference).
+const RENDER_REUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The engine snapshot the instruments of one scrape read.
 #[derive(Debug)]
@@ -244,16 +252,24 @@ impl Telemetry {
         gauge("daqiri.memory_region.bytes", "Bytes of buffers in each memory region", |r| {
             u64::from(r.num_bufs) * r.buf_size as u64
         });
-        Ok(Self { _provider: provider, registry, snapshot })
+        Ok(Self { _provider: provider, registry, snapshot, rendered: Mutex::new(None) })
     }
 
     /// The current values in Prometheus text format.
-    pub(crate) fn render(&self) -> anyhow::Result<String> {
+    pub(crate) fn render(&self) -> anyhow::Result<axum::body::Bytes> {
+        let mut rendered = self.rendered.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, text)) = rendered.as_ref()
+            && at.elapsed() < RENDER_REUSE
+        {
+            return Ok(text.clone());
+        }
         // One engine snapshot serves every instrument of this scrape.
         self.snapshot.refresh();
         let mut out = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
-        Ok(String::from_utf8(out)?)
+        let text = axum::body::Bytes::from(out);
+        *rendered = Some((std::time::Instant::now(), text.clone()));
+        Ok(text)
     }
 }
 

@@ -190,3 +190,29 @@ fn probes_answer_within_a_second_while_downloads_nobody_reads_hold_connections()
         drop(downloads);
     });
 }
+
+#[test]
+fn probes_answer_within_a_second_while_pipelined_metrics_nobody_reads_hold_connections() {
+    let gw = Gateway::run(GATEWAY, scratch_dir("attack-pipelined"), &config(free_udp_port(), 1024));
+    let admin = gw.admin;
+    probes_during("140 connections pipelining /metrics unread", admin, 3.0, |stop| {
+        // Each asks for /metrics hundreds of times and reads nothing: the
+        // answers fill its socket, and its writes wait for ever.
+        let request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(400);
+        let mut held: Vec<TcpStream> = Vec::new();
+        while !stop.load(Relaxed) {
+            held.retain(|s| {
+                s.set_nonblocking(true).unwrap();
+                // Closed by the gateway: reopen it (the attacker persists).
+                !matches!(s.peek(&mut [0u8; 1]), Ok(0))
+            });
+            while held.len() < 140 {
+                let Ok(mut stream) = TcpStream::connect(("127.0.0.1", admin)) else { break };
+                stream.set_nonblocking(true).unwrap();
+                let _ = stream.write_all(request.as_bytes());
+                held.push(stream);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+}

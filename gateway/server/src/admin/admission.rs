@@ -12,7 +12,10 @@
 //!   connections at once; past that they are answered 503 at once, so the
 //!   rest stays free for probes and for clients with a token.
 //! - A connection whose client stops reading (a capture download nobody
-//!   reads) is cut once its writes have waited [`Limits::stall`] for room.
+//!   reads) is cut once its writes have waited [`Limits::stall`] for room;
+//!   sooner, after [`PRESSURE_STALL`], when a new connection needs its place
+//!   and no request of its in flight carries a token (requests pipelined
+//!   and never read, `/metrics` among them, held every place).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -36,6 +39,10 @@ use super::tokens::Tokens;
 /// How long a connection without a request in flight is spared after it
 /// was placed or answered, before another may take its place.
 const IDLE_GRACE: Duration = Duration::from_millis(20);
+/// How long a connection's writes have waited for a client that takes no
+/// bytes before its place may go to a new connection (none of its requests
+/// in flight carrying a token).
+const PRESSURE_STALL: Duration = Duration::from_millis(200);
 
 /// The admission limits.
 #[derive(Debug, Clone, Copy)]
@@ -73,8 +80,11 @@ pub(super) struct Admission {
 /// One open connection, as admission sees it.
 #[derive(Debug)]
 pub(super) struct Connection {
-    /// Requests being handled or answered.
+    /// Requests being handled or answered, and of those, the ones with a token.
     in_flight: AtomicUsize,
+    tokened_in_flight: AtomicUsize,
+    /// Told to close to make room (see [`PRESSURE_STALL`]).
+    evicted: std::sync::atomic::AtomicBool,
     /// Since when a write has waited for the client to take bytes (ms
     /// since the admission's epoch, plus one; 0: none waits).
     blocked_since: AtomicU64,
@@ -108,6 +118,14 @@ impl Connection {
     /// has none.
     fn request_waiting(&self) -> bool {
         self.socket.as_ref().is_none_or(|socket| matches!(socket.peek(&mut [0u8; 1]), Ok(n) if n > 0))
+    }
+
+    /// Its writes have waited at least `at_least` for the client, and no
+    /// request of its in flight carries a token.
+    fn stalled_without_token(&self, at_least: Duration) -> Option<u64> {
+        let since = self.blocked_since.load(Relaxed);
+        let stalled = since != 0 && self.now_ms().saturating_sub(since) >= at_least.as_millis() as u64;
+        (stalled && self.tokened_in_flight.load(Relaxed) == 0).then_some(since)
     }
 
     /// Notes whether a write had to wait for room.
@@ -163,6 +181,8 @@ impl Admission {
         };
         let connection = Arc::new(Connection {
             in_flight: AtomicUsize::new(0),
+            tokened_in_flight: AtomicUsize::new(0),
+            evicted: std::sync::atomic::AtomicBool::new(false),
             blocked_since: AtomicU64::new(0),
             active_at: AtomicU64::new(0),
             // Without a duplicate (descriptors out) it counts as waiting: never taken for idle.
@@ -176,13 +196,23 @@ impl Admission {
         Place { admission: Arc::clone(self), id, connection, _slot: slot }
     }
 
+    /// Makes room: closes the longest idle connection, else the one whose
+    /// client has taken no bytes the longest (see [`PRESSURE_STALL`]).
     fn close_oldest_idle(&self) {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let longest =
             open.values().filter_map(|c| c.idle_since().map(|since| (since, c))).min_by_key(|(since, _)| *since);
-        if let Some((_, idle)) = longest {
+        let chosen = longest.or_else(|| {
+            open.values()
+                .filter_map(|c| c.stalled_without_token(PRESSURE_STALL).map(|since| (since, c)))
+                .min_by_key(|(since, _)| *since)
+        });
+        if let Some((_, connection)) = chosen {
+            if !connection.idle() {
+                connection.evicted.store(true, Relaxed);
+            }
             // Stored, so a connection task not yet waiting still sees it.
-            idle.close.notify_one();
+            connection.close.notify_one();
         }
     }
 
@@ -198,14 +228,15 @@ impl Admission {
         B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
         B::Error: Into<axum::BoxError>,
     {
-        let anonymous = !super::auth::is_probe(request.method(), request.uri().path())
-            && !super::auth::holds_a_token(&self.tokens, request.headers());
+        let tokened = super::auth::holds_a_token(&self.tokens, request.headers());
+        let anonymous = !super::auth::is_probe(request.method(), request.uri().path()) && !tokened;
         if anonymous && self.anonymous.fetch_add(1, Relaxed) >= self.limits.anonymous {
             self.anonymous.fetch_sub(1, Relaxed);
             return Ok(self.too_many());
         }
         connection.in_flight.fetch_add(1, Relaxed);
-        let ticket = Ticket { admission: Arc::clone(&self), connection, anonymous };
+        connection.tokened_in_flight.fetch_add(usize::from(tokened), Relaxed);
+        let ticket = Ticket { admission: Arc::clone(&self), connection, anonymous, tokened };
         let response = tower::ServiceExt::oneshot(router, request.map(Body::new)).await?;
         // Held until hyper has taken the whole body.
         Ok(response.map(|body| {
@@ -241,6 +272,10 @@ impl Admission {
                     if connection.idle() {
                         return;
                     }
+                    if connection.evicted.load(Relaxed) {
+                        tracing::debug!("admin API: a client took no bytes for {PRESSURE_STALL:?} while a new connection needed its place; its connection is closed");
+                        return;
+                    }
                 }
                 () = tokio::time::sleep(check) => {
                     let since = connection.blocked_since.load(Relaxed);
@@ -260,12 +295,14 @@ struct Ticket {
     admission: Arc<Admission>,
     connection: Arc<Connection>,
     anonymous: bool,
+    tokened: bool,
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.connection.active_at.store(self.connection.now_ms(), Relaxed);
         self.connection.in_flight.fetch_sub(1, Relaxed);
+        self.connection.tokened_in_flight.fetch_sub(usize::from(self.tokened), Relaxed);
         if self.anonymous {
             self.admission.anonymous.fetch_sub(1, Relaxed);
         }

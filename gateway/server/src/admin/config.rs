@@ -170,14 +170,8 @@ fn try_apply(state: &AdminState, yaml: String) -> Result<Applied, ApiError> {
         return Ok(Applied::now(&active, "unchanged"));
     }
     let valid = crate::config_text::validate(&yaml).map_err(|report| {
-        let mut err = ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "the config is invalid; the running config is unchanged",
-            None,
-        );
-        err.body.field = report.errors().next().map(|d| d.path.clone());
-        err.body.errors = report.diagnostics;
-        err
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "the config is invalid; the running config is unchanged", None)
+            .with_findings(report.diagnostics)
     })?;
     let change = match &engine {
         Some(engine) => engine.reload_change(&valid),

@@ -29,6 +29,9 @@ pub(crate) struct ApiErrorBody {
     pub status: Option<&'static str>,
 }
 
+/// The most findings an error response lists.
+pub(crate) const MAX_FINDINGS: usize = 200;
+
 /// An error response.
 #[derive(Debug)]
 pub(crate) struct ApiError {
@@ -57,6 +60,24 @@ impl ApiError {
             reason.push_str(&format!("; {}: {}", finding.path, finding.message));
         }
         reason
+    }
+
+    /// Carries a config's findings: the first [`MAX_FINDINGS`], and how many
+    /// more there were in the message. A document that repeats one mistake a
+    /// million times (an alias bomb that parses) must not become a
+    /// response of megabytes per request.
+    pub(crate) fn with_findings(mut self, mut findings: Vec<daqiri_config::Diagnostic>) -> Self {
+        self.body.field =
+            findings.iter().find(|d| d.severity == daqiri_config::Severity::Error).map(|d| d.path.clone());
+        if findings.len() > MAX_FINDINGS {
+            let more = findings.len() - MAX_FINDINGS;
+            findings.truncate(MAX_FINDINGS);
+            self.body.message.push_str(&format!(
+                " ({more} more findings not listed: `daqiri-gateway check` on the file lists them all)"
+            ));
+        }
+        self.body.errors = findings;
+        self
     }
 
     /// Carries the engine's status in the body, as DAQIRI names it.
@@ -179,5 +200,21 @@ mod tests {
         report.warn(&daqiri_config::YamlPath::from_text("daqiri.cfg.x"), "unknown key");
         error.body.errors = report.diagnostics;
         assert_eq!(error.reason(), "the config is invalid; daqiri.cfg.version: only 1 is valid");
+    }
+
+    #[test]
+    fn a_million_findings_answer_with_the_first_few_hundred_and_their_count() {
+        let mut report = daqiri_config::Report::default();
+        report.warn(&daqiri_config::YamlPath::from_text("daqiri.cfg.x"), "unknown key");
+        for i in 0..1_000_000 {
+            report
+                .error(&daqiri_config::YamlPath::from_text(&format!("daqiri.cfg.interfaces[{i}].name")), "a duplicate");
+        }
+        let error = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "the config is invalid", None)
+            .with_findings(report.diagnostics);
+        assert_eq!(error.body.errors.len(), MAX_FINDINGS);
+        assert!(error.body.message.contains("999801 more findings"), "{}", error.body.message);
+        assert_eq!(error.body.field.as_deref(), Some("daqiri.cfg.interfaces[0].name"), "the first error's path");
+        assert!(serde_json::to_vec(&error.body).unwrap().len() < 64 * 1024, "a small answer");
     }
 }
