@@ -1062,6 +1062,20 @@ fn names_are_bounded_for_they_become_metric_labels() {
 }
 
 #[test]
+fn names_are_not_empty_for_they_identify_what_they_name() {
+    assert_error(
+        &edit(SOCKET, "name: q0,", "name: \"\","),
+        "daqiri.cfg.interfaces[0].rx.queues[0].name",
+        "an empty name",
+    );
+    assert_error(
+        &edit(RAW, "- name: f0", "- name: \" \""),
+        "daqiri.cfg.interfaces[1].rx.flows[0].name",
+        "an empty name",
+    );
+}
+
+#[test]
 fn regions_together_are_bounded() {
     // 36 TiB: each region within its own bounds, the sum not.
     let huge = "- { name: rx, kind: host, num_bufs: 40000000, buf_size: 1000000000 }";

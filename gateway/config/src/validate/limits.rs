@@ -44,7 +44,9 @@ pub(super) fn check_limits(config: &EngineConfig, report: &mut Report) {
     }
     let regions = cfg.key("memory_regions");
     for (path, name) in names(config) {
-        if name.len() > MAX_NAME_BYTES {
+        if name.trim().is_empty() {
+            report.error(&path, "an empty name; a name identifies it in the API, the status and the metrics");
+        } else if name.len() > MAX_NAME_BYTES {
             report.error(&path, format!("a name of {} bytes; at most {MAX_NAME_BYTES}", name.len()));
         }
     }
