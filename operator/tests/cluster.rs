@@ -75,19 +75,34 @@ async fn the_chart_installs_upgrades_and_uninstalls_with_its_defaults_through_a_
     on_stage("chart", false, |stage| chart::scenario(stage, None)).await;
 }
 
-/// One test per values file in charts/daqiri-gateway/ci/ (`<tag>.yaml`).
+/// One test per values file in charts/daqiri-gateway/ci/ (`<tag>.yaml`),
+/// and a test that no file there lacks one.
 macro_rules! chart_values {
-    ($($test:ident => $tag:literal),* $(,)?) => {$(
-        #[tokio::test]
-        #[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
-        async fn $test() {
-            on_stage($tag, false, |stage| chart::scenario(stage, Some(concat!("ci/", $tag, ".yaml")))).await;
+    ($($test:ident => $tag:literal),* $(,)?) => {
+        $(
+            #[tokio::test]
+            #[ignore = "needs DAQIRI_TEST_KUBECONFIG naming a cluster; tests/run.sh starts one"]
+            async fn $test() {
+                on_stage($tag, false, |stage| chart::scenario(stage, Some(concat!("ci/", $tag, ".yaml")))).await;
+            }
+        )*
+
+        #[test]
+        fn every_values_file_of_the_chart_is_installed_by_a_test() {
+            let tested = [$($tag),*];
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/daqiri-gateway/ci");
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+                let tag = name.strip_suffix(".yaml").unwrap_or(&name).to_owned();
+                assert!(tested.contains(&tag.as_str()), "charts/daqiri-gateway/ci/{name} has no test in chart_values!");
+            }
         }
-    )*};
+    };
 }
 
 chart_values! {
     the_chart_installs_with_af_xdp_values_through_a_real_api_server => "af-xdp",
+    the_chart_installs_with_consumers_values_through_a_real_api_server => "consumers",
     the_chart_installs_with_network_policy_values_through_a_real_api_server => "network-policy",
     the_chart_installs_with_roce_values_through_a_real_api_server => "roce",
     the_chart_installs_with_servicemonitor_values_through_a_real_api_server => "servicemonitor",

@@ -740,22 +740,40 @@ fn our_threads() -> Vec<String> {
         .collect()
 }
 
-/// The lines of `rdma resource show` for queue pairs, completion queues,
-/// memory registrations, protection domains and CM ids made by `threads`.
-fn rdma_resources_of(threads: &[String]) -> Vec<String> {
-    let pids: Vec<String> = threads.iter().map(|tid| format!("pid {tid} ")).collect();
-    ["qp", "cq", "mr", "pd", "cm_id"]
+/// Each kind of RDMA object `rdma resource show` lists, and the key of its
+/// number in a line.
+const RDMA_OBJECTS: [(&str, &str); 5] =
+    [("qp", "lqpn"), ("cq", "cqn"), ("mr", "mrn"), ("pd", "pdn"), ("cm_id", "cm-idn")];
+
+/// Every line of `rdma resource show` for queue pairs, completion queues,
+/// memory registrations, protection domains and CM ids, whoever made them,
+/// each led by its kind and its number ("qp lqpn 17").
+fn rdma_resources() -> Vec<(String, String)> {
+    RDMA_OBJECTS
         .into_iter()
-        .flat_map(|kind| {
+        .flat_map(|(kind, key)| {
             let shown = Command::new("rdma").args(["resource", "show", kind]).output().unwrap();
             assert!(shown.status.success(), "rdma resource show {kind}: {shown:?}");
             String::from_utf8_lossy(&shown.stdout)
                 .lines()
-                .filter(|line| pids.iter().any(|pid| line.contains(pid.as_str())))
-                .map(|line| format!("{kind}: {line}"))
+                .filter_map(|line| {
+                    let words: Vec<&str> = line.split_whitespace().collect();
+                    let number = words.windows(2).find(|w| w[0] == key)?[1];
+                    // The device too: numbers are per device.
+                    let device = words.windows(2).find(|w| w[0] == "dev" || w[0] == "link")?[1];
+                    Some((format!("{kind} {device} {key} {number}"), line.to_owned()))
+                })
                 .collect::<Vec<_>>()
         })
         .collect()
+}
+
+/// [`rdma_resources`] made by `threads` (a thread's objects carry its id
+/// while it lives; once it exits they show none, so a leak is found by
+/// number, not by thread).
+fn rdma_resources_of(threads: &[String]) -> Vec<(String, String)> {
+    let pids: Vec<String> = threads.iter().map(|tid| format!("pid {tid} ")).collect();
+    rdma_resources().into_iter().filter(|(_, line)| pids.iter().any(|pid| line.contains(pid.as_str()))).collect()
 }
 
 #[test]
@@ -773,15 +791,20 @@ fn vm_rdma_shutdown_leaves_no_queue_pair_registration_or_cm_id_behind() {
         scope.spawn(|| send_messages(&engine, 1, count));
         assert_messages(&receive_messages(&engine, 0, count), count, immediate_of);
     });
-    let threads = our_threads();
-    let held = rdma_resources_of(&threads);
-    for kind in ["qp:", "cq:", "mr:", "pd:", "cm_id:"] {
-        assert!(held.iter().any(|line| line.starts_with(kind)), "a running port holds a {kind} {held:#?}");
+    let held = rdma_resources_of(&our_threads());
+    for (kind, _) in RDMA_OBJECTS {
+        assert!(
+            held.iter().any(|(id, _)| id.starts_with(&format!("{kind} "))),
+            "a running port holds a {kind} {held:#?}"
+        );
     }
-    let queue_pairs = held.iter().filter(|line| line.starts_with("qp:")).count();
+    let queue_pairs = held.iter().filter(|(id, _)| id.starts_with("qp ")).count();
     assert!(queue_pairs >= 3, "the server's connection, the client and the ingest port each hold one: {held:#?}");
     drop(engine);
-    let left = rdma_resources_of(&threads);
+    // By number, whoever the kernel now says holds it: the worker threads
+    // that made them are gone.
+    let now = rdma_resources();
+    let left: Vec<_> = now.iter().filter(|(id, _)| held.iter().any(|(h, _)| h == id)).collect();
     assert!(left.is_empty(), "left behind after shutdown: {left:#?}");
 }
 
