@@ -45,6 +45,8 @@ pub struct Engine {
     stopped: AtomicBool,
     /// Flows added at runtime; its lock also keeps flow edits and reloads in turn.
     runtime_flows: Mutex<RuntimeFlows>,
+    /// Regions handed to another process ([`share_region`](Self::share_region)), by index.
+    shared_regions: Mutex<std::collections::BTreeSet<u16>>,
 }
 
 /// A TX burst the engine could not accept, handed back for a retry.
@@ -60,6 +62,11 @@ impl Engine {
     /// The engine's regions, in config order.
     pub(crate) fn regions(&self) -> &Arc<RegionTable> {
         &self.inner.regions
+    }
+
+    /// The indexes of the regions handed to another process (see `sharing`).
+    pub(crate) fn shared_regions(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<u16>> {
+        self.shared_regions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// This engine's id, as its bursts carry it ([`Burst::engine_id`](crate::Burst::engine_id)).
@@ -108,6 +115,7 @@ impl Engine {
             drivers,
             workers: Mutex::new(Vec::new()),
             stopped: AtomicBool::new(false),
+            shared_regions: Mutex::new(std::collections::BTreeSet::new()),
         };
         *engine.workers.lock().unwrap_or_else(|e| e.into_inner()) = worker::start(&engine.inner, tasks)?;
         Ok(engine)

@@ -5,9 +5,12 @@
 
 use std::os::fd::OwnedFd;
 
+use daqiri_config::model::MemoryKind;
+
 use crate::burst::Packet;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::preflight::MemoryNeeds;
 
 /// A region as another process maps it.
 #[derive(Debug)]
@@ -61,6 +64,7 @@ impl Engine {
             .backing()
             .export()
             .map_err(|e| Error::new(e.status, format!("sharing region \"{}\": {}", region.name(), e.message)))?;
+        self.shared_regions().insert(index);
         Ok(SharedRegion {
             index,
             name: region.name().to_owned(),
@@ -70,6 +74,34 @@ impl Engine {
             buf_size: region.buf_size(),
             num_bufs: region.num_bufs(),
         })
+    }
+}
+
+impl Engine {
+    /// The memory of the regions handed to other processes: they may keep
+    /// it mapped after this engine stops (no mapping of ours can be
+    /// revoked), so a restart cannot count on it coming back.
+    pub fn memory_shared(&self) -> MemoryNeeds {
+        let config = self.config();
+        let mut shared = MemoryNeeds::default();
+        for &index in self.shared_regions().iter() {
+            let Some(region) = self.regions().iter().nth(usize::from(index)) else { continue };
+            let bytes = region.backing().len() as u64;
+            match region.kind() {
+                MemoryKind::Host | MemoryKind::HostPinned => shared.host += bytes,
+                MemoryKind::Huge => shared.huge += bytes,
+                MemoryKind::Device => {
+                    let gpu = config
+                        .config()
+                        .memory_regions
+                        .iter()
+                        .find(|r| r.name == region.name())
+                        .map_or(0, |r| r.affinity);
+                    *shared.device.entry(gpu).or_default() += bytes;
+                }
+            }
+        }
+        shared
     }
 }
 

@@ -86,8 +86,22 @@ impl LiveEngine {
     pub(crate) fn restart(&self, next: ValidConfig, previous: Option<ValidConfig>) -> Result<Restart, RestartError> {
         // Refused before the old engine stops: counting what it frees, a
         // config this host cannot hold would leave the gateway with nothing.
-        let freed = previous.as_ref().filter(|_| self.get().is_some()).map(MemoryNeeds::of).unwrap_or_default();
-        daqiri::preflight::check_memory(&next, freed).map_err(RestartError::Refused)?;
+        // Regions consumers were handed may stay mapped in them, and so are
+        // not counted as freed.
+        let running = self.get();
+        let shared = running.as_ref().map(|engine| engine.memory_shared()).unwrap_or_default();
+        let freed =
+            previous.as_ref().filter(|_| running.is_some()).map(MemoryNeeds::of).unwrap_or_default().less(&shared);
+        drop(running);
+        daqiri::preflight::check_memory(&next, freed).map_err(|mut e| {
+            if !shared.is_empty() {
+                e.message.push_str(&format!(
+                    " (the running engine's regions handed to consumers, {} MiB, are not counted as freed: a consumer may keep them mapped)",
+                    (shared.host + shared.huge + shared.device.values().sum::<u64>()) >> 20
+                ));
+            }
+            RestartError::Refused(e)
+        })?;
         let started = Instant::now();
         self.stop();
         let new = match Engine::new(next) {

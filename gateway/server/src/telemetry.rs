@@ -31,15 +31,36 @@ pub(crate) struct Telemetry {
     _provider: SdkMeterProvider,
     registry: prometheus::Registry,
     snapshot: Arc<Snapshot>,
-    /// The last text rendered, and when: scrapes within [`RENDER_REUSE`]
-    /// of it get it again.
-    rendered: Mutex<Option<(std::time::Instant, axum::body::Bytes)>>,
+    renders: Mutex<Renders>,
 }
 
-/// How long a rendered scrape is served again: a client pipelining
-/// `/metrics` must not keep the admin API's worker rendering (a scrape
-/// every few seconds never sees the difference).
-const RENDER_REUSE: std::time::Duration = std::time::Duration::from_millis(50);
+/// Scrapes as fast as clients ask, fresh each time, until clients ask for
+/// more than [`Renders::BUSY`] a second (pipelined scrapes nobody reads
+/// kept the admin API's worker rendering and its probes waiting): then a
+/// render younger than [`Renders::REUSE`] is served again.
+#[derive(Debug, Default)]
+struct Renders {
+    last: Option<(std::time::Instant, axum::body::Bytes)>,
+    /// Renders in the second that began at `window`.
+    window: Option<std::time::Instant>,
+    in_window: u32,
+}
+
+impl Renders {
+    const BUSY: u32 = 20;
+    const REUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+    /// The last render, when scrapes come faster than a busy rate and it is recent.
+    fn reusable(&mut self) -> Option<axum::body::Bytes> {
+        let now = std::time::Instant::now();
+        if self.window.is_none_or(|start| now.duration_since(start) >= std::time::Duration::from_secs(1)) {
+            (self.window, self.in_window) = (Some(now), 0);
+        }
+        self.in_window += 1;
+        let (at, text) = self.last.as_ref()?;
+        (self.in_window > Self::BUSY && now.duration_since(*at) < Self::REUSE).then(|| text.clone())
+    }
+}
 
 /// The engine snapshot the instruments of one scrape read.
 #[derive(Debug)]
@@ -252,23 +273,21 @@ impl Telemetry {
         gauge("daqiri.memory_region.bytes", "Bytes of buffers in each memory region", |r| {
             u64::from(r.num_bufs) * r.buf_size as u64
         });
-        Ok(Self { _provider: provider, registry, snapshot, rendered: Mutex::new(None) })
+        Ok(Self { _provider: provider, registry, snapshot, renders: Mutex::default() })
     }
 
     /// The current values in Prometheus text format.
     pub(crate) fn render(&self) -> anyhow::Result<axum::body::Bytes> {
-        let mut rendered = self.rendered.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((at, text)) = rendered.as_ref()
-            && at.elapsed() < RENDER_REUSE
-        {
-            return Ok(text.clone());
+        let mut renders = self.renders.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(text) = renders.reusable() {
+            return Ok(text);
         }
         // One engine snapshot serves every instrument of this scrape.
         self.snapshot.refresh();
         let mut out = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut out)?;
-        let text = axum::body::Bytes::from(out);
-        *rendered = Some((std::time::Instant::now(), text.clone()));
+        let text = axum::body::Bytes::from(String::from_utf8(out)?);
+        renders.last = Some((std::time::Instant::now(), text.clone()));
         Ok(text)
     }
 }

@@ -34,6 +34,23 @@ pub struct MemoryNeeds {
 }
 
 impl MemoryNeeds {
+    /// These needs less `other`'s, each kind no lower than zero.
+    pub fn less(mut self, other: &MemoryNeeds) -> Self {
+        self.host = self.host.saturating_sub(other.host);
+        self.huge = self.huge.saturating_sub(other.huge);
+        for (gpu, bytes) in &other.device {
+            if let Some(mine) = self.device.get_mut(gpu) {
+                *mine = mine.saturating_sub(*bytes);
+            }
+        }
+        self
+    }
+
+    /// Whether nothing is needed.
+    pub fn is_empty(&self) -> bool {
+        self.host == 0 && self.huge == 0 && self.device.values().all(|&b| b == 0)
+    }
+
     /// What `config` allocates, with pools raised as the engine raises them.
     pub fn of(config: &ValidConfig) -> Self {
         let cfg = config.config();

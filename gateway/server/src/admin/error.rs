@@ -208,7 +208,7 @@ mod tests {
         report.warn(&daqiri_config::YamlPath::from_text("daqiri.cfg.x"), "unknown key");
         for i in 0..1_000_000 {
             report
-                .error(&daqiri_config::YamlPath::from_text(&format!("daqiri.cfg.interfaces[{i}].name")), "a duplicate");
+                .error(&daqiri_config::YamlPath::from_text(format!("daqiri.cfg.interfaces[{i}].name")), "a duplicate");
         }
         let error = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "the config is invalid", None)
             .with_findings(report.diagnostics);

@@ -96,14 +96,20 @@ struct State {
     turns: HashMap<GroupKey, usize>,
     /// What all consumers together pin, and may.
     budget: Budget,
+    /// Bursts a consumer just released, kept between calls for its room.
+    released: Vec<Arc<Burst>>,
 }
 
-/// Takes back what `feed`'s consumer released, and gives it back to the budget.
-fn reclaim(feed: &mut Feed, budget: &mut Budget) -> Result<(), daqiri_consumer::ring::Broken> {
-    let mut released = Vec::new();
-    let result = feed.reclaim(&mut released);
-    for burst in &released {
-        budget.release(burst);
+/// Takes back what `feed`'s consumer released, and gives it back to the
+/// budget (`released` is scratch room, left empty).
+fn reclaim(
+    feed: &mut Feed,
+    budget: &mut Budget,
+    released: &mut Vec<Arc<Burst>>,
+) -> Result<(), daqiri_consumer::ring::Broken> {
+    let result = feed.reclaim(released);
+    for burst in released.drain(..) {
+        budget.release(&burst);
     }
     result
 }
@@ -268,9 +274,9 @@ impl Hub {
             let turn = state.next_turn(&recipient, members.len());
             let (mut taken, mut over_budget) = (false, false);
             for k in 0..members.len() {
-                let State { feeds, budget, .. } = &mut *state;
+                let State { feeds, budget, released, .. } = &mut *state;
                 let feed = &mut feeds[members[(turn + k) % members.len()]].feed;
-                if let Err(e) = reclaim(feed, budget) {
+                if let Err(e) = reclaim(feed, budget, released) {
                     broken.push((feed.id, e.to_string()));
                     continue;
                 }
@@ -317,7 +323,7 @@ impl Hub {
         let config = engine.as_ref().map(|engine| engine.config());
         let mut state = self.lock();
         let mut ended = Vec::new();
-        let State { feeds, budget, .. } = &mut *state;
+        let State { feeds, budget, released, .. } = &mut *state;
         for subscribed in feeds.iter_mut() {
             if Some(subscribed.feed.engine) != current {
                 ended.push((
@@ -328,7 +334,7 @@ impl Hub {
                 && !config.as_ref().is_some_and(|c| has_flow(c.config(), port, flow))
             {
                 ended.push((subscribed.feed.id, format!("flow {flow} was removed (a reload or a flow deletion)")));
-            } else if let Err(e) = reclaim(&mut subscribed.feed, budget) {
+            } else if let Err(e) = reclaim(&mut subscribed.feed, budget, released) {
                 ended.push((subscribed.feed.id, e.to_string()));
             }
         }
