@@ -221,21 +221,17 @@ fn subscribe(connection: &OwnedFd, hello: &Hello, hub: &Arc<Hub>, live: &LiveEng
             engine.share_region(index).map_err(|e| e.message)
         })
         .collect::<Result<Vec<_>, String>>()?;
-    if let Some(region) = regions.iter().find(|r| r.gpu.is_some())
-        && hub.host_memory_only
-    {
-        return Err(format!(
-            "region \"{}\" is GPU memory (kind device), and this gateway shares host memory only (--consumer-host-memory-only)",
-            region.name
-        ));
-    }
-    if let Some(region) = regions.iter().find(|r| r.gpu.is_some())
-        && !hello.gpu_memory
-    {
-        return Err(format!(
-            "region \"{}\" is GPU memory (kind device), and this consumer cannot import GPU memory (a client built with CUDA can: daqiri-consumer's cuda feature)",
-            region.name
-        ));
+    if let Some(region) = regions.iter().find(|r| r.gpu.is_some()) {
+        let refused = match (hub.host_memory_only, hello.gpu_memory) {
+            (true, _) => Some("this gateway shares host memory only (--consumer-host-memory-only)"),
+            (false, false) => Some(
+                "this consumer cannot import GPU memory (a client built with CUDA can: daqiri-consumer's cuda feature)",
+            ),
+            (false, true) => None,
+        };
+        if let Some(why) = refused {
+            return Err(format!("region \"{}\" is GPU memory (kind device), and {why}", region.name));
+        }
     }
     let (producer, ring) =
         Producer::create(slots, per_slot, aggregate_slots).map_err(|e| format!("cannot make a ring: {e}"))?;
