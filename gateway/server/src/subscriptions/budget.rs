@@ -54,6 +54,11 @@ struct Pins {
     buffers: HashMap<u16, u32>,
 }
 
+/// What a consumer taking a burst pins: nothing new where another holds it
+/// already, else its buffers by region index (counted once, by the claim).
+#[derive(Debug)]
+pub(crate) struct Claim(Option<Vec<(u16, u32)>>);
+
 /// What consumers pin, per engine.
 #[derive(Debug, Default)]
 pub(crate) struct Budget {
@@ -76,30 +81,35 @@ impl Budget {
     }
 
     /// Whether one more consumer may hold `burst`: it is held already, or
-    /// pinning it keeps its queue and regions within their limits.
-    pub(crate) fn allows(&self, burst: &Arc<Burst>) -> bool {
-        let Some(pins) = self.engines.get(&burst.engine_id()) else { return false };
+    /// pinning it keeps its queue and regions within their limits. `None`
+    /// when not; else what [`hold`](Self::hold) then counts.
+    pub(crate) fn claim(&self, burst: &Arc<Burst>) -> Option<Claim> {
+        let pins = self.engines.get(&burst.engine_id())?;
         if pins.held.contains_key(&key(burst)) {
-            return true;
+            return Some(Claim(None));
         }
         let queue = (burst.port_id(), burst.queue_id());
         if pins.bursts.get(&queue).copied().unwrap_or(0) >= pins.limits.bursts_per_queue {
-            return false;
+            return None;
         }
-        buffers_of(burst).iter().all(|&(region, n)| {
+        let buffers = buffers_of(burst);
+        let fits = buffers.iter().all(|&(region, n)| {
             let limit = pins.limits.buffers.get(usize::from(region)).copied().unwrap_or(0);
             pins.buffers.get(&region).copied().unwrap_or(0) + n <= limit
-        })
+        });
+        fits.then_some(Claim(Some(buffers)))
     }
 
-    /// A consumer took `burst`.
-    pub(crate) fn hold(&mut self, burst: &Arc<Burst>) {
+    /// A consumer took `burst`, as [`claim`](Self::claim) allowed.
+    pub(crate) fn hold(&mut self, burst: &Arc<Burst>, claim: Claim) {
         let Some(pins) = self.engines.get_mut(&burst.engine_id()) else { return };
-        if let Some(holding) = pins.held.get_mut(&key(burst)) {
-            holding.holders += 1;
+        let Claim(Some(buffers)) = claim else {
+            if let Some(holding) = pins.held.get_mut(&key(burst)) {
+                holding.holders += 1;
+            }
             return;
-        }
-        let holding = Holding { holders: 1, queue: (burst.port_id(), burst.queue_id()), buffers: buffers_of(burst) };
+        };
+        let holding = Holding { holders: 1, queue: (burst.port_id(), burst.queue_id()), buffers };
         *pins.bursts.entry(holding.queue).or_default() += 1;
         for &(region, n) in &holding.buffers {
             *pins.buffers.entry(region).or_default() += n;

@@ -96,6 +96,7 @@ impl Feed {
         self.descriptors.clear();
         let mut packets = 0u32;
         for packet in burst.packets().filter(|p| self.filter.takes_packet(p)) {
+            let immediate = packet.immediate();
             for segment in 0..packet.num_segments() {
                 let Some(at) = packet.segment_location(segment) else { continue };
                 self.descriptors.push(SegmentDescriptor {
@@ -106,8 +107,8 @@ impl Feed {
                     packet: packets,
                     flow_id: packet.flow_id().unwrap_or(u32::MAX),
                     timestamp: packet.rx_timestamp().unwrap_or(u64::MAX),
-                    immediate: packet.immediate().unwrap_or(0),
-                    has: if packet.immediate().is_some() { HAS_IMMEDIATE } else { 0 },
+                    immediate: immediate.unwrap_or(0),
+                    has: if immediate.is_some() { HAS_IMMEDIATE } else { 0 },
                 });
             }
             packets += 1;

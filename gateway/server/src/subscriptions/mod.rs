@@ -280,13 +280,13 @@ impl Hub {
                     broken.push((feed.id, e.to_string()));
                     continue;
                 }
-                if !budget.allows(burst) {
+                let Some(claim) = budget.claim(burst) else {
                     over_budget = true;
                     break;
-                }
+                };
                 match feed.deliver(burst) {
                     Ok(Given::Delivered) => {
-                        budget.hold(burst);
+                        budget.hold(burst, claim);
                         taken = true;
                         break;
                     }
