@@ -160,6 +160,7 @@ fn values_files_shape_the_gateway_pod() {
         "--config=/etc/daqiri/config/config.yaml",
         "- node-config",
         "maxUnavailable: 25%",
+        "- --allow-unpinned-cores",
     ] {
         assert!(socket.contains(needle), "socket values: missing {needle}");
     }
@@ -179,6 +180,7 @@ fn values_files_shape_the_gateway_pod() {
     ] {
         assert!(default.contains(needle), "default values: missing {needle}");
     }
+    assert!(!default.contains("--allow-unpinned-cores"), "absent cores are refused by default");
     assert!(!default.contains("PodDisruptionBudget"), "one operator replica gets no PDB (it would block drains)");
     assert!(default.contains("grafana_dashboard: \"1\""), "dashboards ship as labelled ConfigMaps");
     assert!(default.contains("daqiri_rx_packets_total"), "the dashboard JSON is inside its ConfigMap");

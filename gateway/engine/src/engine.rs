@@ -87,9 +87,12 @@ impl Engine {
 
     /// Starts a validated config (DAQIRI's `daqiri_init(config)`).
     /// A key this build cannot honour fails with `NOT_SUPPORTED` naming its
-    /// YAML path (see [`crate::support`]), before anything is allocated.
+    /// YAML path (see [`crate::support`]), before anything is allocated; so
+    /// does a core this process may not run on, unless unpinned threads are
+    /// allowed ([`crate::preflight::allow_unpinned_cores`]).
     pub fn new(config: ValidConfig) -> Result<Self> {
         crate::support::require_supported(&config)?;
+        crate::preflight::require_present_cores(&config)?;
         crate::preflight::check_memory(&config, crate::preflight::MemoryNeeds::default())?;
         let mut region_configs = config.config().memory_regions.clone();
         for raised in crate::preflight::raised_num_bufs(&config) {

@@ -88,7 +88,9 @@ pub use backend::{AfXdpLink, AfXdpSocket, IngestRing, LinkStats, QueueConnection
 pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, flags};
 pub use engine::{Engine, SendError};
 pub use error::{Error, Result, Status};
-pub use memory::{Backing, DevicePtr, DeviceSlice, GpuBacking, HugepageInfo, Mapping, Region, SegmentMemory};
+pub use memory::{
+    Backing, DevicePtr, DeviceSlice, GpuBacking, HugepageInfo, Mapping, Region, SegmentMemory, give_back_freed_heap,
+};
 pub use missing_slots::MissingSlots;
 pub use queue::{Direction, WorkerThread};
 pub use reload::ReloadChange;

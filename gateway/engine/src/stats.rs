@@ -20,8 +20,13 @@ pub enum DropReason {
     Truncated,
     /// No flow matched and flow isolation is on.
     UnmatchedFlow,
-    /// The kernel dropped it before the worker read it (socket buffer overflow).
+    /// The kernel dropped it before the worker read it (socket buffer
+    /// overflow): one per buffer dropped, so exact, or under UDP GRO the
+    /// first datagram of each coalesced run dropped.
     SocketOverflow,
+    /// Under UDP GRO, the estimated rest of the coalesced runs the kernel
+    /// dropped: it counts a run once and does not say how long it was.
+    SocketOverflowEstimated,
     /// `drop_all_traffic` was in effect.
     DropAllTraffic,
     /// Discarded by `flush_port_queue`.
@@ -41,13 +46,14 @@ pub enum DropReason {
 
 impl DropReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [DropReason; 13] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::NoFreePacketBuffers,
         DropReason::NoFreeBurstBuffers,
         DropReason::RingFull,
         DropReason::Truncated,
         DropReason::UnmatchedFlow,
         DropReason::SocketOverflow,
+        DropReason::SocketOverflowEstimated,
         DropReason::DropAllTraffic,
         DropReason::Flushed,
         DropReason::SendFailed,
@@ -66,6 +72,7 @@ impl DropReason {
             DropReason::Truncated => "truncated",
             DropReason::UnmatchedFlow => "unmatched_flow",
             DropReason::SocketOverflow => "socket_overflow",
+            DropReason::SocketOverflowEstimated => "socket_overflow_estimated",
             DropReason::DropAllTraffic => "drop_all_traffic",
             DropReason::Flushed => "flushed",
             DropReason::SendFailed => "send_failed",
@@ -82,7 +89,10 @@ impl DropReason {
         match self {
             DropReason::NoFreePacketBuffers => Some(Status::NoFreePacketBuffers),
             DropReason::NoFreeBurstBuffers => Some(Status::NoFreeBurstBuffers),
-            DropReason::RingFull | DropReason::SocketOverflow | DropReason::NicMissed => Some(Status::NoSpaceAvailable),
+            DropReason::RingFull
+            | DropReason::SocketOverflow
+            | DropReason::SocketOverflowEstimated
+            | DropReason::NicMissed => Some(Status::NoSpaceAvailable),
             DropReason::Truncated => Some(Status::InvalidParameter),
             DropReason::UnmatchedFlow | DropReason::DropAllTraffic | DropReason::Flushed => None,
             DropReason::SendFailed | DropReason::DeviceError | DropReason::NicRxError | DropReason::SequenceGap => {

@@ -82,6 +82,10 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
         if backend == InterfaceBackend::Roce {
             roce_keys(config, iface, config.endpoints(port), &path, &mut refuse);
         }
+        let datagrams = config.endpoints(port).is_some_and(|e| e.transport == Transport::Udp);
+        if datagrams || backend == InterfaceBackend::Roce {
+            message_size_keys(config, iface, &path, &mut refuse);
+        }
         #[cfg(feature = "af_xdp")]
         if backend == InterfaceBackend::AfXdp {
             af_xdp_keys(config, iface, &path, &mut refuse);
@@ -188,6 +192,35 @@ fn socket_keys(
                 ),
             );
         }
+    }
+}
+
+/// A UDP datagram or a RoCE message lands whole in one buffer of its RX
+/// queue's (first) region, so `max_payload_size` above that buffer asks for
+/// messages no queue can take. At or below it the buffer is the limit, as
+/// in DAQIRI, whose receive takes the larger of the two. (TCP reads a byte
+/// stream in pieces of at most `max_payload_size`: any size is honoured.)
+fn message_size_keys(
+    config: &ValidConfig,
+    iface: &Interface,
+    path: &YamlPath,
+    refuse: &mut impl FnMut(YamlPath, String),
+) {
+    let Some(wanted) = iface.socket_config.as_ref().and_then(|s| s.max_payload_size) else { return };
+    let regions = &config.config().memory_regions;
+    let landing = iface.rx.iter().flat_map(|rx| &rx.queues).filter_map(|queue| {
+        let name = queue.memory_regions.first()?;
+        Some((queue, regions.iter().find(|r| &r.name == name)?))
+    });
+    let Some((queue, smallest)) = landing.min_by_key(|(_, region)| region.buf_size) else { return };
+    if u64::from(wanted) > smallest.buf_size {
+        refuse(
+            path.key("socket_config").key("max_payload_size"),
+            format!(
+                "{wanted} bytes: each message lands whole in one buffer, and RX queue \"{}\" lands in region \"{}\" of {}-byte buffers, which a longer one cannot land in (UDP counts it as a truncated drop); raise that region's buf_size to {wanted}, or lower max_payload_size to {}",
+                queue.name, smallest.name, smallest.buf_size, smallest.buf_size
+            ),
+        );
     }
 }
 

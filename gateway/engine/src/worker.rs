@@ -104,7 +104,7 @@ fn spawn(name: String, core: Option<u32>, body: impl FnOnce(Option<u32>) + Send 
             let pinned = core.filter(|&core| {
                 let pinned = core_affinity::set_for_current(core_affinity::CoreId { id: core as usize });
                 if !pinned {
-                    tracing::warn!(worker = %name, core, "cannot pin to core {core} (this machine has {}); running unpinned", crate::preflight::available_cores());
+                    tracing::warn!(worker = %name, core, "cannot pin to core {core}; running unpinned");
                 }
                 pinned
             });

@@ -129,6 +129,40 @@ fn the_software_loop_fills_its_port_mac_for_tx_eth_src() {
     assert!(frame[..6].iter().chain(&frame[12..]).all(|&b| b == 0xee), "nothing else changed");
 }
 
+/// Cores are checked against this process's affinity mask, not counted: a
+/// thread narrowed to its last core lacks core 0 too.
+#[test]
+fn a_core_outside_the_affinity_mask_is_refused_by_path_unless_unpinned_threads_are_allowed() {
+    let last = *daqiri::preflight::allowed_cores().last().unwrap();
+    assert!(core_affinity::set_for_current(core_affinity::CoreId { id: last }), "narrowed to core {last}");
+    let absent = if last == 0 { 1 } else { 0 };
+    let yaml = TestConfig::loopback()
+        .region("mem", 64, 2048)
+        .tx_queue(tx(0, "mem").batch(8).core(last as u32))
+        .rx_queue(rx(0, "mem").core(absent))
+        .yaml();
+    let path = "daqiri.cfg.interfaces[0].rx.queues[0].cpu_core";
+    let err = refusal(&yaml);
+    assert_eq!(err.status, Status::NotSupported, "{err}");
+    assert!(err.message.contains(path) && err.message.contains(&format!("(cores {last})")), "{err}");
+    assert!(!err.message.contains("tx.queues[0].cpu_core"), "core {last} is there: {err}");
+    let valid = daqiri::config::Document::parse(&yaml).unwrap().validate().unwrap();
+    let warnings = daqiri::preflight::host_warnings(&valid);
+    assert!(warnings.iter().any(|w| w.path == path && w.message.contains("refuses to start")), "{warnings:?}");
+
+    daqiri::preflight::allow_unpinned_cores(true);
+    // (A thread may widen a mask narrowed by sched_setaffinity, not a
+    // cgroup's cpuset: so the worker may yet be pinned here.)
+    let engine = Engine::from_yaml(&yaml).expect("allowed, the worker starts");
+    let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
+    burst.packet_mut(0).write(&[1; 60]).unwrap();
+    engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while engine.get_rx_burst(0, 0).unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the frame comes back");
+    }
+}
+
 #[test]
 fn check_lists_the_refused_keys_as_warnings() {
     let yaml = edited(|c| c.interfaces[0].tx.as_mut().unwrap().accurate_send = true);

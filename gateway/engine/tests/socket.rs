@@ -220,9 +220,10 @@ fn stream_tcp(total: u64, rx_core: u32, tx_core: u32) -> Engine {
 }
 
 /// Under UDP GRO the kernel drops a coalesced run of datagrams as one
-/// buffer; `socket_overflow` still counts every datagram. The sender sends
-/// GSO runs of 32, the receiver is a direct queue nobody polls until the
-/// sending is done, so its socket buffer overflows.
+/// buffer: `socket_overflow` counts each dropped run's first datagram (never
+/// more than was lost) and `socket_overflow_estimated` the estimated rest.
+/// The sender sends GSO runs of 32, the receiver is a direct queue nobody
+/// polls until the sending is done, so its socket buffer overflows.
 #[test]
 fn socket_overflow_counts_datagrams_of_coalesced_runs() {
     const SENT: u64 = 320_000;
@@ -263,9 +264,11 @@ fn socket_overflow_counts_datagrams_of_coalesced_runs() {
     }
     engine.shutdown();
     let drops = &engine.stats().ports[0].rx_port_drops;
-    let overflow = drops.drops(daqiri::DropReason::SocketOverflow);
+    let exact = drops.drops(daqiri::DropReason::SocketOverflow);
+    let overflow = exact + drops.drops(daqiri::DropReason::SocketOverflowEstimated);
     assert!(overflow > SENT / 4, "the socket buffer overflowed: {received} received, {overflow} counted dropped");
     assert_eq!(drops.total_drops(), overflow, "{drops:?}");
+    assert!(received + exact <= SENT, "the exact count is a lower bound: {received} received + {exact} of {SENT}");
     let accounted = received + overflow;
     // Exact when every run has the same length; allow 1% for runs the kernel cut.
     assert!(
@@ -407,6 +410,38 @@ fn a_udp_servers_queues_receive_in_their_own_regions_on_their_own_cores() {
     }
     let workers: Vec<_> = engine.stats().ports[0].rx_queues.iter().map(|q| q.worker.clone().unwrap()).collect();
     assert_eq!((workers[0].core, workers[1].core), (Some(0), Some(1)));
+}
+
+/// A datagram lands whole in one buffer: `max_payload_size` above the
+/// smallest landing buffer is refused by path; at it, datagrams of that size
+/// arrive whole and a longer one is counted as truncated.
+#[test]
+fn udp_max_payload_size_is_the_landing_buffer_at_most() {
+    use daqiri_config::testing::{TestConfig, rx};
+    let port = free_udp_port();
+    let config = |max: u32| {
+        let mut config = TestConfig::udp_server(port).region("mem", 256, 2048).rx_queue(rx(0, "mem").core(0));
+        config.model_mut().interfaces[0].socket_config.as_mut().unwrap().max_payload_size = Some(max);
+        config.yaml()
+    };
+    let error = Engine::from_yaml(&config(2049)).expect_err("above the buffer");
+    assert_eq!(error.status, daqiri::Status::NotSupported, "{error}");
+    assert!(error.message.contains("daqiri.cfg.interfaces[0].socket_config.max_payload_size"), "{error}");
+    assert!(error.message.contains("region \"mem\" of 2048-byte buffers"), "names the region: {error}");
+    let engine = Engine::from_yaml(&config(2048)).unwrap();
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for len in [2048, 2049, 2048] {
+        sender.send_to(&vec![7u8; len], ("127.0.0.1", port)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut lens = Vec::new();
+    while lens.len() < 2 {
+        assert!(Instant::now() < deadline, "two datagrams of 2048 bytes arrive: {lens:?}");
+        lens.extend(engine.get_rx_burst(0, 0).unwrap().iter().flat_map(|b| b.packets()).map(|p| p.data().len()));
+    }
+    assert_eq!(lens, [2048, 2048]);
+    let truncated = engine.stats().ports[0].rx_port_drops.drops(daqiri::DropReason::Truncated);
+    assert_eq!(truncated, 1, "the 2049-byte datagram is counted");
 }
 
 /// A UDP client has one socket: RX queues on another core are refused by path.

@@ -46,13 +46,20 @@ fn what_the_roce_backend_does_not_do_yet_is_refused_by_path() {
         .region("gpu", 8, 4096)
         .rx_queue(rx(0, "gpu").core(1));
     gpu.model_mut().memory_regions[0].kind = daqiri_config::model::MemoryKind::Device;
-    let all = config.and(client.interface_named("client")).and(gpu.interface_named("gpu"));
+    // A fourth asks for messages longer than the buffers they land in.
+    let mut big = TestConfig::roce_server(SocketAddr::from((RXE_ADDR, 18_615)))
+        .region("small", 8, 4096)
+        .rx_queue(rx(0, "small").core(1));
+    big.model_mut().interfaces[0].socket_config.as_mut().unwrap().max_payload_size = Some(8192);
+    let all =
+        config.and(client.interface_named("client")).and(gpu.interface_named("gpu")).and(big.interface_named("big"));
     let err = Engine::from_yaml(&all.yaml()).expect_err("refused");
     assert_eq!(err.status, Status::NotSupported, "{err}");
     for path in [
         "daqiri.cfg.interfaces[0].tx.queues[1]",
         "daqiri.cfg.interfaces[1].socket_config.remote_addr",
         "daqiri.cfg.interfaces[1].tx",
+        "daqiri.cfg.interfaces[3].socket_config.max_payload_size",
     ] {
         assert!(err.message.contains(path), "names {path}: {err}");
     }
@@ -708,6 +715,8 @@ fn vm_rdma_daqiri_rdma_bench_config_runs_with_its_addresses_changed() {
         region.num_bufs = 2;
     }
     let length = doc.sections["rdma_bench_client"]["message_size"].as_u64().unwrap() as usize;
+    // Written for a host with cores 3 to 10.
+    daqiri::preflight::allow_unpinned_cores(true);
     let engine = Engine::new(doc.validate().unwrap()).unwrap();
     let (client, server) = (engine.get_port_id("my_client").unwrap(), engine.get_port_id("my_server").unwrap());
     let count = 3;

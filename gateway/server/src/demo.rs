@@ -25,6 +25,8 @@ pub(crate) struct DemoArgs {
 }
 
 pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    // A show on any machine: the default config's cores 0 and 1 may be absent.
+    daqiri::preflight::allow_unpinned_cores(true);
     let config = run::load(None)?;
     let shutdown = ShutdownFlag::install()?;
     let run_args = RunArgs {
@@ -49,6 +51,7 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         consumer_max_connections: 256,
         consumer_host_memory_only: false,
         wait_for_config: false,
+        allow_unpinned_cores: true,
     };
     let gateway = {
         let shutdown = shutdown.clone();

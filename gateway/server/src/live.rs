@@ -131,6 +131,7 @@ impl LiveEngine {
         let Some(old) = old else { return false };
         old.shutdown();
         release(old);
+        daqiri::give_back_freed_heap();
         true
     }
 

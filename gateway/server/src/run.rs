@@ -98,9 +98,19 @@ pub(crate) struct RunArgs {
     /// written for this node yet) or a config is PUT.
     #[arg(long, requires = "config", conflicts_with = "no_admin")]
     pub wait_for_config: bool,
+    /// Run a thread whose `cpu_core` or `master_core` (or --consumer-cores
+    /// entry) this process may not run on unpinned, with a warning, instead
+    /// of refusing the config: for a config written for another host.
+    /// `DAQIRI_ALLOW_UNPINNED_CORES=1` does the same.
+    #[arg(long)]
+    pub allow_unpinned_cores: bool,
 }
 
 pub(crate) fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
+    daqiri::preflight::allow_unpinned_cores(args.allow_unpinned_cores);
+    if let Some(cores) = &args.consumer_cores {
+        require_present(cores)?;
+    }
     let loaded = match &args.config {
         Some(path) if args.wait_for_config && !path.exists() => {
             tracing::warn!("{} does not exist yet: no engine runs until it appears", path.display());
@@ -111,6 +121,20 @@ pub(crate) fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let shutdown = ShutdownFlag::install()?;
     run_gateway(loaded, &args, &shutdown)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses --consumer-cores entries this process may not run on, unless
+/// unpinned threads are allowed.
+fn require_present(cores: &CoreList) -> anyhow::Result<()> {
+    let allowed = daqiri::preflight::allowed_cores();
+    let absent: Vec<String> = cores.0.iter().filter(|c| !allowed.contains(c)).map(ToString::to_string).collect();
+    if absent.is_empty() || daqiri::preflight::unpinned_cores_allowed() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "--consumer-cores: core(s) {} are not ones this process may run on ({allowed:?}); name cores from that set, or give --allow-unpinned-cores",
+        absent.join(", ")
+    )
 }
 
 /// A validated config and the YAML it came from.

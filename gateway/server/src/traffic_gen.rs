@@ -341,6 +341,8 @@ fn engine_yaml(args: &GenArgs, plan: &Plan) -> String {
     };
     let any_ip = if args.dest.is_ipv4() { "0.0.0.0" } else { "[::]" };
     let batch = args.batch;
+    // The first core this process may run on: core 0 is not in every cpuset.
+    let core = daqiri::preflight::allowed_cores().first().copied().unwrap_or(0);
     let num_bufs = (batch * 256).max(4096);
     let mut yaml = format!(
         "daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    tx_meta_buffers: 512\n    memory_regions:\n    - {{ name: tx, kind: host, num_bufs: {num_bufs}, buf_size: {} }}\n    interfaces:\n",
@@ -350,7 +352,7 @@ fn engine_yaml(args: &GenArgs, plan: &Plan) -> String {
         let local =
             args.src_port.map(|p| format!(", local_addr: \"{scheme}://{any_ip}:{}\"", p + flow)).unwrap_or_default();
         yaml += &format!(
-            "    - name: flow{flow}\n      socket_config: {{ mode: client, remote_addr: \"{scheme}://{}\"{local} }}\n      tx: {{ queues: [{{ name: tx, id: 0, cpu_core: 0, batch_size: {batch}, memory_regions: [tx] }}] }}\n",
+            "    - name: flow{flow}\n      socket_config: {{ mode: client, remote_addr: \"{scheme}://{}\"{local} }}\n      tx: {{ queues: [{{ name: tx, id: 0, cpu_core: {core}, batch_size: {batch}, memory_regions: [tx] }}] }}\n",
             args.dest
         );
     }

@@ -280,6 +280,27 @@ fn finished_captures_give_their_packet_copies_back() {
     assert!(after < before + 48, "six finished captures kept {} MiB (RSS {before} -> {after} MiB)", after - before);
 }
 
+/// A peak of packet copies goes back to the kernel once the captures end:
+/// the allocator would otherwise keep it in its arenas, charged to the pod.
+#[test]
+fn the_memory_of_concurrent_captures_is_given_back_when_they_end() {
+    let gw = Gateway::start_with("peak", 8192);
+    let before = resident_mib(gw.child.id());
+    let started: Vec<Value> = (0..3).map(|i| start_capture(&gw, &format!("peak{i}"))).collect();
+    // 9000 packets of 4 KB: each ring's 8192 slots grow to 4 KB, 32 MiB a capture.
+    gw.send_sized(9000, 4000);
+    std::thread::sleep(Duration::from_millis(200));
+    let peak = resident_mib(gw.child.id());
+    assert!(peak > before + 64, "three rings of 4 KB copies: RSS {before} -> {peak} MiB");
+    for capture in &started {
+        let (status, stopped) = gw.json("DELETE", &format!("/api/v1/captures/{}", capture["id"]), "");
+        assert_eq!((status, &stopped["state"]), (200, &Value::from("finished")), "{stopped}");
+        let _ = std::fs::remove_file(stopped["files"][0].as_str().unwrap());
+    }
+    let after = resident_mib(gw.child.id());
+    assert!(after < before + 24, "ended captures kept {} MiB (RSS {before} -> {peak} -> {after} MiB)", after - before);
+}
+
 fn start_capture(gw: &Gateway, name: &str) -> Value {
     let body = format!(r#"{{"format": "pcap", "interface": "udp_rx", "name": "{name}"}}"#);
     let (status, started) = gw.json("POST", "/api/v1/captures", &body);

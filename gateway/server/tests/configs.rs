@@ -156,3 +156,39 @@ impl Drop for MemoryCgroup {
         let _ = std::fs::remove_dir(&self.dir);
     }
 }
+
+/// A core this process may not run on stops `run` naming its path and the
+/// way to allow it; allowed, the gateway runs. `--consumer-cores` the same.
+#[test]
+fn run_refuses_cores_this_process_lacks_unless_allowed() {
+    let dir = common::scratch_dir("absent-core");
+    let absent = *daqiri::preflight::allowed_cores().last().unwrap() as u32 + 1;
+    let file = dir.join("absent.yaml");
+    let yaml = TestConfig::udp_server(common::free_udp_port())
+        .region("m", 64, 2048)
+        .rx_queue(rx(0, "m").batch(4).core(absent))
+        .yaml();
+    std::fs::write(&file, yaml).unwrap();
+    let run = |more: &[&str]| {
+        std::process::Command::new(common::GATEWAY)
+            .args(["run", "--no-admin", "--duration", "0.5", "--config"])
+            .arg(&file)
+            .args(more)
+            .env_remove(daqiri::preflight::ALLOW_UNPINNED_CORES_ENV)
+            .output()
+            .unwrap()
+    };
+    let refused = run(&[]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "core {absent} must be refused");
+    assert!(err.contains("NOT_SUPPORTED") || err.contains("would run unpinned"), "{err}");
+    assert!(
+        err.contains("daqiri.cfg.interfaces[0].rx.queues[0].cpu_core") && err.contains("--allow-unpinned-cores"),
+        "{err}"
+    );
+    let allowed = run(&["--allow-unpinned-cores"]);
+    assert!(allowed.status.success(), "{}", String::from_utf8_lossy(&allowed.stderr));
+    let consumer = run(&["--consumer-cores", &absent.to_string()]);
+    assert!(!consumer.status.success(), "a consumer core this process lacks is refused too");
+    assert!(String::from_utf8_lossy(&consumer.stderr).contains("--consumer-cores"));
+}

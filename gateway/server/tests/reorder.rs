@@ -110,6 +110,15 @@ fn shuffled_batches_reach_disk_reordered_one_file_per_batch() {
     let missing: serde_json::Value =
         serde_json::from_slice(&std::fs::read(format!("{}.missing.json", file.display())).unwrap()).unwrap();
     assert_eq!(missing, serde_json::json!({"batch_id": BATCHES, "slots": PACKETS_PER_BATCH, "missing_slots": [5]}));
+    // One file per record, the sidecar listed apart: the download is the record.
+    let listed =
+        |key: &str| info[key].as_array().map(|files| files.iter().filter_map(|f| f.as_str()).collect::<Vec<_>>());
+    let record = file.display().to_string();
+    assert_eq!(listed("files").unwrap_or_default().last(), Some(&record.as_str()), "{info}");
+    assert!(!listed("files").unwrap_or_default().iter().any(|f| f.ends_with(".missing.json")), "{info}");
+    assert_eq!(listed("missing_slot_files"), Some(vec![format!("{record}.missing.json").as_str()]), "{info}");
+    let (status, downloaded) = common::http(gw.admin, "GET", &format!("/api/v1/captures/{id}/download"), &[], "");
+    assert_eq!((status, downloaded), (200, bytes), "the newest record, not its sidecar");
     let (_, stats) = gw.json("GET", "/api/v1/stats", "");
     let plan = &stats["interfaces"][0]["reorder"][0];
     assert_eq!((plan["batches_timed_out"].as_u64(), plan["packets_missing"].as_u64()), (Some(1), Some(1)), "{plan}");

@@ -12,6 +12,7 @@ mod exported;
 // Device and pinned memory; a build without CUDA has the same shape, refusing them.
 #[cfg_attr(not(feature = "cuda"), path = "gpu_backing_absent.rs")]
 mod gpu_backing;
+mod heap;
 mod host_memory;
 mod hugepages;
 // The table kernel-bypass backends (AF_XDP rings, RDMA work requests) park
@@ -26,6 +27,7 @@ pub use backing::Backing;
 pub use device::{DevicePtr, DeviceSlice, SegmentMemory};
 pub use gpu_backing::GpuBacking;
 pub(crate) use gpu_backing::free_device_memory;
+pub use heap::give_back_freed_heap;
 pub use host_memory::HostMemory;
 pub use hugepages::HugepageInfo;
 #[cfg(any(feature = "af_xdp", feature = "rdma"))]

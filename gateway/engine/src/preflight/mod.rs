@@ -4,17 +4,17 @@
 
 use daqiri_config::{Diagnostic, Severity, ValidConfig, YamlPath};
 
+mod cores;
 mod memory;
 mod ports;
 mod raised_pools;
 
+pub(crate) use cores::require_present_cores;
+pub use cores::{
+    ALLOW_UNPINNED_CORES_ENV, allow_unpinned_cores, allowed_cores, available_cores, unpinned_cores_allowed,
+};
 pub use memory::{MemoryNeeds, check_memory};
 pub use raised_pools::{RaisedPool, raised_num_bufs};
-
-/// Cores this process may run on.
-pub fn available_cores() -> usize {
-    core_affinity::get_core_ids().map_or(1, |ids| ids.len())
-}
 
 /// Everything about `config` this host or build cannot honour, as warnings:
 /// the keys [`crate::support`] refuses, then what this machine lacks.
@@ -22,27 +22,13 @@ pub fn host_warnings(config: &ValidConfig) -> Vec<Diagnostic> {
     let mut out = crate::support::unsupported(config);
     let mut warn = |path: YamlPath, message: String| out.push(Diagnostic::new(Severity::Warning, &path, message));
     let cfg = config.config();
-    let cores = available_cores();
-    let interfaces = YamlPath::cfg().key("interfaces");
-    for (port, iface) in config.interfaces() {
-        let path = interfaces.index(port);
-        for (dir, queues) in [("rx", iface.rx_queues()), ("tx", iface.tx_queues())] {
-            for (i, q) in queues.iter().enumerate() {
-                if let Some(core) = q.cpu_core
-                    && core.0 as usize >= cores
-                {
-                    warn(
-                        path.key(dir).key("queues").index(i).key("cpu_core"),
-                        format!("core {core} does not exist here ({cores} cores); the worker runs unpinned"),
-                    );
-                }
-            }
-        }
-    }
-    if let Some(master) = cfg.master_core
-        && master.0 as usize >= cores
-    {
-        warn(YamlPath::cfg().key("master_core"), format!("core {master} does not exist here ({cores} cores)"));
+    let consequence = if unpinned_cores_allowed() {
+        "; allowed here: the thread runs unpinned"
+    } else {
+        "; the engine refuses to start unless unpinned threads are allowed"
+    };
+    for (path, why) in cores::absent_cores(config, &allowed_cores()) {
+        warn(path, format!("{why}{consequence}"));
     }
     let regions = YamlPath::cfg().key("memory_regions");
     for raised in raised_num_bufs(config) {

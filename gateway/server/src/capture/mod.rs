@@ -345,10 +345,13 @@ impl CaptureManager {
     }
 
     pub(crate) fn session_ended(&self, session: &Session) {
-        // Taps run under this lock, and see the session stopped once it is released.
-        let _sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        session.release_ring();
-        self.running.fetch_sub(1, Ordering::Relaxed);
+        {
+            // Taps run under this lock, and see the session stopped once it is released.
+            let _sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            session.release_ring();
+            self.running.fetch_sub(1, Ordering::Relaxed);
+        }
+        daqiri::give_back_freed_heap();
     }
 
     /// Refuses to start when the capture filesystem is below its floor.

@@ -63,9 +63,14 @@ pub(crate) struct CaptureInfo {
     pub bytes: u64,
     /// Copies dropped because the writer was behind (not RX drops).
     pub capture_drops: u64,
-    /// Files written, oldest first.
+    /// Files written, oldest first: one per pcap file or raw record.
     #[schema(value_type = Vec<String>)]
     pub files: Vec<PathBuf>,
+    /// A raw reorder capture's `<record>.missing.json` files, one beside
+    /// each incomplete aggregate: its batch id, slots and empty slots.
+    #[schema(value_type = Vec<String>)]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_slot_files: Vec<PathBuf>,
     /// Seconds since start.
     pub elapsed_s: f64,
     /// Fraction of the nearest limit reached (packets, bytes or duration), if any.
@@ -90,6 +95,7 @@ pub(crate) struct Session {
     drops: AtomicU64,
     end: Mutex<Option<(CaptureState, String)>>,
     files: Mutex<Vec<PathBuf>>,
+    missing_slot_files: Mutex<Vec<PathBuf>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     /// A `gds` capture's device half of the ring, where it copies GPU bytes;
     /// emptied with the ring once the capture ended, which frees its GPU memory.
@@ -142,6 +148,7 @@ impl Session {
             drops: AtomicU64::new(0),
             end: Mutex::new(None),
             files: Mutex::new(Vec::new()),
+            missing_slot_files: Mutex::new(Vec::new()),
             writer: Mutex::new(None),
             device,
             gds_mode: Mutex::new(None),
@@ -217,6 +224,7 @@ impl Session {
             bytes,
             capture_drops: self.drops.load(Relaxed),
             files: self.files(),
+            missing_slot_files: self.missing_slot_files.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             elapsed_s: elapsed.as_secs_f64(),
             progress,
             gds_mode: *self.gds_mode.lock().unwrap_or_else(|e| e.into_inner()),
@@ -615,19 +623,16 @@ fn pcap_path(plan: &Plan, dir: &Path, index: u32) -> PathBuf {
 
 /// Lists a record's file, written, among the capture's files; beside an
 /// incomplete aggregate's it first writes `<file>.missing.json`: its batch
-/// id, its slots and those no packet filled (zero-filled in the file).
+/// id, its slots and those no packet filled (zero-filled in the file),
+/// listed apart so `files` holds one entry per record.
 fn list_written(session: &Session, file: PathBuf, record: &Record) -> anyhow::Result<()> {
-    let sidecar = match record.batch_id.filter(|_| !record.missing.is_empty()) {
-        Some(batch_id) => {
-            let path = PathBuf::from(format!("{}.missing.json", file.display()));
-            let info =
-                serde_json::json!({ "batch_id": batch_id, "slots": record.slots, "missing_slots": record.missing });
-            write_new(&path, info.to_string().as_bytes())?;
-            Some(path)
-        }
-        None => None,
-    };
-    session.files.lock().unwrap_or_else(|e| e.into_inner()).extend([Some(file), sidecar].into_iter().flatten());
+    if let Some(batch_id) = record.batch_id.filter(|_| !record.missing.is_empty()) {
+        let path = PathBuf::from(format!("{}.missing.json", file.display()));
+        let info = serde_json::json!({ "batch_id": batch_id, "slots": record.slots, "missing_slots": record.missing });
+        write_new(&path, info.to_string().as_bytes())?;
+        session.missing_slot_files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+    }
+    session.files.lock().unwrap_or_else(|e| e.into_inner()).push(file);
     Ok(())
 }
 

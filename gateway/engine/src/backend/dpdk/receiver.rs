@@ -74,6 +74,9 @@ impl Receiver {
     /// Lands, steers and assembles what the last poll received. The NIC
     /// chose the queue; steering gives the flow id, or drops the packet.
     fn deliver(&mut self, port: &Port, now: Instant) {
+        if let Some(stamps) = &mut self.timestamps {
+            stamps.keep_anchored(now, || self.eth.read_clock());
+        }
         let rx = &port.rx[self.queue];
         let mut steer = Steer::new(port, &mut self.tally);
         let plain = if self.timestamps.is_none() && !self.assembler.reorders() && steer.passes_everything() {

@@ -12,6 +12,12 @@
 //! what it sent around the drop, not by what it sent before. Drops after the
 //! last message are found by reading the counter, and count the last run.
 //! Without coalescing every run is 1 and the count exact.
+//!
+//! Since a dropped run's length is a guess (a sender mixing single
+//! datagrams with runs makes it a poor one), the exact part, one datagram
+//! per dropped buffer, and the estimated rest are counted apart
+//! (`socket_overflow` and `socket_overflow_estimated`): the first never
+//! exceeds what was lost.
 
 /// The drop counter of one socket, as far as it is counted.
 #[derive(Debug, Default)]
@@ -20,8 +26,26 @@ pub(super) struct KernelDrops {
     seen: u32,
     /// Datagrams the last received message held (0: none received yet).
     last_run: u32,
-    /// Datagrams counted and not yet taken.
-    counted: u64,
+    /// Dropped buffers counted and not yet taken.
+    buffers: u64,
+    /// Estimated datagrams those buffers held beyond one each, not yet taken.
+    beyond: u64,
+}
+
+/// Datagrams a socket dropped since the last look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Dropped {
+    /// One per buffer the kernel dropped: exact, never more than was lost.
+    pub(super) at_least: u64,
+    /// The estimated rest in coalesced runs (0 without coalescing).
+    pub(super) estimated_beyond: u64,
+}
+
+impl Dropped {
+    #[cfg(test)]
+    fn total(self) -> u64 {
+        self.at_least + self.estimated_beyond
+    }
 }
 
 impl KernelDrops {
@@ -33,7 +57,7 @@ impl KernelDrops {
                 0 => u64::from(datagrams),
                 last => u64::from(last + datagrams).div_ceil(2),
             };
-            self.counted += u64::from(buffers) * run.max(1);
+            self.count(buffers, run);
         }
         self.last_run = datagrams;
     }
@@ -42,13 +66,18 @@ impl KernelDrops {
     /// message count as runs like it.
     pub(super) fn counter(&mut self, total: u32) {
         if let Some(buffers) = self.fresh(total) {
-            self.counted += u64::from(buffers) * u64::from(self.last_run.max(1));
+            self.count(buffers, u64::from(self.last_run));
         }
     }
 
+    fn count(&mut self, buffers: u32, run: u64) {
+        self.buffers += u64::from(buffers);
+        self.beyond += u64::from(buffers) * run.saturating_sub(1);
+    }
+
     /// Datagrams counted since the last take.
-    pub(super) fn take(&mut self) -> u64 {
-        std::mem::take(&mut self.counted)
+    pub(super) fn take(&mut self) -> Dropped {
+        Dropped { at_least: std::mem::take(&mut self.buffers), estimated_beyond: std::mem::take(&mut self.beyond) }
     }
 
     /// Buffers dropped between what was counted and `total`, and counts
@@ -75,9 +104,9 @@ mod tests {
             drops.message(0, 1);
         }
         drops.message(7, 1);
-        assert_eq!(drops.take(), 7);
+        assert_eq!(drops.take().total(), 7);
         drops.counter(7);
-        assert_eq!(drops.take(), 0);
+        assert_eq!(drops.take().total(), 0);
     }
 
     #[test]
@@ -85,11 +114,11 @@ mod tests {
         let mut drops = KernelDrops::default();
         drops.message(0, 32);
         drops.message(10, 32);
-        assert_eq!(drops.take(), 320, "10 dropped runs of 32");
+        assert_eq!(drops.take(), Dropped { at_least: 10, estimated_beyond: 310 }, "10 dropped runs of 32");
         drops.message(12, 2);
-        assert_eq!(drops.take(), 34, "2 runs between one of 32 and one of 2: 17 each");
+        assert_eq!(drops.take().total(), 34, "2 runs between one of 32 and one of 2: 17 each");
         drops.counter(14);
-        assert_eq!(drops.take(), 4, "after the last message: runs like it");
+        assert_eq!(drops.take().total(), 4, "after the last message: runs like it");
     }
 
     #[test]
@@ -106,7 +135,7 @@ mod tests {
                 drops.message(stamp, 1);
             }
         }
-        assert_eq!(drops.take(), 1000, "single datagrams counted one for one, not as runs of 64");
+        assert_eq!(drops.take().total(), 1000, "single datagrams counted one for one, not as runs of 64");
     }
 
     #[test]
@@ -114,19 +143,29 @@ mod tests {
         let mut drops = KernelDrops::default();
         drops.message(0, 1);
         drops.counter(5);
-        assert_eq!(drops.take(), 5);
+        assert_eq!(drops.take().total(), 5);
         // Queued before the read: its stamp is behind what was counted.
         drops.message(3, 1);
         drops.message(5, 1);
-        assert_eq!(drops.take(), 0);
+        assert_eq!(drops.take().total(), 0);
         drops.message(6, 1);
-        assert_eq!(drops.take(), 1);
+        assert_eq!(drops.take().total(), 1);
+    }
+
+    /// The probe's case: single datagrams dropped between runs of 64. The
+    /// estimate is far off, the exact part is not, and they stay apart.
+    #[test]
+    fn dropped_singles_between_runs_leave_the_exact_part_exact() {
+        let mut drops = KernelDrops::default();
+        drops.message(0, 64);
+        drops.message(100, 64);
+        assert_eq!(drops.take(), Dropped { at_least: 100, estimated_beyond: 6300 });
     }
 
     #[test]
     fn the_counter_wraps() {
-        let mut drops = KernelDrops { seen: u32::MAX - 1, last_run: 2, counted: 0 };
+        let mut drops = KernelDrops { seen: u32::MAX - 1, last_run: 2, ..KernelDrops::default() };
         drops.counter(2);
-        assert_eq!(drops.take(), 8, "4 runs of 2");
+        assert_eq!(drops.take(), Dropped { at_least: 4, estimated_beyond: 4 }, "4 runs of 2");
     }
 }

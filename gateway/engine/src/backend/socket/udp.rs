@@ -12,7 +12,7 @@ use daqiri_config::model::{PollMode, SocketMode};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::buffers::tune;
-use super::kernel_drops::KernelDrops;
+use super::kernel_drops::{Dropped, KernelDrops};
 use super::peer;
 use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use crate::backend::LinkStats;
@@ -29,6 +29,16 @@ use crate::port::Port;
 use crate::queue::Queue;
 use crate::stats::DropReason;
 use crate::task::{QueueTask, Task};
+
+/// Counts what a socket's buffer dropped: the exact part and the estimate apart.
+fn count_dropped(p: &Port, dropped: Dropped) {
+    if dropped.at_least > 0 {
+        p.rx_drops.dropped(DropReason::SocketOverflow, dropped.at_least);
+    }
+    if dropped.estimated_beyond > 0 {
+        p.rx_drops.dropped(DropReason::SocketOverflowEstimated, dropped.estimated_beyond);
+    }
+}
 
 /// The kernel's drop counter is read on every this many receives that got data.
 const DROPS_EVERY: u32 = 16;
@@ -441,9 +451,7 @@ impl UdpReceiver {
             let drops = self.kernel_drops(source);
             drops.counter(total);
             let fresh = drops.take();
-            if fresh > 0 {
-                p.rx_drops.dropped(DropReason::SocketOverflow, fresh);
-            }
+            count_dropped(p, fresh);
         }
     }
 
@@ -595,9 +603,7 @@ impl UdpReceiver {
         // Drops the messages' stamps showed; the counter itself every few
         // receives that returned data, for drops after the last message.
         let stamped = self.kernel_drops(source).take();
-        if stamped > 0 {
-            p.rx_drops.dropped(DropReason::SocketOverflow, stamped);
-        }
+        count_dropped(p, stamped);
         self.receives_with_data = self.receives_with_data.wrapping_add(u32::from(count > 0));
         if count > 0 && self.receives_with_data % DROPS_EVERY == 1 {
             self.count_kernel_drops(p, source);
