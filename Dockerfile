@@ -1,10 +1,17 @@
 # daqiri-gateway and daqiri-operator in one image.
 #   docker build -t daqiri-gateway:0.1.0 .
 #   docker build --build-arg CARGO_FEATURES=dpdk,af_xdp,rdma -t daqiri-gateway:0.1.0-bypass .
+# The test suite builds this same recipe with buildah (tests/k8s/image.sh), where no registry
+# serves the base images: it passes a runtime base made from Debian's own packages
+# (RUNTIME_IMAGE) and binaries its own cargo built with the same toolchain for the same
+# Debian release (BINARIES=prebuilt), so the runtime stage is the one users get.
+ARG BUILDER_IMAGE=rust:1.95-slim-bookworm
+ARG RUNTIME_IMAGE=debian:bookworm-slim
+ARG BINARIES=builder
 
 # --- builder: Rust, plus the DPDK and rdma-core headers the hardware backends build against,
 # and clang with libbpf's headers for the AF_XDP backend's XDP program.
-FROM rust:1.95-slim-bookworm AS builder
+FROM ${BUILDER_IMAGE} AS builder
 # Debian bookworm's packages are versioned by the release; pinning them would break on every point release.
 # hadolint ignore=DL3008
 RUN apt-get update \
@@ -19,15 +26,24 @@ ARG CARGO_FEATURES=""
 RUN cargo build --release --locked --bin daqiri-gateway --bin daqiri-operator --features "${CARGO_FEATURES}" \
     && install -D -m 0755 target/release/daqiri-gateway target/release/daqiri-operator -t /out/bin
 
+# --- prebuilt: the same two binaries, built outside (BINARIES=prebuilt; never by default).
+FROM scratch AS prebuilt
+COPY target/image/prebuilt/ /out/bin/
+
+# --- the binaries the runtime takes: the builder's, or the prebuilt ones.
+# hadolint ignore=DL3006
+FROM ${BINARIES} AS binaries
+
 # --- runtime: the binaries and the shared libraries they load, nothing else.
-FROM debian:bookworm-slim
+# hadolint ignore=DL3006
+FROM ${RUNTIME_IMAGE}
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates libibverbs1 ibverbs-providers librdmacm1 \
        librte-eal23 librte-ethdev23 librte-mbuf23 librte-mempool23 librte-net-mlx5-23 librte-net-af-packet23 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 65532 --no-create-home --shell /usr/sbin/nologin daqiri
-COPY --from=builder /out/bin/ /usr/local/bin/
+COPY --from=binaries /out/bin/ /usr/local/bin/
 COPY configs /etc/daqiri/examples
 LABEL org.opencontainers.image.title="daqiri-gateway" \
       org.opencontainers.image.description="Packet acquisition gateway and its Kubernetes operator" \

@@ -8,7 +8,7 @@
 #               the loop offers each burst, the consumer reads it in place
 # Reported: packets a second each took, their ratio, the hand-off's latency
 # (gateway delivery to the consumer taking the burst: p50, p99), and what
-# is copied per packet (payload: none; a 32-byte segment descriptor).
+# is copied per packet (payload: none; a 40-byte segment descriptor, ring layout 3).
 #
 # Usage: tests/bench/consumers.sh    (GW: a prebuilt daqiri-gateway)
 #   RUN_SECONDS (10), SIZE (payload bytes up to 2000, the buffers' 2 KiB; 1024), SENDERS (2),
@@ -87,5 +87,5 @@ print(f"in-process get_rx_burst   {alone / 1e6:8.3f} Mpps")
 print(f"consumer process          {consumer / 1e6:8.3f} Mpps   ratio {consumer / alone:.2f}")
 print(f"consumer lost bursts      {seen['lost_bursts']}")
 print(f"hand-off latency          p50 {h['p50']:.1f} us   p99 {h['p99']:.1f} us   max {h['max']:.1f} us")
-print("copied per packet         payload 0 B, segment descriptor 32 B")
+print("copied per packet         payload 0 B, segment descriptor 40 B")
 PY

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The appliance's image, built here from the Dockerfile users build with
+# `docker build`, by buildah (no daemon). No registry serves the Dockerfile's
+# base images here, so the recipe takes two build arguments:
+#   RUNTIME_IMAGE  the runtime base: debian:bookworm-slim's equivalent, made
+#                  by mmdebstrap from Debian's own packages (minbase, no docs)
+#   BINARIES       prebuilt: daqiri-gateway and daqiri-operator built by
+#                  cargo here, with the toolchain and Debian release the
+#                  builder stage has, instead of that stage
+# and everything else in the image is the Dockerfile's own runtime stage.
+#
+#   image.sh build VARIANT     builds localhost/daqiri-gateway:TAG; prints it
+#   image.sh archive VARIANT FILE   the image as an OCI archive (for containerd)
+#   image.sh tag VARIANT       prints the image's name without building it
+# VARIANT: socket (sockets only) or bypass (dpdk,af_xdp,rdma).
+#
+# Cached like the control plane: the base image by the hash of its recipe,
+# the release build in a cargo target dir of its own under the user cache
+# ($XDG_CACHE_HOME or ~/.cache, daqiri-gateway/), so a clean clone rebuilds
+# only the project's own crates. Needs root (buildah's storage, chroot).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/daqiri-gateway
+log() { echo "image: $*" >&2; }
+version=$(awk -F'"' '/^version = / {print $2; exit}' "$root/Cargo.toml")
+
+features() {
+    case $1 in
+    socket) echo "" ;;
+    bypass) echo "dpdk,af_xdp,rdma" ;;
+    *) log "unknown variant $1 (socket or bypass)" && exit 2 ;;
+    esac
+}
+
+tag() {
+    case $1 in
+    socket) echo "localhost/daqiri-gateway:$version" ;;
+    bypass) echo "localhost/daqiri-gateway:$version-bypass" ;;
+    *) log "unknown variant $1 (socket or bypass)" && exit 2 ;;
+    esac
+}
+
+# debian:bookworm-slim's equivalent: minbase, with the documentation the
+# slim image leaves out left out.
+runtime_base() {
+    local recipe key name tarball
+    recipe="mmdebstrap --variant=minbase --format=tar --dpkgopt=path-exclude=/usr/share/man/*"
+    recipe+=" --dpkgopt=path-exclude=/usr/share/doc/* --dpkgopt=path-include=/usr/share/doc/*/copyright"
+    recipe+=" --dpkgopt=path-exclude=/usr/share/locale/* --dpkgopt=path-exclude=/usr/share/info/* bookworm"
+    key=$(echo "$recipe" | sha256sum | cut -c1-16)
+    name=localhost/daqiri-runtime-base:bookworm-slim-$key
+    if ! buildah inspect --type image "$name" >/dev/null 2>&1; then
+        tarball=$cache/images/runtime-base-$key.tar
+        if [[ ! -s $tarball ]]; then
+            log "making the runtime base with mmdebstrap (once; about a minute)"
+            mkdir -p "$cache/images"
+            # shellcheck disable=SC2086 # the recipe is words
+            $recipe "$tarball.partial" >&2
+            mv "$tarball.partial" "$tarball"
+        fi
+        local ctr
+        ctr=$(buildah from scratch)
+        buildah add --quiet "$ctr" "$tarball" / >/dev/null
+        buildah config --cmd /bin/bash --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$ctr"
+        buildah commit --quiet --rm "$ctr" "$name" >/dev/null
+    fi
+    echo "$name"
+}
+
+# The two binaries, built for the variant into the Dockerfile's prebuilt path.
+binaries() {
+    local variant=$1 target=$cache/image-target started=$SECONDS
+    log "building daqiri-gateway and daqiri-operator (release, features: $(features "$variant"))"
+    (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --locked --quiet \
+        --bin daqiri-gateway --bin daqiri-operator --features "$(features "$variant")")
+    log "built in $((SECONDS - started)) s"
+    rm -rf "$root/target/image/prebuilt"
+    install -D -m 0755 "$target/release/daqiri-gateway" "$target/release/daqiri-operator" \
+        -t "$root/target/image/prebuilt"
+}
+
+build() {
+    local variant=$1 base name started
+    base=$(runtime_base)
+    binaries "$variant"
+    name=$(tag "$variant")
+    started=$SECONDS
+    # chroot isolation and the host's network for the runtime stage's apt-get;
+    # --layers keeps that stage's package layer between builds.
+    buildah bud --quiet --isolation chroot --network host --layers \
+        --build-arg RUNTIME_IMAGE="$base" --build-arg BINARIES=prebuilt \
+        --build-arg CARGO_FEATURES="$(features "$variant")" \
+        -t "$name" -f "$root/Dockerfile" "$root" >/dev/null
+    rm -rf "$root/target/image/prebuilt"
+    log "$name built in $((SECONDS - started)) s"
+    echo "$name"
+}
+
+case ${1:-} in
+build) build "${2:?variant}" ;;
+archive)
+    name=$(tag "${2:?variant}")
+    rm -f "${3:?file}"
+    buildah push --quiet "$name" "oci-archive:$3:${name#localhost/}" >/dev/null
+    ;;
+tag) tag "${2:?variant}" ;;
+*)
+    echo "usage: $0 build VARIANT | archive VARIANT FILE | tag VARIANT" >&2
+    exit 2
+    ;;
+esac
