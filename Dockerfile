@@ -24,7 +24,7 @@ COPY operator operator
 COPY configs configs
 ARG CARGO_FEATURES=""
 RUN cargo build --release --locked --bin daqiri-gateway --bin daqiri-operator --features "${CARGO_FEATURES}" \
-    && install -D -m 0755 target/release/daqiri-gateway target/release/daqiri-operator -t /out/bin
+    && install -D -m 0755 --strip target/release/daqiri-gateway target/release/daqiri-operator -t /out/bin
 
 # --- prebuilt: the same two binaries, built outside (BINARIES=prebuilt; never by default).
 FROM scratch AS prebuilt
@@ -37,10 +37,16 @@ FROM ${BINARIES} AS binaries
 # --- runtime: the binaries and the shared libraries they load, nothing else.
 # hadolint ignore=DL3006
 FROM ${RUNTIME_IMAGE}
-# hadolint ignore=DL3008
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates libibverbs1 ibverbs-providers librdmacm1 \
-       librte-eal23 librte-ethdev23 librte-mbuf23 librte-mempool23 librte-net-mlx5-23 librte-net-af-packet23 \
+ARG CARGO_FEATURES=""
+# The shared libraries the built backends load, and no more: DPDK's (with the mlx5,
+# af_packet and af_xdp PMDs) for dpdk, rdma-core's for rdma; a sockets-only image has none.
+# hadolint ignore=DL3008,SC2086
+RUN packages="ca-certificates" \
+    && case ",${CARGO_FEATURES}," in *,dpdk,*) packages="$packages librte-eal23 librte-ethdev23 librte-mbuf23 \
+       librte-mempool23 librte-net-mlx5-23 librte-net-af-packet23 librte-net-af-xdp23" ;; esac \
+    && case ",${CARGO_FEATURES}," in *,rdma,*) packages="$packages libibverbs1 ibverbs-providers librdmacm1" ;; esac \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends $packages \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 65532 --no-create-home --shell /usr/sbin/nologin daqiri
 COPY --from=binaries /out/bin/ /usr/local/bin/

@@ -14,9 +14,10 @@ tests/module_cycles.py gateway/engine/src gateway/config/src gateway/dpdk-sys/sr
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 # The conformance suite runs once, below, with every backend built in; the
-# operator's cluster suite right after this, against a control plane of its own.
+# operator's cluster suite right after this, against a control plane of its own,
+# and the image checks once the images are built.
 cargo nextest run --workspace --no-fail-fast "$ignored" \
-    -E 'not binary_id(daqiri::conformance) and not binary_id(daqiri-operator::cluster)'
+    -E 'not binary_id(daqiri::conformance) and not binary_id(daqiri-operator::cluster) and not binary_id(daqiri-operator::image)'
 cargo test --workspace --doc
 # The Python client (PyO3, built by maturin) against a running gateway.
 tests/python/run.sh
@@ -32,6 +33,16 @@ DAQIRI_TEST_KUBECONFIG=$(tests/k8s/control-plane.sh start "$control_plane") \
     cargo nextest run -p daqiri-operator --test cluster --run-ignored=all --no-fail-fast
 tests/k8s/control-plane.sh stop "$control_plane"
 trap - EXIT
+# The appliance's images from the Dockerfile, both variants, built by buildah
+# (tests/k8s/image.sh: a runtime base from Debian's packages, release binaries
+# from a cargo target dir cached under the user cache), then run by runc as a
+# kubelet would run them. Building and running images needs root.
+if [[ $ignored == --run-ignored=all ]]; then
+    images="$(tests/k8s/image.sh build socket) $(tests/k8s/image.sh build bypass)"
+    DAQIRI_TEST_IMAGES=$images cargo nextest run -p daqiri-operator --test image --run-ignored=all --no-fail-fast
+else
+    echo "run.sh: the image build and its checks are SKIPPED: buildah and runc need root" >&2
+fi
 # The kernel-bypass backends, built together: DPDK on its virtual devices
 # (setup.sh installed DPDK) and AF_XDP over veth pairs with our XDP program
 # (setup.sh installed clang and the BPF headers). The engine's unit tests

@@ -27,6 +27,12 @@ command -v clang >/dev/null || need_apt+=(clang)
 # RoCE: rdma-core's headers and libraries for rdma-sys (bindgen, as for DPDK).
 [[ -e /usr/include/infiniband/verbs.h ]] || need_apt+=(libibverbs-dev)
 [[ -e /usr/include/rdma/rdma_cma.h ]] || need_apt+=(librdmacm-dev)
+# The appliance's image: mmdebstrap makes its runtime base from Debian's
+# packages, buildah builds the Dockerfile (no daemon), umoci unpacks it into
+# a bundle that runc runs.
+for tool in mmdebstrap buildah umoci runc; do
+    command -v $tool >/dev/null || need_apt+=($tool)
+done
 if ((${#need_apt[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
         log "installing ${need_apt[*]}"

