@@ -19,6 +19,12 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+# Where the API server listens and what it advertises: loopback for the
+# cluster suite; tests/k8s/nodes.sh gives the address its pods reach the host
+# on (its bridge's), which also turns on what real nodes need: the Node
+# authorizer, NodeRestriction, the `kubernetes` Service's endpoints, and the
+# controllers of nodes, services and pods a kubelet-less suite must not have.
+address=${DAQIRI_CONTROL_PLANE_ADDRESS:-127.0.0.1}
 module=$here/control-plane
 log() { echo "control-plane: $*" >&2; }
 # Whose ServiceMonitor CRD the cluster gets (a Go module like the rest).
@@ -40,11 +46,12 @@ build() {
         sha256sum | cut -c1-16)
     cache=${XDG_CACHE_HOME:-$HOME/.cache}/daqiri-gateway/control-plane/$key
     if [[ ! -x $cache/bin/kube-controller-manager ]]; then
-        log "building kube-apiserver, kube-controller-manager and etcd (once per release; minutes on a fresh machine)"
+        log "building kube-apiserver, kube-controller-manager, etcd, and the nodes' kube-scheduler, kube-proxy and kubelet (once per release; minutes on a fresh machine)"
         started=$SECONDS
         rm -rf "$cache.partial" && mkdir -p "$cache.partial/bin"
         (cd "$module" && go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$cache.partial/bin/" \
-            k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager ./etcd)
+            k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager ./etcd \
+            k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubelet)
         rm -rf "$cache" && mv "$cache.partial" "$cache"
         log "built in $((SECONDS - started)) s"
     fi
@@ -66,8 +73,13 @@ pki() {
     openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=kube-apiserver \
         -keyout "$dir/apiserver.key" -out "$dir/apiserver.csr" 2>/dev/null
     openssl x509 -req -in "$dir/apiserver.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -days 30 \
-        -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n') \
+        -extfile <(printf 'subjectAltName=IP:127.0.0.1,IP:%s,IP:10.96.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' "$address") \
         -out "$dir/apiserver.crt" 2>/dev/null
+    # What the API server shows kubelets (logs, exec, port-forward) on real nodes.
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /O=system:masters/CN=kube-apiserver-kubelet-client \
+        -keyout "$dir/kubelet-client.key" -out "$dir/kubelet-client.csr" 2>/dev/null
+    openssl x509 -req -in "$dir/kubelet-client.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -days 30 \
+        -out "$dir/kubelet-client.crt" 2>/dev/null
     openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
     openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
     admin_token=$(openssl rand -hex 24)
@@ -108,7 +120,7 @@ start() {
     etcd_port=$(free_port)
     peer_port=$(free_port)
     api_port=$(free_port)
-    server=https://127.0.0.1:$api_port
+    server=https://$address:$api_port
     kubeconfig "$server" "$admin_token" "$dir/ca.crt" >"$dir/admin.kubeconfig"
     kubeconfig "$server" "$manager_token" "$dir/ca.crt" >"$dir/controller-manager.kubeconfig"
 
@@ -121,13 +133,15 @@ start() {
     # Where tests that play an older writer reach the store (its JSON gateway).
     echo "http://127.0.0.1:$etcd_port" >"$dir/etcd.url"
 
-    echo "etcd_port=$etcd_port api_port=$api_port" >"$dir/ports"
+    echo "etcd_port=$etcd_port api_port=$api_port address=$address" >"$dir/ports"
     start_apiserver "$dir" "$bin"
 
+    local controllers=serviceaccount,serviceaccount-token,garbagecollector,namespace,job,daemonset,deployment,replicaset,clusterrole-aggregation
+    [[ $address == 127.0.0.1 ]] || controllers+=,endpointslice,endpointslicemirroring,nodelifecycle,podgc,ttl-after-finished,statefulset,root-ca-certificate-publisher-controller
     "$bin/kube-controller-manager" --kubeconfig "$dir/controller-manager.kubeconfig" \
         --use-service-account-credentials --service-account-private-key-file "$dir/sa.key" \
         --root-ca-file "$dir/ca.crt" --leader-elect=false --secure-port 0 \
-        --controllers serviceaccount,serviceaccount-token,garbagecollector,namespace,job,daemonset,deployment,replicaset,clusterrole-aggregation \
+        --controllers "$controllers" \
         >"$dir/kube-controller-manager.log" 2>&1 &
     echo $! >"$dir/kube-controller-manager.pid"
     # Ready once it acts: the service-account controller gives each namespace
@@ -151,21 +165,29 @@ start() {
 # waits until it is ready.
 start_apiserver() {
     local dir=$1 bin=$2 etcd_port api_port
-    eval "$(cat "$dir/ports")"
+    eval "$(cat "$dir/ports")"  # also the address it was started on
     admin_token=$(awk -F, '$2 == "daqiri-test-admin" {print $1}' "$dir/tokens.csv")
-    # Endpoints may not name a loopback address: the reconciler that publishes
-    # the API server as the `kubernetes` Service is off.
+    # Endpoints may not name a loopback address: on loopback the reconciler
+    # that publishes the API server as the `kubernetes` Service is off.
+    local node_mode=()
+    if [[ $address == 127.0.0.1 ]]; then
+        node_mode=(--endpoint-reconciler-type none --authorization-mode RBAC)
+    else
+        node_mode=(--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction
+            --kubelet-client-certificate "$dir/kubelet-client.crt" --kubelet-client-key "$dir/kubelet-client.key"
+            --kubelet-preferred-address-types InternalIP)
+    fi
     "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
-        --bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address 127.0.0.1 \
-        --endpoint-reconciler-type none --tls-cert-file "$dir/apiserver.crt" \
+        --bind-address "$address" --secure-port "$api_port" --advertise-address "$address" \
+        "${node_mode[@]}" --tls-cert-file "$dir/apiserver.crt" \
         --tls-private-key-file "$dir/apiserver.key" --client-ca-file "$dir/ca.crt" \
-        --token-auth-file "$dir/tokens.csv" --authorization-mode RBAC \
+        --token-auth-file "$dir/tokens.csv" \
         --service-account-issuer https://kubernetes.default.svc \
         --service-account-key-file "$dir/sa.pub" --service-account-signing-key-file "$dir/sa.key" \
         --service-cluster-ip-range 10.96.0.0/16 --allow-privileged --profiling=false \
         >>"$dir/kube-apiserver.log" 2>&1 &
     echo $! >"$dir/kube-apiserver.pid"
-    until_ready "$dir" "https://127.0.0.1:$api_port/readyz" kube-apiserver 120
+    until_ready "$dir" "https://$address:$api_port/readyz" kube-apiserver 120
 }
 
 alive() {

@@ -111,7 +111,7 @@ build) build "${2:?variant}" ;;
 archive)
     name=$(tag "${2:?variant}")
     rm -f "${3:?file}"
-    buildah push --quiet "$name" "oci-archive:$3:${name#localhost/}" >/dev/null
+    buildah push --quiet "$name" "oci-archive:$3:$name" >/dev/null
     ;;
 tag) tag "${2:?variant}" ;;
 *)

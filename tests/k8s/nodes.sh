@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# Real Kubernetes nodes on this machine, for the appliance's end-to-end suite:
+# a control plane (tests/k8s/control-plane.sh) on the address of a bridge of
+# our own, kube-scheduler and kube-proxy, and per node a containerd (2.x, its
+# runc shim; Debian's runc) and a kubelet, each with its own root directory,
+# cgroup root, ports and pod subnet on that bridge (Debian's CNI plugins).
+# No registry: images are imported into each node's containerd, among them a
+# pause image built here from Kubernetes' own pause.c.
+#
+#   nodes.sh build            builds containerd, its shim, ctr and crictl once
+#                             per pinned release (tests/k8s/runtime); prints the bin dir
+#   nodes.sh up DIR N         the plane and N nodes (node-a, node-b, ...) in DIR;
+#                             prints the admin kubeconfig once every node is Ready
+#   nodes.sh import DIR ARCHIVE   an OCI archive into every node's containerd
+#   nodes.sh down DIR         stops everything and removes what it made
+#
+# The host is cgroup v1 here: the kubelets run with failCgroupV1: false and the
+# cgroupfs driver (docs/kubernetes.md). Needs root.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+module=$here/runtime
+# kubectl from tests/setup.sh
+PATH=$here/../../target/tools/bin:$PATH
+log() { echo "nodes: $*" >&2; }
+# The bridge pods sit on; the API server listens on its address.
+bridge=daqiri-k8s
+gateway=10.244.0.1
+names=(node-a node-b node-c)
+
+build() {
+    local key cache started
+    key=$(cat "$module/go.mod" "$module/go.sum" <(go env GOVERSION) | sha256sum | cut -c1-16)
+    cache=${XDG_CACHE_HOME:-$HOME/.cache}/daqiri-gateway/runtime/$key
+    if [[ ! -x $cache/bin/containerd ]]; then
+        log "building containerd, its runc shim, ctr and crictl (once per release; minutes on a fresh machine)"
+        started=$SECONDS
+        rm -rf "$cache.partial" && mkdir -p "$cache.partial/bin"
+        (cd "$module" && go build -trimpath -buildvcs=false -tags "no_btrfs no_devmapper no_zfs" \
+            -o "$cache.partial/bin/" github.com/containerd/containerd/v2/cmd/containerd \
+            github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+            github.com/containerd/containerd/v2/cmd/ctr sigs.k8s.io/cri-tools/cmd/crictl)
+        rm -rf "$cache" && mv "$cache.partial" "$cache"
+        log "built in $((SECONDS - started)) s"
+    fi
+    echo "$cache/bin"
+}
+
+# The pause image, from the pause.c of the Kubernetes release the plane runs.
+pause_image() {
+    local dir=$1 source ctr
+    source=$(cd "$here/control-plane" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
+    gcc -Os -static -DVERSION=daqiri-test -o "$dir/pause" "$source"
+    ctr=$(buildah from scratch)
+    buildah copy --quiet "$ctr" "$dir/pause" /pause >/dev/null
+    buildah config --entrypoint '["/pause"]' --user 65535:65535 "$ctr"
+    buildah commit --quiet --rm "$ctr" localhost/pause:3.10 >/dev/null
+    rm -f "$dir/pause.tar"
+    buildah push --quiet localhost/pause:3.10 "oci-archive:$dir/pause.tar:localhost/pause:3.10" >/dev/null
+}
+
+# A client certificate of the plane's CA for user $2 in group $3 (may be empty).
+client_cert() {
+    local plane=$1 user=$2 group=$3 out=$4 subject="/CN=$2"
+    [[ -n $group ]] && subject="/O=$group/CN=$user"
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "$subject" \
+        -keyout "$out.key" -out "$out.csr" 2>/dev/null
+    openssl x509 -req -in "$out.csr" -CA "$plane/ca.crt" -CAkey "$plane/ca.key" -days 30 -out "$out.crt" 2>/dev/null
+    rm -f "$out.csr"
+}
+
+cert_kubeconfig() {
+    local server=$1 ca=$2 cert=$3
+    cat <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: daqiri-test
+  cluster: {server: "$server", certificate-authority: "$ca"}
+users:
+- name: user
+  user: {client-certificate: "$cert.crt", client-key: "$cert.key"}
+contexts:
+- name: daqiri-test
+  context: {cluster: daqiri-test, user: user}
+current-context: daqiri-test
+EOF
+}
+
+start_node() {
+    local dir=$1 i=$2 bin=$3 kbin=$4 server=$5
+    local name=${names[$i]} node=$dir/${names[$i]}
+    mkdir -p "$node/cni" "$node/containerd"
+    cat >"$node/cni/10-daqiri.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "daqiri-k8s", "plugins": [
+  {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": true,
+   "ipam": {"type": "host-local", "dataDir": "$node/ipam",
+            "ranges": [[{"subnet": "10.244.0.0/16", "rangeStart": "10.244.$((i + 1)).2",
+                         "rangeEnd": "10.244.$((i + 1)).254", "gateway": "$gateway"}]],
+            "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}
+EOF
+    cat >"$node/containerd.toml" <<EOF
+version = 3
+root = "$node/containerd/root"
+state = "$node/containerd/state"
+[grpc]
+  address = "$node/containerd.sock"
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = "localhost/pause:3.10"
+# This machine lets no process lower its OOM score (the kubelet asks -998 for
+# sandboxes): containerd raises what it is asked to its own score instead.
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ["/usr/lib/cni"]
+  conf_dir = "$node/cni"
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+  BinaryName = "$(command -v runc)"
+  SystemdCgroup = false
+EOF
+    PATH=$bin:$PATH "$bin/containerd" --config "$node/containerd.toml" >"$node/containerd.log" 2>&1 &
+    echo $! >"$node/containerd.pid"
+    local waited=0
+    until [[ -S $node/containerd.sock ]]; do
+        ((waited++ < 100)) || { log "$name: containerd did not start"; tail -20 "$node/containerd.log" >&2; exit 1; }
+        sleep 0.1
+    done
+    "$bin/ctr" --address "$node/containerd.sock" -n k8s.io images import --all-platforms "$dir/pause.tar" >/dev/null
+
+    client_cert "$dir/plane" "system:node:$name" system:nodes "$node/kubelet-client"
+    cert_kubeconfig "$server" "$dir/plane/ca.crt" "$node/kubelet-client" >"$node/kubelet.kubeconfig"
+    cat >"$node/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This host is cgroup v1: Kubernetes 1.35 and later refuse it unless told.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+# Each node its own hierarchy, so two kubelets on one host do not meet.
+cgroupRoot: /daqiri-$name
+containerRuntimeEndpoint: unix://$node/containerd.sock
+address: $gateway
+port: $((10250 + 10 * i))
+healthzBindAddress: 127.0.0.1
+healthzPort: $((10248 + 10 * i))
+readOnlyPort: 0
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: $dir/plane/ca.crt}
+authorization: {mode: AlwaysAllow}
+failSwapOn: false
+# A test machine's disk and memory run full in ways a cluster's do not.
+evictionHard: {memory.available: "50Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+resolvConf: /etc/resolv.conf
+podLogsDir: $node/pod-logs
+serializeImagePulls: false
+EOF
+    local controller
+    for controller in /sys/fs/cgroup/*/; do
+        [[ -e $controller/cgroup.procs ]] && mkdir -p "$controller/daqiri-$name"
+    done
+    "$kbin/kubelet" --config "$node/kubelet.yaml" --kubeconfig "$node/kubelet.kubeconfig" \
+        --root-dir "$node/kubelet" --cert-dir "$node/pki" --hostname-override "$name" --node-ip "$gateway" \
+        --node-labels "daqiri.nvidia.com/gateway=true" \
+        >"$node/kubelet.log" 2>&1 &
+    echo $! >"$node/kubelet.pid"
+}
+
+up() {
+    local dir=$1 count=$2 bin kbin kubeconfig server started=$SECONDS i
+    dir=$(mkdir -p "$1" && cd "$1" && pwd)
+    down "$dir" 2>/dev/null || true
+    bin=$(build)
+    kbin=$("$here/control-plane.sh" build)
+    ip link add "$bridge" type bridge
+    ip addr add "$gateway/16" dev "$bridge"
+    ip link set "$bridge" up
+    sysctl -qw net.ipv4.ip_forward=1
+    kubeconfig=$(DAQIRI_CONTROL_PLANE_ADDRESS=$gateway "$here/control-plane.sh" start "$dir/plane")
+    server=$(grep -o 'https://[^"]*' "$kubeconfig")
+    pause_image "$dir"
+
+    client_cert "$dir/plane" system:kube-scheduler "" "$dir/scheduler"
+    cert_kubeconfig "$server" "$dir/plane/ca.crt" "$dir/scheduler" >"$dir/scheduler.kubeconfig"
+    "$kbin/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" --leader-elect=false --secure-port 0 \
+        >"$dir/kube-scheduler.log" 2>&1 &
+    echo $! >"$dir/kube-scheduler.pid"
+    client_cert "$dir/plane" system:kube-proxy "" "$dir/proxy"
+    cert_kubeconfig "$server" "$dir/plane/ca.crt" "$dir/proxy" >"$dir/proxy.kubeconfig"
+    "$kbin/kube-proxy" --kubeconfig "$dir/proxy.kubeconfig" --hostname-override "${names[0]}" \
+        --cluster-cidr 10.244.0.0/16 --proxy-mode iptables --metrics-bind-address 127.0.0.1:0 \
+        --healthz-bind-address 127.0.0.1:0 --conntrack-max-per-core 0 >"$dir/kube-proxy.log" 2>&1 &
+    echo $! >"$dir/kube-proxy.pid"
+
+    for ((i = 0; i < count; i++)); do
+        start_node "$dir" "$i" "$bin" "$kbin" "$server"
+    done
+    local waited=0 ready node
+    until ready=$(kubectl --kubeconfig "$kubeconfig" get nodes --no-headers 2>/dev/null | grep -cw Ready) &&
+        ((ready == count)); do
+        for node in "$dir"/node-*/; do
+            kill -0 "$(cat "$node/kubelet.pid")" 2>/dev/null && continue
+            log "the kubelet of $(basename "$node") exited; the end of its log:"
+            tail -20 "$node/kubelet.log" >&2
+            exit 1
+        done
+        ((waited++ < 240)) || { log "not every node Ready in 120 s"; tail -20 "$dir"/node-a/kubelet.log >&2; exit 1; }
+        sleep 0.5
+    done
+    log "$count node(s) Ready in $((SECONDS - started)) s (logs in $dir)"
+    echo "$kubeconfig"
+}
+
+import() {
+    local dir=$1 archive=$2 bin node
+    bin=$(build)
+    for node in "$dir"/node-*/; do
+        "$bin/ctr" --address "$node/containerd.sock" -n k8s.io images import --all-platforms "$archive" >/dev/null
+    done
+}
+
+stop_pid() {
+    local pidfile=$1 pid waited=0
+    [[ -e $pidfile ]] || return 0
+    pid=$(cat "$pidfile")
+    kill -TERM "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do
+        ((waited++ < 50)) || kill -KILL "$pid" 2>/dev/null || true
+        sleep 0.1
+    done
+    rm -f "$pidfile"
+}
+
+down() {
+    local dir=$1 node bin
+    for node in "$dir"/node-*/; do
+        [[ -d $node ]] || continue
+        stop_pid "$node/kubelet.pid"
+        # The pods' containers and sandboxes (and their network namespaces) go with their shims.
+        pkill -KILL -f "containerd-shim-runc-v2 .*-address $node" 2>/dev/null || true
+        stop_pid "$node/containerd.pid"
+        umount -R "$node/kubelet/pods" 2>/dev/null || true
+        grep -o " $node[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+        rm -rf "$node"
+    done
+    stop_pid "$dir/kube-scheduler.pid"
+    stop_pid "$dir/kube-proxy.pid"
+    "$here/control-plane.sh" stop "$dir/plane" 2>/dev/null || true
+    ip link del "$bridge" 2>/dev/null || true
+    for group in /sys/fs/cgroup/*/daqiri-node-*; do
+        [[ -d $group ]] && find "$group" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    true
+}
+
+case ${1:-} in
+build) build ;;
+up) up "${2:?up needs a directory}" "${3:-1}" ;;
+import) import "${2:?import needs a directory}" "${3:?import needs an OCI archive}" ;;
+down) down "${2:?down needs a directory}" ;;
+*)
+    echo "usage: $0 build | up DIR N | import DIR ARCHIVE | down DIR" >&2
+    exit 2
+    ;;
+esac
