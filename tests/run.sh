@@ -17,7 +17,7 @@ cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 # operator's cluster suite right after this, against a control plane of its own,
 # and the image checks once the images are built.
 cargo nextest run --workspace --no-fail-fast "$ignored" \
-    -E 'not binary_id(daqiri::conformance) and not binary_id(daqiri-operator::cluster) and not binary_id(daqiri-operator::image)'
+    -E 'not binary_id(daqiri::conformance) and not binary_id(daqiri-operator::cluster) and not binary_id(daqiri-operator::image) and not binary_id(daqiri-operator::e2e)'
 cargo test --workspace --doc
 # The Python client (PyO3, built by maturin) against a running gateway.
 tests/python/run.sh
@@ -40,8 +40,19 @@ trap - EXIT
 if [[ $ignored == --run-ignored=all ]]; then
     images="$(tests/k8s/image.sh build socket) $(tests/k8s/image.sh build bypass)"
     DAQIRI_TEST_IMAGES=$images cargo nextest run -p daqiri-operator --test image --run-ignored=all --no-fail-fast
+    # The appliance end to end on two real nodes of this machine (kubelets,
+    # containerd, runc, CNI; tests/k8s/nodes.sh), with the image just built.
+    nodes=target/k8s/nodes
+    trap 'tests/k8s/nodes.sh down "$nodes"' EXIT
+    nodes_kubeconfig=$(tests/k8s/nodes.sh up "$nodes" 2)
+    tests/k8s/image.sh archive socket target/k8s/gateway-image.tar
+    tests/k8s/nodes.sh import "$nodes" target/k8s/gateway-image.tar
+    DAQIRI_TEST_NODES_KUBECONFIG=$nodes_kubeconfig \
+        cargo nextest run -p daqiri-operator --test e2e --run-ignored=all --no-fail-fast
+    tests/k8s/nodes.sh down "$nodes"
+    trap - EXIT
 else
-    echo "run.sh: the image build and its checks are SKIPPED: buildah and runc need root" >&2
+    echo "run.sh: the image build, its checks and the nodes' end-to-end suite are SKIPPED: they need root" >&2
 fi
 # The kernel-bypass backends, built together: DPDK on its virtual devices
 # (setup.sh installed DPDK) and AF_XDP over veth pairs with our XDP program

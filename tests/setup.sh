@@ -33,6 +33,11 @@ command -v clang >/dev/null || need_apt+=(clang)
 for tool in mmdebstrap buildah umoci runc; do
     command -v $tool >/dev/null || need_apt+=($tool)
 done
+# The test nodes (tests/k8s/nodes.sh): Debian's CNI plugins, iptables for
+# kube-proxy and the plugins' masquerading, a C compiler for the pause image.
+[[ -x /usr/lib/cni/bridge ]] || need_apt+=(containernetworking-plugins)
+command -v iptables >/dev/null || need_apt+=(iptables)
+command -v gcc >/dev/null || need_apt+=(gcc libc6-dev)
 if ((${#need_apt[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
         log "installing ${need_apt[*]}"

@@ -4,7 +4,9 @@
 # kube-controller-manager (garbage collection, namespaces, Jobs, DaemonSets,
 # Deployments, service accounts), at the release tests/k8s/control-plane/go.mod
 # pins, built from their Go modules. No kubelet, scheduler or container runtime:
-# pods are objects whose status the tests write.
+# pods are objects whose status the tests write. (The same build carries the
+# kubelet, kube-scheduler and kube-proxy that tests/k8s/nodes.sh runs real
+# nodes with, on a plane it starts in node mode: DAQIRI_CONTROL_PLANE_ADDRESS.)
 #
 #   control-plane.sh build       builds once per pinned release; prints the bin dir
 #   control-plane.sh start DIR   starts the three in DIR; prints the admin kubeconfig

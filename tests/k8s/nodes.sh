@@ -159,6 +159,9 @@ imageGCLowThresholdPercent: 99
 resolvConf: /etc/resolv.conf
 podLogsDir: $node/pod-logs
 serializeImagePulls: false
+# A ConfigMap change reaches a pod's volume within a sync (a minute by
+# default); the node-config sidecar's tests should not wait that long.
+syncFrequency: 10s
 EOF
     local controller
     for controller in /sys/fs/cgroup/*/; do
@@ -175,6 +178,12 @@ up() {
     local dir=$1 count=$2 bin kbin kubeconfig server started=$SECONDS i
     dir=$(mkdir -p "$1" && cd "$1" && pwd)
     down "$dir" 2>/dev/null || true
+    # `down` clears the host's KUBE-* and CNI-* iptables chains: never on a
+    # machine where another Kubernetes owns them.
+    if iptables-save 2>/dev/null | grep -q '^:\(KUBE\|CNI\)-'; then
+        log "this host's iptables has KUBE-/CNI- chains another Kubernetes made: the test nodes would disturb it; refusing"
+        exit 1
+    fi
     bin=$(build)
     kbin=$("$here/control-plane.sh" build)
     ip link add "$bridge" type bridge
@@ -193,20 +202,21 @@ up() {
     client_cert "$dir/plane" system:kube-proxy "" "$dir/proxy"
     cert_kubeconfig "$server" "$dir/plane/ca.crt" "$dir/proxy" >"$dir/proxy.kubeconfig"
     "$kbin/kube-proxy" --kubeconfig "$dir/proxy.kubeconfig" --hostname-override "${names[0]}" \
-        --cluster-cidr 10.244.0.0/16 --proxy-mode iptables --metrics-bind-address 127.0.0.1:0 \
-        --healthz-bind-address 127.0.0.1:0 --conntrack-max-per-core 0 >"$dir/kube-proxy.log" 2>&1 &
+        --cluster-cidr 10.244.0.0/16 --proxy-mode iptables --metrics-bind-address 127.0.0.1:10249 \
+        --healthz-bind-address 127.0.0.1:10256 --conntrack-max-per-core 0 >"$dir/kube-proxy.log" 2>&1 &
     echo $! >"$dir/kube-proxy.pid"
 
     for ((i = 0; i < count; i++)); do
         start_node "$dir" "$i" "$bin" "$kbin" "$server"
     done
-    local waited=0 ready node
+    local waited=0 ready part
     until ready=$(kubectl --kubeconfig "$kubeconfig" get nodes --no-headers 2>/dev/null | grep -cw Ready) &&
         ((ready == count)); do
-        for node in "$dir"/node-*/; do
-            kill -0 "$(cat "$node/kubelet.pid")" 2>/dev/null && continue
-            log "the kubelet of $(basename "$node") exited; the end of its log:"
-            tail -20 "$node/kubelet.log" >&2
+        for part in "$dir/kube-scheduler" "$dir/kube-proxy" "${names[@]:0:count}"; do
+            [[ $part == /* ]] || part=$dir/$part/kubelet
+            kill -0 "$(cat "$part.pid")" 2>/dev/null && continue
+            log "$part exited; the end of its log:"
+            tail -20 "$part.log" >&2
             exit 1
         done
         ((waited++ < 240)) || { log "not every node Ready in 120 s"; tail -20 "$dir"/node-a/kubelet.log >&2; exit 1; }
@@ -217,7 +227,9 @@ up() {
 }
 
 import() {
-    local dir=$1 archive=$2 bin node
+    local dir archive bin node
+    dir=$(cd "$1" && pwd)
+    archive=$(realpath "$2")
     bin=$(build)
     for node in "$dir"/node-*/; do
         "$bin/ctr" --address "$node/containerd.sock" -n k8s.io images import --all-platforms "$archive" >/dev/null
@@ -237,7 +249,8 @@ stop_pid() {
 }
 
 down() {
-    local dir=$1 node bin
+    local dir node bin
+    dir=$(cd "$1" 2>/dev/null && pwd) || return 0
     for node in "$dir"/node-*/; do
         [[ -d $node ]] || continue
         stop_pid "$node/kubelet.pid"
@@ -245,11 +258,25 @@ down() {
         pkill -KILL -f "containerd-shim-runc-v2 .*-address $node" 2>/dev/null || true
         stop_pid "$node/containerd.pid"
         umount -R "$node/kubelet/pods" 2>/dev/null || true
-        grep -o " $node[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
-        rm -rf "$node"
+        grep -o " ${node%/}/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+        rm -rf "$node" || log "cannot remove all of $node"
     done
     stop_pid "$dir/kube-scheduler.pid"
     stop_pid "$dir/kube-proxy.pid"
+    # What kube-proxy and the CNI plugins left in the host's iptables.
+    "$("$here/control-plane.sh" build)/kube-proxy" --cleanup >/dev/null 2>&1 || true
+    local table
+    for table in nat filter mangle; do
+        # The kubelet's own chains too (its canaries, KUBE-FIREWALL and the jumps to it).
+        iptables-save -t $table | awk '/^-A (INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) .*-j (KUBE|CNI)-/ {sub(/^-A/, "-D"); print}' |
+            while read -r rule; do eval "iptables -t $table $rule" 2>/dev/null || true; done
+        iptables-save -t $table | awk -F'[: ]' '/^:(KUBE|CNI)-/ {print $2}' | while read -r chain; do
+            iptables -t $table -F "$chain" 2>/dev/null || true
+        done
+        iptables-save -t $table | awk -F'[: ]' '/^:(KUBE|CNI)-/ {print $2}' | while read -r chain; do
+            iptables -t $table -X "$chain" 2>/dev/null || true
+        done
+    done
     "$here/control-plane.sh" stop "$dir/plane" 2>/dev/null || true
     ip link del "$bridge" 2>/dev/null || true
     for group in /sys/fs/cgroup/*/daqiri-node-*; do
