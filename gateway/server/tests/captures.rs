@@ -291,14 +291,20 @@ fn the_memory_of_concurrent_captures_is_given_back_when_they_end() {
     gw.send_sized(9000, 4000);
     std::thread::sleep(Duration::from_millis(200));
     let peak = resident_mib(gw.child.id());
-    assert!(peak > before + 64, "three rings of 4 KB copies: RSS {before} -> {peak} MiB");
+    // About 96 MiB on a quiet machine; less where receive dropped some under load.
+    assert!(peak > before + 32, "three rings of 4 KB copies: RSS {before} -> {peak} MiB");
     for capture in &started {
         let (status, stopped) = gw.json("DELETE", &format!("/api/v1/captures/{}", capture["id"]), "");
         assert_eq!((status, &stopped["state"]), (200, &Value::from("finished")), "{stopped}");
         let _ = std::fs::remove_file(stopped["files"][0].as_str().unwrap());
     }
     let after = resident_mib(gw.child.id());
-    assert!(after < before + 24, "ended captures kept {} MiB (RSS {before} -> {peak} -> {after} MiB)", after - before);
+    // Without giving the heap back, about 60% of the peak stayed.
+    assert!(
+        after.saturating_sub(before) < (peak - before) / 4,
+        "ended captures kept {} MiB (RSS {before} -> {peak} -> {after} MiB)",
+        after.saturating_sub(before)
+    );
 }
 
 fn start_capture(gw: &Gateway, name: &str) -> Value {
