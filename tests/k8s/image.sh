@@ -53,7 +53,8 @@ runtime_base() {
     # As Debian's images: apt keeps no package cache, so an image's apt-get
     # install layer holds the packages and not 80 MB of their .debs and indexes.
     recipe+=" --customize-hook=$root/tests/k8s/image-apt-clean.sh bookworm"
-    key=$(echo "$recipe" | sha256sum | cut -c1-16)
+    # Keyed by what the recipe does, not where this clone lies.
+    key=$( (echo "${recipe//$root/}" && cat "$root/tests/k8s/image-apt-clean.sh") | sha256sum | cut -c1-16)
     name=localhost/daqiri-runtime-base:bookworm-slim-$key
     if ! buildah inspect --type image "$name" >/dev/null 2>&1; then
         tarball=$cache/images/runtime-base-$key.tar
