@@ -26,6 +26,10 @@ fn http_get(port: u16, path: &str) -> String {
     String::from_utf8(http(port, "GET", path, &[], "").1).unwrap()
 }
 
+fn prometheus_is_ready(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && http(port, "GET", "/-/ready", &[], "").0 == 200
+}
+
 fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
@@ -145,6 +149,12 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     assert!(!dashboards.is_empty());
     let queries: Vec<(String, String)> = dashboards.iter().flat_map(|d| dashboard_queries(d)).collect();
     let deadline = Instant::now() + Duration::from_secs(60);
+    // Prometheus opens its port late on a loaded machine; its own readiness
+    // endpoint says when queries can be answered.
+    while !prometheus_is_ready(prom) {
+        assert!(Instant::now() < deadline, "prometheus was not ready within 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let mut empty = queries.clone();
     while !empty.is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_secs(2));
