@@ -15,9 +15,10 @@
 # VARIANT: socket (sockets only) or bypass (dpdk,af_xdp,rdma).
 #
 # Cached like the control plane: the base image by the hash of its recipe,
-# the release build in a cargo target dir of its own under the user cache
-# ($XDG_CACHE_HOME or ~/.cache, daqiri-gateway/), so a clean clone rebuilds
-# only the project's own crates. Needs root (buildah's storage, chroot).
+# the release binaries by the hash of the sources they are built from, both
+# under the user cache ($XDG_CACHE_HOME or ~/.cache, daqiri-gateway/), so a
+# clean clone of a commit built before rebuilds nothing. Needs root
+# (buildah's storage, chroot).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -74,17 +75,45 @@ runtime_base() {
     echo "$name"
 }
 
-# The two binaries, built for the variant into the Dockerfile's prebuilt path.
+# What the two binaries are made from: the toolchain, the features, the
+# lock file and every source file the members compile (not their tests,
+# benches or docs), by content, so a clean clone of the same commit finds them.
+source_key() {
+    local variant=$1
+    {
+        rustc -vV
+        echo "features: $(features "$variant")"
+        [[ $variant == bypass ]] && pkg-config --modversion libdpdk
+        cd "$root"
+        git ls-files -co --exclude-standard -- Cargo.toml Cargo.lock configs/default.yaml gateway operator |
+            grep -Ev '/(tests|benches|examples)/|\.md$' | sort | xargs -d '\n' sha256sum
+    } | sha256sum | cut -c1-16
+}
+
+# The two binaries for the variant, stripped as the builder stage installs
+# them (a panic's message keeps its file and line), in the Dockerfile's
+# prebuilt path. A release build takes minutes here and cargo cannot reuse
+# one made in another clone (its fingerprints hold paths and mtimes), so
+# they are kept by source_key and built only when that changes.
 binaries() {
-    local variant=$1 target=$cache/image-target started=$SECONDS
-    log "building daqiri-gateway and daqiri-operator (release, features: $(features "$variant"))"
-    (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --locked --quiet \
-        --bin daqiri-gateway --bin daqiri-operator --features "$(features "$variant")")
-    log "built in $((SECONDS - started)) s"
+    local variant=$1 target=$cache/image-target started=$SECONDS key kept
+    key=$(source_key "$variant")
+    kept=$cache/image-binaries/$variant-$key
+    if [[ ! -x $kept/daqiri-operator ]]; then
+        log "building daqiri-gateway and daqiri-operator (release, features: $(features "$variant"))"
+        (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --locked --quiet \
+            --bin daqiri-gateway --bin daqiri-operator --features "$(features "$variant")")
+        log "built in $((SECONDS - started)) s"
+        # Only the newest build of each variant is kept.
+        rm -rf "$cache/image-binaries/$variant-"*
+        install -D -m 0755 --strip "$target/release/daqiri-gateway" "$target/release/daqiri-operator" \
+            -t "$kept.partial"
+        mv "$kept.partial" "$kept"
+    else
+        log "daqiri-gateway and daqiri-operator for $variant: built before from these sources ($key)"
+    fi
     rm -rf "$root/target/image/prebuilt"
-    # Stripped, as the builder stage installs them (a panic's message keeps its file and line).
-    install -D -m 0755 --strip "$target/release/daqiri-gateway" "$target/release/daqiri-operator" \
-        -t "$root/target/image/prebuilt"
+    install -D -m 0755 "$kept/daqiri-gateway" "$kept/daqiri-operator" -t "$root/target/image/prebuilt"
 }
 
 build() {
