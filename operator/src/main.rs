@@ -54,6 +54,9 @@ enum Command {
         /// The operator's Lease (its `run --lease-name`).
         #[arg(long, default_value = "daqiri-operator")]
         lease_name: String,
+        /// The operator's Deployment: the Lease goes with it.
+        #[arg(long, default_value = "daqiri-operator")]
+        operator_deployment: String,
     },
 }
 
@@ -110,10 +113,14 @@ fn main() -> anyhow::Result<()> {
             runtime()?.block_on(apply_crds(label_namespace.zip(pod_security)))
         }
         Command::Run(args) => runtime()?.block_on(run(args)),
-        Command::Release { namespace, lease_name } => runtime()?.block_on(async {
+        Command::Release { namespace, lease_name, operator_deployment } => runtime()?.block_on(async {
             let client = kube::Client::try_default().await.context("cannot reach the Kubernetes API")?;
-            let released = daqiri_operator::uninstall::release(client, &namespace, &lease_name).await?;
-            println!("the operator of {namespace} is stopped; {released} resources let go of its finalizer");
+            let released =
+                daqiri_operator::uninstall::release(client, &namespace, &lease_name, &operator_deployment).await?;
+            println!(
+                "the operator of {namespace} is stopped; {} resources let go of its finalizer, {} of its objects deleted",
+                released.finalizers, released.deleted
+            );
             Ok(())
         }),
         Command::NodeConfig(args) => runtime()?.block_on(async {

@@ -1,74 +1,102 @@
 //! The appliance end to end, the way its users run it: `helm install` of the
 //! chart with the images built here, on real nodes (tests/k8s/nodes.sh: two
-//! kubelets with containerd and runc, kube-scheduler, kube-proxy), the
-//! operator and the gateway DaemonSet as pods, a `DaqiriPort` applied with
-//! kubectl, datagrams from the host counted in every gateway's `/metrics`
-//! through the Service, and an uninstall that leaves nothing behind.
+//! kubelets with containerd and runc, kube-scheduler, kube-proxy, CoreDNS),
+//! then what a user's first hour does to it, one scenario after another on
+//! the one installation: ports and flows applied with kubectl, datagrams from
+//! the host counted through the Service, a REST capture read by tshark, a
+//! killed gateway, a deleted operator, a bad flow, `helm test`, `helm
+//! upgrade`, and an uninstall that leaves nothing behind.
 //! `tests/run.sh` brings the nodes up and names their admin kubeconfig in
 //! `DAQIRI_TEST_NODES_KUBECONFIG`; this needs root.
 
+#[path = "support/cluster.rs"]
+mod cluster;
 #[path = "support/tools.rs"]
 mod tools;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tools::tool;
+
+use cluster::{
+    cli, cli_with_input, condition, container_process, http, http_get, http_json, kubectl_json, try_cli, wait_for,
+};
 
 const NAMESPACE: &str = "daqiri-e2e";
 const RELEASE: &str = "daqiri-gateway";
+const GATEWAYS: &str = "app.kubernetes.io/component=gateway";
+const ADMIN_PORT: u16 = 9464;
+/// Where `operator/samples/port-socket.yaml` listens.
+const UDP_PORT: u16 = 4096;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-fn kubeconfig() -> String {
-    std::env::var("DAQIRI_TEST_NODES_KUBECONFIG")
-        .expect("DAQIRI_TEST_NODES_KUBECONFIG names the nodes' admin kubeconfig (tests/run.sh sets it)")
+fn sample(name: &str) -> String {
+    std::fs::read_to_string(root().join("operator/samples").join(name)).unwrap()
 }
 
-fn text(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)
+fn kubectl(args: &[&str]) -> String {
+    let mut all = vec!["-n", NAMESPACE];
+    all.extend(args);
+    cli("kubectl", &all)
 }
 
-/// Runs kubectl or helm against the nodes; panics with its output on failure.
-fn cli(program: &str, args: &[&str]) -> String {
-    let output = tool(program).arg("--kubeconfig").arg(kubeconfig()).args(args).output().unwrap();
-    assert!(output.status.success(), "{program} {}:\n{}", args.join(" "), text(&output));
-    String::from_utf8_lossy(&output.stdout).into_owned()
+fn apply(manifest: &str) {
+    cli_with_input("kubectl", &["-n", NAMESPACE, "apply", "-f", "-"], manifest);
 }
 
-fn kubectl_json(args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.extend(["-o", "json"]);
-    serde_json::from_str(&cli("kubectl", &all)).unwrap()
+fn get(kind: &str, name: &str) -> Value {
+    kubectl_json(&["-n", NAMESPACE, "get", kind, name])
 }
 
-/// Waits up to `limit` for `check` to give a value, saying what it waited for.
-fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check() {
-            return value;
+/// The gateway pods by node name.
+fn gateways() -> BTreeMap<String, Value> {
+    let pods = kubectl_json(&["-n", NAMESPACE, "get", "pods", "-l", GATEWAYS]);
+    pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["spec"]["nodeName"].as_str().unwrap_or_default().to_owned(), p.clone()))
+        .collect()
+}
+
+fn admin_address(pod: &Value) -> String {
+    format!("{}:{ADMIN_PORT}", pod["status"]["podIP"].as_str().unwrap())
+}
+
+fn service_address() -> String {
+    let service = get("svc", &format!("{RELEASE}-gateway"));
+    format!("{}:{ADMIN_PORT}", service["spec"]["clusterIP"].as_str().unwrap())
+}
+
+fn ready(pod: &Value) -> bool {
+    condition(pod, "Ready").is_some_and(|c| c["status"] == "True")
+}
+
+fn gateway_restarts(pod: &Value) -> u64 {
+    pod["status"]["containerStatuses"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["name"] == "gateway"))
+        .and_then(|c| c["restartCount"].as_u64())
+        .unwrap_or(0)
+}
+
+/// `count` datagrams of 256 bytes to a gateway pod, each carrying its
+/// sequence number, paced so a socket buffer never overflows.
+fn send(pod: &Value, count: u32) {
+    let address = (pod["status"]["podIP"].as_str().unwrap(), UDP_PORT);
+    let sender = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    for seq in 0..count {
+        sender.send_to(&seq.to_be_bytes().repeat(64), address).unwrap();
+        if seq % 500 == 499 {
+            std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(500));
     }
-}
-
-/// One HTTP GET, the whole answer's body.
-fn http_get(address: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect_timeout(&address.parse().ok()?, Duration::from_secs(2)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: gateway\r\n\r\n").as_bytes()).ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).ok()?;
-    let (head, body) = answer.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?;
-    (status == "200").then(|| body.to_owned())
 }
 
 /// `daqiri_rx_packets_total` of all queues, from one scrape.
@@ -79,88 +107,93 @@ fn received(metrics: &str) -> Option<u64> {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
+/// The gateway's `/api/v1/status`, once it answers.
+fn status(pod: &Value) -> Value {
+    let address = admin_address(pod);
+    wait_for(&format!("{address}'s status"), Duration::from_secs(30), || {
+        serde_json::from_str(&http_get(&address, "/api/v1/status")?).ok()
+    })
+}
+
+fn interface_names(status: &Value) -> Vec<String> {
+    status["interfaces"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap().to_owned()).collect()
+}
+
 struct Installed;
 
 impl Installed {
     fn install() -> Self {
-        let _ =
-            tool("helm").arg("--kubeconfig").arg(kubeconfig()).args(["uninstall", RELEASE, "-n", NAMESPACE]).output();
+        // What an earlier run left (a failed one does not get to its end).
+        let _ = try_cli("helm", &["uninstall", RELEASE, "-n", NAMESPACE, "--wait"], "");
+        cli("kubectl", &["delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout", "90s"]);
         let chart = root().join("charts/daqiri-gateway");
         let values = root().join("tests/k8s/e2e/values.yaml");
-        cli(
-            "helm",
-            &[
-                "install",
-                RELEASE,
-                chart.to_str().unwrap(),
-                "-n",
-                NAMESPACE,
-                "--create-namespace",
-                "-f",
-                values.to_str().unwrap(),
-            ],
-        );
+        let (chart, values) = (chart.to_str().unwrap(), values.to_str().unwrap());
+        cli("helm", &["install", RELEASE, chart, "-n", NAMESPACE, "--create-namespace", "-f", values]);
         Installed
     }
 }
 
 impl Drop for Installed {
     fn drop(&mut self) {
-        let _ = tool("helm")
-            .arg("--kubeconfig")
-            .arg(kubeconfig())
-            .args(["uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s"])
-            .output();
+        let _ = try_cli("helm", &["uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s"], "");
     }
 }
 
 #[test]
 #[ignore = "needs root and the nodes tests/k8s/nodes.sh starts; tests/run.sh runs it"]
-fn helm_install_runs_the_appliance_on_real_nodes_and_counts_every_datagram_through_the_service() {
+fn the_appliance_installs_carries_traffic_survives_its_faults_upgrades_and_uninstalls_on_real_nodes() {
     let started = Instant::now();
     let installed = Installed::install();
-    cli("kubectl", &["-n", NAMESPACE, "rollout", "status", "deploy/daqiri-gateway-operator", "--timeout", "180s"]);
+    kubectl(&["rollout", "status", "deploy/daqiri-gateway-operator", "--timeout", "180s"]);
     let operator_ready = started.elapsed();
-    cli(
-        "kubectl",
-        &["-n", NAMESPACE, "apply", "-f", root().join("operator/samples/port-socket.yaml").to_str().unwrap()],
-    );
-    cli("kubectl", &["-n", NAMESPACE, "rollout", "status", "ds/daqiri-gateway-gateway", "--timeout", "240s"]);
-    let gateways_ready = started.elapsed();
+    a_port_runs_on_every_node_and_helm_test_passes();
     eprintln!(
-        "helm install to the operator Ready: {operator_ready:.1?}; to both gateways Ready with the port: {gateways_ready:.1?}"
+        "helm install to the operator Ready: {operator_ready:.1?}; to both gateways Ready with the port: {:.1?}",
+        started.elapsed()
     );
+    every_datagram_is_counted_through_the_service();
+    a_flow_the_gateway_refuses_is_degraded_and_the_rest_run();
+    a_killed_gateway_is_restarted_and_configured_again_and_the_other_node_is_undisturbed();
+    a_deleted_operator_is_replaced_and_its_successor_leads();
+    a_port_for_one_node_runs_there_only_and_a_capture_through_the_service_reads_back_in_tshark();
+    helm_upgrade_rolls_the_pods_and_the_operator_configures_the_new_ones();
+    drop(installed);
+    nothing_is_left_behind();
+    eprintln!("every scenario in {:.1?}", started.elapsed());
+}
 
-    // The port runs on both nodes, as its status says.
-    let port = wait_for("the DaqiriPort Ready on both nodes", Duration::from_secs(60), || {
-        let port = kubectl_json(&["-n", NAMESPACE, "get", "daqiriport", "udp-rx"]);
-        let conditions = port["status"]["conditions"].as_array()?.clone();
-        let ready = conditions.iter().find(|c| c["type"] == "Ready")?;
+fn a_port_runs_on_every_node_and_helm_test_passes() {
+    apply(&sample("port-socket.yaml"));
+    kubectl(&["rollout", "status", "ds/daqiri-gateway-gateway", "--timeout", "240s"]);
+    let message = wait_for("the DaqiriPort Ready on both nodes", Duration::from_secs(60), || {
+        let ready = condition(&get("daqiriport", "udp-rx"), "Ready")?;
         (ready["status"] == "True").then(|| ready["message"].as_str().unwrap_or_default().to_owned())
     });
-    assert!(port.contains("node-a") && port.contains("node-b"), "{port}");
-
-    // Datagrams from the host to each gateway pod, each counted by that
-    // gateway, as scraped through the Service (which spreads scrapes over
-    // both: every scrape is one gateway's count).
-    let pods = kubectl_json(&["-n", NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/component=gateway"]);
-    let addresses: Vec<String> =
-        pods["items"].as_array().unwrap().iter().map(|p| p["status"]["podIP"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(addresses.len(), 2, "a gateway per node: {addresses:?}");
-    let service = kubectl_json(&["-n", NAMESPACE, "get", "svc", "daqiri-gateway-gateway"]);
-    let service = format!("{}:9464", service["spec"]["clusterIP"].as_str().unwrap());
-    let counts = [3_000u64, 5_000];
-    for (address, count) in addresses.iter().zip(counts) {
-        let sender = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-        for i in 0..count {
-            sender.send_to(&(i as u32).to_be_bytes().repeat(64), (address.as_str(), 4096)).unwrap();
-            if i % 500 == 499 {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
+    assert!(message.contains("node-a") && message.contains("node-b"), "{message}");
+    for node in ["node-a", "node-b"] {
+        let state = get("daqirinodestate", node);
+        assert_eq!(condition(&state, "Ready").unwrap()["reason"], "ConfigApplied", "{state}");
     }
+    // The chart's test pod asks a gateway's /readyz by the Service's name
+    // (cluster DNS, kube-proxy) as the non-root user the chart gives it.
+    let tested = cli("helm", &["test", RELEASE, "-n", NAMESPACE, "--logs"]);
+    assert!(tested.contains("Phase:          Succeeded") && tested.contains(r#"{"status":"ok"}"#), "{tested}");
+}
+
+/// Datagrams from the host to each gateway pod, each counted by that gateway,
+/// as scraped through the Service (which spreads scrapes over both: every
+/// scrape is one gateway's count).
+fn every_datagram_is_counted_through_the_service() {
+    let pods: Vec<Value> = gateways().into_values().collect();
+    assert_eq!(pods.len(), 2, "a gateway per node");
+    let counts = [3_000u64, 5_000];
+    for (pod, count) in pods.iter().zip(counts) {
+        send(pod, count as u32);
+    }
+    let service = service_address();
     let mut last = std::collections::BTreeSet::new();
-    let seen = wait_for("both gateways' counts through the Service", Duration::from_secs(60), || {
+    wait_for("both gateways' counts through the Service", Duration::from_secs(60), || {
         last.clear();
         for _ in 0..20 {
             if let Some(count) = http_get(&service, "/metrics").as_deref().and_then(received) {
@@ -170,16 +203,187 @@ fn helm_install_runs_the_appliance_on_real_nodes_and_counts_every_datagram_throu
         eprintln!("scraped through {service}: {last:?}");
         // A round of scrapes that saw both gateways, each with its whole count
         // (an earlier round may catch one still receiving).
-        (last == counts.into_iter().collect()).then(|| last.clone())
+        (last == counts.into_iter().collect()).then_some(())
     });
-    assert_eq!(seen.len(), 2, "each gateway counted exactly what it was sent: {seen:?}");
+}
 
-    // The port goes first, while the operator that owns its finalizer runs.
-    cli("kubectl", &["-n", NAMESPACE, "delete", "daqiriport", "udp-rx", "--timeout", "60s"]);
-    drop(installed);
-    // Uninstalled: no pod, no workload left in the namespace.
-    wait_for("the release's pods gone", Duration::from_secs(120), || {
-        let pods = kubectl_json(&["-n", NAMESPACE, "get", "pods"]);
-        pods["items"].as_array().is_some_and(Vec::is_empty).then_some(())
+/// A flow the schema takes but the gateway's validator refuses (a queue the
+/// port lacks): that flow is Degraded naming the key, its sibling runs.
+fn a_flow_the_gateway_refuses_is_degraded_and_the_rest_run() {
+    let flows = sample("flows.yaml");
+    assert!(flows.contains("  queue: 0\n"));
+    apply(&flows.replacen("  queue: 0\n", "  queue: 9\n", 1));
+    let degraded = wait_for("adc-a Degraded", Duration::from_secs(60), || {
+        condition(&get("daqiriflow", "adc-a"), "Degraded").filter(|c| c["status"] == "True")
     });
+    assert_eq!(degraded["reason"], "ValidationFailed", "{degraded}");
+    let message = degraded["message"].as_str().unwrap();
+    assert!(message.contains("daqiri.cfg.interfaces[0].rx.flows[0].action.id"), "{message}");
+    for pod in gateways().values() {
+        let flows = wait_for("adc-b running on each gateway", Duration::from_secs(60), || {
+            let status = status(pod);
+            let flows = status["interfaces"][0]["flows"].as_array()?.clone();
+            (!flows.is_empty()).then_some(flows)
+        });
+        let ids: Vec<u64> = flows.iter().filter_map(|f| f["id"].as_u64()).collect();
+        assert_eq!(ids, [11], "only the valid flow runs: {flows:?}");
+        assert_eq!(status(pod)["engine"], "running");
+    }
+    kubectl(&["delete", "daqiriflow", "adc-a", "adc-b", "--timeout", "60s"]);
+}
+
+fn a_killed_gateway_is_restarted_and_configured_again_and_the_other_node_is_undisturbed() {
+    let before = gateways();
+    let (victim, bystander) = (&before["node-a"], &before["node-b"]);
+    let bystander_uptime = status(bystander)["uptime_s"].as_f64().unwrap();
+    let pid = container_process(victim, "gateway", "daqiri-gateway").expect("the gateway container's process");
+    let killed = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    assert!(killed.success());
+    let restarted = wait_for("the kubelet restarting the killed gateway", Duration::from_secs(120), || {
+        let pod = gateways().remove("node-a")?;
+        (gateway_restarts(&pod) > gateway_restarts(victim) && ready(&pod)).then_some(pod)
+    });
+    assert_eq!(restarted["metadata"]["uid"], victim["metadata"]["uid"], "the same pod, its container restarted");
+    let status = status(&restarted);
+    assert_eq!((interface_names(&status), &status["engine"]), (vec!["udp-rx".to_owned()], &"running".into()));
+    // A fresh process counts from zero what it is sent.
+    send(&restarted, 1_000);
+    let address = admin_address(&restarted);
+    wait_for("the restarted gateway counting 1000", Duration::from_secs(30), || {
+        (http_get(&address, "/metrics").as_deref().and_then(received)? == 1_000).then_some(())
+    });
+    let now = gateways();
+    assert_eq!(gateway_restarts(&now["node-b"]), 0, "node-b's gateway was not restarted");
+    assert!(status_uptime(&now["node-b"]) > bystander_uptime, "node-b's gateway kept running");
+}
+
+fn status_uptime(pod: &Value) -> f64 {
+    status(pod)["uptime_s"].as_f64().unwrap()
+}
+
+fn a_deleted_operator_is_replaced_and_its_successor_leads() {
+    let lease = || get("lease", &format!("{RELEASE}-operator"))["spec"]["holderIdentity"].as_str().map(str::to_owned);
+    let old = wait_for("the operator holding its lease", Duration::from_secs(30), lease);
+    kubectl(&["delete", "pod", &old, "--timeout", "60s"]);
+    kubectl(&["rollout", "status", "deploy/daqiri-gateway-operator", "--timeout", "120s"]);
+    let new = wait_for("a successor holding the lease", Duration::from_secs(60), || lease().filter(|h| *h != old));
+    let pod = get("pod", &new);
+    assert!(ready(&pod), "the lease holder {new} is a Ready pod");
+}
+
+/// A port bound to node-a by its selector: node-a's gateway runs it (the
+/// node-config sidecar follows its ConfigMap through the kubelet's symlink
+/// swap, the gateway reloads), node-b's waits without a config, Ready. Then
+/// node-b leaves the gateways' node selector, so the Service has node-a's
+/// gateway alone, and a capture started and downloaded through the Service
+/// reads back whole in tshark.
+fn a_port_for_one_node_runs_there_only_and_a_capture_through_the_service_reads_back_in_tshark() {
+    kubectl(&["delete", "daqiriport", "udp-rx", "--timeout", "60s"]);
+    let port = sample("port-socket.yaml")
+        .replace("name: udp-rx", "name: udp-node-a")
+        .replace("spec:\n", "spec:\n  nodeSelector: { kubernetes.io/hostname: node-a }\n");
+    apply(&port);
+    let pods = wait_for("node-a running udp-node-a and node-b waiting", Duration::from_secs(90), || {
+        let pods = gateways();
+        let status = |node: &str| -> Option<Value> {
+            serde_json::from_str(&http_get(&admin_address(&pods[node]), "/api/v1/status")?).ok()
+        };
+        let (a, b) = (status("node-a")?, status("node-b")?);
+        (interface_names(&a) == ["udp-node-a"] && b["engine"] == "waiting" && ready(&pods["node-b"])).then_some(pods)
+    });
+    wait_for("node-b's DaqiriNodeState removed", Duration::from_secs(30), || {
+        let output = try_cli("kubectl", &["-n", NAMESPACE, "get", "daqirinodestate", "node-b"], "");
+        String::from_utf8_lossy(&output.stderr).contains("NotFound").then_some(())
+    });
+    cli("kubectl", &["label", "node", "node-b", "daqiri.nvidia.com/gateway-"]);
+    wait_for("node-b's gateway gone", Duration::from_secs(60), || (gateways().len() == 1).then_some(()));
+
+    let service = service_address();
+    let body = r#"{"format": "pcap", "interface": "udp-node-a", "name": "e2e", "max_packets": 500}"#;
+    let (code, capture) = http_json(&service, "POST", "/api/v1/captures", body).expect("the Service answers");
+    assert_eq!(code, 201, "{capture}");
+    let id = capture["id"].as_u64().unwrap();
+    send(&pods["node-a"], 500);
+    let capture = wait_for("the capture finished", Duration::from_secs(30), || {
+        let (_, capture) = http_json(&service, "GET", &format!("/api/v1/captures/{id}"), "")?;
+        (capture["state"] == "finished").then_some(capture)
+    });
+    assert_eq!((&capture["packets"], &capture["capture_drops"]), (&500.into(), &0.into()), "{capture}");
+    let (code, pcap) = http(&service, "GET", &format!("/api/v1/captures/{id}/download"), "").unwrap();
+    assert_eq!(code, 200);
+    let file = std::env::temp_dir().join(format!("daqiri-e2e-{}.pcap", std::process::id()));
+    std::fs::write(&file, &pcap).unwrap();
+    let read = Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-T", "fields", "-e", "udp.dstport", "-e", "data.data"])
+        .output()
+        .expect("tshark (tests/setup.sh installs it)");
+    std::fs::remove_file(&file).unwrap();
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    let rows = String::from_utf8(read.stdout).unwrap();
+    assert_eq!(rows.lines().count(), 500);
+    for (seq, row) in rows.lines().enumerate() {
+        let expected = format!("{UDP_PORT}\t{}", format!("{seq:08x}").repeat(64));
+        assert_eq!(row, expected, "datagram {seq} whole and in order");
+    }
+    cli("kubectl", &["label", "node", "node-b", "daqiri.nvidia.com/gateway=true"]);
+    wait_for("node-b's gateway back and Ready", Duration::from_secs(90), || {
+        gateways().get("node-b").is_some_and(ready).then_some(())
+    });
+}
+
+fn helm_upgrade_rolls_the_pods_and_the_operator_configures_the_new_ones() {
+    let before: Vec<Value> = gateways().into_values().collect();
+    let chart = root().join("charts/daqiri-gateway");
+    cli(
+        "helm",
+        &[
+            "upgrade",
+            RELEASE,
+            chart.to_str().unwrap(),
+            "-n",
+            NAMESPACE,
+            "--reuse-values",
+            "--set",
+            "gateway.captures.maxRunning=4,operator.logLevel=debug",
+        ],
+    );
+    kubectl(&["rollout", "status", "ds/daqiri-gateway-gateway", "--timeout", "240s"]);
+    kubectl(&["rollout", "status", "deploy/daqiri-gateway-operator", "--timeout", "120s"]);
+    let after = wait_for("node-a's new gateway configured", Duration::from_secs(120), || {
+        let pods = gateways();
+        let fresh = pods.values().all(|p| before.iter().all(|b| b["metadata"]["uid"] != p["metadata"]["uid"]));
+        (fresh && pods.len() == 2 && ready(&pods["node-a"])).then_some(pods)
+    });
+    let args = after["node-a"]["spec"]["containers"][0]["args"].to_string();
+    assert!(args.contains("--max-captures=4"), "the upgraded value reached the pod: {args}");
+    assert_eq!(interface_names(&status(&after["node-a"])), ["udp-node-a"]);
+}
+
+/// After `helm uninstall`: no pod, no object the release or its operator
+/// made (the Lease goes with the operator's Deployment), no finalizer that
+/// would hold the namespace, which then goes away. The user's ports stay.
+fn nothing_is_left_behind() {
+    let left = || -> Vec<String> {
+        let mut left = Vec::new();
+        for kind in ["pods", "daqiriports", "daqiriflows", "daqirinodestates", "configmaps", "leases", "jobs"] {
+            for object in kubectl_json(&["-n", NAMESPACE, "get", kind])["items"].as_array().unwrap() {
+                let name = object["metadata"]["name"].as_str().unwrap_or_default();
+                let user_owned = kind == "daqiriports" && object["metadata"]["finalizers"].is_null();
+                if name != "kube-root-ca.crt" && !user_owned {
+                    left.push(format!("{kind}/{name}"));
+                }
+            }
+        }
+        left
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let left = left();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left behind 120 s after helm uninstall: {left:?}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    cli("kubectl", &["delete", "namespace", NAMESPACE, "--timeout", "90s"]);
 }

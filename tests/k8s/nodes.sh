@@ -4,11 +4,14 @@
 # our own, kube-scheduler and kube-proxy, and per node a containerd (2.x, its
 # runc shim; Debian's runc) and a kubelet, each with its own root directory,
 # cgroup root, ports and pod subnet on that bridge (Debian's CNI plugins).
+# Cluster DNS is CoreDNS (tests/k8s/cluster-dns) on the bridge's address.
 # No registry: images are imported into each node's containerd, among them a
-# pause image built here from Kubernetes' own pause.c.
+# pause image built here from Kubernetes' own pause.c and a busybox image
+# from Debian's busybox-static (the chart's `helm test` pod).
 #
-#   nodes.sh build            builds containerd, its shim, ctr and crictl once
-#                             per pinned release (tests/k8s/runtime); prints the bin dir
+#   nodes.sh build            builds containerd, its shim, ctr, crictl and
+#                             CoreDNS once per pinned release (tests/k8s/runtime,
+#                             tests/k8s/cluster-dns); prints the bin dir
 #   nodes.sh up DIR N         the plane and N nodes (node-a, node-b, ...) in DIR;
 #                             prints the admin kubeconfig once every node is Ready
 #   nodes.sh import DIR ARCHIVE   an OCI archive into every node's containerd
@@ -27,19 +30,22 @@ log() { echo "nodes: $*" >&2; }
 bridge=daqiri-k8s
 gateway=10.244.0.1
 names=(node-a node-b node-c)
+busybox=localhost/busybox:1.35
+dns_ready_port=10181
 
 build() {
     local key cache started
-    key=$(cat "$module/go.mod" "$module/go.sum" <(go env GOVERSION) | sha256sum | cut -c1-16)
+    key=$(cat "$module/go.mod" "$module/go.sum" "$here/cluster-dns/"* <(go env GOVERSION) | sha256sum | cut -c1-16)
     cache=${XDG_CACHE_HOME:-$HOME/.cache}/daqiri-gateway/runtime/$key
-    if [[ ! -x $cache/bin/containerd ]]; then
-        log "building containerd, its runc shim, ctr and crictl (once per release; minutes on a fresh machine)"
+    if [[ ! -x $cache/bin/coredns ]]; then
+        log "building containerd, its runc shim, ctr, crictl and CoreDNS (once per release; minutes on a fresh machine)"
         started=$SECONDS
         rm -rf "$cache.partial" && mkdir -p "$cache.partial/bin"
         (cd "$module" && go build -trimpath -buildvcs=false -tags "no_btrfs no_devmapper no_zfs" \
             -o "$cache.partial/bin/" github.com/containerd/containerd/v2/cmd/containerd \
             github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
             github.com/containerd/containerd/v2/cmd/ctr sigs.k8s.io/cri-tools/cmd/crictl)
+        (cd "$here/cluster-dns" && go build -trimpath -buildvcs=false -o "$cache.partial/bin/coredns" .)
         rm -rf "$cache" && mv "$cache.partial" "$cache"
         log "built in $((SECONDS - started)) s"
     fi
@@ -54,9 +60,65 @@ pause_image() {
     ctr=$(buildah from scratch)
     buildah copy --quiet "$ctr" "$dir/pause" /pause >/dev/null
     buildah config --entrypoint '["/pause"]' --user 65535:65535 "$ctr"
-    buildah commit --quiet --rm "$ctr" localhost/pause:3.10 >/dev/null
-    rm -f "$dir/pause.tar"
-    buildah push --quiet localhost/pause:3.10 "oci-archive:$dir/pause.tar:localhost/pause:3.10" >/dev/null
+    commit_image "$ctr" localhost/pause:3.10 "$dir/pause.tar"
+}
+
+# Busybox for the chart's `helm test` pod: Debian's static build, its applets
+# linked as the upstream image has them.
+busybox_image() {
+    local dir=$1 ctr
+    ctr=$(buildah from scratch)
+    buildah copy --quiet "$ctr" /bin/busybox /bin/busybox >/dev/null
+    buildah run --isolation chroot "$ctr" /bin/busybox --install -s /bin
+    buildah config --cmd /bin/sh "$ctr"
+    commit_image "$ctr" "$busybox" "$dir/busybox.tar"
+}
+
+commit_image() {
+    local ctr=$1 name=$2 archive=$3
+    buildah commit --quiet --rm "$ctr" "$name" >/dev/null
+    rm -f "$archive"
+    buildah push --quiet "$name" "oci-archive:$archive:$name" >/dev/null
+}
+
+# CoreDNS answering the cluster's names on the bridge's address (every pod's
+# nameserver: the kubelets' clusterDNS), as a client of the plane with the
+# read access CoreDNS's own manifests grant it.
+cluster_dns() {
+    local dir=$1 bin=$2 server=$3 kubeconfig=$4 waited=0
+    kubectl --kubeconfig "$kubeconfig" apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "daqiri-test:cluster-dns"}
+rules:
+- {apiGroups: [""], resources: [services, namespaces], verbs: [list, watch]}
+- {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "daqiri-test:cluster-dns"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "daqiri-test:cluster-dns"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "daqiri-test:cluster-dns"}]
+EOF
+    client_cert "$dir/plane" daqiri-test:cluster-dns "" "$dir/dns"
+    cert_kubeconfig "$server" "$dir/plane/ca.crt" "$dir/dns" >"$dir/dns.kubeconfig"
+    cat >"$dir/Corefile" <<EOF
+cluster.local:53 {
+    bind $gateway
+    errors
+    ready 127.0.0.1:$dns_ready_port
+    cache 5
+    kubernetes cluster.local {
+        kubeconfig $dir/dns.kubeconfig daqiri-test
+    }
+}
+EOF
+    "$bin/coredns" -conf "$dir/Corefile" >"$dir/coredns.log" 2>&1 &
+    echo $! >"$dir/coredns.pid"
+    until curl -fs "http://127.0.0.1:$dns_ready_port/ready" >/dev/null; do
+        ((waited++ < 100)) || { log "CoreDNS not ready in 20 s"; tail -20 "$dir/coredns.log" >&2; exit 1; }
+        sleep 0.2
+    done
 }
 
 # A client certificate of the plane's CA for user $2 in group $3 (may be empty).
@@ -89,7 +151,7 @@ EOF
 
 start_node() {
     local dir=$1 i=$2 bin=$3 kbin=$4 server=$5
-    local name=${names[$i]} node=$dir/${names[$i]}
+    local name=${names[$i]} node=$dir/${names[$i]} image
     mkdir -p "$node/cni" "$node/containerd"
     cat >"$node/cni/10-daqiri.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "daqiri-k8s", "plugins": [
@@ -128,7 +190,9 @@ EOF
         ((waited++ < 100)) || { log "$name: containerd did not start"; tail -20 "$node/containerd.log" >&2; exit 1; }
         sleep 0.1
     done
-    "$bin/ctr" --address "$node/containerd.sock" -n k8s.io images import --all-platforms "$dir/pause.tar" >/dev/null
+    for image in "$dir/pause.tar" "$dir/busybox.tar"; do
+        "$bin/ctr" --address "$node/containerd.sock" -n k8s.io images import --all-platforms "$image" >/dev/null
+    done
 
     client_cert "$dir/plane" "system:node:$name" system:nodes "$node/kubelet-client"
     cert_kubeconfig "$server" "$dir/plane/ca.crt" "$node/kubelet-client" >"$node/kubelet.kubeconfig"
@@ -157,6 +221,8 @@ evictionHard: {memory.available: "50Mi", nodefs.available: "1%", imagefs.availab
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 resolvConf: /etc/resolv.conf
+clusterDNS: [$gateway]
+clusterDomain: cluster.local
 podLogsDir: $node/pod-logs
 serializeImagePulls: false
 # A ConfigMap change reaches a pod's volume within a sync (a minute by
@@ -193,6 +259,8 @@ up() {
     kubeconfig=$(DAQIRI_CONTROL_PLANE_ADDRESS=$gateway "$here/control-plane.sh" start "$dir/plane")
     server=$(grep -o 'https://[^"]*' "$kubeconfig")
     pause_image "$dir"
+    busybox_image "$dir"
+    cluster_dns "$dir" "$bin" "$server" "$kubeconfig"
 
     client_cert "$dir/plane" system:kube-scheduler "" "$dir/scheduler"
     cert_kubeconfig "$server" "$dir/plane/ca.crt" "$dir/scheduler" >"$dir/scheduler.kubeconfig"
@@ -212,7 +280,7 @@ up() {
     local waited=0 ready part
     until ready=$(kubectl --kubeconfig "$kubeconfig" get nodes --no-headers 2>/dev/null | grep -cw Ready) &&
         ((ready == count)); do
-        for part in "$dir/kube-scheduler" "$dir/kube-proxy" "${names[@]:0:count}"; do
+        for part in "$dir/kube-scheduler" "$dir/kube-proxy" "$dir/coredns" "${names[@]:0:count}"; do
             [[ $part == /* ]] || part=$dir/$part/kubelet
             kill -0 "$(cat "$part.pid")" 2>/dev/null && continue
             log "$part exited; the end of its log:"
@@ -263,6 +331,7 @@ down() {
     done
     stop_pid "$dir/kube-scheduler.pid"
     stop_pid "$dir/kube-proxy.pid"
+    stop_pid "$dir/coredns.pid"
     # What kube-proxy and the CNI plugins left in the host's iptables.
     "$("$here/control-plane.sh" build)/kube-proxy" --cleanup >/dev/null 2>&1 || true
     local table

@@ -13,7 +13,7 @@ use super::{AdminState, ApiError};
 /// Health answer.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Health {
-    /// `ok`.
+    /// `ok`; on `/readyz` also `waiting` (no config yet: nothing to run).
     status: &'static str,
 }
 
@@ -23,12 +23,20 @@ pub(crate) async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }
 
-/// The engine is initialised and running (every interface opened at init).
+/// The gateway does what its config asks: the engine runs it, or there is
+/// no config yet and so nothing to run (`--wait-for-config` on a node the
+/// operator placed no port on). A DaemonSet's pod on such a node is Ready,
+/// or no rollout and no `helm --wait` could ever finish.
 #[utoipa::path(get, path = "/readyz", tag = "health", responses(
     (status = 200, body = Health),
-    (status = 503, body = super::error::ApiErrorBody, description = "the engine is shutting down or restarting")
+    (status = 503, body = super::error::ApiErrorBody,
+     description = "the engine is shutting down, restarting, or a config's engine failed to start")
 ))]
 pub(crate) async fn readyz(State(state): State<Arc<AdminState>>) -> Result<Json<Health>, ApiError> {
+    let active = state.active.load();
+    if state.live.get().is_none() && active.yaml.is_empty() && active.engine_error.is_none() {
+        return Ok(Json(Health { status: "waiting" }));
+    }
     if state.engine()?.is_shut_down() {
         return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the engine is shutting down", None));
     }
