@@ -34,8 +34,10 @@ for tool in mmdebstrap buildah umoci runc; do
     command -v $tool >/dev/null || need_apt+=($tool)
 done
 # The test nodes (tests/k8s/nodes.sh): Debian's CNI plugins, iptables for
-# kube-proxy and the plugins' masquerading, a C compiler for the pause image.
+# kube-proxy and the plugins' masquerading, a C compiler for the pause image,
+# a static busybox for the `helm test` pod's image.
 [[ -x /usr/lib/cni/bridge ]] || need_apt+=(containernetworking-plugins)
+dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
 command -v iptables >/dev/null || need_apt+=(iptables)
 command -v gcc >/dev/null || need_apt+=(gcc libc6-dev)
 if ((${#need_apt[@]})); then

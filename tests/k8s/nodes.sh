@@ -67,6 +67,10 @@ pause_image() {
 # linked as the upstream image has them.
 busybox_image() {
     local dir=$1 ctr
+    if ldd /bin/busybox >/dev/null 2>&1; then
+        log "/bin/busybox is not Debian's static build (tests/setup.sh installs busybox-static)"
+        exit 1
+    fi
     ctr=$(buildah from scratch)
     buildah copy --quiet "$ctr" /bin/busybox /bin/busybox >/dev/null
     buildah run --isolation chroot "$ctr" /bin/busybox --install -s /bin
