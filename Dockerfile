@@ -48,7 +48,8 @@ RUN packages="ca-certificates" \
     && apt-get update \
     && apt-get install -y --no-install-recommends $packages \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 65532 --no-create-home --shell /usr/sbin/nologin daqiri
+    && groupadd --system --gid 65532 daqiri \
+    && useradd --system --uid 65532 --gid 65532 --no-create-home --shell /usr/sbin/nologin daqiri
 COPY --from=binaries /out/bin/ /usr/local/bin/
 COPY configs /etc/daqiri/examples
 LABEL org.opencontainers.image.title="daqiri-gateway" \
@@ -57,7 +58,7 @@ LABEL org.opencontainers.image.title="daqiri-gateway" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="0.1.0"
 # Socket backend and the operator run unprivileged; DPDK/RDMA/AF_XDP pods run as root (see the chart).
-USER 65532
+USER 65532:65532
 EXPOSE 9464 8080
 ENTRYPOINT ["daqiri-gateway"]
 CMD ["run", "--admin-addr", "0.0.0.0:9464"]

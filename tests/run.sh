@@ -41,12 +41,16 @@ if [[ $ignored == --run-ignored=all ]]; then
     images="$(tests/k8s/image.sh build socket) $(tests/k8s/image.sh build bypass)"
     DAQIRI_TEST_IMAGES=$images cargo nextest run -p daqiri-operator --test image --run-ignored=all --no-fail-fast
     # The appliance end to end on two real nodes of this machine (kubelets,
-    # containerd, runc, CNI; tests/k8s/nodes.sh), with the image just built.
+    # containerd, runc, CNI, CoreDNS; tests/k8s/nodes.sh), with the image just
+    # built and the Python consumer image (gateway/python/Dockerfile).
+    tests/k8s/image.sh build consumer >/dev/null
     nodes=target/k8s/nodes
     trap 'tests/k8s/nodes.sh down "$nodes"' EXIT
     nodes_kubeconfig=$(tests/k8s/nodes.sh up "$nodes" 2)
-    tests/k8s/image.sh archive socket target/k8s/gateway-image.tar
-    tests/k8s/nodes.sh import "$nodes" target/k8s/gateway-image.tar
+    for variant in socket consumer; do
+        tests/k8s/image.sh archive $variant target/k8s/$variant-image.tar
+        tests/k8s/nodes.sh import "$nodes" target/k8s/$variant-image.tar
+    done
     DAQIRI_TEST_NODES_KUBECONFIG=$nodes_kubeconfig \
         cargo nextest run -p daqiri-operator --test e2e --run-ignored=all --no-fail-fast
     tests/k8s/nodes.sh down "$nodes"

@@ -20,9 +20,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use cluster::{
-    cli, cli_with_input, condition, container_process, http, http_get, http_json, kubectl_json, try_cli, wait_for,
+    cli, cli_with_input, condition, container_process, http, http_get, http_json, kubectl_json, poll_until, try_cli,
+    wait_for,
 };
 
 const NAMESPACE: &str = "daqiri-e2e";
@@ -31,6 +33,9 @@ const GATEWAYS: &str = "app.kubernetes.io/component=gateway";
 const ADMIN_PORT: u16 = 9464;
 /// Where `operator/samples/port-socket.yaml` listens.
 const UDP_PORT: u16 = 4096;
+/// The host directory of the gateways' consumer socket.
+const CONSUMER_DIR: &str = "/run/daqiri-e2e/consumers";
+const CONSUMER_IMAGE: &str = "localhost/daqiri-consumer-python:0.1.0";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
@@ -126,6 +131,7 @@ impl Installed {
         // What an earlier run left (a failed one does not get to its end).
         let _ = try_cli("helm", &["uninstall", RELEASE, "-n", NAMESPACE, "--wait"], "");
         cli("kubectl", &["delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout", "90s"]);
+        cli("kubectl", &["label", "nodes", "--all", "--overwrite", "daqiri.nvidia.com/gateway=true"]);
         let chart = root().join("charts/daqiri-gateway");
         let values = root().join("tests/k8s/e2e/values.yaml");
         let (chart, values) = (chart.to_str().unwrap(), values.to_str().unwrap());
@@ -158,6 +164,9 @@ fn the_appliance_installs_carries_traffic_survives_its_faults_upgrades_and_unins
     a_deleted_operator_is_replaced_and_its_successor_leads();
     a_port_for_one_node_runs_there_only_and_a_capture_through_the_service_reads_back_in_tshark();
     helm_upgrade_rolls_the_pods_and_the_operator_configures_the_new_ones();
+    // node-b stays without a gateway: on this one host its consumer socket
+    // would be node-a's (one host directory), which a gateway refuses to take.
+    a_consumer_pod_reads_the_queues_through_the_host_path_socket_byte_exact();
     drop(installed);
     nothing_is_left_behind();
     eprintln!("every scenario in {:.1?}", started.elapsed());
@@ -325,12 +334,11 @@ fn a_port_for_one_node_runs_there_only_and_a_capture_through_the_service_reads_b
         let expected = format!("{UDP_PORT}\t{}", format!("{seq:08x}").repeat(64));
         assert_eq!(row, expected, "datagram {seq} whole and in order");
     }
-    cli("kubectl", &["label", "node", "node-b", "daqiri.nvidia.com/gateway=true"]);
-    wait_for("node-b's gateway back and Ready", Duration::from_secs(90), || {
-        gateways().get("node-b").is_some_and(ready).then_some(())
-    });
 }
 
+/// The upgrade also opens the gateways' consumer socket, in a host
+/// directory of the suite's own (the chart's default is the node's
+/// /run/daqiri/consumers), for the consumer pod after it.
 fn helm_upgrade_rolls_the_pods_and_the_operator_configures_the_new_ones() {
     let before: Vec<Value> = gateways().into_values().collect();
     let chart = root().join("charts/daqiri-gateway");
@@ -344,7 +352,10 @@ fn helm_upgrade_rolls_the_pods_and_the_operator_configures_the_new_ones() {
             NAMESPACE,
             "--reuse-values",
             "--set",
-            "gateway.captures.maxRunning=4,operator.logLevel=debug",
+            &format!(
+                "gateway.captures.maxRunning=4,operator.logLevel=debug,gateway.consumers.enabled=true,\
+                 gateway.consumers.hostPath={CONSUMER_DIR}"
+            ),
         ],
     );
     kubectl(&["rollout", "status", "ds/daqiri-gateway-gateway", "--timeout", "240s"]);
@@ -352,11 +363,78 @@ fn helm_upgrade_rolls_the_pods_and_the_operator_configures_the_new_ones() {
     let after = wait_for("node-a's new gateway configured", Duration::from_secs(120), || {
         let pods = gateways();
         let fresh = pods.values().all(|p| before.iter().all(|b| b["metadata"]["uid"] != p["metadata"]["uid"]));
-        (fresh && pods.len() == 2 && ready(&pods["node-a"])).then_some(pods)
+        let configured = || {
+            let status = http_get(&admin_address(&pods["node-a"]), "/api/v1/status")?;
+            serde_json::from_str::<Value>(&status).ok().filter(|s| interface_names(s) == ["udp-node-a"])
+        };
+        (fresh && pods.len() == before.len() && ready(&pods["node-a"]) && configured().is_some()).then_some(pods)
     });
     let args = after["node-a"]["spec"]["containers"][0]["args"].to_string();
     assert!(args.contains("--max-captures=4"), "the upgraded value reached the pod: {args}");
-    assert_eq!(interface_names(&status(&after["node-a"])), ["udp-node-a"]);
+}
+
+/// The Python client in its image (gateway/python/Dockerfile), in a pod of
+/// its own on node-a that shares the gateway's socket through the host
+/// directory: it subscribes to both queues of the port and reads 500
+/// datagrams in the gateway's memory; their sorted bytes hash as sent.
+fn a_consumer_pod_reads_the_queues_through_the_host_path_socket_byte_exact() {
+    const COUNT: u32 = 500;
+    let script = r#"
+import hashlib, sys, daqiri_gateway as dg
+subscriptions = [dg.Subscription("/run/daqiri/consumers/consumers.sock", "udp-node-a", queue=q) for q in (0, 1)]
+print("subscribed", flush=True)
+payloads = []
+while len(payloads) < int(sys.argv[1]):
+    for subscription in subscriptions:
+        burst = subscription.next(timeout=0.1)
+        if burst is not None:
+            with burst:
+                payloads.extend(bytes(memoryview(packet)) for packet in burst)
+print(len(payloads), hashlib.sha256(b"".join(sorted(payloads))).hexdigest(), flush=True)
+"#;
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "consumer"},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "node-a"},
+            "restartPolicy": "Never",
+            // The socket is the gateway user's and group's (0660).
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 10001, "runAsGroup": 65532},
+            "containers": [{
+                "name": "consumer", "image": CONSUMER_IMAGE, "imagePullPolicy": "Never",
+                "command": ["python3", "-c", script, COUNT.to_string()],
+                "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                                    "capabilities": {"drop": ["ALL"]}},
+                "volumeMounts": [{"name": "consumers", "mountPath": "/run/daqiri/consumers"}],
+            }],
+            "volumes": [{"name": "consumers", "hostPath": {"path": CONSUMER_DIR, "type": "Directory"}}],
+        },
+    });
+    apply(&pod.to_string());
+    let logs =
+        || String::from_utf8_lossy(&try_cli("kubectl", &["-n", NAMESPACE, "logs", "consumer"], "").stdout).into_owned();
+    let mut printed = String::new();
+    let subscribed = poll_until(Duration::from_secs(90), || {
+        printed = logs();
+        printed.contains("subscribed") || get("pod", "consumer")["status"]["phase"] == "Failed"
+    });
+    assert!(
+        subscribed && printed.contains("subscribed"),
+        "the consumer did not subscribe: {printed}\n{}",
+        get("pod", "consumer")["status"]
+    );
+    send(&gateways()["node-a"], COUNT);
+    let done = wait_for("the consumer done", Duration::from_secs(60), || {
+        let phase = get("pod", "consumer")["status"]["phase"].as_str().map(str::to_owned)?;
+        matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+    });
+    let printed = logs();
+    assert_eq!(done, "Succeeded", "{printed}");
+    let mut sent: Vec<Vec<u8>> = (0..COUNT).map(|seq| seq.to_be_bytes().repeat(64)).collect();
+    sent.sort();
+    let digest: String = Sha256::digest(sent.concat()).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(printed.contains(&format!("{COUNT} {digest}")), "read other bytes than were sent: {printed}");
+    kubectl(&["delete", "pod", "consumer", "--timeout", "60s"]);
 }
 
 /// After `helm uninstall`: no pod, no object the release or its operator

@@ -128,6 +128,8 @@ fn each_image_runs_its_binaries_as_its_user_with_every_library_inside() {
         let bundle = Bundle::unpack(&image);
         let process = &bundle.config["process"];
         assert_eq!(process["user"]["uid"], 65532, "{image}: the entrypoint's user: {process}");
+        // The group consumer pods join to reach the consumer socket (0660).
+        assert_eq!(process["user"]["gid"], 65532, "{image}: the entrypoint's group: {process}");
         assert_eq!(bundle.args(None)[0], "daqiri-gateway", "{image}: the entrypoint");
         let unpacked = walk_bytes(&bundle.path().join("rootfs"));
         eprintln!(

@@ -9,10 +9,13 @@
 #                  builder stage has, instead of that stage
 # and everything else in the image is the Dockerfile's own runtime stage.
 #
-#   image.sh build VARIANT     builds localhost/daqiri-gateway:TAG; prints it
+#   image.sh build VARIANT     builds the variant's image; prints its name
 #   image.sh archive VARIANT FILE   the image as an OCI archive (for containerd)
 #   image.sh tag VARIANT       prints the image's name without building it
-# VARIANT: socket (sockets only) or bypass (dpdk,af_xdp,rdma).
+# VARIANT: socket (sockets only) or bypass (dpdk,af_xdp,rdma), both
+# localhost/daqiri-gateway; or consumer, the Python consumer image
+# (gateway/python/Dockerfile: its base is Debian's Python 3.11, its wheel
+# built here by maturin, WHEELS=prebuilt).
 #
 # Cached like the control plane: the base image by the hash of its recipe,
 # the release binaries by the hash of the sources they are built from, both
@@ -30,7 +33,8 @@ features() {
     case $1 in
     socket) echo "" ;;
     bypass) echo "dpdk,af_xdp,rdma" ;;
-    *) log "unknown variant $1 (socket or bypass)" && exit 2 ;;
+    consumer) echo "python" ;;
+    *) log "unknown variant $1 (socket, bypass or consumer)" && exit 2 ;;
     esac
 }
 
@@ -38,16 +42,19 @@ tag() {
     case $1 in
     socket) echo "localhost/daqiri-gateway:$version" ;;
     bypass) echo "localhost/daqiri-gateway:$version-bypass" ;;
-    *) log "unknown variant $1 (socket or bypass)" && exit 2 ;;
+    consumer) echo "localhost/daqiri-consumer-python:$version" ;;
+    *) log "unknown variant $1 (socket, bypass or consumer)" && exit 2 ;;
     esac
 }
 
 # debian:bookworm-slim's equivalent: minbase with /usr merged as Debian's
 # images are (without the hook, usrmerge and a whole perl come along: 127 MB
 # instead of 78), leaving out the documentation the slim image leaves out.
+# With packages ($1, comma-separated), python:3.11-slim-bookworm's equivalent
+# from Debian's python3 and python3-pip.
 runtime_base() {
     local recipe key name tarball
-    recipe="mmdebstrap --variant=minbase --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --format=tar"
+    recipe="mmdebstrap --variant=minbase${1:+ --include=$1} --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --format=tar"
     recipe+=" --dpkgopt=path-exclude=/usr/share/man/*"
     recipe+=" --dpkgopt=path-exclude=/usr/share/doc/* --dpkgopt=path-include=/usr/share/doc/*/copyright"
     recipe+=" --dpkgopt=path-exclude=/usr/share/locale/* --dpkgopt=path-exclude=/usr/share/info/*"
@@ -116,22 +123,53 @@ binaries() {
     install -D -m 0755 "$kept/daqiri-gateway" "$kept/daqiri-operator" -t "$root/target/image/prebuilt"
 }
 
+# The daqiri_gateway wheel, by the maturin the Dockerfile's builder pins, kept
+# by source_key as the binaries are.
+wheels() {
+    local target=$cache/image-target venv=$cache/maturin-venv key kept started=$SECONDS maturin
+    maturin=$(grep -o 'maturin==[0-9.]*' "$root/gateway/python/Dockerfile")
+    key=$(source_key consumer)
+    kept=$cache/image-binaries/consumer-$key
+    if ! compgen -G "$kept/*.whl" >/dev/null; then
+        [[ -x $venv/bin/maturin ]] && [[ $("$venv/bin/maturin" --version) == "maturin ${maturin#*==}" ]] ||
+            { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --disable-pip-version-check "$maturin"; }
+        log "building the daqiri_gateway wheel (release)"
+        rm -rf "$kept.partial" "$cache/image-binaries/consumer-"*
+        (cd "$root" && CARGO_TARGET_DIR=$target "$venv/bin/maturin" build --quiet --release --locked \
+            --manifest-path gateway/python/Cargo.toml --out "$kept.partial" >&2)
+        mv "$kept.partial" "$kept"
+        log "built in $((SECONDS - started)) s"
+    else
+        log "the daqiri_gateway wheel: built before from these sources ($key)"
+    fi
+    rm -rf "$root/target/image/wheels"
+    install -D -m 0644 "$kept"/*.whl -t "$root/target/image/wheels"
+}
+
 build() {
     local variant=$1 base name started
     # Earlier builds' untagged images (a replaced tag, old layers) go first,
     # so repeated runs do not fill the disk; the runtime base stays tagged.
     buildah rmi --prune >/dev/null 2>&1 || true
-    base=$(runtime_base)
-    binaries "$variant"
     name=$(tag "$variant")
+    if [[ $variant == consumer ]]; then
+        base=$(runtime_base python3,python3-pip)
+        wheels
+        # pip reaches PyPI through whatever this host trusts: its CA bundle,
+        # mounted for the build's RUN steps only.
+        set -- --build-arg WHEELS=prebuilt -f "$root/gateway/python/Dockerfile" \
+            --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro
+    else
+        base=$(runtime_base)
+        binaries "$variant"
+        set -- --build-arg BINARIES=prebuilt --build-arg CARGO_FEATURES="$(features "$variant")" -f "$root/Dockerfile"
+    fi
     started=$SECONDS
-    # chroot isolation and the host's network for the runtime stage's apt-get;
-    # --layers keeps that stage's package layer between builds.
+    # chroot isolation and the host's network for the runtime stage's apt-get
+    # or pip; --layers keeps that stage's package layer between builds.
     buildah bud --quiet --isolation chroot --network host --layers \
-        --build-arg RUNTIME_IMAGE="$base" --build-arg BINARIES=prebuilt \
-        --build-arg CARGO_FEATURES="$(features "$variant")" \
-        -t "$name" -f "$root/Dockerfile" "$root" >/dev/null
-    rm -rf "$root/target/image/prebuilt"
+        --build-arg RUNTIME_IMAGE="$base" "$@" -t "$name" "$root" >/dev/null
+    rm -rf "$root/target/image/prebuilt" "$root/target/image/wheels"
     log "$name built in $((SECONDS - started)) s"
     echo "$name"
 }

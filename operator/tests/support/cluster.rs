@@ -63,6 +63,18 @@ pub fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Optio
     }
 }
 
+/// Polls `check` for up to `limit`; whether it held.
+pub fn poll_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    true
+}
+
 /// One HTTP/1.0 request to `address` (ip:port): the status and the body.
 pub fn http(address: &str, method: &str, path: &str, body: &str) -> Option<(u16, Vec<u8>)> {
     let mut stream = std::net::TcpStream::connect_timeout(&address.parse().ok()?, Duration::from_secs(2)).ok()?;
