@@ -78,10 +78,7 @@ pki() {
         -extfile <(printf 'subjectAltName=IP:127.0.0.1,IP:%s,IP:10.96.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' "$address") \
         -out "$dir/apiserver.crt" 2>/dev/null
     # What the API server shows kubelets (logs, exec, port-forward) on real nodes.
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /O=system:masters/CN=kube-apiserver-kubelet-client \
-        -keyout "$dir/kubelet-client.key" -out "$dir/kubelet-client.csr" 2>/dev/null
-    openssl x509 -req -in "$dir/kubelet-client.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -days 30 \
-        -out "$dir/kubelet-client.crt" 2>/dev/null
+    client_cert "$dir" "$dir/kubelet-client" kube-apiserver-kubelet-client system:masters
     openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
     openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
     admin_token=$(openssl rand -hex 24)
@@ -93,8 +90,21 @@ pki() {
     chmod 600 "$dir/tokens.csv" "$dir"/*.key
 }
 
+# A key and certificate ($2.key, $2.crt) of the plane's CA in $1 for user $3,
+# in group $4 when given.
+client_cert() {
+    local dir=$1 out=$2 subject="/CN=$3"
+    [[ -n ${4:-} ]] && subject="/O=$4/CN=$3"
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "$subject" \
+        -keyout "$out.key" -out "$out.csr" 2>/dev/null
+    openssl x509 -req -in "$out.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -days 30 -out "$out.crt" 2>/dev/null
+    rm -f "$out.csr"
+    chmod 600 "$out.key"
+}
+
+# A kubeconfig for the server $1 with CA $2, its user's credentials $3 (YAML).
 kubeconfig() {
-    local server=$1 token=$2 ca=$3
+    local server=$1 ca=$2 credentials=$3
     cat <<EOF
 apiVersion: v1
 kind: Config
@@ -103,7 +113,7 @@ clusters:
   cluster: {server: "$server", certificate-authority: "$ca"}
 users:
 - name: user
-  user: {token: "$token"}
+  user: $credentials
 contexts:
 - name: daqiri-test
   context: {cluster: daqiri-test, user: user}
@@ -123,8 +133,8 @@ start() {
     peer_port=$(free_port)
     api_port=$(free_port)
     server=https://$address:$api_port
-    kubeconfig "$server" "$admin_token" "$dir/ca.crt" >"$dir/admin.kubeconfig"
-    kubeconfig "$server" "$manager_token" "$dir/ca.crt" >"$dir/controller-manager.kubeconfig"
+    kubeconfig "$server" "$dir/ca.crt" "{token: \"$admin_token\"}" >"$dir/admin.kubeconfig"
+    kubeconfig "$server" "$dir/ca.crt" "{token: \"$manager_token\"}" >"$dir/controller-manager.kubeconfig"
 
     "$bin/etcd" --name test --data-dir "$dir/etcd" --log-level warn \
         --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -233,16 +243,28 @@ stop_only() {
     done
 }
 
+# A client of the running plane in DIR as USER (in GROUP): OUT.key, OUT.crt
+# and OUT.kubeconfig, whose path it prints (the nodes' kubelets, scheduler,
+# proxy and DNS, tests/k8s/nodes.sh).
+client() {
+    local dir=$1 out=$2 server
+    server=$(grep -o 'https://[^"]*' "$dir/admin.kubeconfig")
+    client_cert "$dir" "$out" "$3" "${4:-}"
+    kubeconfig "$server" "$dir/ca.crt" "{client-certificate: \"$out.crt\", client-key: \"$out.key\"}" >"$out.kubeconfig"
+    echo "$out.kubeconfig"
+}
+
 case ${1:-} in
 build) build ;;
 start) start "${2:?start needs a directory}" ;;
+client) client "${2:?client needs the plane directory}" "${3:?client needs an output path}" "${4:?client needs a user}" "${5:-}" ;;
 stop) stop "${2:?stop needs a directory}" ;;
 # For tests of what clients see while the API server is away (watches that
 # come back to a compacted store).
 stop-apiserver) stop_only KILL "${2:?stop-apiserver needs a directory}" kube-apiserver ;;
 start-apiserver) start_apiserver "${2:?start-apiserver needs a directory}" "$(build)" ;;
 *)
-    echo "usage: $0 build | start DIR | stop DIR | stop-apiserver DIR | start-apiserver DIR" >&2
+    echo "usage: $0 build | start DIR | stop DIR | client DIR OUT USER [GROUP] | stop-apiserver DIR | start-apiserver DIR" >&2
     exit 2
     ;;
 esac

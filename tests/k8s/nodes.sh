@@ -89,7 +89,7 @@ commit_image() {
 # nameserver: the kubelets' clusterDNS), as a client of the plane with the
 # read access CoreDNS's own manifests grant it.
 cluster_dns() {
-    local dir=$1 bin=$2 server=$3 kubeconfig=$4 waited=0
+    local dir=$1 bin=$2 kubeconfig=$3 waited=0
     kubectl --kubeconfig "$kubeconfig" apply -f - >/dev/null <<EOF
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -104,8 +104,7 @@ metadata: {name: "daqiri-test:cluster-dns"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "daqiri-test:cluster-dns"}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "daqiri-test:cluster-dns"}]
 EOF
-    client_cert "$dir/plane" daqiri-test:cluster-dns "" "$dir/dns"
-    cert_kubeconfig "$server" "$dir/plane/ca.crt" "$dir/dns" >"$dir/dns.kubeconfig"
+    "$here/control-plane.sh" client "$dir/plane" "$dir/dns" daqiri-test:cluster-dns >/dev/null
     cat >"$dir/Corefile" <<EOF
 cluster.local:53 {
     bind $gateway
@@ -125,36 +124,8 @@ EOF
     done
 }
 
-# A client certificate of the plane's CA for user $2 in group $3 (may be empty).
-client_cert() {
-    local plane=$1 user=$2 group=$3 out=$4 subject="/CN=$2"
-    [[ -n $group ]] && subject="/O=$group/CN=$user"
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "$subject" \
-        -keyout "$out.key" -out "$out.csr" 2>/dev/null
-    openssl x509 -req -in "$out.csr" -CA "$plane/ca.crt" -CAkey "$plane/ca.key" -days 30 -out "$out.crt" 2>/dev/null
-    rm -f "$out.csr"
-}
-
-cert_kubeconfig() {
-    local server=$1 ca=$2 cert=$3
-    cat <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: daqiri-test
-  cluster: {server: "$server", certificate-authority: "$ca"}
-users:
-- name: user
-  user: {client-certificate: "$cert.crt", client-key: "$cert.key"}
-contexts:
-- name: daqiri-test
-  context: {cluster: daqiri-test, user: user}
-current-context: daqiri-test
-EOF
-}
-
 start_node() {
-    local dir=$1 i=$2 bin=$3 kbin=$4 server=$5
+    local dir=$1 i=$2 bin=$3 kbin=$4
     local name=${names[$i]} node=$dir/${names[$i]} image
     mkdir -p "$node/cni" "$node/containerd"
     cat >"$node/cni/10-daqiri.conflist" <<EOF
@@ -198,8 +169,7 @@ EOF
         "$bin/ctr" --address "$node/containerd.sock" -n k8s.io images import --all-platforms "$image" >/dev/null
     done
 
-    client_cert "$dir/plane" "system:node:$name" system:nodes "$node/kubelet-client"
-    cert_kubeconfig "$server" "$dir/plane/ca.crt" "$node/kubelet-client" >"$node/kubelet.kubeconfig"
+    "$here/control-plane.sh" client "$dir/plane" "$node/kubelet" "system:node:$name" system:nodes >/dev/null
     cat >"$node/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -245,7 +215,7 @@ EOF
 }
 
 up() {
-    local dir=$1 count=$2 bin kbin kubeconfig server started=$SECONDS i
+    local dir=$1 count=$2 bin kbin kubeconfig started=$SECONDS i
     dir=$(mkdir -p "$1" && cd "$1" && pwd)
     down "$dir" 2>/dev/null || true
     # `down` clears the host's KUBE-* and CNI-* iptables chains: never on a
@@ -261,25 +231,22 @@ up() {
     ip link set "$bridge" up
     sysctl -qw net.ipv4.ip_forward=1
     kubeconfig=$(DAQIRI_CONTROL_PLANE_ADDRESS=$gateway "$here/control-plane.sh" start "$dir/plane")
-    server=$(grep -o 'https://[^"]*' "$kubeconfig")
     pause_image "$dir"
     busybox_image "$dir"
-    cluster_dns "$dir" "$bin" "$server" "$kubeconfig"
+    cluster_dns "$dir" "$bin" "$kubeconfig"
 
-    client_cert "$dir/plane" system:kube-scheduler "" "$dir/scheduler"
-    cert_kubeconfig "$server" "$dir/plane/ca.crt" "$dir/scheduler" >"$dir/scheduler.kubeconfig"
+    "$here/control-plane.sh" client "$dir/plane" "$dir/scheduler" system:kube-scheduler >/dev/null
     "$kbin/kube-scheduler" --kubeconfig "$dir/scheduler.kubeconfig" --leader-elect=false --secure-port 0 \
         >"$dir/kube-scheduler.log" 2>&1 &
     echo $! >"$dir/kube-scheduler.pid"
-    client_cert "$dir/plane" system:kube-proxy "" "$dir/proxy"
-    cert_kubeconfig "$server" "$dir/plane/ca.crt" "$dir/proxy" >"$dir/proxy.kubeconfig"
+    "$here/control-plane.sh" client "$dir/plane" "$dir/proxy" system:kube-proxy >/dev/null
     "$kbin/kube-proxy" --kubeconfig "$dir/proxy.kubeconfig" --hostname-override "${names[0]}" \
         --cluster-cidr 10.244.0.0/16 --proxy-mode iptables --metrics-bind-address 127.0.0.1:10249 \
         --healthz-bind-address 127.0.0.1:10256 --conntrack-max-per-core 0 >"$dir/kube-proxy.log" 2>&1 &
     echo $! >"$dir/kube-proxy.pid"
 
     for ((i = 0; i < count; i++)); do
-        start_node "$dir" "$i" "$bin" "$kbin" "$server"
+        start_node "$dir" "$i" "$bin" "$kbin"
     done
     local waited=0 ready part
     until ready=$(kubectl --kubeconfig "$kubeconfig" get nodes --no-headers 2>/dev/null | grep -cw Ready) &&

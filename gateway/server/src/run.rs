@@ -168,10 +168,11 @@ pub(crate) fn run_gateway(
     args: &RunArgs,
     shutdown: &ShutdownFlag,
 ) -> anyhow::Result<serde_json::Value> {
-    let (live, yaml) = match config {
+    let (live, yaml): (_, String) = match config {
         Some(config) => (LiveEngine::new(Engine::new(config.valid).context("cannot start the engine")?), config.yaml),
         None => (LiveEngine::empty(), String::new()),
     };
+    let started_from = (!yaml.is_empty()).then(|| yaml.clone().into_bytes());
     let captures = CaptureManager::new(
         live.get().as_deref(),
         args.capture_dir.clone(),
@@ -220,7 +221,7 @@ pub(crate) fn run_gateway(
     let mut last_packets = 0;
     let mut last_change = Instant::now();
     let mut next_status = Instant::now() + interval;
-    let mut watch = args.config.as_ref().map(|path| FileWatch::new(path.clone()));
+    let mut watch = args.config.as_ref().map(|path| FileWatch::new(path.clone(), started_from));
     let mut control = ControlSettings::default();
     while !shutdown.requested() && deadline.is_none_or(|d| Instant::now() < d) {
         let change = watch.as_mut().map_or(FileChange::Same, FileWatch::look);
@@ -324,9 +325,13 @@ struct FileWatch {
 }
 
 impl FileWatch {
-    fn new(path: PathBuf) -> Self {
-        let content = std::fs::read(&path).ok();
-        Self { path, content, next_look: Instant::now() + Duration::from_secs(1), failing: None }
+    /// Watches `path` for content other than `started_from`, what the
+    /// engine runs (None: nothing yet). Not what the file holds when the
+    /// watch starts: a change between loading the file and watching it
+    /// (the admin API and the consumer socket start in between) would be
+    /// taken for the running config and never applied.
+    fn new(path: PathBuf, started_from: Option<Vec<u8>>) -> Self {
+        Self { path, content: started_from, next_look: Instant::now() + Duration::from_secs(1), failing: None }
     }
 
     /// Only a file that is not there is "removed". Any other read error (no
@@ -401,7 +406,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("config.yaml");
         std::fs::write(&path, "a: 1\n").unwrap();
-        let mut watch = FileWatch::new(path.clone());
+        let mut watch = FileWatch::new(path.clone(), Some(b"a: 1\n".to_vec()));
         let look = |watch: &mut FileWatch| {
             watch.next_look = Instant::now();
             watch.look()
@@ -417,6 +422,23 @@ mod tests {
         assert_eq!(look(&mut watch), FileChange::Changed);
         std::fs::remove_file(&path).unwrap();
         assert_eq!(look(&mut watch), FileChange::Removed);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_changed_before_the_watch_began_is_a_change_to_what_the_engine_runs() {
+        let dir = std::env::temp_dir().join(format!("file-watch-early-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.yaml");
+        // Loaded "a: 1"; the file changed before the watch was made.
+        std::fs::write(&path, "a: 2\n").unwrap();
+        let mut watch = FileWatch::new(path.clone(), Some(b"a: 1\n".to_vec()));
+        watch.next_look = Instant::now();
+        assert_eq!(watch.look(), FileChange::Changed);
+        // Waiting for a file that appeared before the watch began.
+        let mut waiting = FileWatch::new(path.clone(), None);
+        waiting.next_look = Instant::now();
+        assert_eq!(waiting.look(), FileChange::Changed);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
