@@ -58,7 +58,11 @@ command=$(printf '%q ' "$@")
 # Hugepages for DPDK and the engine's `huge` regions; the IOMMU on for vfio.
 append="intel_iommu=on hugepagesz=2M hugepages=768"
 exec_line="export DAQIRI_VM=1 PATH=$(printf %q "$PATH"); cd $(printf %q "$PWD") && $command"
+# QEMU opens the guest's console and script output as files at
+# /proc/self/fd/1 and 2, truncating them: where those are a log file
+# (`tests/run.sh > log`) everything written before would be lost. Through a
+# pipe they are not files (pipefail keeps the guest's exit status).
 ip netns exec "$netns" env PATH="$cache/venv/bin:$PATH" timeout "${DAQIRI_VM_TIMEOUT:-1800}" \
     vng --disable-kvm --run "$cache/kernel/boot/vmlinuz-$version" \
     --memory 4G --cpus 2 --rwdir="$PWD" --append "$append" \
-    --qemu-opts="${qemu[*]}" --exec "$exec_line"
+    --qemu-opts="${qemu[*]}" --exec "$exec_line" 2>&1 | cat
