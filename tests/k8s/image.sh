@@ -53,7 +53,8 @@ tag() {
 # With packages ($1, comma-separated), python:3.11-slim-bookworm's equivalent
 # from Debian's python3 and python3-pip.
 runtime_base() {
-    local recipe key name tarball
+    local recipe key name tarball family=bookworm-slim
+    [[ -n ${1:-} ]] && family=bookworm-${1//,/-}
     recipe="mmdebstrap --variant=minbase${1:+ --include=$1} --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --format=tar"
     recipe+=" --dpkgopt=path-exclude=/usr/share/man/*"
     recipe+=" --dpkgopt=path-exclude=/usr/share/doc/* --dpkgopt=path-include=/usr/share/doc/*/copyright"
@@ -63,12 +64,16 @@ runtime_base() {
     recipe+=" --customize-hook=$root/tests/k8s/image-apt-clean.sh bookworm"
     # Keyed by what the recipe does, not where this clone lies.
     key=$( (echo "${recipe//$root/}" && cat "$root/tests/k8s/image-apt-clean.sh") | sha256sum | cut -c1-16)
-    name=localhost/daqiri-runtime-base:bookworm-slim-$key
+    name=localhost/daqiri-runtime-base:$family-$key
     if ! buildah inspect --type image "$name" >/dev/null 2>&1; then
-        tarball=$cache/images/runtime-base-$key.tar
+        tarball=$cache/images/runtime-base-$family-$key.tar
         if [[ ! -s $tarball ]]; then
             log "making the runtime base with mmdebstrap (once; about a minute)"
             mkdir -p "$cache/images"
+            # The bases an earlier recipe made go: only this one is used now.
+            rm -f "$cache/images/runtime-base-$family-"*.tar
+            buildah images --format '{{.Name}}:{{.Tag}}' | grep "^localhost/daqiri-runtime-base:$family-" |
+                xargs -r buildah rmi >/dev/null 2>&1 || true
             # shellcheck disable=SC2086 # the recipe is words
             $recipe "$tarball.partial" >&2
             mv "$tarball.partial" "$tarball"
