@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::state::{EngineState, no_engine};
 use super::{AdminState, ApiError};
 
 /// Health answer.
@@ -33,12 +34,12 @@ pub(crate) async fn healthz() -> Json<Health> {
      description = "the engine is shutting down, restarting, or a config's engine failed to start")
 ))]
 pub(crate) async fn readyz(State(state): State<Arc<AdminState>>) -> Result<Json<Health>, ApiError> {
-    let active = state.active.load();
-    if state.live.get().is_none() && active.yaml.is_empty() && active.engine_error.is_none() {
-        return Ok(Json(Health { status: "waiting" }));
+    match EngineState::of(state.live.get().as_deref(), &state.active.load()) {
+        EngineState::Running => Ok(Json(Health { status: "ok" })),
+        EngineState::Waiting => Ok(Json(Health { status: "waiting" })),
+        EngineState::Stopped => {
+            Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the engine is shutting down", None))
+        }
+        EngineState::Down | EngineState::Restarting => Err(no_engine()),
     }
-    if state.engine()?.is_shut_down() {
-        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the engine is shutting down", None));
-    }
-    Ok(Json(Health { status: "ok" }))
 }

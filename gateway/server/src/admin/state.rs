@@ -77,13 +77,52 @@ impl AdminState {
 
     /// The running engine, or 503 while a config change restarts it.
     pub(crate) fn engine(&self) -> Result<Arc<Engine>, ApiError> {
-        self.live.get().ok_or_else(|| {
-            ApiError::new(
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                "no engine is running: a config change is restarting it (or the last restart failed, see /api/v1/status)",
-                None,
-            )
-        })
+        self.live.get().ok_or_else(no_engine)
+    }
+}
+
+/// 503: no engine runs.
+pub(crate) fn no_engine() -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        "no engine is running: a config change is restarting it (or the last restart failed, see /api/v1/status)",
+        None,
+    )
+}
+
+/// What the engine is doing: `/api/v1/status` says it, `/readyz` judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EngineState {
+    Running,
+    /// Shutting down.
+    Stopped,
+    /// The last config's engine failed to start, and so did the one before.
+    Down,
+    /// No config yet (`--wait-for-config`).
+    Waiting,
+    /// A config change is replacing it.
+    Restarting,
+}
+
+impl EngineState {
+    pub(crate) fn of(engine: Option<&Engine>, active: &ActiveConfig) -> Self {
+        match engine {
+            Some(e) if e.is_shut_down() => Self::Stopped,
+            Some(_) => Self::Running,
+            None if active.engine_error.is_some() => Self::Down,
+            None if active.yaml.is_empty() => Self::Waiting,
+            None => Self::Restarting,
+        }
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Stopped => "stopped",
+            Self::Down => "down",
+            Self::Waiting => "waiting",
+            Self::Restarting => "restarting",
+        }
     }
 }
 

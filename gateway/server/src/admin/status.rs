@@ -8,6 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AdminState;
+use super::state::EngineState;
 
 /// Gateway status.
 #[derive(Debug, Serialize, ToSchema)]
@@ -221,13 +222,7 @@ pub(crate) async fn status(State(state): State<Arc<AdminState>>) -> Json<Status>
     let reloading = state.reloading.load(std::sync::atomic::Ordering::Acquire);
     let engine = state.live.get();
     let stats = engine.as_ref().map(|e| e.stats()).unwrap_or_default();
-    let running = match &engine {
-        Some(e) if e.is_shut_down() => "stopped",
-        Some(_) => "running",
-        None if active.engine_error.is_some() => "down",
-        None if active.yaml.is_empty() => "waiting",
-        None => "restarting",
-    };
+    let running = EngineState::of(engine.as_deref(), &active).as_str();
     let queues = |qs: &[daqiri::QueueStatsEntry]| {
         qs.iter()
             .map(|q| QueueStatus {
