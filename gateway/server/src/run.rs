@@ -168,11 +168,11 @@ pub(crate) fn run_gateway(
     args: &RunArgs,
     shutdown: &ShutdownFlag,
 ) -> anyhow::Result<serde_json::Value> {
-    let (live, yaml): (_, String) = match config {
+    let started_from = config.as_ref().map(|c| c.yaml.clone().into_bytes());
+    let (live, yaml) = match config {
         Some(config) => (LiveEngine::new(Engine::new(config.valid).context("cannot start the engine")?), config.yaml),
         None => (LiveEngine::empty(), String::new()),
     };
-    let started_from = (!yaml.is_empty()).then(|| yaml.clone().into_bytes());
     let captures = CaptureManager::new(
         live.get().as_deref(),
         args.capture_dir.clone(),
