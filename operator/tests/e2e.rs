@@ -112,12 +112,18 @@ fn received(metrics: &str) -> Option<u64> {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
+/// The gateway's `/api/v1/status`, if it answers now.
+fn try_status(pod: &Value) -> Option<Value> {
+    serde_json::from_str(&http_get(&admin_address(pod), "/api/v1/status")?).ok()
+}
+
 /// The gateway's `/api/v1/status`, once it answers.
 fn status(pod: &Value) -> Value {
-    let address = admin_address(pod);
-    wait_for(&format!("{address}'s status"), Duration::from_secs(30), || {
-        serde_json::from_str(&http_get(&address, "/api/v1/status")?).ok()
-    })
+    wait_for(&format!("{}'s status", admin_address(pod)), Duration::from_secs(30), || try_status(pod))
+}
+
+fn uptime(pod: &Value) -> f64 {
+    status(pod)["uptime_s"].as_f64().unwrap()
 }
 
 fn interface_names(status: &Value) -> Vec<String> {
@@ -248,7 +254,7 @@ fn a_flow_the_gateway_refuses_is_degraded_and_the_rest_run() {
 fn a_killed_gateway_is_restarted_and_configured_again_and_the_other_node_is_undisturbed() {
     let before = gateways();
     let (victim, bystander) = (&before["node-a"], &before["node-b"]);
-    let bystander_uptime = status(bystander)["uptime_s"].as_f64().unwrap();
+    let bystander_uptime = uptime(bystander);
     let pid = container_process(victim, "gateway", "daqiri-gateway").expect("the gateway container's process");
     let killed = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
     assert!(killed.success());
@@ -267,11 +273,7 @@ fn a_killed_gateway_is_restarted_and_configured_again_and_the_other_node_is_undi
     });
     let now = gateways();
     assert_eq!(gateway_restarts(&now["node-b"]), 0, "node-b's gateway was not restarted");
-    assert!(status_uptime(&now["node-b"]) > bystander_uptime, "node-b's gateway kept running");
-}
-
-fn status_uptime(pod: &Value) -> f64 {
-    status(pod)["uptime_s"].as_f64().unwrap()
+    assert!(uptime(&now["node-b"]) > bystander_uptime, "node-b's gateway kept running");
 }
 
 fn a_deleted_operator_is_replaced_and_its_successor_leads() {
@@ -298,10 +300,7 @@ fn a_port_for_one_node_runs_there_only_and_a_capture_through_the_service_reads_b
     apply(&port);
     let pods = wait_for("node-a running udp-node-a and node-b waiting", Duration::from_secs(90), || {
         let pods = gateways();
-        let status = |node: &str| -> Option<Value> {
-            serde_json::from_str(&http_get(&admin_address(&pods[node]), "/api/v1/status")?).ok()
-        };
-        let (a, b) = (status("node-a")?, status("node-b")?);
+        let (a, b) = (try_status(&pods["node-a"])?, try_status(&pods["node-b"])?);
         (interface_names(&a) == ["udp-node-a"] && b["engine"] == "waiting" && ready(&pods["node-b"])).then_some(pods)
     });
     wait_for("node-b's DaqiriNodeState removed", Duration::from_secs(30), || {
@@ -367,11 +366,8 @@ fn helm_upgrade_rolls_the_pods_and_the_operator_configures_the_new_ones() {
     let after = wait_for("node-a's new gateway configured", Duration::from_secs(120), || {
         let pods = gateways();
         let fresh = pods.values().all(|p| before.iter().all(|b| b["metadata"]["uid"] != p["metadata"]["uid"]));
-        let configured = || {
-            let status = http_get(&admin_address(&pods["node-a"]), "/api/v1/status")?;
-            serde_json::from_str::<Value>(&status).ok().filter(|s| interface_names(s) == ["udp-node-a"])
-        };
-        (fresh && pods.len() == before.len() && ready(&pods["node-a"]) && configured().is_some()).then_some(pods)
+        let configured = || try_status(&pods["node-a"]).is_some_and(|s| interface_names(&s) == ["udp-node-a"]);
+        (fresh && pods.len() == before.len() && ready(&pods["node-a"]) && configured()).then_some(pods)
     });
     let args = after["node-a"]["spec"]["containers"][0]["args"].to_string();
     assert!(args.contains("--max-captures=4"), "the upgraded value reached the pod: {args}");

@@ -53,14 +53,15 @@ pub fn kubectl_json(args: &[&str]) -> Value {
 
 /// Waits up to `limit` for `check` to give a value, saying what it waited for.
 pub fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let mut value = None;
+    assert!(
+        poll_until(limit, || {
+            value = check();
+            value.is_some()
+        }),
+        "{what}: not within {limit:?}"
+    );
+    value.expect("poll_until saw it")
 }
 
 /// Polls `check` for up to `limit`; whether it held.
