@@ -102,53 +102,60 @@ source_key() {
     } | sha256sum | cut -c1-16
 }
 
-# The two binaries for the variant, stripped as the builder stage installs
-# them (a panic's message keeps its file and line), in the Dockerfile's
-# prebuilt path. A release build takes minutes here and cargo cannot reuse
-# one made in another clone (its fingerprints hold paths and mtimes), so
-# they are kept by source_key and built only when that changes.
-binaries() {
-    local variant=$1 target=$cache/image-target started=$SECONDS key kept
+# Runs BUILD ARGS... OUT (a release build writing the variant's artifacts into
+# OUT) unless they were built before from these sources; sets `kept` to where
+# they are (not printed: a failing build inside $(...) would not stop the script).
+# A release build takes minutes here and cargo cannot reuse one made in
+# another clone (its fingerprints hold paths and mtimes), so they are kept
+# by source_key, the newest of each variant only.
+kept_artifacts() {
+    local variant=$1 key started=$SECONDS
+    shift
     key=$(source_key "$variant")
     kept=$cache/image-binaries/$variant-$key
-    if [[ ! -x $kept/daqiri-operator ]]; then
-        log "building daqiri-gateway and daqiri-operator (release, features: $(features "$variant"))"
-        (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --locked --quiet \
-            --bin daqiri-gateway --bin daqiri-operator --features "$(features "$variant")")
-        log "built in $((SECONDS - started)) s"
-        # Only the newest build of each variant is kept.
+    if [[ ! -d $kept ]]; then
+        log "building the $variant image's artifacts (release)"
         rm -rf "$cache/image-binaries/$variant-"*
-        install -D -m 0755 --strip "$target/release/daqiri-gateway" "$target/release/daqiri-operator" \
-            -t "$kept.partial"
+        mkdir -p "$kept.partial"
+        "$@" "$kept.partial"
         mv "$kept.partial" "$kept"
+        log "built in $((SECONDS - started)) s"
     else
-        log "daqiri-gateway and daqiri-operator for $variant: built before from these sources ($key)"
+        log "the $variant image's artifacts: built before from these sources ($key)"
     fi
-    rm -rf "$root/target/image/prebuilt"
-    install -D -m 0755 "$kept/daqiri-gateway" "$kept/daqiri-operator" -t "$root/target/image/prebuilt"
 }
 
-# The daqiri_gateway wheel, by the maturin the Dockerfile's builder pins, kept
-# by source_key as the binaries are.
-wheels() {
-    local target=$cache/image-target venv=$cache/maturin-venv key kept started=$SECONDS maturin
+# daqiri-gateway and daqiri-operator with the variant's features, stripped as
+# the builder stage installs them (a panic's message keeps its file and line).
+build_binaries() {
+    local variant=$1 out=$2 target=$cache/image-target
+    (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --locked --quiet \
+        --bin daqiri-gateway --bin daqiri-operator --features "$(features "$variant")")
+    install -m 0755 --strip "$target/release/daqiri-gateway" "$target/release/daqiri-operator" -t "$out"
+}
+
+# The daqiri_gateway wheel, by the maturin the Dockerfile's builder pins.
+build_wheel() {
+    local out=$1 venv=$cache/maturin-venv maturin
     maturin=$(grep -o 'maturin==[0-9.]*' "$root/gateway/python/Dockerfile")
-    key=$(source_key consumer)
-    kept=$cache/image-binaries/consumer-$key
-    if ! compgen -G "$kept/*.whl" >/dev/null; then
-        [[ -x $venv/bin/maturin ]] && [[ $("$venv/bin/maturin" --version) == "maturin ${maturin#*==}" ]] ||
-            { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --disable-pip-version-check "$maturin"; }
-        log "building the daqiri_gateway wheel (release)"
-        rm -rf "$kept.partial" "$cache/image-binaries/consumer-"*
-        (cd "$root" && CARGO_TARGET_DIR=$target "$venv/bin/maturin" build --quiet --release --locked \
-            --manifest-path gateway/python/Cargo.toml --out "$kept.partial" >&2)
-        mv "$kept.partial" "$kept"
-        log "built in $((SECONDS - started)) s"
+    [[ -x $venv/bin/maturin ]] && [[ $("$venv/bin/maturin" --version) == "maturin ${maturin#*==}" ]] ||
+        { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --disable-pip-version-check "$maturin"; }
+    (cd "$root" && CARGO_TARGET_DIR=$cache/image-target "$venv/bin/maturin" build --quiet --release --locked \
+        --manifest-path gateway/python/Cargo.toml --out "$out" >&2)
+}
+
+# The variant's artifacts where its Dockerfile's prebuilt stage takes them.
+prebuilt() {
+    local variant=$1 kept
+    if [[ $variant == consumer ]]; then
+        kept_artifacts consumer build_wheel
+        rm -rf "$root/target/image/wheels"
+        install -D -m 0644 "$kept"/*.whl -t "$root/target/image/wheels"
     else
-        log "the daqiri_gateway wheel: built before from these sources ($key)"
+        kept_artifacts "$variant" build_binaries "$variant"
+        rm -rf "$root/target/image/prebuilt"
+        install -D -m 0755 "$kept/daqiri-gateway" "$kept/daqiri-operator" -t "$root/target/image/prebuilt"
     fi
-    rm -rf "$root/target/image/wheels"
-    install -D -m 0644 "$kept"/*.whl -t "$root/target/image/wheels"
 }
 
 build() {
@@ -157,16 +164,15 @@ build() {
     # so repeated runs do not fill the disk; the runtime base stays tagged.
     buildah rmi --prune >/dev/null 2>&1 || true
     name=$(tag "$variant")
+    prebuilt "$variant"
     if [[ $variant == consumer ]]; then
         base=$(runtime_base python3,python3-pip)
-        wheels
         # pip reaches PyPI through whatever this host trusts: its CA bundle,
         # mounted for the build's RUN steps only.
         set -- --build-arg WHEELS=prebuilt -f "$root/gateway/python/Dockerfile" \
             --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro
     else
         base=$(runtime_base)
-        binaries "$variant"
         set -- --build-arg BINARIES=prebuilt --build-arg CARGO_FEATURES="$(features "$variant")" -f "$root/Dockerfile"
     fi
     started=$SECONDS
