@@ -305,17 +305,15 @@ down() {
     stop_pid "$dir/coredns.pid"
     # What kube-proxy and the CNI plugins left in the host's iptables.
     "$("$here/control-plane.sh" build)/kube-proxy" --cleanup >/dev/null 2>&1 || true
-    local table
+    local table chain chains
     for table in nat filter mangle; do
         # The kubelet's own chains too (its canaries, KUBE-FIREWALL and the jumps to it).
         iptables-save -t $table | awk '/^-A (INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) .*-j (KUBE|CNI)-/ {sub(/^-A/, "-D"); print}' |
             while read -r rule; do eval "iptables -t $table $rule" 2>/dev/null || true; done
-        iptables-save -t $table | awk -F'[: ]' '/^:(KUBE|CNI)-/ {print $2}' | while read -r chain; do
-            iptables -t $table -F "$chain" 2>/dev/null || true
-        done
-        iptables-save -t $table | awk -F'[: ]' '/^:(KUBE|CNI)-/ {print $2}' | while read -r chain; do
-            iptables -t $table -X "$chain" 2>/dev/null || true
-        done
+        # Emptied first, then deleted: they jump to one another.
+        mapfile -t chains < <(iptables-save -t $table | awk -F'[: ]' '/^:(KUBE|CNI)-/ {print $2}')
+        for chain in "${chains[@]}"; do iptables -t $table -F "$chain" 2>/dev/null || true; done
+        for chain in "${chains[@]}"; do iptables -t $table -X "$chain" 2>/dev/null || true; done
     done
     "$here/control-plane.sh" stop "$dir/plane" 2>/dev/null || true
     ip link del "$bridge" 2>/dev/null || true
