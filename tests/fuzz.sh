@@ -4,6 +4,8 @@
 #   steering     the receive path's frame parser and flow steering
 #   pcap_append  the capture writer's reader of existing pcap files
 #   admin_api    HTTP requests through the admin API's router
+#   consumer_socket  a consumer's visits to the consumer socket (tokens,
+#                hellos, scribbles over its ring) leave nothing held
 #
 #   tests/fuzz.sh [--seconds N] [--execs N] [--instances N] [--jobs N] [--fresh] [TARGET...]
 #
@@ -14,7 +16,8 @@
 # earlier ones kept (target/fuzz/<target>/out) and their counts add up;
 # --fresh starts over. Prints one line per target with its executions,
 # crashes and hangs, summed over its instances; exits 1 when a target
-# crashed or hung, naming the inputs (replay: fuzz/target/release/TARGET < FILE).
+# crashed or hung, naming the inputs and replaying each once outside AFL
+# (by hand: fuzz/target/release/TARGET < FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +34,7 @@ while (($#)); do
         --jobs) jobs=$2; shift 2 ;;
         --instances) instances=$2; shift 2 ;;
         --fresh) fresh=1; shift ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) targets+=("$1"); shift ;;
     esac
@@ -91,6 +94,20 @@ for t in "${targets[@]}"; do
 done
 wait
 
+# Names a crashing or hanging input and runs it once more outside AFL, so
+# that a log (CI's) says why: the panic's message, or that it passes alone.
+replay() {
+    local target=$1 input=$2 output rc=0
+    echo "  $input"
+    output=$(timeout 30 "fuzz/target/release/$target" <"$input" 2>&1) || rc=$?
+    if ((rc == 0)); then
+        echo "    replayed alone, it passes: it failed under AFL's load or timing"
+    else
+        echo "    replayed alone, it fails (exit $rc):"
+        tail -n 15 <<<"$output" | sed 's/^/    /'
+    fi
+}
+
 # Sums a fuzzer_stats field over a target's instances.
 total() { awk -v k="$1" '$1 == k { n += $3 } END { printf "%d", n }' "$runs/$2"/out/*/fuzzer_stats; }
 failed=0
@@ -109,7 +126,9 @@ for t in "${targets[@]}"; do
         "$(total execs_per_sec "$t")" "$(sed -n 's/^corpus_count *: *//p' "$main")" "$crashes" "$hangs"
     if ((crashes + hangs > 0)); then
         failed=1
-        ls -1 "$runs/$t"/out/*/{crashes,hangs}/id:* 2>/dev/null | sed 's/^/  /'
+        for input in "$runs/$t"/out/*/{crashes,hangs}/id:*; do
+            [[ -e $input ]] && replay "$t" "$input"
+        done
     fi
 done
 exit "$failed"
