@@ -5,7 +5,8 @@
 //! the one installation: ports and flows applied with kubectl, datagrams from
 //! the host counted through the Service, a REST capture read by tshark, a
 //! killed gateway, a deleted operator, a bad flow, `helm test`, `helm
-//! upgrade`, and an uninstall that leaves nothing behind.
+//! upgrade`, a consumer pod, an AF_XDP port on a device a device plugin
+//! handed the gateway pod, and an uninstall that leaves nothing behind.
 //! `tests/run.sh` brings the nodes up and names their admin kubeconfig in
 //! `DAQIRI_TEST_NODES_KUBECONFIG`; this needs root.
 
@@ -36,6 +37,10 @@ const UDP_PORT: u16 = 4096;
 /// The host directory of the gateways' consumer socket.
 const CONSUMER_DIR: &str = "/run/daqiri-e2e/consumers";
 const CONSUMER_IMAGE: &str = "localhost/daqiri-consumer-python:0.1.0";
+/// The resource each node's device plugin (tests/k8s/nodes.sh) hands out: veths.
+const VF_RESOURCE: &str = "daqiri.test/veth_vf";
+/// Where the veths' peers are, each with an address and its veth's MAC as neighbour.
+const VF_NAMESPACE: &str = "daqiri-vfs";
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
@@ -174,6 +179,7 @@ fn the_appliance_installs_carries_traffic_survives_its_faults_upgrades_and_unins
     // node-b stays without a gateway: on this one host its consumer socket
     // would be node-a's (one host directory), which a gateway refuses to take.
     a_consumer_pod_reads_the_queues_through_the_host_path_socket_byte_exact();
+    a_veth_the_device_plugin_hands_out_is_resolved_and_received_with_af_xdp();
     drop(installed);
     nothing_is_left_behind();
     eprintln!("every scenario in {:.1?}", started.elapsed());
@@ -339,28 +345,22 @@ fn a_port_for_one_node_runs_there_only_and_a_capture_through_the_service_reads_b
     }
 }
 
+/// `helm upgrade --reuse-values --set SET` of the release.
+fn helm_upgrade(set: &str) {
+    let chart = root().join("charts/daqiri-gateway");
+    let (chart, namespace) = (chart.to_str().unwrap(), NAMESPACE);
+    cli("helm", &["upgrade", RELEASE, chart, "-n", namespace, "--reuse-values", "--set", set]);
+}
+
 /// The upgrade also opens the gateways' consumer socket, in a host
 /// directory of the suite's own (the chart's default is the node's
 /// /run/daqiri/consumers), for the consumer pod after it.
 fn helm_upgrade_rolls_the_pods_and_the_operator_configures_the_new_ones() {
     let before: Vec<Value> = gateways().into_values().collect();
-    let chart = root().join("charts/daqiri-gateway");
-    cli(
-        "helm",
-        &[
-            "upgrade",
-            RELEASE,
-            chart.to_str().unwrap(),
-            "-n",
-            NAMESPACE,
-            "--reuse-values",
-            "--set",
-            &format!(
-                "gateway.captures.maxRunning=4,operator.logLevel=debug,gateway.consumers.enabled=true,\
-                 gateway.consumers.hostPath={CONSUMER_DIR}"
-            ),
-        ],
-    );
+    helm_upgrade(&format!(
+        "gateway.captures.maxRunning=4,operator.logLevel=debug,gateway.consumers.enabled=true,\
+         gateway.consumers.hostPath={CONSUMER_DIR}"
+    ));
     kubectl(&["rollout", "status", "ds/daqiri-gateway-gateway", "--timeout", "240s"]);
     kubectl(&["rollout", "status", "deploy/daqiri-gateway-operator", "--timeout", "120s"]);
     let after = wait_for("node-a's new gateway configured", Duration::from_secs(120), || {
@@ -435,6 +435,89 @@ print(len(payloads), hashlib.sha256(b"".join(sorted(payloads))).hexdigest(), flu
     let digest: String = Sha256::digest(sent.concat()).iter().map(|b| format!("{b:02x}")).collect();
     assert!(printed.contains(&format!("{COUNT} {digest}")), "read other bytes than were sent: {printed}");
     kubectl(&["delete", "pod", "consumer", "--timeout", "60s"]);
+}
+
+/// The device plugin's resource as `node` advertises it (`allocatable`).
+fn allocatable_vfs(node: &str) -> Option<String> {
+    let node = kubectl_json(&["get", "node", node]);
+    node["status"]["allocatable"][VF_RESOURCE].as_str().map(str::to_owned)
+}
+
+/// Whether `netdev` (on the host) has an XDP program attached.
+fn xdp_attached(netdev: &str) -> bool {
+    let link: Value = serde_json::from_str(&cli("ip", &["-j", "-d", "link", "show", netdev])).unwrap();
+    !link[0]["xdp"].is_null()
+}
+
+/// The kernel-bypass image on node-a's gateway, which asks for one of the
+/// device plugin's veths (the chart's `gateway.sriov`) with the AF_XDP
+/// capabilities on the host network: the kubelet allocates a veth and puts
+/// its name in the container's `PCIDEVICE_DAQIRI_TEST_VETH_VF`; the gateway
+/// resolves the operator's `k8s-resource:` address from it, attaches its XDP
+/// program to that veth (the other stays untouched) and counts every
+/// datagram sent into it. A veth set down becomes Unhealthy through the
+/// plugin's ListAndWatch, and the kubelet's allocatable follows.
+fn a_veth_the_device_plugin_hands_out_is_resolved_and_received_with_af_xdp() {
+    const COUNT: u32 = 2_000;
+    assert_eq!(allocatable_vfs("node-a").as_deref(), Some("2"), "node-a advertises both veths");
+    // One engine per gateway: the socket port leaves node-a first.
+    kubectl(&["delete", "daqiriport", "udp-node-a", "--timeout", "60s"]);
+    cli("kubectl", &["label", "node", "node-a", "--overwrite", "daqiri.nvidia.com/instrument=true"]);
+    helm_upgrade(&format!(
+        "image.tag=0.1.0-bypass,gateway.hostNetwork=true,gateway.capabilities={{NET_ADMIN,BPF,NET_RAW,IPC_LOCK}},\
+         gateway.sriov.resourceName={VF_RESOURCE},gateway.sriov.count=1"
+    ));
+    kubectl(&["rollout", "status", "ds/daqiri-gateway-gateway", "--timeout", "240s"]);
+    apply(&sample("port-af-xdp.yaml").replace("nvidia.com/cx7_vf", VF_RESOURCE));
+    let pod = wait_for("node-a's gateway receiving vf-xdp with AF_XDP", Duration::from_secs(120), || {
+        let pod = gateways().remove("node-a")?;
+        let status = try_status(&pod)?;
+        (ready(&pod) && interface_names(&status) == ["vf-xdp"] && status["engine"] == "running").then_some(pod)
+    });
+    let pid = container_process(&pod, "gateway", "daqiri-gateway").expect("the gateway container's process");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let given: Vec<String> = String::from_utf8_lossy(&environ)
+        .split('\0')
+        .filter_map(|v| v.strip_prefix("PCIDEVICE_DAQIRI_TEST_VETH_VF=").map(str::to_owned))
+        .collect();
+    let [vf] = given.as_slice() else { panic!("the kubelet gave the gateway one veth: {given:?}") };
+    let other = ["dqvf-a0", "dqvf-a1"].into_iter().find(|v| v != vf).expect("node-a's two veths");
+    assert!(xdp_attached(vf) && !xdp_attached(other), "the XDP program is on {vf} alone");
+    let state = get("daqirinodestate", "node-a");
+    let vfs = &state["status"]["sriovResources"][0];
+    assert_eq!((&vfs["resourceName"], &vfs["capacity"]), (&VF_RESOURCE.into(), &2.into()), "{state}");
+
+    // Into the veth from its peer, which has the veth's MAC as its neighbour.
+    let peer = format!("{vf}p");
+    let neighbours: Value =
+        serde_json::from_str(&cli("ip", &["-n", VF_NAMESPACE, "-j", "neigh", "show", "dev", &peer])).unwrap();
+    let target = neighbours[0]["dst"].as_str().unwrap().to_owned();
+    let sender = format!(
+        "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         for seq in range({COUNT}):\n    s.sendto(seq.to_bytes(4, 'big') * 64, ('{target}', {UDP_PORT}))\n    \
+         if seq % 500 == 499: time.sleep(0.005)\n"
+    );
+    cli("ip", &["netns", "exec", VF_NAMESPACE, "python3", "-c", &sender]);
+    let address = admin_address(&pod);
+    wait_for(&format!("node-a's gateway counting {COUNT} from {vf}"), Duration::from_secs(30), || {
+        (http_get(&address, "/metrics").as_deref().and_then(received)? == u64::from(COUNT)).then_some(())
+    });
+
+    // The plugin reports the other veth down as Unhealthy; the kubelet's
+    // allocatable follows, and the operator's node state with it.
+    cli("ip", &["link", "set", other, "down"]);
+    wait_for("node-a's allocatable veths down to 1", Duration::from_secs(30), || {
+        (allocatable_vfs("node-a")? == "1").then_some(())
+    });
+    wait_for("node-a's node state saying 1 allocatable", Duration::from_secs(30), || {
+        (get("daqirinodestate", "node-a")["status"]["sriovResources"][0]["allocatable"] == 1).then_some(())
+    });
+    cli("ip", &["link", "set", other, "up"]);
+    wait_for("node-a's allocatable veths back to 2", Duration::from_secs(30), || {
+        (allocatable_vfs("node-a")? == "2").then_some(())
+    });
+    kubectl(&["delete", "daqiriport", "vf-xdp", "--timeout", "60s"]);
+    cli("kubectl", &["label", "node", "node-a", "daqiri.nvidia.com/instrument-"]);
 }
 
 /// After `helm uninstall`: no pod, no object the release or its operator

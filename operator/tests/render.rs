@@ -112,6 +112,26 @@ fn an_sriov_dpdk_port_renders_a_resource_address_and_raw_stream() {
 }
 
 #[test]
+fn an_af_xdp_port_renders_the_af_xdp_engine_and_does_not_share_a_gateway_with_dpdk() {
+    let mut ports: Vec<DaqiriPort> = load("port-af-xdp.yaml");
+    let labelled = node("gpu-1", &[("daqiri.nvidia.com/instrument", "true")]);
+    let config = render_node(&labelled, &ports, &[]).unwrap();
+    assert_eq!(config.ports["vf-xdp"], Verdict::Included);
+    let cfg = tree(&config.yaml);
+    assert_eq!((&cfg["stream_type"], &cfg["engine"]), (&"raw".into(), &"af_xdp".into()));
+    assert_eq!(cfg["interfaces"][0]["address"], "k8s-resource:nvidia.com/cx7_vf");
+    assert_eq!(cfg["memory_regions"][0]["name"], "vf-xdp-rx");
+
+    ports.extend(load::<DaqiriPort>("port-sriov-dpdk.yaml"));
+    let config = render_node(&labelled, &ports, &[]).unwrap();
+    // Name order: cx7-vf (dpdk) decides the node's engine.
+    assert_eq!(config.ports["cx7-vf"], Verdict::Included);
+    let mixed = invalid(config.ports.get("vf-xdp"));
+    assert_eq!(mixed.path, "spec.backend");
+    assert!(mixed.message.contains("afxdp cannot share node gpu-1 with port cx7-vf (dpdk)"), "{mixed}");
+}
+
+#[test]
 fn rss_and_tx_queues_land_on_their_keys() {
     let mut ports: Vec<DaqiriPort> = load("port-socket.yaml");
     ports[0].spec.tx_queues = ports[0].spec.rx_queues[..1].to_vec();

@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod device_resource;
 mod diagnostic;
 mod document;
 mod endpoint;

@@ -1002,6 +1002,10 @@ fn engine_af_xdp_drives_raw_interfaces_by_netdev_name() {
     assert_error(&pci, "daqiri.cfg.interfaces[0].address", "netdev name");
     let long = af_xdp.replace("address: veth0", "address: a-very-long-netdev-name");
     assert_error(&long, "daqiri.cfg.interfaces[0].address", "longer than the 15 bytes");
+    // A device plugin's resource, as the operator renders it: the gateway
+    // pod resolves it to its netdev before validating; unresolved it passes.
+    let resource = af_xdp.replace("address: veth0", "address: \"k8s-resource:nvidia.com/cx7_vf#1\"");
+    Document::parse(&resource).unwrap().validate().expect("a device plugin's resource, unresolved");
     let socket = edit(SOCKET, "    stream_type: socket\n", "    stream_type: socket\n    engine: af_xdp\n");
     assert_error(&socket, "daqiri.cfg.engine", "engine \"af_xdp\" cannot drive stream_type socket");
 }

@@ -14,7 +14,7 @@ pub(crate) fn validate(yaml: &str) -> Result<ValidConfig, Report> {
         &mut doc,
         |var| std::env::var(var).ok(),
         Path::new(device_plugin::DEVICE_INFO_DIR),
-        Path::new(device_plugin::PCI_DEVICES_DIR),
+        Path::new(device_plugin::SYSFS),
     )?;
     doc.validate()
 }

@@ -10,24 +10,63 @@
 //! the resource's `/` as `-`). The gateway resolves the address to the PCIe
 //! address before validating the config; for `engine: af_xdp`, which opens
 //! a netdev, on to the VF's netdev name (`/sys/bus/pci/devices/<pci>/net/`).
+//! A plugin that hands out netdevs rather than PCIe functions (a device id
+//! that is no PCIe address but a netdev in `/sys/class/net`) serves
+//! `engine: af_xdp` only.
 
 use std::path::Path;
 
+use daqiri_config::device_resource::{PREFIX, is_device_resource};
 use daqiri_config::model::EngineKind;
 use daqiri_config::{Document, Report, YamlPath};
-
-/// The address prefix that asks for resolution.
-pub(crate) const PREFIX: &str = "k8s-resource:";
 
 /// Where the device plugin writes device-info files.
 pub(crate) const DEVICE_INFO_DIR: &str = "/var/run/k8s.cni.cncf.io/devinfo/dp";
 
-/// Where the kernel lists PCIe devices, each with its netdevs under `net/`.
-pub(crate) const PCI_DEVICES_DIR: &str = "/sys/bus/pci/devices";
+/// Where the kernel lists PCIe devices (`bus/pci/devices/<pci>/net/`) and
+/// netdevs (`class/net/<name>`).
+pub(crate) const SYSFS: &str = "/sys";
 
-/// The netdev of PCIe function `pci` (listed under `pci_devices`).
-fn netdev_of(pci: &str, pci_devices: &Path) -> Result<String, String> {
-    let dir = pci_devices.join(pci).join("net");
+/// Whether `id` is written as a PCIe address (`[dddd:]bb:dd.f`, hex).
+fn is_pci_address(id: &str) -> bool {
+    let hex = |s: &str, len: usize| s.len() == len && s.chars().all(|c| c.is_ascii_hexdigit());
+    let Some((slot, function)) = id.rsplit_once('.') else { return false };
+    if !matches!(function.as_bytes(), [b'0'..=b'7']) {
+        return false;
+    }
+    match slot.split(':').collect::<Vec<_>>().as_slice() {
+        [domain, bus, device] => hex(domain, 4) && hex(bus, 2) && hex(device, 2),
+        [bus, device] => hex(bus, 2) && hex(device, 2),
+        _ => false,
+    }
+}
+
+/// The netdev a device id names for `engine: af_xdp`: a PCIe function's
+/// own netdev, or the id itself when the plugin hands out netdevs.
+fn netdev_for(id: &str, sysfs: &Path) -> Result<String, String> {
+    if is_pci_address(id) {
+        netdev_of(id, sysfs)
+    } else if sysfs.join("class/net").join(id).exists() {
+        Ok(id.to_owned())
+    } else {
+        Err(format!("{id} is neither a PCIe address nor a netdev of this network namespace"))
+    }
+}
+
+/// The PCIe function a device id names for `engine: dpdk`.
+fn pci_for(id: &str) -> Result<String, String> {
+    if is_pci_address(id) {
+        Ok(id.to_owned())
+    } else {
+        Err(format!(
+            "{id} is not a PCIe address: the device plugin hands out netdevs, which engine dpdk cannot drive (engine af_xdp can)"
+        ))
+    }
+}
+
+/// The netdev of PCIe function `pci` (under `sysfs`).
+fn netdev_of(pci: &str, sysfs: &Path) -> Result<String, String> {
+    let dir = sysfs.join("bus/pci/devices").join(pci).join("net");
     let names: Vec<String> = std::fs::read_dir(&dir)
         .map_err(|e| {
             format!(
@@ -102,14 +141,14 @@ pub(crate) fn resolve_document(
     doc: &mut Document,
     env: impl Fn(&str) -> Option<String>,
     dir: &Path,
-    pci_devices: &Path,
+    sysfs: &Path,
 ) -> Result<(), Report> {
     let mut report = Report::default();
     let wants_netdev = doc.config.engine == Some(EngineKind::AfXdp);
     for (i, iface) in doc.config.interfaces.iter_mut().enumerate() {
-        if iface.address.starts_with(PREFIX) {
+        if is_device_resource(&iface.address) {
             let resolved = resolve(&iface.address, &env, dir)
-                .and_then(|pci| if wants_netdev { netdev_of(&pci, pci_devices) } else { Ok(pci) });
+                .and_then(|id| if wants_netdev { netdev_for(&id, sysfs) } else { pci_for(&id) });
             match resolved {
                 Ok(address) => iface.address = address,
                 Err(message) => {
@@ -187,25 +226,57 @@ mod tests {
         assert_eq!(doc.config.interfaces[0].address, "0000:3b:02.1");
     }
 
+    const AF_XDP: &str = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    engine: af_xdp\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: vf\n      address: \"k8s-resource:nvidia.com/cx7_vf\"\n      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }\n";
+
+    /// A sysfs of one VF with its netdev, one bound to vfio-pci, and a veth.
+    fn sysfs(tag: &str) -> std::path::PathBuf {
+        let sysfs = std::env::temp_dir().join(format!("daqiri-sysfs-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(sysfs.join("bus/pci/devices/0000:3b:02.1/net/ens1f0v1")).unwrap();
+        std::fs::create_dir_all(sysfs.join("bus/pci/devices/0000:3b:02.2")).unwrap();
+        std::fs::create_dir_all(sysfs.join("class/net/dqvf-a0")).unwrap();
+        sysfs
+    }
+
+    fn resolved(yaml: &str, device: &str, sysfs: &Path) -> Result<String, String> {
+        let mut doc = Document::parse(yaml).unwrap();
+        match resolve_document(&mut doc, env(&[("PCIDEVICE_NVIDIA_COM_CX7_VF", device)]), nowhere(), sysfs) {
+            Ok(()) => Ok(doc.config.interfaces[0].address.clone()),
+            Err(report) => Err(report.errors().next().unwrap().message.clone()),
+        }
+    }
+
     /// AF_XDP opens a netdev: the VF's PCIe address goes on to its netdev.
     #[test]
     fn an_af_xdp_interface_gets_the_vfs_netdev_or_says_why_not() {
-        let yaml = "daqiri:\n  cfg:\n    version: 1\n    stream_type: raw\n    engine: af_xdp\n    memory_regions:\n    - { name: m, kind: host, num_bufs: 64, buf_size: 2048 }\n    interfaces:\n    - name: vf\n      address: \"k8s-resource:nvidia.com/cx7_vf\"\n      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }\n";
-        let sysfs = std::env::temp_dir().join(format!("daqiri-pci-{}", std::process::id()));
-        std::fs::create_dir_all(sysfs.join("0000:3b:02.1/net/ens1f0v1")).unwrap();
-        std::fs::create_dir_all(sysfs.join("0000:3b:02.2")).unwrap();
-        let mut doc = Document::parse(yaml).unwrap();
-        resolve_document(&mut doc, env(&[("PCIDEVICE_NVIDIA_COM_CX7_VF", "0000:3b:02.1")]), nowhere(), &sysfs).unwrap();
-        assert_eq!(doc.config.interfaces[0].address, "ens1f0v1");
-        let mut doc = Document::parse(yaml).unwrap();
-        let vfio = env(&[("PCIDEVICE_NVIDIA_COM_CX7_VF", "0000:3b:02.2")]);
-        let report = resolve_document(&mut doc, vfio, nowhere(), &sysfs).unwrap_err();
-        let error = report.errors().next().unwrap();
-        assert!(
-            error.message.contains("0000:3b:02.2 has no netdev") && error.message.contains("vfio-pci"),
-            "{}",
-            error.message
-        );
+        let sysfs = sysfs("vf");
+        assert_eq!(resolved(AF_XDP, "0000:3b:02.1", &sysfs).unwrap(), "ens1f0v1");
+        let error = resolved(AF_XDP, "0000:3b:02.2", &sysfs).unwrap_err();
+        assert!(error.contains("0000:3b:02.2 has no netdev") && error.contains("vfio-pci"), "{error}");
         std::fs::remove_dir_all(&sysfs).unwrap();
+    }
+
+    /// A plugin that hands out netdevs (tests/k8s's veth plugin) serves
+    /// AF_XDP as they are; DPDK, which drives PCIe functions, refuses them.
+    #[test]
+    fn a_netdev_a_plugin_hands_out_serves_af_xdp_and_not_dpdk() {
+        let sysfs = sysfs("netdev");
+        assert_eq!(resolved(AF_XDP, "dqvf-a0", &sysfs).unwrap(), "dqvf-a0");
+        let error = resolved(AF_XDP, "dqvf-zz", &sysfs).unwrap_err();
+        assert!(error.contains("dqvf-zz is neither a PCIe address nor a netdev"), "{error}");
+        let dpdk = AF_XDP.replace("engine: af_xdp", "engine: dpdk").replace("kind: host", "kind: huge");
+        let error = resolved(&dpdk, "dqvf-a0", &sysfs).unwrap_err();
+        assert!(error.contains("dqvf-a0 is not a PCIe address") && error.contains("engine af_xdp can"), "{error}");
+        assert_eq!(resolved(&dpdk, "3b:02.1", &sysfs).unwrap(), "3b:02.1");
+        std::fs::remove_dir_all(&sysfs).unwrap();
+    }
+
+    #[test]
+    fn pci_addresses_are_told_from_netdev_names() {
+        for pci in ["0000:3b:02.1", "3b:02.7", "ABCD:ff:1f.0"] {
+            assert!(is_pci_address(pci), "{pci}");
+        }
+        for other in ["dqvf-a0", "ens1f0v1", "0000:3b:02.8", "3b:02", "0000:3b:2.1", "00:3b:02.1", "3b.02.1"] {
+            assert!(!is_pci_address(other), "{other}");
+        }
     }
 }

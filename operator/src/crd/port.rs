@@ -28,9 +28,10 @@ use super::ResourceStatus;
     cel
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("self.backend == 'socket' || has(self.device) || self.backend == 'rdma'").message("dpdk ports need spec.device (pciAddress, netdev or resourceName)"))]
-#[x_kube(validation = Rule::new("self.backend == 'dpdk' || has(self.socket)").message("socket and rdma ports need spec.socket (mode and addresses)"))]
-#[x_kube(validation = Rule::new("self.backend != 'dpdk' || !has(self.socket)").message("spec.socket applies to socket and rdma ports, not dpdk"))]
+#[x_kube(validation = Rule::new("self.backend == 'socket' || has(self.device) || self.backend == 'rdma'").message("dpdk and af_xdp ports need spec.device (pciAddress, netdev or resourceName)"))]
+#[x_kube(validation = Rule::new("self.backend in ['dpdk', 'af_xdp'] || has(self.socket)").message("socket and rdma ports need spec.socket (mode and addresses)"))]
+#[x_kube(validation = Rule::new("!(self.backend in ['dpdk', 'af_xdp']) || !has(self.socket)").message("spec.socket applies to socket and rdma ports, not dpdk or af_xdp"))]
+#[x_kube(validation = Rule::new("self.backend != 'af_xdp' || !has(self.device) || !has(self.device.pciAddress)").message("af_xdp ports open a netdev: give device.netdev or device.resourceName"))]
 #[x_kube(validation = Rule::new("self.backend == 'rdma' || !has(self.roce)").message("spec.roce applies to rdma ports only"))]
 #[x_kube(validation = Rule::new("!has(self.roce) || !has(self.roce.ingest) || (has(self.socket) && self.socket.mode == 'server' && !has(self.socket.remoteAddr) && size(self.rxQueues) == 1 && (!has(self.txQueues) || size(self.txQueues) == 0))").message("an ingest port (roce.ingest) is a server with one rxQueue, no txQueues and no remoteAddr: its sender was programmed with the ring's address"))]
 #[x_kube(validation = Rule::new("!has(self.roce) || !has(self.roce.ingest) || size(self.rxQueues) != 1 || self.memoryRegions.exists(r, r.name == self.rxQueues[0].memoryRegions[0] && has(r.access) && 'rdma_write' in r.access)").message("an ingest port's ring (its rxQueue's region) needs rdma_write in its access list: the sender writes it"))]
@@ -80,6 +81,9 @@ pub enum PortBackend {
     Socket,
     /// DPDK poll-mode driver on the device.
     Dpdk,
+    /// AF_XDP sockets on the device's netdev.
+    #[serde(rename = "af_xdp")]
+    AfXdp,
     /// RoCE through ibverbs.
     Rdma,
 }

@@ -3,6 +3,7 @@
 //! interface name (`udp-rx-payload`) to keep ports apart.
 
 use daqiri_config::EngineConfig;
+use daqiri_config::device_resource::PREFIX;
 use daqiri_config::model::{
     ActionType, BitField, CpuCore, DataTypes, EngineKind, EthernetMatch, Flow, FlowAction, FlowMatch, Interface,
     MemoryRegion, PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod, RoceConfig, RoceIngest, RxConfig,
@@ -11,11 +12,6 @@ use daqiri_config::model::{
 use kube::ResourceExt;
 
 use crate::crd::{BitFieldSpec, DaqiriFlow, DaqiriPort, DeviceSpec, PortBackend, QueueSpec, ReorderSpec};
-
-/// Prefix of an interface address the gateway resolves from the SR-IOV
-/// device plugin's environment: `k8s-resource:nvidia.com/cx7_vf` or, for
-/// the second device of that resource, `k8s-resource:nvidia.com/cx7_vf#1`.
-pub const RESOURCE_ADDRESS_PREFIX: &str = "k8s-resource:";
 
 /// The interface name a port gets in the config and in metrics.
 pub fn interface_name(port: &DaqiriPort) -> String {
@@ -27,6 +23,7 @@ pub fn engine_config(backend: PortBackend) -> EngineConfig {
     let (stream_type, engine) = match backend {
         PortBackend::Socket | PortBackend::Rdma => (StreamType::Socket, None),
         PortBackend::Dpdk => (StreamType::Raw, Some(EngineKind::Dpdk)),
+        PortBackend::AfXdp => (StreamType::Raw, Some(EngineKind::AfXdp)),
     };
     EngineConfig::new(stream_type, engine)
 }
@@ -92,13 +89,15 @@ pub fn interface(port: &DaqiriPort, flows: &[&DaqiriFlow]) -> Interface {
     }
 }
 
+/// The device's address; a device plugin's resource is resolved on the
+/// node, by the gateway pod that was given one.
 fn address(device: &DeviceSpec) -> String {
     match (&device.pci_address, &device.netdev, &device.resource_name) {
         (Some(pci), _, _) => pci.clone(),
         (None, Some(netdev), _) => netdev.clone(),
         (None, None, Some(resource)) => match device.resource_index {
-            Some(index) if index > 0 => format!("{RESOURCE_ADDRESS_PREFIX}{resource}#{index}"),
-            _ => format!("{RESOURCE_ADDRESS_PREFIX}{resource}"),
+            Some(index) if index > 0 => format!("{PREFIX}{resource}#{index}"),
+            _ => format!("{PREFIX}{resource}"),
         },
         (None, None, None) => String::new(),
     }

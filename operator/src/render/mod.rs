@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use sha2::{Digest, Sha256};
 
 use crate::crd::{DaqiriFlow, DaqiriPort, PortBackend};
-pub use convert::{RESOURCE_ADDRESS_PREFIX, interface_name};
+pub use convert::interface_name;
 
 /// A node as far as rendering cares: its name and labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,11 +90,11 @@ pub fn render_node(node: &NodeInfo, ports: &[DaqiriPort], flows: &[DaqiriFlow]) 
     };
     let mut accepted: Vec<&DaqiriPort> = Vec::new();
     for port in ports.iter().copied() {
-        let verdict = if stream_class(port.spec.backend) != stream_class(first.spec.backend) {
+        let verdict = if engine_class(port.spec.backend) != engine_class(first.spec.backend) {
             Verdict::Invalid(Finding {
                 path: "spec.backend".into(),
                 message: format!(
-                    "{:?} cannot share node {} with port {} ({:?}): a gateway runs either socket/rdma or dpdk ports",
+                    "{:?} cannot share node {} with port {} ({:?}): a gateway runs socket/rdma, dpdk or af_xdp ports, one kind at a time",
                     port.spec.backend,
                     node.name,
                     first.name_any(),
@@ -150,10 +150,12 @@ pub fn sha256_hex(text: &str) -> String {
     Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn stream_class(backend: PortBackend) -> u8 {
+/// Ports of one class share a gateway: its config names one engine.
+fn engine_class(backend: PortBackend) -> u8 {
     match backend {
         PortBackend::Socket | PortBackend::Rdma => 0,
         PortBackend::Dpdk => 1,
+        PortBackend::AfXdp => 2,
     }
 }
 

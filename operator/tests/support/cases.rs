@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 const SAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples");
 
 /// The port samples' files.
-pub const PORT_SAMPLES: [&str; 3] = ["port-socket.yaml", "port-sriov-dpdk.yaml", "port-roce-ingest.yaml"];
+pub const PORT_SAMPLES: [&str; 4] =
+    ["port-socket.yaml", "port-sriov-dpdk.yaml", "port-af-xdp.yaml", "port-roce-ingest.yaml"];
 
 /// The objects of a sample file.
 pub fn samples(file: &str) -> Vec<Value> {
@@ -38,9 +39,21 @@ fn without(base: &Value, key: &str) -> Value {
 pub fn port_mistakes() -> Vec<Mistake> {
     let socket = samples("port-socket.yaml").remove(0);
     let dpdk = samples("port-sriov-dpdk.yaml").remove(0);
+    let af_xdp = samples("port-af-xdp.yaml").remove(0);
     let ingest = samples("port-roce-ingest.yaml").remove(0);
     vec![
-        ("dpdk without device", without(&dpdk, "device"), "dpdk ports need spec.device"),
+        ("dpdk without device", without(&dpdk, "device"), "dpdk and af_xdp ports need spec.device"),
+        ("af_xdp without device", without(&af_xdp, "device"), "dpdk and af_xdp ports need spec.device"),
+        (
+            "af_xdp on a PCIe address",
+            with(&af_xdp, "/spec/device", json!({"pciAddress": "0000:3b:00.0"})),
+            "af_xdp ports open a netdev",
+        ),
+        (
+            "af_xdp with socket endpoints",
+            with(&af_xdp, "/spec/socket", json!({"mode": "server", "localAddr": "udp://0.0.0.0:1"})),
+            "not dpdk or af_xdp",
+        ),
         ("socket without endpoints", without(&socket, "socket"), "socket and rdma ports need spec.socket"),
         (
             "two device fields",
