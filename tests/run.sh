@@ -42,12 +42,13 @@ if [[ $ignored == --run-ignored=all ]]; then
     DAQIRI_TEST_IMAGES=$images cargo nextest run -p daqiri-operator --test image --run-ignored=all --no-fail-fast
     # The appliance end to end on two real nodes of this machine (kubelets,
     # containerd, runc, CNI, CoreDNS; tests/k8s/nodes.sh), with the image just
-    # built and the Python consumer image (gateway/python/Dockerfile).
+    # built (the kernel-bypass one for an AF_XDP port on a device a device
+    # plugin hands out) and the Python consumer image (gateway/python/Dockerfile).
     tests/k8s/image.sh build consumer >/dev/null
     nodes=target/k8s/nodes
     trap 'tests/k8s/nodes.sh down "$nodes"' EXIT
     nodes_kubeconfig=$(tests/k8s/nodes.sh up "$nodes" 2)
-    for variant in socket consumer; do
+    for variant in socket bypass consumer; do
         tests/k8s/image.sh archive $variant target/k8s/$variant-image.tar
         tests/k8s/nodes.sh import "$nodes" target/k8s/$variant-image.tar
     done

@@ -437,6 +437,13 @@ print(len(payloads), hashlib.sha256(b"".join(sorted(payloads))).hexdigest(), flu
     kubectl(&["delete", "pod", "consumer", "--timeout", "60s"]);
 }
 
+/// `ip ARGS` on the host; its stdout.
+fn ip(args: &[&str]) -> String {
+    let output = Command::new("ip").args(args).output().expect("ip (iproute2)");
+    assert!(output.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// The device plugin's resource as `node` advertises it (`allocatable`).
 fn allocatable_vfs(node: &str) -> Option<String> {
     let node = kubectl_json(&["get", "node", node]);
@@ -445,7 +452,7 @@ fn allocatable_vfs(node: &str) -> Option<String> {
 
 /// Whether `netdev` (on the host) has an XDP program attached.
 fn xdp_attached(netdev: &str) -> bool {
-    let link: Value = serde_json::from_str(&cli("ip", &["-j", "-d", "link", "show", netdev])).unwrap();
+    let link: Value = serde_json::from_str(&ip(&["-j", "-d", "link", "show", netdev])).unwrap();
     !link[0]["xdp"].is_null()
 }
 
@@ -464,7 +471,7 @@ fn a_veth_the_device_plugin_hands_out_is_resolved_and_received_with_af_xdp() {
     kubectl(&["delete", "daqiriport", "udp-node-a", "--timeout", "60s"]);
     cli("kubectl", &["label", "node", "node-a", "--overwrite", "daqiri.nvidia.com/instrument=true"]);
     helm_upgrade(&format!(
-        "image.tag=0.1.0-bypass,gateway.hostNetwork=true,gateway.capabilities={{NET_ADMIN,BPF,NET_RAW,IPC_LOCK}},\
+        "image.tag=0.1.0-bypass,gateway.hostNetwork=true,gateway.capabilities={{NET_ADMIN,BPF,PERFMON,NET_RAW,IPC_LOCK}},\
          gateway.sriov.resourceName={VF_RESOURCE},gateway.sriov.count=1"
     ));
     kubectl(&["rollout", "status", "ds/daqiri-gateway-gateway", "--timeout", "240s"]);
@@ -490,14 +497,14 @@ fn a_veth_the_device_plugin_hands_out_is_resolved_and_received_with_af_xdp() {
     // Into the veth from its peer, which has the veth's MAC as its neighbour.
     let peer = format!("{vf}p");
     let neighbours: Value =
-        serde_json::from_str(&cli("ip", &["-n", VF_NAMESPACE, "-j", "neigh", "show", "dev", &peer])).unwrap();
+        serde_json::from_str(&ip(&["-n", VF_NAMESPACE, "-j", "neigh", "show", "dev", &peer])).unwrap();
     let target = neighbours[0]["dst"].as_str().unwrap().to_owned();
     let sender = format!(
         "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
          for seq in range({COUNT}):\n    s.sendto(seq.to_bytes(4, 'big') * 64, ('{target}', {UDP_PORT}))\n    \
          if seq % 500 == 499: time.sleep(0.005)\n"
     );
-    cli("ip", &["netns", "exec", VF_NAMESPACE, "python3", "-c", &sender]);
+    ip(&["netns", "exec", VF_NAMESPACE, "python3", "-c", &sender]);
     let address = admin_address(&pod);
     wait_for(&format!("node-a's gateway counting {COUNT} from {vf}"), Duration::from_secs(30), || {
         (http_get(&address, "/metrics").as_deref().and_then(received)? == u64::from(COUNT)).then_some(())
@@ -505,14 +512,14 @@ fn a_veth_the_device_plugin_hands_out_is_resolved_and_received_with_af_xdp() {
 
     // The plugin reports the other veth down as Unhealthy; the kubelet's
     // allocatable follows, and the operator's node state with it.
-    cli("ip", &["link", "set", other, "down"]);
+    ip(&["link", "set", other, "down"]);
     wait_for("node-a's allocatable veths down to 1", Duration::from_secs(30), || {
         (allocatable_vfs("node-a")? == "1").then_some(())
     });
     wait_for("node-a's node state saying 1 allocatable", Duration::from_secs(30), || {
         (get("daqirinodestate", "node-a")["status"]["sriovResources"][0]["allocatable"] == 1).then_some(())
     });
-    cli("ip", &["link", "set", other, "up"]);
+    ip(&["link", "set", other, "up"]);
     wait_for("node-a's allocatable veths back to 2", Duration::from_secs(30), || {
         (allocatable_vfs("node-a")? == "2").then_some(())
     });

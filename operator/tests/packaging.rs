@@ -135,7 +135,7 @@ fn values_files_shape_the_gateway_pod() {
         assert!(sriov.contains(needle), "sriov values: missing {needle}");
     }
     let af_xdp = render(Some("ci/af-xdp.yaml"));
-    for needle in ["- NET_ADMIN", "- BPF", "- NET_RAW", "- IPC_LOCK", "drop: [ALL]", "hostNetwork: true"] {
+    for needle in ["- NET_ADMIN", "- BPF", "- PERFMON", "- NET_RAW", "- IPC_LOCK", "drop: [ALL]", "hostNetwork: true"] {
         assert!(af_xdp.contains(needle), "af_xdp values: missing {needle}");
     }
     let roce = render(Some("ci/roce.yaml"));
@@ -150,6 +150,7 @@ fn values_files_shape_the_gateway_pod() {
         "mountPath: /run/daqiri/consumers }",
         "hostPath: { path: \"/run/daqiri/consumers\", type: DirectoryOrCreate }",
         "secretName: \"daqiri-consumer-token\"",
+        r#"command: ["chown", "65532:65532", "/run/daqiri/consumers"]"#,
     ] {
         assert!(consumers.contains(needle), "consumers values: missing {needle}");
     }

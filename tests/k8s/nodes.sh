@@ -5,13 +5,18 @@
 # runc shim; Debian's runc) and a kubelet, each with its own root directory,
 # cgroup root, ports and pod subnet on that bridge (Debian's CNI plugins).
 # Cluster DNS is CoreDNS (tests/k8s/cluster-dns) on the bridge's address.
+# Each node has two veths its device plugin (tests/k8s/control-plane/
+# veth-device-plugin) hands out as resource daqiri.test/veth_vf, the way the
+# SR-IOV network device plugin hands out VFs; their peers are in network
+# namespace daqiri-vfs, each with an address and its veth's MAC as neighbour.
 # No registry: images are imported into each node's containerd, among them a
 # pause image built here from Kubernetes' own pause.c and a busybox image
 # from Debian's busybox-static (the chart's `helm test` pod).
 #
-#   nodes.sh build            builds containerd, its shim, ctr, crictl and
-#                             CoreDNS once per pinned release (tests/k8s/runtime,
-#                             tests/k8s/cluster-dns); prints the bin dir
+#   nodes.sh build            builds containerd, its shim, ctr, crictl, CoreDNS
+#                             and the device plugin once per pinned release
+#                             (tests/k8s/runtime, tests/k8s/cluster-dns,
+#                             tests/k8s/control-plane); prints the bin dir
 #   nodes.sh up DIR N         the plane and N nodes (node-a, node-b, ...) in DIR;
 #                             prints the admin kubeconfig once every node is Ready
 #   nodes.sh import DIR ARCHIVE   an OCI archive into every node's containerd
@@ -32,13 +37,16 @@ gateway=10.244.0.1
 names=(node-a node-b node-c)
 busybox=localhost/busybox:1.35
 dns_ready_port=10181
+vf_namespace=daqiri-vfs
+vf_resource=daqiri.test/veth_vf
 
 build() {
     local key cache started
-    key=$(cat "$module/go.mod" "$module/go.sum" "$here/cluster-dns/"* <(go env GOVERSION) | sha256sum | cut -c1-16)
+    key=$(cat "$module/go.mod" "$module/go.sum" "$here/cluster-dns/"* "$here/control-plane/"go.* \
+        "$here/control-plane/veth-device-plugin/"* <(go env GOVERSION) | sha256sum | cut -c1-16)
     cache=${XDG_CACHE_HOME:-$HOME/.cache}/daqiri-gateway/runtime/$key
     if [[ ! -x $cache/bin/coredns ]]; then
-        log "building containerd, its runc shim, ctr, crictl and CoreDNS (once per release; minutes on a fresh machine)"
+        log "building containerd, its runc shim, ctr, crictl, CoreDNS and the device plugin (once per release; minutes on a fresh machine)"
         started=$SECONDS
         rm -rf "$cache.partial" && mkdir -p "$cache.partial/bin"
         (cd "$module" && go build -trimpath -buildvcs=false -tags "no_btrfs no_devmapper no_zfs" \
@@ -46,6 +54,7 @@ build() {
             github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
             github.com/containerd/containerd/v2/cmd/ctr sigs.k8s.io/cri-tools/cmd/crictl)
         (cd "$here/cluster-dns" && go build -trimpath -buildvcs=false -o "$cache.partial/bin/coredns" .)
+        (cd "$here/control-plane" && go build -trimpath -buildvcs=false -o "$cache.partial/bin/" ./veth-device-plugin)
         rm -rf "$cache" && mv "$cache.partial" "$cache"
         log "built in $((SECONDS - started)) s"
     fi
@@ -207,11 +216,42 @@ EOF
     for controller in /sys/fs/cgroup/*/; do
         [[ -e $controller/cgroup.procs ]] && mkdir -p "$controller/daqiri-$name"
     done
-    "$kbin/kubelet" --config "$node/kubelet.yaml" --kubeconfig "$node/kubelet.kubeconfig" \
+    # The kubelet's device manager listens on /var/lib/kubelet/device-plugins
+    # whatever its root directory, so two kubelets on one host would share it:
+    # each runs in a mount namespace of its own where that path is its node's
+    # directory. Its root directory is a shared mount, so the volumes it
+    # mounts for pods reach containerd in the host's namespace.
+    mkdir -p "$node/kubelet" "$node/device-plugins" /var/lib/kubelet/device-plugins
+    mount --bind "$node/kubelet" "$node/kubelet"
+    mount --make-shared "$node/kubelet"
+    unshare --mount --propagation unchanged sh -c 'mount --bind "$0" /var/lib/kubelet/device-plugins && exec "$@"' \
+        "$node/device-plugins" "$kbin/kubelet" --config "$node/kubelet.yaml" --kubeconfig "$node/kubelet.kubeconfig" \
         --root-dir "$node/kubelet" --cert-dir "$node/pki" --hostname-override "$name" --node-ip "$gateway" \
         --node-labels "daqiri.nvidia.com/gateway=true" \
         >"$node/kubelet.log" 2>&1 &
     echo $! >"$node/kubelet.pid"
+    veth_vfs "$dir" "$i" "$bin"
+}
+
+# Node i's "VFs": veths dqvf-<letter>0 and 1 on the host, peers <name>p in
+# $vf_namespace with address 10.250.<j>.2/24 and the veth's MAC as neighbour
+# 10.250.<j>.1 (j = 2i + n), and the device plugin that hands them out.
+veth_vfs() {
+    local dir=$1 i=$2 bin=$3 n j vf vfs=()
+    local name=${names[$i]} node=$dir/${names[$i]}
+    for n in 0 1; do
+        j=$((2 * i + n))
+        vf=dqvf-${name#node-}$n
+        ip link add "$vf" type veth peer name "${vf}p" netns "$vf_namespace"
+        ip link set "$vf" up
+        ip -n "$vf_namespace" link set "${vf}p" up
+        ip -n "$vf_namespace" addr add "10.250.$j.2/24" dev "${vf}p"
+        ip -n "$vf_namespace" neigh add "10.250.$j.1" lladdr "$(cat "/sys/class/net/$vf/address")" dev "${vf}p"
+        vfs+=("$vf")
+    done
+    "$bin/veth-device-plugin" -kubelet-dir "$node/device-plugins" -resource "$vf_resource" \
+        -devices "$(IFS=,; echo "${vfs[*]}")" >"$node/device-plugin.log" 2>&1 &
+    echo $! >"$node/device-plugin.pid"
 }
 
 up() {
@@ -230,6 +270,7 @@ up() {
     ip addr add "$gateway/16" dev "$bridge"
     ip link set "$bridge" up
     sysctl -qw net.ipv4.ip_forward=1
+    ip netns add "$vf_namespace"
     kubeconfig=$(DAQIRI_CONTROL_PLANE_ADDRESS=$gateway "$here/control-plane.sh" start "$dir/plane")
     pause_image "$dir"
     busybox_image "$dir"
@@ -259,6 +300,14 @@ up() {
             exit 1
         done
         ((waited++ < 240)) || { log "not every node Ready in 120 s"; tail -20 "$dir"/node-a/kubelet.log >&2; exit 1; }
+        sleep 0.5
+    done
+    # Ready with the device plugin's resource registered.
+    waited=0
+    until [[ $(kubectl --kubeconfig "$kubeconfig" get nodes -o json | python3 -c 'import json, sys
+print(sum(n["status"].get("allocatable", {}).get(sys.argv[1]) == "2" for n in json.load(sys.stdin)["items"]))' \
+        "$vf_resource") == "$count" ]]; do
+        ((waited++ < 60)) || { log "the device plugins registered no $vf_resource in 30 s"; tail -5 "$dir"/node-*/device-plugin.log >&2; exit 1; }
         sleep 0.5
     done
     log "$count node(s) Ready in $((SECONDS - started)) s (logs in $dir)"
@@ -292,6 +341,7 @@ down() {
     dir=$(cd "$1" 2>/dev/null && pwd) || return 0
     for node in "$dir"/node-*/; do
         [[ -d $node ]] || continue
+        stop_pid "$node/device-plugin.pid"
         stop_pid "$node/kubelet.pid"
         # The pods' containers and sandboxes (and their network namespaces) go with their shims.
         pkill -KILL -f "containerd-shim-runc-v2 .*-address $node" 2>/dev/null || true
@@ -317,6 +367,8 @@ down() {
     done
     "$here/control-plane.sh" stop "$dir/plane" 2>/dev/null || true
     ip link del "$bridge" 2>/dev/null || true
+    # The veths go with their peers' namespace.
+    ip netns del "$vf_namespace" 2>/dev/null || true
     for group in /sys/fs/cgroup/*/daqiri-node-*; do
         [[ -d $group ]] && find "$group" -depth -type d -exec rmdir {} + 2>/dev/null
     done
