@@ -202,17 +202,54 @@ fn an_unknown_key_in_a_match_action_queue_or_plan_is_refused_not_ignored() {
 fn hardware_loopback_and_reorder_are_known_keys() {
     let doc = Document::parse(&edit(RAW, "version: 1", "version: 1\n    loopback: hw")).unwrap();
     assert_eq!(doc.config.loopback, daqiri_config::model::Loopback::Hardware);
-    let yaml = edit(
-        RAW,
-        "          payload_byte_offset: 0\n",
-        "          payload_byte_offset: 0\n          reorder_engine: hw\n",
-    );
+    let hw = |keys: &str| {
+        edit(RAW, "          payload_byte_offset: 0\n", &format!("          payload_byte_offset: 0\n{keys}"))
+    };
+    let yaml = hw("          reorder_engine: hw\n          cyclic_sequence: true\n          packet_size: 8192\n");
     let valid = Document::parse(&yaml).unwrap().validate().expect("valid DAQIRI: this build refuses it at start");
     let plan = &valid.config().interfaces[1].rx.as_ref().unwrap().reorder_configs[0];
     assert_eq!(plan.reorder_engine, Some(daqiri_config::model::ReorderEngine::Hardware));
+    assert_eq!((plan.cyclic_sequence(), plan.packet_size), (true, Some(8192)));
     let err = Document::parse(&edit(RAW, "version: 1", "version: 1\n    loopback: cable")).unwrap_err();
     let d = err.errors().next().unwrap();
     assert!(d.path == "daqiri.cfg.loopback" && d.message.contains("hw"), "{d}");
+}
+
+/// Upstream's preconditions of the NIC's reorder, each refused (or warned)
+/// at its key; a software plan reads neither key.
+#[test]
+fn the_nics_reorder_needs_cyclic_sequence_and_packet_size_as_upstream_says() {
+    let plan = format!("{IF1}.rx.reorder_configs[0]");
+    let with = |keys: &str| {
+        edit(RAW, "          payload_byte_offset: 0\n", &format!("          payload_byte_offset: 0\n{keys}"))
+    };
+    for (keys, key, message) in [
+        ("reorder_engine: hw\n          packet_size: 8192", "cyclic_sequence", "needs cyclic_sequence: true"),
+        (
+            "reorder_engine: hw\n          cyclic_sequence: false\n          packet_size: 8192",
+            "cyclic_sequence",
+            "needs cyclic_sequence: true",
+        ),
+        ("reorder_engine: hw\n          cyclic_sequence: true", "packet_size", "needs packet_size"),
+        (
+            "reorder_engine: hw\n          cyclic_sequence: true\n          packet_size: 0",
+            "packet_size",
+            "needs packet_size",
+        ),
+    ] {
+        assert_error(&with(&format!("          {keys}\n")), &format!("{plan}.{key}"), message);
+    }
+    for (keys, key, message) in [
+        (
+            "reorder_engine: hw\n          cyclic_sequence: true\n          packet_size: 1500",
+            "packet_size",
+            "4000 bytes or more",
+        ),
+        ("packet_size: 8192", "packet_size", "read by reorder_engine: hw only"),
+        ("cyclic_sequence: false", "cyclic_sequence", "wrap around their id space whatever it says"),
+    ] {
+        assert_warning(&with(&format!("          {keys}\n")), &format!("{plan}.{key}"), message);
+    }
 }
 
 #[test]

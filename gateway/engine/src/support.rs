@@ -48,7 +48,7 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
     if config.config().loopback == Loopback::Hardware {
         refuse(
             YamlPath::cfg().key("loopback"),
-            "\"hw\" loopback sends TX out of one NIC port and back into another through a cable, with mlx5 steering this build does not drive; \"sw\" is the engine's own loopback".into(),
+            "\"hw\" loopback is the ibverbs engine's mlx5 internal loopback, which this build does not drive; \"sw\" is the engine's own loopback".into(),
         );
     }
     let interfaces = YamlPath::cfg().key("interfaces");

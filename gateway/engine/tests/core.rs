@@ -11,7 +11,8 @@ use daqiri::{Burst, Engine, Status};
 mod common;
 use common::{free_udp_port, udp_server};
 use daqiri_config::model::{
-    ActionType, EngineConfig, FlowAction, Loopback, MemoryAccess, MemoryKind, ReorderEngine, ReorderType, TxOffload,
+    ActionType, EngineConfig, EngineKind, FlowAction, Loopback, MemoryAccess, MemoryKind, ReorderEngine, ReorderType,
+    TxOffload,
 };
 use daqiri_config::testing::{TestConfig, rx, tx};
 
@@ -64,13 +65,18 @@ fn every_key_this_build_cannot_honour_is_refused_with_its_yaml_path() {
     };
     let hardware_loopback = {
         let queue = daqiri_config::testing::rx(0, "mem");
-        let mut config = TestConfig::dpdk("net_ring0").master_core(0).region("mem", 2048, 2048).rx_queue(queue);
+        // Upstream's precondition: the ibverbs engine on a raw stream.
+        let mut config = TestConfig::dpdk("0000:3b:00.0").master_core(0).region("mem", 2048, 2048).rx_queue(queue);
         config.model_mut().loopback = Loopback::Hardware;
+        config.model_mut().engine = Some(EngineKind::Ibverbs);
         config.yaml()
     };
     let hardware_reorder = {
         let mut config = looped().region("out", 4, 4096).udp_flow(1, 0, 1).cpu_reorder("p", &[1], "out", 0, 1);
-        rx(config.model_mut()).reorder_configs[0].reorder_engine = Some(ReorderEngine::Hardware);
+        let plan = &mut rx(config.model_mut()).reorder_configs[0];
+        // Upstream's preconditions of the NIC's reorder.
+        (plan.reorder_engine, plan.cyclic_sequence, plan.packet_size) =
+            (Some(ReorderEngine::Hardware), Some(true), Some(8192));
         config.yaml()
     };
     // A match key this build does not know (a VLAN id, say): ignoring it would widen the match.

@@ -119,10 +119,6 @@ pub struct ReorderSpec {
     /// zero-filled and flagged (`passthrough`, the default) or discarded (`drop`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing_action: Option<MissingAction>,
-    /// Whether batch ids wrap around after the highest (the default), or
-    /// compare as plain numbers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cyclic_sequence: Option<bool>,
 }
 
 /// A bit field of the payload.

@@ -179,6 +179,8 @@ fn reorder(iface: &str, f: &DaqiriFlow, r: &ReorderSpec) -> ReorderConfig {
         method,
         reorder_engine: None,
         missing_action: r.missing_action,
-        cyclic_sequence: r.cyclic_sequence,
+        // Upstream's keys for the NIC's reorder, which a DaqiriFlow does not offer.
+        cyclic_sequence: None,
+        packet_size: None,
     }
 }

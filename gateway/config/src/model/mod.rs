@@ -131,8 +131,8 @@ pub enum Loopback {
     /// Software loopback: TX of an interface is received by its own RX.
     #[serde(rename = "sw")]
     Software,
-    /// DAQIRI's hardware loopback: TX leaves one NIC port and comes back
-    /// into another through a cable (refused by this build).
+    /// DAQIRI's hardware loopback: the ibverbs engine's mlx5 internal
+    /// loopback on one port, no cable (refused by this build).
     #[serde(rename = "hw")]
     Hardware,
 }

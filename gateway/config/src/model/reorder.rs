@@ -32,11 +32,17 @@ pub struct ReorderConfig {
     /// (`passthrough`, the default) or discarded (`drop`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing_action: Option<MissingAction>,
-    /// Whether batch ids wrap around (`true`, the default here): after the
-    /// highest id comes 0 again. `false`: ids are plain numbers, so one
-    /// lower than the newest is never a new batch.
+    /// Upstream's acknowledgement, required by `reorder_engine: hw`, that
+    /// the sampled value cycles over the output ring (default `false`). A
+    /// software plan reads nothing from it: batch ids always wrap around
+    /// their id space.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cyclic_sequence: Option<bool>,
+    /// Bytes of each packet's slot in the NIC's ring, for `reorder_engine:
+    /// hw` (required there; upstream warns below 4000). Default 0; a
+    /// software plan sizes its slots from the packets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_size: Option<u32>,
 }
 
 impl ReorderConfig {
@@ -45,9 +51,14 @@ impl ReorderConfig {
         self.missing_action.unwrap_or_default()
     }
 
-    /// `cyclic_sequence`, with its default.
+    /// `cyclic_sequence`, with upstream's default.
     pub fn cyclic_sequence(&self) -> bool {
-        self.cyclic_sequence.unwrap_or(true)
+        self.cyclic_sequence.unwrap_or(false)
+    }
+
+    /// `reorder_engine`, with its default.
+    pub fn reorder_engine(&self) -> ReorderEngine {
+        self.reorder_engine.unwrap_or(ReorderEngine::Software)
     }
 }
 

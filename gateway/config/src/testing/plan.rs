@@ -19,6 +19,7 @@ pub fn plan(name: &str, flow_ids: &[u32], output_region: &str) -> PlanBuilder {
         reorder_engine: None,
         missing_action: None,
         cyclic_sequence: None,
+        packet_size: None,
     })
 }
 
@@ -69,7 +70,7 @@ impl PlanBuilder {
         self
     }
 
-    /// `cyclic_sequence`: whether batch ids wrap around.
+    /// `cyclic_sequence`: upstream's acknowledgement for `reorder_engine: hw`.
     pub fn cyclic(mut self, cyclic: bool) -> Self {
         self.0.cyclic_sequence = Some(cyclic);
         self

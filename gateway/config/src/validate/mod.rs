@@ -14,7 +14,7 @@ mod queue;
 mod reorder;
 
 use crate::diagnostic::{Report, YamlPath};
-use crate::model::{EngineConfig, Loopback, StreamType};
+use crate::model::{EngineConfig, EngineKind, Loopback, StreamType};
 use crate::valid::ValidConfig;
 
 use lists::duplicates;
@@ -43,6 +43,14 @@ impl EngineConfig {
             report.error(
                 &cfg.key("loopback"),
                 "\"sw\" loopback applies to raw streams; use stream_type: raw or loopback: \"\"",
+            );
+        }
+        if self.loopback == Loopback::Hardware
+            && (self.stream_type != Some(StreamType::Raw) || self.engine != Some(EngineKind::Ibverbs))
+        {
+            report.error(
+                &cfg.key("loopback"),
+                "\"hw\" loopback is the ibverbs engine's mlx5 internal loopback on one port (no cable): it needs stream_type: raw and engine: ibverbs",
             );
         }
         if self.interfaces.is_empty() {

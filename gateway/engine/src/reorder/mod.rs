@@ -63,8 +63,6 @@ pub(crate) struct Plan {
     packets_per_batch: u32,
     /// Distinct batch ids before they wrap around.
     batch_ids: u64,
-    /// `cyclic_sequence`: whether ids wrap around, or compare as plain numbers.
-    cyclic: bool,
     /// `missing_action`: whether an incomplete aggregate is delivered or discarded.
     missing_action: MissingAction,
     data_types: Option<DataTypes>,
@@ -128,7 +126,6 @@ impl Plan {
             batch,
             packets_per_batch,
             batch_ids,
-            cyclic: config.cyclic_sequence(),
             missing_action: config.missing_action(),
             data_types: config.data_types.clone(),
             output_region,

@@ -1,9 +1,10 @@
 //! The batches of a queue's plans, kept by batch id.
 //!
 //! A packet goes to the open batch of its id. A batch not open is opened
-//! when its id is ahead of the newest seen (by at most half the id space,
-//! so ids wrap around; with `cyclic_sequence: false`, when it is greater)
-//! or at most [`MAX_OPEN_BATCHES`] behind it and not yet emitted; a packet
+//! when its id is ahead of the newest seen (by at most half the id space:
+//! ids wrap around, whatever `cyclic_sequence` says, which upstream reads
+//! for `reorder_engine: hw` only) or at most [`MAX_OPEN_BATCHES`] behind
+//! it and not yet emitted; a packet
 //! of a batch already emitted is late; one further behind is out of
 //! window. A batch is emitted once every slot is filled, once the queue's
 //! `timeout_us` has passed since its first packet (it does not slide), or
@@ -256,13 +257,8 @@ impl Window {
 
     fn standing(&self, plan: &Plan, id: u64) -> Standing {
         let Some(newest) = self.newest else { return Standing::Ahead };
-        let ahead = if plan.cyclic {
-            let ahead = (id + plan.batch_ids - newest) % plan.batch_ids;
-            ahead != 0 && ahead <= plan.batch_ids / 2
-        } else {
-            id > newest
-        };
-        if ahead {
+        let ahead = (id + plan.batch_ids - newest) % plan.batch_ids;
+        if ahead != 0 && ahead <= plan.batch_ids / 2 {
             Standing::Ahead
         } else if self.emitted.contains(&id) {
             Standing::Late
@@ -273,11 +269,10 @@ impl Window {
         }
     }
 
-    /// How far `id` is behind the newest batch: modulo the id space when
-    /// ids wrap, else as plain numbers (0 for one ahead).
+    /// How far `id` is behind the newest batch, modulo the id space.
     fn age(&self, plan: &Plan, id: u64) -> u64 {
         let Some(newest) = self.newest else { return 0 };
-        if plan.cyclic { (newest + plan.batch_ids - id) % plan.batch_ids } else { newest.saturating_sub(id) }
+        (newest + plan.batch_ids - id) % plan.batch_ids
     }
 
     /// Opens batch `id`, making room by emitting the oldest if the window is
