@@ -215,6 +215,21 @@ fn hardware_loopback_and_reorder_are_known_keys() {
     assert!(d.path == "daqiri.cfg.loopback" && d.message.contains("hw"), "{d}");
 }
 
+/// Upstream's `cpu_core: -1`, an unpinned worker, on socket queues; raw
+/// queues and other negatives are refused at the key.
+#[test]
+fn cpu_core_minus_one_is_an_unpinned_socket_worker() {
+    let socket = edit(SOCKET, "cpu_core: 1", "cpu_core: -1");
+    let valid = Document::parse(&socket).unwrap().validate().unwrap_or_else(|r| panic!("{r}"));
+    let queue = &valid.config().interfaces[0].rx.as_ref().unwrap().queues[0];
+    assert_eq!(queue.cpu_core, Some(daqiri_config::model::QueueCore::Unpinned));
+    assert!(Document::engine_yaml(valid.config()).contains("cpu_core: -1"), "written back as -1");
+    let raw = edit(RAW, "cpu_core: 2", "cpu_core: -1");
+    assert_error(&raw, &format!("{IF1}.rx.queues[0].cpu_core"), "-1 (an unpinned worker) is for socket queues");
+    let error = Document::parse(&edit(SOCKET, "cpu_core: 1", "cpu_core: -2")).unwrap_err();
+    assert!(error.errors().any(|d| d.message.contains("-1 for an unpinned thread")), "{error}");
+}
+
 /// Upstream's preconditions of the NIC's reorder, each refused (or warned)
 /// at its key; a software plan reads neither key.
 #[test]

@@ -9,7 +9,7 @@
 //! [`Engine::new`]: crate::Engine::new
 
 use daqiri_config::model::{
-    ActionType, Interface, Loopback, MemoryAccess, MemoryKind, PollMode, Queue, ReorderEngine, ReorderType,
+    ActionType, Interface, Loopback, MemoryAccess, MemoryKind, PollMode, Queue, QueueCore, ReorderEngine, ReorderType,
 };
 use daqiri_config::{Diagnostic, InterfaceBackend, Severity, Transport, ValidConfig, YamlPath};
 
@@ -156,7 +156,7 @@ fn socket_keys(
             && crate::backend::udp_reuseport_group(
                 e,
                 rx.queues.iter().all(|q| q.poll_mode == PollMode::Indirect),
-                rx.queues.iter().map(|q| q.cpu_core.map(|c| c.0)),
+                rx.queues.iter().map(|q| q.cpu_core.and_then(QueueCore::pinned).map(|c| c.0)),
             )
     });
     let queues = path.key("rx").key("queues");
@@ -187,7 +187,7 @@ fn socket_keys(
                 format!(
                     "the interface's one socket (a client's, or a server's with a queue in direct mode) is read by one worker, on RX queue \"{}\"'s core {}; give queue \"{}\" that core too",
                     first.name,
-                    first.cpu_core.map_or_else(|| "(none)".to_owned(), |c| c.0.to_string()),
+                    first.cpu_core.map_or_else(|| "(none)".to_owned(), |c| c.to_string()),
                     queue.name
                 ),
             );

@@ -412,6 +412,29 @@ fn a_udp_servers_queues_receive_in_their_own_regions_on_their_own_cores() {
     assert_eq!((workers[0].core, workers[1].core), (Some(0), Some(1)));
 }
 
+/// Upstream's `cpu_core: -1`: the queue's worker is a thread the kernel
+/// schedules anywhere (no pinned core in the stats), and receives as any.
+#[test]
+fn a_udp_queue_on_cpu_core_minus_one_receives_on_an_unpinned_worker() {
+    let server = free_udp_port();
+    let config = TestConfig::udp_server(server).region("mem", 256, 2048).rx_queue(rx(0, "mem").unpinned().batch(10));
+    assert!(config.yaml().contains("cpu_core: -1"), "{}", config.yaml());
+    let engine = Engine::from_yaml(&config.yaml()).expect("an unpinned UDP queue starts");
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..10u8 {
+        sender.send_to(&[i], ("127.0.0.1", server)).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = Vec::new();
+    while got.len() < 10 {
+        assert!(Instant::now() < deadline, "10 datagrams arrive: {got:?}");
+        got.extend(engine.get_rx_burst(0, 0).unwrap().iter().flat_map(|b| b.packets()).map(|p| p.data()[0]));
+    }
+    assert_eq!(got, (0..10).collect::<Vec<u8>>());
+    let worker = engine.stats().ports[0].rx_queues[0].worker.clone().expect("a worker reads the queue");
+    assert_eq!(worker.core, None, "not pinned: {worker:?}");
+}
+
 /// A datagram lands whole in one buffer: `max_payload_size` above the
 /// smallest landing buffer is refused by path; at it, datagrams of that size
 /// arrive whole and a longer one is counted as truncated.

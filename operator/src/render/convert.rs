@@ -6,8 +6,8 @@ use daqiri_config::EngineConfig;
 use daqiri_config::device_resource::PREFIX;
 use daqiri_config::model::{
     ActionType, BitField, CpuCore, DataTypes, EngineKind, EthernetMatch, Flow, FlowAction, FlowMatch, Interface,
-    MemoryRegion, PollMode, PortMatch, Queue, ReorderConfig, ReorderMethod, RoceConfig, RoceIngest, RxConfig,
-    SeqBatchNumber, SeqPacketsPerBatch, SocketConfig, StreamType, TxConfig,
+    MemoryRegion, PollMode, PortMatch, Queue, QueueCore, ReorderConfig, ReorderMethod, RoceConfig, RoceIngest,
+    RxConfig, SeqBatchNumber, SeqPacketsPerBatch, SocketConfig, StreamType, TxConfig,
 };
 use kube::ResourceExt;
 
@@ -108,7 +108,7 @@ fn queue(iface: &str, q: &QueueSpec) -> Queue {
         name: q.name.clone(),
         id: q.id,
         poll_mode: PollMode::default(),
-        cpu_core: q.cpu_core.map(CpuCore),
+        cpu_core: q.cpu_core.map(|c| QueueCore::Pinned(CpuCore(c))),
         batch_size: q.batch_size,
         memory_regions: q.memory_regions.iter().map(|m| region_name(iface, m)).collect(),
         timeout_us: q.timeout_us,

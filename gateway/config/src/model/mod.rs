@@ -21,7 +21,7 @@ pub use reorder::{
     BitField, DataTypes, Endianness, InputType, MissingAction, OutputType, ReorderConfig, ReorderEngine, ReorderMethod,
     ReorderType, SeqBatchNumber, SeqPacketsPerBatch,
 };
-pub use scalar::{CpuCore, PortMatch};
+pub use scalar::{CpuCore, PortMatch, QueueCore};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

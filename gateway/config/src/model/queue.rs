@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::CpuCore;
+use super::QueueCore;
 
 /// One entry of `rx.queues` or `tx.queues`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -16,9 +16,10 @@ pub struct Queue {
     /// `indirect` (worker thread, default) or `direct` (application polls the NIC).
     #[serde(default)]
     pub poll_mode: PollMode,
-    /// Worker core; required in indirect mode.
+    /// Worker core; required in indirect mode. `-1` (socket queues): a
+    /// worker the kernel schedules anywhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_core: Option<CpuCore>,
+    pub cpu_core: Option<QueueCore>,
     /// Packets per burst; required in indirect mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_size: Option<u32>,

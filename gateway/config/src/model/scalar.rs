@@ -1,7 +1,7 @@
 //! Scalars that DAQIRI writes in more than one YAML shape.
 //!
 //! `cpu_core` is documented as a string but every published config writes an
-//! integer; a UDP match port is either a number or a `"first-last"` range
+//! integer (a queue's may be -1: unpinned); a UDP match port is either a number or a `"first-last"` range
 //! string. Each gets one Rust type so the rest of the crate never re-parses.
 
 use std::fmt;
@@ -59,6 +59,68 @@ impl<'de> Deserialize<'de> for CpuCore {
 impl fmt::Display for CpuCore {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "{}", self.0)
+    }
+}
+
+/// A queue's `cpu_core`: a core its worker is pinned to, or upstream's `-1`,
+/// a thread the kernel schedules anywhere (socket queues only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, JsonSchema)]
+#[schemars(with = "QueueCoreSchema")]
+pub enum QueueCore {
+    /// `cpu_core: 8`: pinned to core 8.
+    Pinned(CpuCore),
+    /// `cpu_core: -1`: not pinned.
+    Unpinned,
+}
+
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // only describes the accepted shapes to schemars
+enum QueueCoreSchema {
+    Index(#[schemars(range(min = -1))] i64),
+    Text(String),
+}
+
+impl QueueCore {
+    /// The core it is pinned to, if any.
+    pub fn pinned(self) -> Option<CpuCore> {
+        match self {
+            Self::Pinned(core) => Some(core),
+            Self::Unpinned => None,
+        }
+    }
+}
+
+impl Serialize for QueueCore {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Pinned(core) => core.serialize(s),
+            Self::Unpinned => s.serialize_i64(-1),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for QueueCore {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = serde_yaml::Value::deserialize(d)?;
+        if value.as_i64() == Some(-1) {
+            return Ok(Self::Unpinned);
+        }
+        if let Some(negative) = value.as_i64().filter(|&v| v < 0) {
+            return Err(de::Error::custom(format!(
+                "cpu core {negative} is negative; use a core index >= 0, or -1 for an unpinned thread (socket queues)"
+            )));
+        }
+        CpuCore::deserialize(value).map(Self::Pinned).map_err(de::Error::custom)
+    }
+}
+
+impl fmt::Display for QueueCore {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Self::Pinned(core) => core.fmt(f),
+            Self::Unpinned => f.write_str("-1 (unpinned)"),
+        }
     }
 }
 

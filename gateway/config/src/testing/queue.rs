@@ -1,7 +1,7 @@
 //! One queue of a [`TestConfig`](super::TestConfig), with DAQIRI's
 //! defaults until a method says otherwise.
 
-use crate::model::{CpuCore, PollMode, Queue, TxOffload};
+use crate::model::{CpuCore, PollMode, Queue, QueueCore, TxOffload};
 
 /// An RX queue `id` landing in `region`, indirect, with DAQIRI's defaults
 /// until the builder methods say otherwise.
@@ -10,7 +10,7 @@ pub fn rx(id: u16, region: &str) -> QueueBuilder {
         name: format!("q{id}"),
         id,
         poll_mode: PollMode::Indirect,
-        cpu_core: Some(CpuCore(0)),
+        cpu_core: Some(QueueCore::Pinned(CpuCore(0))),
         batch_size: Some(1),
         memory_regions: vec![region.to_owned()],
         timeout_us: None,
@@ -34,7 +34,13 @@ pub struct QueueBuilder(pub(super) Queue);
 impl QueueBuilder {
     /// `cpu_core`.
     pub fn core(mut self, core: u32) -> Self {
-        self.0.cpu_core = Some(CpuCore(core));
+        self.0.cpu_core = Some(QueueCore::Pinned(CpuCore(core)));
+        self
+    }
+
+    /// `cpu_core: -1`: an unpinned worker (socket queues).
+    pub fn unpinned(mut self) -> Self {
+        self.0.cpu_core = Some(QueueCore::Unpinned);
         self
     }
 

@@ -1,7 +1,7 @@
 //! Queue rules: ids, memory region references, poll modes, TX-only keys.
 
 use crate::diagnostic::{Report, YamlPath};
-use crate::model::{PollMode, Queue};
+use crate::model::{PollMode, Queue, QueueCore};
 use crate::valid::InterfaceBackend;
 
 use super::context::InterfaceCtx;
@@ -101,7 +101,13 @@ fn check_direction(ctx: &InterfaceCtx<'_>, queues: &[Queue], list: &YamlPath, is
         } else if !ctx.is_raw() && !q.offloads.is_empty() {
             report.error(&path.key("offloads"), "offloads program the NIC and exist only for raw streams");
         }
-        if let (Some(core), Some(master)) = (q.cpu_core, ctx.config.master_core)
+        if q.cpu_core == Some(QueueCore::Unpinned) && ctx.backend != InterfaceBackend::Socket {
+            report.error(
+                &path.key("cpu_core"),
+                "-1 (an unpinned worker) is for socket queues, as upstream has it; raw and RoCE workers run on the core they name",
+            );
+        }
+        if let (Some(core), Some(master)) = (q.cpu_core.and_then(QueueCore::pinned), ctx.config.master_core)
             && core == master
         {
             report.warn(
