@@ -16,6 +16,7 @@ use super::status::GatewayOutcome;
 use super::{config_maps, writes};
 use crate::crd::{
     Condition, ConditionStatus, DaqiriNodeState, DaqiriNodeStateSpec, DaqiriPort, NodeStateStatus, SriovResource,
+    bounded_message,
 };
 use crate::render::{NodeConfig, Verdict};
 
@@ -73,7 +74,10 @@ pub fn desired(
             let why = "no running gateway pod on the node".to_owned();
             (ConditionStatus::False, "GatewayNotFound", why.clone(), Some(why))
         }
-        GatewayOutcome::Failed(why) => (ConditionStatus::False, "GatewayFailed", why.clone(), Some(why.clone())),
+        GatewayOutcome::Failed(why) => {
+            let why = bounded_message(why.clone());
+            (ConditionStatus::False, "GatewayFailed", why.clone(), Some(why))
+        }
     };
     let since = previous
         .and_then(|p| p.conditions.iter().find(|c| c.type_ == "Ready"))

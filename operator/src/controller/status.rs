@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
-use crate::crd::{Condition, ConditionStatus, GatewayStatus, ResourceStatus};
+use crate::crd::{Condition, ConditionStatus, GatewayStatus, ResourceStatus, bounded_message};
 use crate::render::Placement;
 
 /// What the gateway of one node did with its config.
@@ -113,7 +113,7 @@ fn from_verdict(
             type_: kind.to_owned(),
             status,
             reason: reason.to_owned(),
-            message,
+            message: bounded_message(message),
             last_transition_time: since,
             observed_generation: generation,
         }

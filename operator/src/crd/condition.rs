@@ -92,3 +92,41 @@ impl Condition {
         self.status == ConditionStatus::True
     }
 }
+
+/// The most a condition's message carries. A gateway's refusal can hold a
+/// whole BPF verifier log (tens of KiB, once per node in a port's message),
+/// which `kubectl describe` would scroll past and every status write and
+/// watch event would carry.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+
+/// `message` within [`MAX_MESSAGE_BYTES`]: its beginning (what failed, and
+/// where) and its end (a verifier's or validator's last word), the middle
+/// elided with its size said.
+pub fn bounded_message(message: String) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message;
+    }
+    let head = message.floor_char_boundary(MAX_MESSAGE_BYTES * 2 / 3);
+    let tail = message.ceil_char_boundary(message.len() - MAX_MESSAGE_BYTES / 4);
+    format!("{} [... {} bytes elided ...] {}", &message[..head], tail - head, &message[tail..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_keep_their_beginning_and_end_within_the_bound() {
+        let short = "gateway at 10.0.0.1 answered 422".to_owned();
+        assert_eq!(bounded_message(short.clone()), short);
+        let log =
+            format!("the kernel refused the XDP program: {}R3 pointer arithmetic prohibited", "é; ".repeat(20_000));
+        let bounded = bounded_message(log.clone());
+        assert!(bounded.len() <= MAX_MESSAGE_BYTES + 64, "{}", bounded.len());
+        assert!(bounded.starts_with("the kernel refused the XDP program: "));
+        assert!(bounded.ends_with("R3 pointer arithmetic prohibited"));
+        let elided: usize = bounded.split("[... ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        let marker = format!(" [... {elided} bytes elided ...] ");
+        assert_eq!(bounded.len() - marker.len() + elided, log.len(), "the count is what went");
+    }
+}

@@ -13,7 +13,7 @@ mod integers;
 mod node_state;
 mod port;
 
-pub use condition::{Condition, ConditionStatus, GatewayStatus, ResourceStatus};
+pub use condition::{Condition, ConditionStatus, GatewayStatus, ResourceStatus, bounded_message};
 pub use flow::{BitFieldSpec, CapturePolicy, DaqiriFlow, DaqiriFlowSpec, DataTypesSpec, FlowMatchSpec, ReorderSpec};
 pub use node_state::{DaqiriNodeState, DaqiriNodeStateSpec, NodeStateStatus, SriovResource};
 pub use port::{
