@@ -106,8 +106,15 @@ pub fn bounded_message(message: String) -> String {
     if message.len() <= MAX_MESSAGE_BYTES {
         return message;
     }
-    let head = message.floor_char_boundary(MAX_MESSAGE_BYTES * 2 / 3);
-    let tail = message.ceil_char_boundary(message.len() - MAX_MESSAGE_BYTES / 4);
+    // Cut points moved onto character boundaries: the head's back, the tail's forward.
+    let mut head = MAX_MESSAGE_BYTES * 2 / 3;
+    while !message.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = message.len() - MAX_MESSAGE_BYTES / 4;
+    while !message.is_char_boundary(tail) {
+        tail += 1;
+    }
     format!("{} [... {} bytes elided ...] {}", &message[..head], tail - head, &message[tail..])
 }
 
