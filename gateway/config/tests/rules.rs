@@ -102,6 +102,11 @@ fn assert_warning(yaml: &str, path: &str, text: &str) {
 
 const IF1: &str = "daqiri.cfg.interfaces[1]";
 
+/// RAW with `keys` (indented lines) added to interface 1's reorder config.
+fn with_plan_keys(keys: &str) -> String {
+    edit(RAW, "          payload_byte_offset: 0\n", &format!("          payload_byte_offset: 0\n{keys}"))
+}
+
 #[test]
 fn base_configs_are_valid() {
     for yaml in [RAW, SOCKET] {
@@ -202,10 +207,8 @@ fn an_unknown_key_in_a_match_action_queue_or_plan_is_refused_not_ignored() {
 fn hardware_loopback_and_reorder_are_known_keys() {
     let doc = Document::parse(&edit(RAW, "version: 1", "version: 1\n    loopback: hw")).unwrap();
     assert_eq!(doc.config.loopback, daqiri_config::model::Loopback::Hardware);
-    let hw = |keys: &str| {
-        edit(RAW, "          payload_byte_offset: 0\n", &format!("          payload_byte_offset: 0\n{keys}"))
-    };
-    let yaml = hw("          reorder_engine: hw\n          cyclic_sequence: true\n          packet_size: 8192\n");
+    let yaml =
+        with_plan_keys("          reorder_engine: hw\n          cyclic_sequence: true\n          packet_size: 8192\n");
     let valid = Document::parse(&yaml).unwrap().validate().expect("valid DAQIRI: this build refuses it at start");
     let plan = &valid.config().interfaces[1].rx.as_ref().unwrap().reorder_configs[0];
     assert_eq!(plan.reorder_engine, Some(daqiri_config::model::ReorderEngine::Hardware));
@@ -235,9 +238,6 @@ fn cpu_core_minus_one_is_an_unpinned_socket_worker() {
 #[test]
 fn the_nics_reorder_needs_cyclic_sequence_and_packet_size_as_upstream_says() {
     let plan = format!("{IF1}.rx.reorder_configs[0]");
-    let with = |keys: &str| {
-        edit(RAW, "          payload_byte_offset: 0\n", &format!("          payload_byte_offset: 0\n{keys}"))
-    };
     for (keys, key, message) in [
         ("reorder_engine: hw\n          packet_size: 8192", "cyclic_sequence", "needs cyclic_sequence: true"),
         (
@@ -252,7 +252,7 @@ fn the_nics_reorder_needs_cyclic_sequence_and_packet_size_as_upstream_says() {
             "needs packet_size",
         ),
     ] {
-        assert_error(&with(&format!("          {keys}\n")), &format!("{plan}.{key}"), message);
+        assert_error(&with_plan_keys(&format!("          {keys}\n")), &format!("{plan}.{key}"), message);
     }
     for (keys, key, message) in [
         (
@@ -263,7 +263,7 @@ fn the_nics_reorder_needs_cyclic_sequence_and_packet_size_as_upstream_says() {
         ("packet_size: 8192", "packet_size", "read by reorder_engine: hw only"),
         ("cyclic_sequence: false", "cyclic_sequence", "wrap around their id space whatever it says"),
     ] {
-        assert_warning(&with(&format!("          {keys}\n")), &format!("{plan}.{key}"), message);
+        assert_warning(&with_plan_keys(&format!("          {keys}\n")), &format!("{plan}.{key}"), message);
     }
 }
 

@@ -1,8 +1,9 @@
 //! Scalars that DAQIRI writes in more than one YAML shape.
 //!
 //! `cpu_core` is documented as a string but every published config writes an
-//! integer (a queue's may be -1: unpinned); a UDP match port is either a number or a `"first-last"` range
-//! string. Each gets one Rust type so the rest of the crate never re-parses.
+//! integer (a queue's may be -1: unpinned); a UDP match port is either a
+//! number or a `"first-last"` range string. Each gets one Rust type so the
+//! rest of the crate never re-parses.
 
 use std::fmt;
 
@@ -103,15 +104,13 @@ impl Serialize for QueueCore {
 impl<'de> Deserialize<'de> for QueueCore {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = serde_yaml::Value::deserialize(d)?;
-        if value.as_i64() == Some(-1) {
-            return Ok(Self::Unpinned);
-        }
-        if let Some(negative) = value.as_i64().filter(|&v| v < 0) {
-            return Err(de::Error::custom(format!(
+        match value.as_i64() {
+            Some(-1) => Ok(Self::Unpinned),
+            Some(negative) if negative < 0 => Err(de::Error::custom(format!(
                 "cpu core {negative} is negative; use a core index >= 0, or -1 for an unpinned thread (socket queues)"
-            )));
+            ))),
+            _ => CpuCore::deserialize(value).map(Self::Pinned).map_err(de::Error::custom),
         }
-        CpuCore::deserialize(value).map(Self::Pinned).map_err(de::Error::custom)
     }
 }
 

@@ -158,9 +158,10 @@ fn check_address(
             }
         }
         InterfaceBackend::AfXdp => {
-            if crate::device_resource::is_device_resource(address) {
-                // The gateway pod resolves it to its netdev first.
-            } else if let Err(why) = netdev_name(address) {
+            // A device plugin's resource: the gateway pod resolves it to its netdev first.
+            if !crate::device_resource::is_device_resource(address)
+                && let Err(why) = netdev_name(address)
+            {
                 report.error(
                     &key,
                     format!("engine af_xdp needs a netdev name here (such as eth1 or a VF's ens1f0v3): {why}"),
