@@ -49,6 +49,7 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         consumer_socket: None,
         consumer_token_file: None,
         consumer_max_connections: 256,
+        consumer_budget_percent: crate::subscriptions::DEFAULT_BUDGET_PERCENT,
         consumer_host_memory_only: false,
         wait_for_config: false,
         allow_unpinned_cores: true,

@@ -88,6 +88,12 @@ pub(crate) struct RunArgs {
     /// past them a new one is refused before its hello, counted.
     #[arg(long, default_value_t = 256, requires = "consumer_socket", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub consumer_max_connections: u32,
+    /// Percent of each RX queue's burst metadata entries and of each
+    /// region's buffers that all consumers together may pin; each consumer
+    /// an equal part of it. Past it a burst is dropped for the consumer,
+    /// counted as over budget; receive keeps the rest.
+    #[arg(long, default_value_t = crate::subscriptions::DEFAULT_BUDGET_PERCENT, requires = "consumer_socket", value_parser = clap::value_parser!(u8).range(1..=90))]
+    pub consumer_budget_percent: u8,
     /// Share host memory only: refuse subscriptions whose packets lie in
     /// GPU memory (`device` regions), which a consumer that imports it could
     /// map writable (CUDA lets no exporter forbid that).
@@ -181,6 +187,7 @@ pub(crate) fn run_gateway(
     )?;
     let hub = Hub::new(
         read_token_file(args.consumer_token_file.as_deref(), "--consumer-token-file")?,
+        args.consumer_budget_percent,
         args.consumer_host_memory_only,
     );
     let listener = args

@@ -223,7 +223,7 @@ impl Telemetry {
         );
         subscription(
             "daqiri.consumer.over_budget",
-            "Bursts dropped for a consumer because all consumers together held their budget (half a queue's metadata entries or a region's buffers)",
+            "Bursts dropped for a consumer because it held its part of the consumers' budget (a share of a queue's metadata entries or a region's buffers)",
             |s| s.over_budget,
             false,
         );

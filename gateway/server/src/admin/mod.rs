@@ -96,7 +96,7 @@ pub(crate) fn in_process(
         capture_free_space_floor,
         crate::capture::CaptureLimits::default(),
     )?;
-    let hub = crate::subscriptions::Hub::new(None, false);
+    let hub = crate::subscriptions::Hub::new(None, crate::subscriptions::DEFAULT_BUDGET_PERCENT, false);
     let state = AdminState::new(live, config.to_owned(), None, (captures, hub), tokens)?;
     let (router, api) = router(Arc::clone(&state));
     Ok((router, api, state))

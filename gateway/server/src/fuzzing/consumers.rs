@@ -13,7 +13,7 @@ use daqiri_consumer::wire;
 use rustix::net::{AddressFamily, SocketFlags, SocketType};
 
 use crate::live::LiveEngine;
-use crate::subscriptions::{Hub, serve};
+use crate::subscriptions::{DEFAULT_BUDGET_PERCENT, Hub, serve};
 
 /// The token the harness's gateway asks for.
 pub const TOKEN: &str = "fuzz-consumer-token";
@@ -67,7 +67,7 @@ impl ConsumerHarness {
     pub fn new() -> anyhow::Result<Self> {
         let mut harness = Self {
             live: LiveEngine::new(Engine::from_yaml(CONFIG)?),
-            hub: Hub::new(Some(TOKEN.to_owned()), false),
+            hub: Hub::new(Some(TOKEN.to_owned()), DEFAULT_BUDGET_PERCENT, false),
             idle: 0,
         };
         harness.one_burst();

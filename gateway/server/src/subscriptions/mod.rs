@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use daqiri::Burst;
 use daqiri_consumer::protocol::{Answer, WhenFull};
 
+pub(crate) use budget::DEFAULT_PERCENT as DEFAULT_BUDGET_PERCENT;
 use budget::{Budget, Limits};
 use feed::{Feed, Given};
 use filter::Filter;
@@ -59,6 +60,8 @@ pub(crate) struct Hub {
     token: Option<String>,
     /// Whether GPU memory is refused to every consumer (`--consumer-host-memory-only`).
     host_memory_only: bool,
+    /// The share of each queue and region all consumers may pin (`--consumer-budget-percent`).
+    budget_percent: u8,
     /// Set when the gateway stops: nothing waits for a consumer any more.
     stopping: AtomicBool,
     /// Consumers turned away before a subscription, by [`Refusal`].
@@ -109,7 +112,7 @@ fn reclaim(
 ) -> Result<(), daqiri_consumer::ring::Broken> {
     let result = feed.reclaim(released);
     for burst in released.drain(..) {
-        budget.release(&burst);
+        budget.release(&burst, feed.id);
     }
     result
 }
@@ -182,15 +185,17 @@ pub(crate) struct SubscriptionStats {
 }
 
 impl Hub {
-    /// A hub whose consumers must give `token`, where one is set, and
-    /// which shares GPU memory unless `host_memory_only`.
-    pub(crate) fn new(token: Option<String>, host_memory_only: bool) -> Arc<Self> {
+    /// A hub whose consumers must give `token`, where one is set, may pin
+    /// `budget_percent` of each queue and region together, and are shared
+    /// GPU memory unless `host_memory_only`.
+    pub(crate) fn new(token: Option<String>, budget_percent: u8, host_memory_only: bool) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State::default()),
             count: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             token,
             host_memory_only,
+            budget_percent,
             stopping: AtomicBool::new(false),
             refusals: Default::default(),
         })
@@ -198,7 +203,7 @@ impl Hub {
 
     /// Learns `engine`'s budget (see [`Limits`]) before its first subscription.
     pub(crate) fn know_engine(&self, engine: &daqiri::Engine) {
-        self.lock().budget.know(engine.id(), || Limits::of(engine));
+        self.lock().budget.know(engine.id(), || Limits::of(engine, self.budget_percent));
     }
 
     /// Counts a connection turned away.
@@ -280,13 +285,14 @@ impl Hub {
                     broken.push((feed.id, e.to_string()));
                     continue;
                 }
-                let Some(claim) = budget.claim(burst) else {
+                // A member at its part of the budget passes its turn on.
+                let Some(claim) = budget.claim(burst, feed.id) else {
                     over_budget = true;
-                    break;
+                    continue;
                 };
                 match feed.deliver(burst) {
                     Ok(Given::Delivered) => {
-                        budget.hold(burst, claim);
+                        budget.hold(burst, claim, feed.id);
                         taken = true;
                         break;
                     }
@@ -397,7 +403,9 @@ impl Hub {
     }
 
     fn add(&self, feed: Feed, socket: OwnedFd) {
-        self.lock().feeds.push(Subscribed { feed, socket });
+        let mut state = self.lock();
+        state.budget.join(feed.engine, feed.id);
+        state.feeds.push(Subscribed { feed, socket });
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -414,8 +422,9 @@ impl Hub {
         let mut ended = state.feeds.remove(at);
         self.count.fetch_sub(1, Ordering::Relaxed);
         for burst in ended.feed.take_held() {
-            state.budget.release(&burst);
+            state.budget.release(&burst, id);
         }
+        state.budget.leave(ended.feed.engine, id);
         // A group's turn is forgotten with its last member: names are the
         // consumers' to choose, and must not pile up.
         if let Some(group) = &ended.feed.group {
