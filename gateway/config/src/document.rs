@@ -21,6 +21,20 @@ pub struct Document {
     pub placeholders: Vec<Placeholder>,
 }
 
+/// What a key the model does not know makes of a document.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KeyPolicy {
+    /// An error at its path, naming the keys its map takes (upstream's
+    /// parser refuses every unknown key since its config language went
+    /// strict).
+    #[default]
+    Strict,
+    /// For files written for older, lenient parsers: a warning, except
+    /// where ignoring the key would change what lands where (a flow's match
+    /// or action, a queue, a reorder config), which stays refused.
+    Lenient,
+}
+
 /// What `check` makes of a document that may still be a template.
 #[derive(Debug)]
 pub struct TemplateCheck {
@@ -39,6 +53,11 @@ impl Document {
     /// Template placeholders are recorded, and a neutral value stands in for
     /// each one its field cannot hold (see [`crate::placeholder`]).
     pub fn parse(text: &str) -> Result<Self, Report> {
+        Self::parse_with(text, KeyPolicy::Strict)
+    }
+
+    /// As [`parse`](Self::parse), with unknown keys treated as `keys` says.
+    pub fn parse_with(text: &str, keys: KeyPolicy) -> Result<Self, Report> {
         crate::nesting::check(text)?;
         let mut value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|err| {
             let mut report = Report::default();
@@ -49,7 +68,7 @@ impl Document {
         // Each retry stands a value in for the placeholder the last attempt stopped at.
         let mut tries = 0;
         let (section, unknown_keys) = loop {
-            let error = match Self::parse_value(value.clone()) {
+            let error = match Self::parse_value(value.clone(), keys) {
                 Ok(parsed) => break parsed,
                 Err(error) => error,
             };
@@ -73,13 +92,17 @@ impl Document {
         Ok(Document { config: section.daqiri.cfg, sections, unknown_keys, placeholders })
     }
 
-    fn parse_value(value: serde_yaml::Value) -> Result<(DaqiriSection, Report), Report> {
+    fn parse_value(value: serde_yaml::Value, keys: KeyPolicy) -> Result<(DaqiriSection, Report), Report> {
         let mut unknown_keys = Report::default();
         let de = value;
         let mut on_ignored = |ignored: serde_ignored::Path<'_>| {
             let path = ignored_path(&ignored);
             // Top-level sections other than `daqiri` belong to tools; only keys inside ours are suspect.
             if !path.starts_with("daqiri.") {
+                return;
+            }
+            if keys == KeyPolicy::Strict {
+                unknown_keys.error(&YamlPath::from_text(path.clone()), unknown_key_message(&path));
                 return;
             }
             match section_that_changes_meaning(&path) {
@@ -108,12 +131,17 @@ impl Document {
 
     /// Reads and parses a file.
     pub fn read(path: &Path) -> Result<Self, Report> {
+        Self::read_with(path, KeyPolicy::Strict)
+    }
+
+    /// As [`read`](Self::read), with unknown keys treated as `keys` says.
+    pub fn read_with(path: &Path, keys: KeyPolicy) -> Result<Self, Report> {
         let text = crate::nesting::read_text(path).map_err(|err| {
             let mut report = Report::default();
             report.error(&YamlPath::from_text(path.display().to_string()), format!("cannot read config file: {err}"));
             report
         })?;
-        Self::parse(&text)
+        Self::parse_with(&text, keys)
     }
 
     /// Validates the engine config for running: unknown-key warnings are
@@ -173,6 +201,20 @@ impl Document {
         let section = DaqiriSection { daqiri: crate::model::DaqiriBody { cfg: config.clone() } };
         serde_yaml::to_string(&section).expect("the config model always serialises")
     }
+}
+
+/// The strict parser's refusal of the key at `path`: the keys its map takes,
+/// and the one it was probably meant to be.
+fn unknown_key_message(path: &str) -> String {
+    let key = path.rsplit('.').next().unwrap_or(path);
+    let Some(known) = crate::known_keys::known_keys(path) else {
+        return format!("unknown key \"{key}\" (--lenient ignores unknown keys, with a warning each)");
+    };
+    let hint = crate::known_keys::closest(key, &known).map(|k| format!(" (did you mean \"{k}\"?)")).unwrap_or_default();
+    format!(
+        "unknown key \"{key}\"{hint}; this map takes: {} (--lenient ignores unknown keys, with a warning each)",
+        known.join(", ")
+    )
 }
 
 /// The section an unknown key at `path` sits in, where ignoring it would

@@ -33,6 +33,7 @@ pub mod device_resource;
 mod diagnostic;
 mod document;
 mod endpoint;
+mod known_keys;
 pub mod model;
 pub mod nesting;
 pub mod placeholder;
@@ -43,7 +44,7 @@ mod valid;
 mod validate;
 
 pub use diagnostic::{Diagnostic, Report, Severity, YamlPath};
-pub use document::{Document, TemplateCheck};
+pub use document::{Document, KeyPolicy, TemplateCheck};
 pub use endpoint::{Endpoint, Transport};
 pub use model::EngineConfig;
 pub use nesting::read_text;

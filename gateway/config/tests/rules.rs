@@ -1,7 +1,7 @@
 //! The bad-config suite: one test per rule of the configuration reference,
 //! each asserting the YAML path and the text of the error.
 
-use daqiri_config::{Diagnostic, Document, InterfaceBackend, Link, Severity};
+use daqiri_config::{Diagnostic, Document, InterfaceBackend, KeyPolicy, Link, Severity};
 
 /// A valid raw config; each test breaks one thing in it.
 const RAW: &str = r#"
@@ -143,18 +143,47 @@ fn type_errors_name_their_path_and_the_valid_values() {
     assert_eq!(err.errors().next().unwrap().path, "daqiri.cfg.interfaces[0].tx.queues[0].batch_size");
 }
 
+/// Strict, as upstream's parser: an unknown key anywhere is an error at its
+/// path, naming the keys its map takes and the likely one. Lenient (for
+/// files written for older parsers): a warning.
 #[test]
-fn unknown_keys_are_warnings_with_their_path() {
-    assert_warning(
-        &edit(SOCKET, "version: 1", "version: 1\n    stream_tipe: raw"),
-        "daqiri.cfg.stream_tipe",
-        "unknown key",
-    );
+fn unknown_keys_are_errors_naming_what_the_map_takes_unless_lenient() {
+    // Lenient still refuses a queue's unknown key: ignoring it would change what lands where.
+    for (from, to, path, hint, lenient_severity) in [
+        (
+            "version: 1",
+            "version: 1\n    stream_tipe: raw",
+            "daqiri.cfg.stream_tipe",
+            "did you mean \"stream_type\"?",
+            Severity::Warning,
+        ),
+        (
+            "batch_size: 32, memory_regions: [rx] }",
+            "batch_size: 32, memory_regions: [rx], timout_us: 5 }",
+            "daqiri.cfg.interfaces[0].rx.queues[0].timout_us",
+            "did you mean \"timeout_us\"?",
+            Severity::Error,
+        ),
+    ] {
+        let yaml = edit(SOCKET, from, to);
+        assert_error(&yaml, path, hint);
+        assert_error(&yaml, path, "this map takes: ");
+        let lenient = Document::parse_with(&yaml, KeyPolicy::Lenient).unwrap();
+        let warnings = match lenient.validate() {
+            Ok(valid) => valid.warnings().to_vec(),
+            Err(report) => report.diagnostics,
+        };
+        let warned = warnings.iter().find(|d| d.path == path).unwrap_or_else(|| panic!("{path}: {warnings:?}"));
+        assert_eq!(warned.severity, lenient_severity, "{warned}");
+    }
+    let rx = edit(RAW, "      rx:\n", "      rx:\n        flow_isolaton: true\n");
+    assert_error(&rx, &format!("{IF1}.rx.flow_isolaton"), "did you mean \"flow_isolation\"?");
 }
 
-/// DAQIRI's newer keys and misspellings where ignoring them would change
-/// what lands where (a match, an action, a queue, a reorder plan) refuse the
-/// config, marked NOT_SUPPORTED, and `check` lists them as errors.
+/// Lenient, DAQIRI's newer keys and misspellings where ignoring them would
+/// change what lands where (a match, an action, a queue, a reorder plan)
+/// still refuse the config, marked NOT_SUPPORTED, and `check` lists them as
+/// errors; strict, they are errors like any unknown key.
 #[test]
 fn an_unknown_key_in_a_match_action_queue_or_plan_is_refused_not_ignored() {
     for (from, to, path) in [
@@ -190,7 +219,8 @@ fn an_unknown_key_in_a_match_action_queue_or_plan_is_refused_not_ignored() {
         ),
     ] {
         let yaml = edit(RAW, from, to);
-        let doc = Document::parse(&yaml).unwrap();
+        assert_error(&yaml, &path, "unknown key");
+        let doc = Document::parse_with(&yaml, KeyPolicy::Lenient).unwrap();
         let report = doc.validate().expect_err("refused, not ignored");
         let refused = report.errors().find(|d| d.path == path).unwrap_or_else(|| panic!("{path} refused: {report}"));
         assert!(refused.not_supported && refused.message.contains("refused (NOT_SUPPORTED)"), "{refused}");
