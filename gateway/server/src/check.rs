@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use daqiri_config::{Diagnostic, Document};
+use daqiri_config::{Diagnostic, Document, KeyPolicy};
 
 #[derive(Debug, Args)]
 pub(crate) struct CheckArgs {
@@ -15,12 +15,18 @@ pub(crate) struct CheckArgs {
     /// Print findings as JSON.
     #[arg(long)]
     json: bool,
+    /// Judge files written for older, lenient parsers: an unknown key is a
+    /// warning (listed), not an error, except where ignoring it would change
+    /// what lands where.
+    #[arg(long)]
+    lenient: bool,
 }
 
 pub(crate) fn main(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let mut all_valid = true;
     for file in &args.files {
-        let (valid, findings) = check_file(file);
+        let keys = if args.lenient { KeyPolicy::Lenient } else { KeyPolicy::Strict };
+        let (valid, findings) = check_file(file, keys);
         all_valid &= valid;
         if args.json {
             let out = serde_json::json!({ "file": file, "valid": valid, "diagnostics": findings });
@@ -39,8 +45,8 @@ pub(crate) fn main(args: CheckArgs) -> anyhow::Result<ExitCode> {
 
 /// A template's placeholders are warnings: a file whose only problem is
 /// placeholders is valid here, and `run` refuses it until they are replaced.
-fn check_file(file: &Path) -> (bool, Vec<Diagnostic>) {
-    let doc = match Document::read(file) {
+fn check_file(file: &Path, keys: KeyPolicy) -> (bool, Vec<Diagnostic>) {
+    let doc = match Document::read_with(file, keys) {
         Ok(doc) => doc,
         Err(report) => return (false, report.diagnostics),
     };

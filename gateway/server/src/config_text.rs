@@ -2,14 +2,27 @@
 //! resolved from this container's environment, validated.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use daqiri_config::{Document, Report, ValidConfig};
+use daqiri_config::{Document, KeyPolicy, Report, ValidConfig};
 
 use crate::device_plugin;
 
+/// `run --lenient`: for this process's configs, started and PUT alike.
+static LENIENT: AtomicBool = AtomicBool::new(false);
+
+/// How this process treats unknown keys from now on (`run --lenient`).
+pub(crate) fn set_key_policy(keys: KeyPolicy) {
+    LENIENT.store(keys == KeyPolicy::Lenient, Ordering::Relaxed);
+}
+
+fn key_policy() -> KeyPolicy {
+    if LENIENT.load(Ordering::Relaxed) { KeyPolicy::Lenient } else { KeyPolicy::Strict }
+}
+
 /// Parses, resolves and validates; every finding carries its YAML path.
 pub(crate) fn validate(yaml: &str) -> Result<ValidConfig, Report> {
-    let mut doc = Document::parse(yaml)?;
+    let mut doc = Document::parse_with(yaml, key_policy())?;
     device_plugin::resolve_document(
         &mut doc,
         |var| std::env::var(var).ok(),

@@ -53,6 +53,7 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         consumer_host_memory_only: false,
         wait_for_config: false,
         allow_unpinned_cores: true,
+        lenient: false,
     };
     let gateway = {
         let shutdown = shutdown.clone();

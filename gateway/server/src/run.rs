@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use daqiri::Engine;
-use daqiri_config::ValidConfig;
+use daqiri_config::{KeyPolicy, ValidConfig};
 
 use crate::capture::{CaptureLimits, CaptureManager};
 use crate::consumer::{self, ConsumerOptions};
@@ -110,10 +110,17 @@ pub(crate) struct RunArgs {
     /// `DAQIRI_ALLOW_UNPINNED_CORES=1` does the same.
     #[arg(long)]
     pub allow_unpinned_cores: bool,
+    /// Take configs written for older, lenient parsers (started and PUT):
+    /// an unknown key is a warning, not an error, except in a flow's match
+    /// or action, a queue or a reorder config, where ignoring it would
+    /// change what lands where.
+    #[arg(long)]
+    pub lenient: bool,
 }
 
 pub(crate) fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     daqiri::preflight::allow_unpinned_cores(args.allow_unpinned_cores);
+    crate::config_text::set_key_policy(if args.lenient { KeyPolicy::Lenient } else { KeyPolicy::Strict });
     if let Some(cores) = &args.consumer_cores {
         require_present(cores)?;
     }
