@@ -21,17 +21,20 @@ pub struct Document {
     pub placeholders: Vec<Placeholder>,
 }
 
-/// What a key the model does not know makes of a document.
+/// How strictly a document's language is read: keys the model does not
+/// know, and numbers written as upstream's strict parser refuses them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum KeyPolicy {
-    /// An error at its path, naming the keys its map takes (upstream's
-    /// parser refuses every unknown key since its config language went
-    /// strict).
+pub enum Strictness {
+    /// As upstream's parser since its config language went strict: an
+    /// unknown key is an error at its path, naming the keys its map takes;
+    /// so is a quoted, ambiguous or YAML 1.1 number where an integer goes
+    /// (see `number_syntax`).
     #[default]
     Strict,
-    /// For files written for older, lenient parsers: a warning, except
-    /// where ignoring the key would change what lands where (a flow's match
-    /// or action, a queue, a reorder config), which stays refused.
+    /// For files written for older, lenient parsers: an unknown key is a
+    /// warning, except where ignoring it would change what lands where (a
+    /// flow's match or action, a queue, a reorder config), which stays
+    /// refused; numbers are read as serde_yaml reads them.
     Lenient,
 }
 
@@ -53,12 +56,16 @@ impl Document {
     /// Template placeholders are recorded, and a neutral value stands in for
     /// each one its field cannot hold (see [`crate::placeholder`]).
     pub fn parse(text: &str) -> Result<Self, Report> {
-        Self::parse_with(text, KeyPolicy::Strict)
+        Self::parse_with(text, Strictness::Strict)
     }
 
-    /// As [`parse`](Self::parse), with unknown keys treated as `keys` says.
-    pub fn parse_with(text: &str, keys: KeyPolicy) -> Result<Self, Report> {
+    /// As [`parse`](Self::parse), read as `strictness` says.
+    pub fn parse_with(text: &str, strictness: Strictness) -> Result<Self, Report> {
         crate::nesting::check(text)?;
+        let numbers = match strictness {
+            Strictness::Strict => crate::number_syntax::check(text),
+            Strictness::Lenient => Report::default(),
+        };
         let mut value: serde_yaml::Value = serde_yaml::from_str(text).map_err(|err| {
             let mut report = Report::default();
             report.error(&YamlPath::from_text("(document)"), err.to_string());
@@ -68,19 +75,22 @@ impl Document {
         // Each retry stands a value in for the placeholder the last attempt stopped at.
         let mut tries = 0;
         let (section, unknown_keys) = loop {
-            let error = match Self::parse_value(value.clone(), keys) {
+            let error = match Self::parse_value(value.clone(), strictness) {
                 Ok(parsed) => break parsed,
                 Err(error) => error,
             };
             let stuck = error.diagnostics.first().map(|d| d.path.clone()).unwrap_or_default();
-            let Some(p) = placeholders.iter().find(|p| p.covers(&stuck)) else { return Err(error) };
+            let Some(p) = placeholders.iter().find(|p| p.covers(&stuck)) else {
+                return Err(numbers_then(&numbers, error));
+            };
             // A number first (cpu_core, ports, sizes), then nothing at all.
             tries += 1;
             p.stand_in(&mut value, (tries % 2 == 1).then(|| serde_yaml::Value::from(0)));
             if tries > 2 * placeholders.len() {
-                return Err(error);
+                return Err(numbers_then(&numbers, error));
             }
         };
+        let unknown_keys = numbers_then(&numbers, unknown_keys);
         let sections = match value {
             serde_yaml::Value::Mapping(all) => all
                 .into_iter()
@@ -92,7 +102,7 @@ impl Document {
         Ok(Document { config: section.daqiri.cfg, sections, unknown_keys, placeholders })
     }
 
-    fn parse_value(value: serde_yaml::Value, keys: KeyPolicy) -> Result<(DaqiriSection, Report), Report> {
+    fn parse_value(value: serde_yaml::Value, strictness: Strictness) -> Result<(DaqiriSection, Report), Report> {
         let mut unknown_keys = Report::default();
         let de = value;
         let mut on_ignored = |ignored: serde_ignored::Path<'_>| {
@@ -101,7 +111,7 @@ impl Document {
             if !path.starts_with("daqiri.") {
                 return;
             }
-            if keys == KeyPolicy::Strict {
+            if strictness == Strictness::Strict {
                 unknown_keys.error(&YamlPath::from_text(path.clone()), unknown_key_message(&path));
                 return;
             }
@@ -131,17 +141,17 @@ impl Document {
 
     /// Reads and parses a file.
     pub fn read(path: &Path) -> Result<Self, Report> {
-        Self::read_with(path, KeyPolicy::Strict)
+        Self::read_with(path, Strictness::Strict)
     }
 
-    /// As [`read`](Self::read), with unknown keys treated as `keys` says.
-    pub fn read_with(path: &Path, keys: KeyPolicy) -> Result<Self, Report> {
+    /// As [`read`](Self::read), read as `strictness` says.
+    pub fn read_with(path: &Path, strictness: Strictness) -> Result<Self, Report> {
         let text = crate::nesting::read_text(path).map_err(|err| {
             let mut report = Report::default();
             report.error(&YamlPath::from_text(path.display().to_string()), format!("cannot read config file: {err}"));
             report
         })?;
-        Self::parse_with(&text, keys)
+        Self::parse_with(&text, strictness)
     }
 
     /// Validates the engine config for running: unknown-key warnings are
@@ -203,14 +213,23 @@ impl Document {
     }
 }
 
+/// `numbers`' findings, then `later`'s, less those at a path a number's
+/// finding explains already (serde's "invalid type" for the same scalar).
+fn numbers_then(numbers: &Report, later: Report) -> Report {
+    let mut all = numbers.clone();
+    all.diagnostics
+        .extend(later.diagnostics.into_iter().filter(|d| !numbers.diagnostics.iter().any(|n| n.path == d.path)));
+    all
+}
+
 /// The strict parser's refusal of the key at `path`: the keys its map takes,
 /// and the one it was probably meant to be.
 fn unknown_key_message(path: &str) -> String {
     let key = path.rsplit('.').next().unwrap_or(path);
-    let Some(known) = crate::known_keys::known_keys(path) else {
+    let Some(known) = crate::schema_at::known_keys(path) else {
         return format!("unknown key \"{key}\" (--lenient ignores unknown keys, with a warning each)");
     };
-    let hint = crate::known_keys::closest(key, &known).map(|k| format!(" (did you mean \"{k}\"?)")).unwrap_or_default();
+    let hint = crate::schema_at::closest(key, &known).map(|k| format!(" (did you mean \"{k}\"?)")).unwrap_or_default();
     format!(
         "unknown key \"{key}\"{hint}; this map takes: {} (--lenient ignores unknown keys, with a warning each)",
         known.join(", ")

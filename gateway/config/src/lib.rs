@@ -33,18 +33,19 @@ pub mod device_resource;
 mod diagnostic;
 mod document;
 mod endpoint;
-mod known_keys;
 pub mod model;
 pub mod nesting;
+mod number_syntax;
 pub mod placeholder;
 mod rdma_bench;
+mod schema_at;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod valid;
 mod validate;
 
 pub use diagnostic::{Diagnostic, Report, Severity, YamlPath};
-pub use document::{Document, KeyPolicy, TemplateCheck};
+pub use document::{Document, Strictness, TemplateCheck};
 pub use endpoint::{Endpoint, Transport};
 pub use model::EngineConfig;
 pub use nesting::read_text;

@@ -1,7 +1,7 @@
 //! The bad-config suite: one test per rule of the configuration reference,
 //! each asserting the YAML path and the text of the error.
 
-use daqiri_config::{Diagnostic, Document, InterfaceBackend, KeyPolicy, Link, Severity};
+use daqiri_config::{Diagnostic, Document, InterfaceBackend, Link, Severity, Strictness};
 
 /// A valid raw config; each test breaks one thing in it.
 const RAW: &str = r#"
@@ -168,7 +168,7 @@ fn unknown_keys_are_errors_naming_what_the_map_takes_unless_lenient() {
         let yaml = edit(SOCKET, from, to);
         assert_error(&yaml, path, hint);
         assert_error(&yaml, path, "this map takes: ");
-        let lenient = Document::parse_with(&yaml, KeyPolicy::Lenient).unwrap();
+        let lenient = Document::parse_with(&yaml, Strictness::Lenient).unwrap();
         let warnings = match lenient.validate() {
             Ok(valid) => valid.warnings().to_vec(),
             Err(report) => report.diagnostics,
@@ -220,7 +220,7 @@ fn an_unknown_key_in_a_match_action_queue_or_plan_is_refused_not_ignored() {
     ] {
         let yaml = edit(RAW, from, to);
         assert_error(&yaml, &path, "unknown key");
-        let doc = Document::parse_with(&yaml, KeyPolicy::Lenient).unwrap();
+        let doc = Document::parse_with(&yaml, Strictness::Lenient).unwrap();
         let report = doc.validate().expect_err("refused, not ignored");
         let refused = report.errors().find(|d| d.path == path).unwrap_or_else(|| panic!("{path} refused: {report}"));
         assert!(refused.not_supported && refused.message.contains("refused (NOT_SUPPORTED)"), "{refused}");

@@ -9,7 +9,8 @@
 //! [`Engine::new`]: crate::Engine::new
 
 use daqiri_config::model::{
-    ActionType, Interface, Loopback, MemoryAccess, MemoryKind, PollMode, Queue, QueueCore, ReorderEngine, ReorderType,
+    ActionType, EngineKind, Interface, Loopback, MemoryAccess, MemoryKind, PollMode, Queue, QueueCore, ReorderEngine,
+    ReorderType,
 };
 use daqiri_config::{Diagnostic, InterfaceBackend, Severity, Transport, ValidConfig, YamlPath};
 
@@ -95,6 +96,18 @@ pub fn unsupported(config: &ValidConfig) -> Vec<Diagnostic> {
         tx_keys(iface, &path.key("tx"), backend, &mut refuse);
     }
     out
+}
+
+/// The engines this build runs (`socket` always; the others with their
+/// features: `dpdk`, `rdma` for ibverbs' RoCE, `af_xdp`).
+pub fn engines_built() -> Vec<EngineKind> {
+    let built = |engine: &EngineKind| match engine {
+        EngineKind::Socket => true,
+        EngineKind::Dpdk => cfg!(feature = "dpdk"),
+        EngineKind::Ibverbs => cfg!(feature = "rdma"),
+        EngineKind::AfXdp => cfg!(feature = "af_xdp"),
+    };
+    EngineKind::ALL.into_iter().filter(built).collect()
 }
 
 /// `Err(NOT_SUPPORTED)` naming every key this build cannot honour.

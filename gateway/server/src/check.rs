@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use daqiri_config::{Diagnostic, Document, KeyPolicy};
+use daqiri_config::{Diagnostic, Document, Strictness};
 
 #[derive(Debug, Args)]
 pub(crate) struct CheckArgs {
@@ -25,8 +25,8 @@ pub(crate) struct CheckArgs {
 pub(crate) fn main(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let mut all_valid = true;
     for file in &args.files {
-        let keys = if args.lenient { KeyPolicy::Lenient } else { KeyPolicy::Strict };
-        let (valid, findings) = check_file(file, keys);
+        let strictness = if args.lenient { Strictness::Lenient } else { Strictness::Strict };
+        let (valid, findings) = check_file(file, strictness);
         all_valid &= valid;
         if args.json {
             let out = serde_json::json!({ "file": file, "valid": valid, "diagnostics": findings });
@@ -43,10 +43,24 @@ pub(crate) fn main(args: CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(if all_valid { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// A template's placeholders are warnings: a file whose only problem is
-/// placeholders is valid here, and `run` refuses it until they are replaced.
-fn check_file(file: &Path, keys: KeyPolicy) -> (bool, Vec<Diagnostic>) {
-    let doc = match Document::read_with(file, keys) {
+fn check_file(file: &Path, strictness: Strictness) -> (bool, Vec<Diagnostic>) {
+    match daqiri_config::nesting::read_text(file) {
+        Ok(text) => judge(&text, strictness),
+        Err(e) => {
+            let path = daqiri_config::YamlPath::from_text(file.display().to_string());
+            let unread =
+                Diagnostic::new(daqiri_config::Severity::Error, &path, format!("cannot read config file: {e}"));
+            (false, vec![unread])
+        }
+    }
+}
+
+/// Whether a config's text is valid, and every finding: a template's
+/// placeholders are warnings, so a file whose only problem is placeholders
+/// is valid here (`run` refuses it until they are replaced); what this host
+/// or build cannot run is a warning too.
+pub(crate) fn judge(text: &str, strictness: Strictness) -> (bool, Vec<Diagnostic>) {
+    let doc = match Document::parse_with(text, strictness) {
         Ok(doc) => doc,
         Err(report) => return (false, report.diagnostics),
     };

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use daqiri_config::{Document, KeyPolicy, Report, ValidConfig};
+use daqiri_config::{Document, Report, Strictness, ValidConfig};
 
 use crate::device_plugin;
 
@@ -12,17 +12,17 @@ use crate::device_plugin;
 static LENIENT: AtomicBool = AtomicBool::new(false);
 
 /// How this process treats unknown keys from now on (`run --lenient`).
-pub(crate) fn set_key_policy(keys: KeyPolicy) {
-    LENIENT.store(keys == KeyPolicy::Lenient, Ordering::Relaxed);
+pub(crate) fn set_strictness(strictness: Strictness) {
+    LENIENT.store(strictness == Strictness::Lenient, Ordering::Relaxed);
 }
 
-fn key_policy() -> KeyPolicy {
-    if LENIENT.load(Ordering::Relaxed) { KeyPolicy::Lenient } else { KeyPolicy::Strict }
+fn strictness() -> Strictness {
+    if LENIENT.load(Ordering::Relaxed) { Strictness::Lenient } else { Strictness::Strict }
 }
 
 /// Parses, resolves and validates; every finding carries its YAML path.
 pub(crate) fn validate(yaml: &str) -> Result<ValidConfig, Report> {
-    let mut doc = Document::parse_with(yaml, key_policy())?;
+    let mut doc = Document::parse_with(yaml, strictness())?;
     device_plugin::resolve_document(
         &mut doc,
         |var| std::env::var(var).ok(),

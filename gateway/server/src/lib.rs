@@ -6,7 +6,8 @@
 //! together.
 //!
 //! The binary (`main.rs`) calls [`main`]; the library exists so the fuzz
-//! targets in `fuzz/` can drive the admin API in-process ([`fuzzing`]).
+//! targets in `fuzz/` can drive the admin API in-process ([`fuzzing`]), and
+//! for the second binary, `daqiri_config_validate` ([`validate`]).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -32,6 +33,7 @@ mod status;
 mod subscriptions;
 mod telemetry;
 mod traffic_gen;
+pub mod validate;
 
 use std::process::ExitCode;
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use daqiri::Engine;
-use daqiri_config::{KeyPolicy, ValidConfig};
+use daqiri_config::{Strictness, ValidConfig};
 
 use crate::capture::{CaptureLimits, CaptureManager};
 use crate::consumer::{self, ConsumerOptions};
@@ -120,7 +120,7 @@ pub(crate) struct RunArgs {
 
 pub(crate) fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     daqiri::preflight::allow_unpinned_cores(args.allow_unpinned_cores);
-    crate::config_text::set_key_policy(if args.lenient { KeyPolicy::Lenient } else { KeyPolicy::Strict });
+    crate::config_text::set_strictness(if args.lenient { Strictness::Lenient } else { Strictness::Strict });
     if let Some(cores) = &args.consumer_cores {
         require_present(cores)?;
     }

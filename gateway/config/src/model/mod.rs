@@ -107,6 +107,21 @@ pub enum EngineKind {
     AfXdp,
 }
 
+impl EngineKind {
+    /// Every engine a config may name.
+    pub const ALL: [EngineKind; 4] = [EngineKind::Socket, EngineKind::Dpdk, EngineKind::Ibverbs, EngineKind::AfXdp];
+
+    /// Its name in the config.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Dpdk => "dpdk",
+            EngineKind::Socket => "socket",
+            EngineKind::Ibverbs => "ibverbs",
+            EngineKind::AfXdp => "af_xdp",
+        }
+    }
+}
+
 /// `log_level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -1,36 +1,62 @@
-//! The keys a map of the config takes, read from the model's own JSON
-//! Schema, so that a refused key's message lists them (and the one it was
-//! probably meant to be) without a second list to keep in step.
+//! What the model's own JSON Schema says at a YAML path: the keys a map
+//! takes (so a refused key's message lists them, and the one it was
+//! probably meant to be) and whether a value may be an integer (so the
+//! strict language knows where a number's syntax matters), without a second
+//! list to keep in step with the model.
+
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
-/// The keys the map holding `path`'s last key takes (`path` as diagnostics
-/// print it: `daqiri.cfg.interfaces[0].rx.flows[1].match.vlan_id`), sorted;
-/// `None` where the schema does not say.
-pub(crate) fn known_keys(path: &str) -> Option<Vec<String>> {
-    let schema = serde_json::to_value(crate::json_schema()).ok()?;
-    let mut steps = steps(path);
-    steps.pop(); // the unknown key itself
-    let mut nodes = vec![&schema];
-    for step in &steps {
+/// The model's schema, as JSON, made once.
+fn schema() -> &'static Value {
+    static SCHEMA: OnceLock<Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| serde_json::to_value(crate::json_schema()).expect("a schema is JSON"))
+}
+
+/// The schema nodes `steps` lead to from the root, each `$ref` and
+/// alternative followed.
+fn nodes_at(steps: &[Step]) -> Vec<&'static Value> {
+    let schema = schema();
+    let mut nodes = vec![schema];
+    for step in steps {
         nodes = nodes
             .into_iter()
-            .flat_map(|node| variants(&schema, node))
+            .flat_map(|node| variants(schema, node))
             .filter_map(|node| match step {
                 Step::Key(key) => node.get("properties")?.get(key),
                 Step::Index => node.get("items"),
             })
             .collect();
     }
-    let mut keys: Vec<String> = nodes
+    nodes.into_iter().flat_map(|node| variants(schema, node)).collect()
+}
+
+/// The keys the map holding `path`'s last key takes (`path` as diagnostics
+/// print it: `daqiri.cfg.interfaces[0].rx.flows[1].match.vlan_id`), sorted;
+/// `None` where the schema does not say.
+pub(crate) fn known_keys(path: &str) -> Option<Vec<String>> {
+    let mut steps = steps(path);
+    steps.pop(); // the unknown key itself
+    let mut keys: Vec<String> = nodes_at(&steps)
         .into_iter()
-        .flat_map(|node| variants(&schema, node))
         .filter_map(|node| node.get("properties")?.as_object())
         .flat_map(|properties| properties.keys().cloned())
         .collect();
     keys.sort();
     keys.dedup();
     (!keys.is_empty()).then_some(keys)
+}
+
+/// Whether the value at `path` may be an integer (alone or beside another
+/// shape, as a UDP port beside a range string).
+pub(crate) fn takes_integer(path: &str) -> bool {
+    let is_integer = |t: &Value| t.as_str() == Some("integer");
+    nodes_at(&steps(path)).into_iter().any(|node| match node.get("type") {
+        Some(Value::Array(types)) => types.iter().any(is_integer),
+        Some(t) => is_integer(t),
+        None => false,
+    })
 }
 
 /// Of `known`, the key `unknown` was most likely meant to be: within two
@@ -98,5 +124,15 @@ mod tests {
         assert_eq!(closest("flow_isolaton", &rx), Some("flow_isolation"));
         assert_eq!(closest("macth", &known_keys("daqiri.cfg.interfaces[0].rx.flows[0].macth").unwrap()), Some("match"));
         assert_eq!(closest("zzzzzz", &rx), None);
+    }
+
+    #[test]
+    fn integers_are_known_where_the_model_takes_them() {
+        assert!(takes_integer("daqiri.cfg.interfaces[0].rx.queues[1].cpu_core"));
+        assert!(takes_integer("daqiri.cfg.interfaces[0].rx.flows[0].match.udp_src"), "a port beside a range string");
+        assert!(takes_integer("daqiri.cfg.memory_regions[2].num_bufs"));
+        assert!(!takes_integer("daqiri.cfg.memory_regions[2].name"));
+        assert!(!takes_integer("daqiri.cfg.interfaces[0].address"));
+        assert!(!takes_integer("daqiri.cfg.no_such_key"));
     }
 }
