@@ -180,6 +180,55 @@ fn unknown_keys_are_errors_naming_what_the_map_takes_unless_lenient() {
     assert_error(&rx, &format!("{IF1}.rx.flow_isolaton"), "did you mean \"flow_isolation\"?");
 }
 
+/// Every finding on `yaml` at `strictness`, whether parsing or validation made it.
+fn findings_at(yaml: &str, strictness: Strictness) -> Vec<Diagnostic> {
+    match Document::parse_with(yaml, strictness) {
+        Err(report) => report.diagnostics,
+        Ok(doc) => match doc.validate() {
+            Ok(valid) => valid.warnings().to_vec(),
+            Err(report) => report.diagnostics,
+        },
+    }
+}
+
+/// Numbers as upstream's strict parser reads them: YAML 1.2 integers,
+/// unquoted; each refusal at the key's path. Lenient takes quoted numbers.
+#[test]
+fn numbers_are_yaml_1_2_integers_refused_by_path_when_quoted_or_ambiguous() {
+    let queue = "daqiri.cfg.interfaces[0].rx.queues[0]";
+    for (from, to, path, says) in [
+        ("cpu_core: 1,", "cpu_core: \"1\",", format!("{queue}.cpu_core"), "a quoted number"),
+        ("num_bufs: 4096", "num_bufs: '4096'", "daqiri.cfg.memory_regions[0].num_bufs".to_owned(), "a quoted number"),
+        ("batch_size: 32", "batch_size: 032", format!("{queue}.batch_size"), "write 32 (decimal) or 0o32 (octal)"),
+        ("batch_size: 32", "batch_size: 0b100000", format!("{queue}.batch_size"), "YAML 1.1"),
+        ("num_bufs: 4096", "num_bufs: 4_096", "daqiri.cfg.memory_regions[0].num_bufs".to_owned(), "YAML 1.1"),
+        ("batch_size: 32", "batch_size: 32.0", format!("{queue}.batch_size"), "floating point"),
+        ("num_bufs: 4096", "num_bufs: 5000000000", "daqiri.cfg.memory_regions[0].num_bufs".to_owned(), "invalid value"),
+    ] {
+        let yaml = edit(SOCKET, from, to);
+        let found = findings_at(&yaml, Strictness::Strict);
+        let at: Vec<_> = found.iter().filter(|d| d.path == path).collect();
+        assert!(
+            at.len() == 1 && at[0].severity == Severity::Error && at[0].message.contains(says),
+            "{to}: expected one error at {path} saying {says:?}; got {found:?}"
+        );
+    }
+    for (from, to) in [("batch_size: 32", "batch_size: 0x20"), ("batch_size: 32", "batch_size: 0o40")] {
+        let found = findings_at(&edit(SOCKET, from, to), Strictness::Strict);
+        assert!(found.iter().all(|d| d.severity != Severity::Error), "{to} is YAML 1.2: {found:?}");
+    }
+    let quoted = findings_at(&edit(SOCKET, "cpu_core: 1,", "cpu_core: \"1\","), Strictness::Lenient);
+    assert!(quoted.iter().all(|d| d.severity != Severity::Error), "lenient takes quotes: {quoted:?}");
+}
+
+/// Upstream never merged `rx.hardware_timestamp_format` (PR #262): strict,
+/// it is an unknown key like any other, not a warning.
+#[test]
+fn the_never_merged_hardware_timestamp_format_is_refused() {
+    let yaml = edit(RAW, "      rx:\n", "      rx:\n        hardware_timestamp_format: ptp\n");
+    assert_error(&yaml, &format!("{IF1}.rx.hardware_timestamp_format"), "unknown key");
+}
+
 /// Lenient, DAQIRI's newer keys and misspellings where ignoring them would
 /// change what lands where (a match, an action, a queue, a reorder plan)
 /// still refuse the config, marked NOT_SUPPORTED, and `check` lists them as

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
-use daqiri_config::model::{PollMode, Queue as QueueConfig, QueueCore, TxOffload};
+use daqiri_config::model::{PollMode, Queue as QueueConfig, TxOffload};
 
 use crate::burst::{Burst, BurstShape, EngineId, MetaPool, PacketFields};
 use crate::error::{Error, Result, Status};
@@ -104,7 +104,7 @@ impl Queue {
         Ok(Self {
             id: config.id,
             name: config.name.clone(),
-            cpu_core: config.cpu_core.and_then(QueueCore::pinned).map(|c| c.0),
+            cpu_core: config.pinned_core().map(|c| c.0),
             poll_mode: config.poll_mode,
             batch_size,
             timeout,

@@ -9,8 +9,7 @@
 //! [`Engine::new`]: crate::Engine::new
 
 use daqiri_config::model::{
-    ActionType, EngineKind, Interface, Loopback, MemoryAccess, MemoryKind, PollMode, Queue, QueueCore, ReorderEngine,
-    ReorderType,
+    ActionType, EngineKind, Interface, Loopback, MemoryAccess, MemoryKind, PollMode, Queue, ReorderEngine, ReorderType,
 };
 use daqiri_config::{Diagnostic, InterfaceBackend, Severity, Transport, ValidConfig, YamlPath};
 
@@ -169,7 +168,7 @@ fn socket_keys(
             && crate::backend::udp_reuseport_group(
                 e,
                 rx.queues.iter().all(|q| q.poll_mode == PollMode::Indirect),
-                rx.queues.iter().map(|q| q.cpu_core.and_then(QueueCore::pinned).map(|c| c.0)),
+                rx.queues.iter().map(|q| q.pinned_core().map(|c| c.0)),
             )
     });
     let queues = path.key("rx").key("queues");

@@ -56,6 +56,77 @@ fn a_template_passes_check_with_warnings_and_run_refuses_it_naming_each_placehol
     assert!(err.matches("template placeholder").count() == 3, "run must name every placeholder:\n{err}");
 }
 
+const VALIDATE: &str = env!("CARGO_BIN_EXE_daqiri_config_validate");
+
+/// A small UDP config whose queue's core is written `core`, with `extra`
+/// appended to the queue's map.
+fn udp_queue_with(core: &str, extra: &str) -> String {
+    format!(
+        "daqiri:\n  cfg:\n    version: 1\n    stream_type: socket\n    memory_regions:\n    - {{ name: m, kind: host, num_bufs: 64, buf_size: 2048 }}\n    interfaces:\n    - name: u\n      address: 127.0.0.1\n      socket_config: {{ mode: server, local_addr: \"udp://127.0.0.1:5998\" }}\n      rx:\n        queues:\n        - {{ name: q, id: 0, cpu_core: {core}, batch_size: 4, memory_regions: [m]{extra} }}\n"
+    )
+}
+
+/// Scripts written for upstream's `daqiri_config_validate` read the same
+/// verdicts and exit codes from ours.
+#[test]
+fn daqiri_config_validate_speaks_upstreams_interface() {
+    let dir = common::scratch_dir("validate");
+    let (good, bad) = (dir.join("good.yaml"), dir.join("bad.yaml"));
+    std::fs::write(&good, udp_queue_with("0", "")).unwrap();
+    std::fs::write(&bad, udp_queue_with("\"0\"", ", batch_sise: 8")).unwrap();
+    let validate = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(VALIDATE).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, out) = validate(&[good.as_os_str()]);
+    assert_eq!((code, out), (Some(0), format!("{}: valid\n", good.display())));
+    let (code, out) = validate(&[good.as_os_str(), bad.as_os_str()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(&format!("{}: invalid\n", bad.display())), "{out}");
+    assert!(out.contains("  daqiri.cfg.interfaces[0].rx.queues[0].cpu_core: a quoted number"), "{out}");
+    let (code, _) = validate(&[good.as_os_str(), dir.join("absent.yaml").as_os_str()]);
+    assert_eq!(code, Some(2), "an unreadable file");
+    assert_eq!(validate(&[]).0, Some(2), "no file: a usage error");
+    let (code, engines) = validate(&["--list-engines".as_ref()]);
+    assert_eq!(code, Some(0));
+    let engines: Vec<&str> = engines.lines().collect();
+    assert_eq!(engines.first(), Some(&"socket"), "{engines:?}");
+    assert!(engines.iter().all(|e| ["socket", "dpdk", "ibverbs", "af_xdp"].contains(e)), "{engines:?}");
+}
+
+/// A typo is refused by `check` and `run`, naming the key it meant; with
+/// `--lenient` both take the file, `check` listing what it ignored.
+#[test]
+fn unknown_keys_fail_check_and_run_unless_lenient() {
+    let dir = common::scratch_dir("lenient");
+    let file = dir.join("typo.yaml");
+    std::fs::write(&file, udp_queue_with("0", "").replace("stream_type:", "log_levle: info\n    stream_type:"))
+        .unwrap();
+    let check = |lenient: bool| {
+        let mut command = std::process::Command::new(common::GATEWAY);
+        command.arg("check").args(lenient.then_some("--lenient")).arg(&file);
+        let out = command.output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (ok, out) = check(false);
+    assert!(
+        !ok && out.contains("daqiri.cfg.log_levle: unknown key") && out.contains("did you mean \"log_level\""),
+        "{out}"
+    );
+    let (ok, out) = check(true);
+    assert!(ok && out.contains("warning: daqiri.cfg.log_levle: unknown key, ignored"), "{out}");
+    let run = |lenient: bool| {
+        let mut command = std::process::Command::new(common::GATEWAY);
+        command.args(["run", "--no-admin", "--duration", "1"]).args(lenient.then_some("--lenient"));
+        command.arg("--config").arg(&file).output().unwrap()
+    };
+    let strict = run(false);
+    assert!(!strict.status.success(), "run refuses the typo");
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("log_levle"));
+    let lenient = run(true);
+    assert!(lenient.status.success(), "{}", String::from_utf8_lossy(&lenient.stderr));
+}
+
 /// `check` judges the config against this host too: a pool beyond its memory
 /// and a port another socket holds are warnings naming the path and numbers.
 /// A UDP server on `port` whose one queue lands in a pool of `num_bufs`

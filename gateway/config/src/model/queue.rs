@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::QueueCore;
+use super::{CpuCore, QueueCore};
 
 /// One entry of `rx.queues` or `tx.queues`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -46,6 +46,12 @@ impl Queue {
     /// `batch_size`, or 1 for direct-mode queues that have none.
     pub fn batch_size(&self) -> u32 {
         self.batch_size.unwrap_or(1)
+    }
+
+    /// The core its worker is pinned to: `None` when `cpu_core` is absent
+    /// or -1 (unpinned).
+    pub fn pinned_core(&self) -> Option<CpuCore> {
+        self.cpu_core.and_then(QueueCore::pinned)
     }
 
     /// `timeout_us` with the default of 0 (full batches only).

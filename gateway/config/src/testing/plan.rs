@@ -70,12 +70,6 @@ impl PlanBuilder {
         self
     }
 
-    /// `cyclic_sequence`: upstream's acknowledgement for `reorder_engine: hw`.
-    pub fn cyclic(mut self, cyclic: bool) -> Self {
-        self.0.cyclic_sequence = Some(cyclic);
-        self
-    }
-
     pub(super) fn build(self) -> ReorderConfig {
         self.0
     }

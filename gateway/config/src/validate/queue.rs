@@ -107,7 +107,7 @@ fn check_direction(ctx: &InterfaceCtx<'_>, queues: &[Queue], list: &YamlPath, is
                 "-1 (an unpinned worker) is for socket queues, as upstream has it; raw and RoCE workers run on the core they name",
             );
         }
-        if let (Some(core), Some(master)) = (q.cpu_core.and_then(QueueCore::pinned), ctx.config.master_core)
+        if let (Some(core), Some(master)) = (q.pinned_core(), ctx.config.master_core)
             && core == master
         {
             report.warn(

@@ -57,7 +57,7 @@ pub(crate) fn absent_cores(config: &ValidConfig, allowed: &BTreeSet<usize>) -> V
     let interfaces = YamlPath::cfg().key("interfaces");
     for (port, iface) in config.interfaces() {
         for (dir, queues) in [("rx", iface.rx_queues()), ("tx", iface.tx_queues())] {
-            for (i, core) in queues.iter().enumerate().filter_map(|(i, q)| Some((i, q.cpu_core?.pinned()?))) {
+            for (i, core) in queues.iter().enumerate().filter_map(|(i, q)| Some((i, q.pinned_core()?))) {
                 check(interfaces.index(port).key(dir).key("queues").index(i).key("cpu_core"), core.0);
             }
         }
