@@ -37,6 +37,7 @@ pub mod model;
 pub mod nesting;
 mod number_syntax;
 pub mod placeholder;
+pub mod pools;
 mod rdma_bench;
 mod schema_at;
 #[cfg(feature = "testing")]

@@ -450,13 +450,24 @@ fn unused_memory_region_is_a_warning() {
     assert_warning(&yaml, "daqiri.cfg.memory_regions[1].name", "not used");
 }
 
+/// Upstream's floor for DPDK regions, from the one rule the engine applies
+/// (`check` reports it through the engine's preflight, tested there).
 #[test]
-fn small_raw_pools_are_raised_with_a_warning() {
-    assert_warning(
-        &edit(RAW, "{ name: rx_cpu, kind: huge, num_bufs: 51200", "{ name: rx_cpu, kind: huge, num_bufs: 4096"),
-        "daqiri.cfg.memory_regions[0].num_bufs",
-        "DAQIRI raises it to 24576",
-    );
+fn small_dpdk_pools_are_raised_by_upstreams_rule() {
+    // rx_cpu takes queue q1's ring (1024) and bursts of 1024: a floor of
+    // max(1.5 x 1024, 1024 + 2 x 1024) = 3072, raised to 1024 + 4 x 1024.
+    let raised_from = |num_bufs: u32| {
+        let yaml = edit(
+            RAW,
+            "{ name: rx_cpu, kind: huge, num_bufs: 51200",
+            &format!("{{ name: rx_cpu, kind: huge, num_bufs: {num_bufs}"),
+        );
+        let config = Document::parse(&yaml).unwrap().config;
+        let raised = daqiri_config::pools::raised_regions(&config);
+        raised.iter().filter(|r| r.region == 0).map(|r| (r.from, r.to)).collect::<Vec<_>>()
+    };
+    assert_eq!(raised_from(3071), [(3071, 5120)]);
+    assert_eq!(raised_from(3072), []);
 }
 
 #[test]

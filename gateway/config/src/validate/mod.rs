@@ -9,7 +9,6 @@ mod flow;
 mod interface;
 pub mod limits;
 mod lists;
-mod pools;
 mod queue;
 mod reorder;
 
@@ -18,7 +17,6 @@ use crate::model::{EngineConfig, EngineKind, Loopback, StreamType};
 use crate::valid::ValidConfig;
 
 use lists::duplicates;
-use pools::{RAW_RING_SIZE, rx_num_bufs};
 
 impl EngineConfig {
     /// Checks the config and returns it as a [`ValidConfig`], or every problem found.
@@ -100,17 +98,6 @@ fn check_memory_regions(config: &EngineConfig, report: &mut Report) {
             report.warn(
                 &path.key("name"),
                 format!("memory region \"{}\" is not used by any queue or reorder config", region.name),
-            );
-        }
-        let raised = rx_num_bufs(config, region);
-        if used_by_rx_queue && raised != region.num_bufs {
-            report.warn(
-                &path.key("num_bufs"),
-                format!(
-                    "{} is below 1.5x the NIC ring ({}); DAQIRI raises it to {raised} buffers",
-                    region.num_bufs,
-                    RAW_RING_SIZE + RAW_RING_SIZE / 2,
-                ),
             );
         }
     }

@@ -228,7 +228,7 @@ fn check_gpu_holding(ctx: &InterfaceCtx<'_>, report: &mut Report) {
         }
         let held: u64 = plans.iter().map(|(_, packets)| 2 * packets).sum();
         let needed = held + u64::from(queue.batch_size());
-        if u64::from(super::pools::rx_num_bufs(ctx.config, region)) < needed {
+        if u64::from(crate::pools::num_bufs_allocated(ctx.config, &region.name).unwrap_or(region.num_bufs)) < needed {
             let names: Vec<String> = plans.iter().map(|(name, packets)| format!("\"{name}\" ({packets})")).collect();
             report.warn(
                 &ctx.config_region_path(&region.name).key("num_bufs"),
