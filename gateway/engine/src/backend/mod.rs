@@ -24,11 +24,6 @@ pub(crate) use socket::reuseport_group as udp_reuseport_group;
 
 use daqiri_config::{InterfaceBackend, Link, ValidConfig};
 
-/// Descriptors in each DPDK RX and TX queue's ring (the checks raise a
-/// region's `num_bufs` to fill them, as DAQIRI does; see
-/// `daqiri_config::pools`).
-pub(crate) const DPDK_RX_DESCRIPTORS: u16 = daqiri_config::pools::DPDK_RING_DESCRIPTORS;
-
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::port::Port;

@@ -2,7 +2,8 @@
 //! (`--consumer-budget-percent`, half by default) of each RX queue's burst
 //! metadata entries and of each region's buffers, so that whatever they
 //! hold, and however many subscribe, receive keeps the rest. Each of them:
-//! an equal part of that budget, and beyond it only what the others' unused
+//! an equal part of each queue's and region's budget among the consumers
+//! that have taken from it, and beyond it only what the others' unused
 //! parts leave, so consumers that never release cannot starve the others.
 //!
 //! A burst counts once in the budget however many consumers hold it
@@ -53,7 +54,8 @@ struct Holding {
 }
 
 /// Bursts by queue and buffers by region index, pinned by all consumers or
-/// by one.
+/// by one. A consumer's has an entry (0 or more) for each queue and region
+/// it has taken from: those it shares.
 #[derive(Debug, Default)]
 struct Pinned {
     bursts: HashMap<(u16, u16), u32>,
@@ -61,12 +63,20 @@ struct Pinned {
 }
 
 impl Pinned {
-    fn bursts(&self, queue: (u16, u16)) -> u32 {
-        self.bursts.get(&queue).copied().unwrap_or(0)
+    fn bursts(&self, queue: (u16, u16)) -> Option<u32> {
+        self.bursts.get(&queue).copied()
     }
 
-    fn buffers(&self, region: u16) -> u32 {
-        self.buffers.get(&region).copied().unwrap_or(0)
+    fn buffers(&self, region: u16) -> Option<u32> {
+        self.buffers.get(&region).copied()
+    }
+
+    /// Takes a part of `queue` and `regions` from now on.
+    fn share(&mut self, queue: (u16, u16), regions: &[(u16, u32)]) {
+        self.bursts.entry(queue).or_default();
+        for &(region, _) in regions {
+            self.buffers.entry(region).or_default();
+        }
     }
 
     fn add(&mut self, holding: &Holding) {
@@ -100,13 +110,21 @@ struct Pins {
 impl Pins {
     /// Whether `consumer` may pin `n` more of something `limit` of which may
     /// be pinned, `pinned_after` of it by all consumers once it has; `of`
-    /// reads what one consumer pins of it.
-    fn allows(&self, consumer: u64, limit: u32, pinned_after: u32, n: u32, of: impl Fn(&Pinned) -> u32) -> bool {
+    /// reads what one consumer pins of it, `None` where it takes no part.
+    fn allows(
+        &self,
+        consumer: u64,
+        limit: u32,
+        pinned_after: u32,
+        n: u32,
+        of: impl Fn(&Pinned) -> Option<u32>,
+    ) -> bool {
         if pinned_after > limit {
             return false;
         }
-        let part = limit / self.each.len().max(1) as u32;
-        if self.each.get(&consumer).map_or(0, &of) + n <= part {
+        let sharers = self.each.values().filter(|pinned| of(pinned).is_some()).count();
+        let part = limit / sharers.max(1) as u32;
+        if self.each.get(&consumer).and_then(&of).unwrap_or(0) + n <= part {
             return true;
         }
         // Beyond its part: only what the others' unused parts leave.
@@ -114,7 +132,8 @@ impl Pins {
             .each
             .iter()
             .filter(|(id, _)| **id != consumer)
-            .map(|(_, pinned)| u64::from(part.saturating_sub(of(pinned))))
+            .filter_map(|(_, pinned)| of(pinned))
+            .map(|held| u64::from(part.saturating_sub(held)))
             .sum();
         u64::from(limit - pinned_after) >= unused
     }
@@ -165,8 +184,8 @@ impl Budget {
     /// regions within the budget and the consumer within its part, or
     /// within what the others' unused parts leave. `None` when not; else
     /// what [`hold`](Self::hold) then counts.
-    pub(crate) fn claim(&self, burst: &Arc<Burst>, consumer: u64) -> Option<Claim> {
-        let pins = self.engines.get(&burst.engine_id())?;
+    pub(crate) fn claim(&mut self, burst: &Arc<Burst>, consumer: u64) -> Option<Claim> {
+        let pins = self.engines.get_mut(&burst.engine_id())?;
         let queue = (burst.port_id(), burst.queue_id());
         // Buffers of a burst nobody holds yet, which the claim adds.
         let fresh = (!pins.held.contains_key(&key(burst))).then(|| buffers_of(burst));
@@ -174,14 +193,19 @@ impl Budget {
             Some(buffers) => buffers.as_slice(),
             None => &pins.held[&key(burst)].buffers,
         };
+        pins.each.entry(consumer).or_default().share(queue, buffers);
+        let pins = &*pins;
         let added = |n: u32| if fresh.is_some() { n } else { 0 };
-        let queue_allows =
-            pins.allows(consumer, pins.limits.bursts_per_queue, pins.all.bursts(queue) + added(1), 1, |p| {
-                p.bursts(queue)
-            });
+        let queue_allows = pins.allows(
+            consumer,
+            pins.limits.bursts_per_queue,
+            pins.all.bursts(queue).unwrap_or(0) + added(1),
+            1,
+            |p| p.bursts(queue),
+        );
         let regions_allow = buffers.iter().all(|&(region, n)| {
             let limit = pins.limits.buffers.get(usize::from(region)).copied().unwrap_or(0);
-            pins.allows(consumer, limit, pins.all.buffers(region) + added(n), n, |p| p.buffers(region))
+            pins.allows(consumer, limit, pins.all.buffers(region).unwrap_or(0) + added(n), n, |p| p.buffers(region))
         });
         (queue_allows && regions_allow).then_some(Claim(fresh))
     }
@@ -226,12 +250,10 @@ impl Budget {
     }
 }
 
+/// Lowers a count, keeping its entry (a consumer's entries say what it shares).
 fn subtract<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, u32>, key: K, n: u32) {
     if let Some(count) = counts.get_mut(&key) {
         *count = count.saturating_sub(n);
-        if *count == 0 {
-            counts.remove(&key);
-        }
     }
 }
 
@@ -271,13 +293,21 @@ mod tests {
     }
 
     fn allows_one_more(pins: &Pins, consumer: u64) -> bool {
-        pins.allows(consumer, pins.limits.bursts_per_queue, pins.all.bursts((0, 0)) + 1, 1, |p| p.bursts((0, 0)))
+        let pinned_after = pins.all.bursts((0, 0)).unwrap_or(0) + 1;
+        pins.allows(consumer, pins.limits.bursts_per_queue, pinned_after, 1, |p| p.bursts((0, 0)))
     }
 
     #[test]
     fn a_lone_consumer_may_pin_the_whole_budget_and_no_more() {
         assert!(allows_one_more(&pins(128, &[127]), 0));
         assert!(!allows_one_more(&pins(128, &[128]), 0));
+    }
+
+    #[test]
+    fn parts_are_shared_among_the_consumers_that_take_from_the_queue() {
+        let mut elsewhere = pins(128, &[64]);
+        elsewhere.each.insert(1, Pinned::default());
+        assert!(allows_one_more(&elsewhere, 0), "a consumer of other queues takes no part of this one");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use daqiri_config::model::{Flow, MemoryKind, Queue};
 use daqiri_config::{Link, ValidConfig};
 
-use super::DPDK_RX_DESCRIPTORS as RX_DESCRIPTORS;
+// The rings the config crate's buffer floor counts (`daqiri_config::pools`).
 use super::driver::PortDriver;
 use crate::backend::LinkStats;
 use crate::error::{Error, Result, Status};
@@ -26,6 +26,7 @@ use crate::memory::{Region, RegionTable};
 use crate::pacing::Pacer;
 use crate::port::Port;
 use crate::task::Task;
+use daqiri_config::pools::DPDK_RING_DESCRIPTORS as RX_DESCRIPTORS;
 
 use receiver::Receiver;
 pub(crate) use rte::Mempool;
