@@ -33,6 +33,7 @@ pub mod device_resource;
 mod diagnostic;
 mod document;
 mod endpoint;
+pub mod key_table;
 pub mod model;
 pub mod nesting;
 mod number_syntax;

@@ -32,6 +32,34 @@ fn nodes_at(steps: &[Step]) -> Vec<&'static Value> {
     nodes.into_iter().flat_map(|node| variants(schema, node)).collect()
 }
 
+/// Every key path the schema describes, as diagnostics print paths with
+/// `[]` for any item (`daqiri.cfg.interfaces[].rx.queues[].cpu_core`).
+pub(crate) fn all_paths() -> Vec<String> {
+    fn walk(schema: &'static Value, node: &'static Value, path: &str, out: &mut Vec<String>, depth: usize) {
+        // The model nests about ten levels; the bound only guards a recursive schema.
+        if depth > 16 {
+            return;
+        }
+        for node in variants(schema, node) {
+            if let Some(properties) = node.get("properties").and_then(Value::as_object) {
+                for (key, child) in properties {
+                    let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                    out.push(at.clone());
+                    walk(schema, child, &at, out, depth + 1);
+                }
+            }
+            if let Some(items) = node.get("items").filter(|items| items.is_object()) {
+                walk(schema, items, &format!("{path}[]"), out, depth + 1);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema(), schema(), "", &mut out, 0);
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The keys the map holding `path`'s last key takes (`path` as diagnostics
 /// print it: `daqiri.cfg.interfaces[0].rx.flows[1].match.vlan_id`), sorted;
 /// `None` where the schema does not say.
