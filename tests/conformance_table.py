@@ -51,6 +51,7 @@ SCENARIOS = {
     "rss_spread": "one flow spread over two queues, each sender on one",
     "ethernet_steering": "flows by Ethernet address steer to their queues",
     "ethernet_rss_spread": "an Ethernet-address flow spread over two queues by MAC",
+    "ipv4_steering": "flows by IPv4 source and destination address steer to their queues",
 }
 # The VM test bed's NICs (tests/vm/run.sh): DPDK over vfio-pci behind an
 # emulated IOMMU, DPDK's net_tap with rte_flow as TC filters, AF_XDP on

@@ -63,7 +63,7 @@ const fn row(key: &'static str, status: KeyStatus, note: &'static str) -> KeyRow
     KeyRow { key, status, note }
 }
 
-use KeyStatus::{Extension, Honoured, NotUpstream, NotYet, Partly, Refused};
+use KeyStatus::{Extension, Honoured, NotUpstream, Partly, Refused};
 
 /// The keys, in the order DAQIRI's reference gives them.
 pub const KEYS: &[KeyRow] = &[
@@ -136,8 +136,16 @@ pub const KEYS: &[KeyRow] = &[
     row("interfaces[].rx.flows[].match.udp_src", Honoured, "a port, or a `\"first-last\"` range (our extension)"),
     row("interfaces[].rx.flows[].match.udp_dst", Honoured, "as `udp_src`"),
     row("interfaces[].rx.flows[].match.ipv4_len", Honoured, ""),
-    row("interfaces[].rx.flows[].match.ipv4_src", NotYet, "dotted IPv4 source (upstream's GigE Vision example)"),
-    row("interfaces[].rx.flows[].match.ipv4_dst", NotYet, "dotted IPv4 destination"),
+    row(
+        "interfaces[].rx.flows[].match.ipv4_src",
+        Honoured,
+        "dotted IPv4 (upstream's GigE Vision example): software steering, rte_flow, the XDP program, the sockets' reuseport program",
+    ),
+    row(
+        "interfaces[].rx.flows[].match.ipv4_dst",
+        Partly,
+        "as `ipv4_src`; on a socket only where `local_addr` names one address (else refused: a wildcard socket is not told the destination)",
+    ),
     row(
         "interfaces[].rx.flows[].match.ethernet",
         Partly,

@@ -34,6 +34,7 @@ fn nodes_at(steps: &[Step]) -> Vec<&'static Value> {
 
 /// Every key path the schema describes, as diagnostics print paths with
 /// `[]` for any item (`daqiri.cfg.interfaces[].rx.queues[].cpu_core`).
+#[cfg(test)]
 pub(crate) fn all_paths() -> Vec<String> {
     fn walk(schema: &'static Value, node: &'static Value, path: &str, out: &mut Vec<String>, depth: usize) {
         // The model nests about ten levels; the bound only guards a recursive schema.

@@ -1128,6 +1128,42 @@ fn socket_ipv4_len_must_fit_udp() {
     assert_error(&yaml, "daqiri.cfg.interfaces[0].rx.flows[0].match.ipv4_len", "at least 28 bytes");
 }
 
+/// `match.ipv4_src` / `ipv4_dst` as upstream has them: dotted IPv4, UDP/IP
+/// keys beside the ports (so `match.ethernet` qualifies them and TX flows
+/// take them); anything else is an error at the key.
+#[test]
+fn ipv4_addresses_are_dotted_udp_ip_keys() {
+    let with_match = |m: &str| {
+        edit(
+            SOCKET,
+            "memory_regions: [rx] }",
+            &format!(
+                "memory_regions: [rx] }}\n        flows:\n        - {{ name: f, id: 1, action: {{ type: queue, id: 0 }}, match: {m} }}"
+            ),
+        )
+    };
+    let path = "daqiri.cfg.interfaces[0].rx.flows[0].match";
+    for bad in ["{ ipv4_src: 10.0.0.300 }", "{ ipv4_src: \"fe80::1\" }", "{ ipv4_dst: 167772161 }"] {
+        let found = findings_at(&with_match(bad), Strictness::Strict);
+        let key = if bad.contains("src") { "ipv4_src" } else { "ipv4_dst" };
+        assert!(
+            found.iter().any(|d| d.severity == Severity::Error && d.path == format!("{path}.{key}")),
+            "{bad}: {found:?}"
+        );
+    }
+    let good =
+        findings_at(&with_match("{ ipv4_src: 10.0.0.1, ipv4_dst: 127.0.0.1, udp_dst: 5001 }"), Strictness::Strict);
+    assert!(good.iter().all(|d| d.severity != Severity::Error), "{good:?}");
+    // Raw: qualified by Ethernet addresses.
+    let raw = edit(
+        RAW,
+        "match: { udp_src: 4096, udp_dst: 4096 }",
+        "match: { ipv4_src: 10.1.0.1, ethernet: { src: \"02:00:00:00:00:01\" } }",
+    );
+    let found = findings_at(&raw, Strictness::Strict);
+    assert!(found.iter().all(|d| d.severity != Severity::Error), "{found:?}");
+}
+
 #[test]
 fn engine_af_xdp_drives_raw_interfaces_by_netdev_name() {
     let af_xdp = edit(RAW, "    stream_type: raw\n", "    stream_type: raw\n    engine: af_xdp\n")

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use daqiri_config::model::{ActionType, Flow, FlowAction, PortMatch, RxConfig};
+use daqiri_config::model::{ActionType, Flow, FlowAction, FlowMatch, PortMatch, RxConfig};
 
 use crate::headers::{FlowKey, Macs};
 use crate::stats::FlowStats;
@@ -38,9 +38,7 @@ pub(crate) struct FlowRule {
     pub(crate) flow_id: u32,
     pub(crate) name: String,
     ethernet: Option<MacMatch>,
-    udp_src: Option<PortMatch>,
-    udp_dst: Option<PortMatch>,
-    ipv4_len: Option<u16>,
+    udp_ip: UdpIpMatch,
     queues: Vec<usize>,
     /// Header transforms before the queue (`vlan_pop`, `tunnel_decap`),
     /// which only a NIC's flow engine performs.
@@ -67,6 +65,59 @@ impl MacMatch {
     }
 }
 
+/// The UDP/IP keys of a rule (`None`: any).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct UdpIpMatch {
+    pub(crate) udp_src: Option<PortMatch>,
+    pub(crate) udp_dst: Option<PortMatch>,
+    pub(crate) ipv4_len: Option<u16>,
+    pub(crate) ipv4_src: Option<[u8; 4]>,
+    pub(crate) ipv4_dst: Option<[u8; 4]>,
+}
+
+impl UdpIpMatch {
+    /// The UDP/IP keys of `m`.
+    pub(crate) fn of(m: &FlowMatch) -> Self {
+        Self {
+            udp_src: m.udp_src,
+            udp_dst: m.udp_dst,
+            ipv4_len: m.ipv4_len,
+            ipv4_src: m.ipv4_src.map(|a| a.octets()),
+            ipv4_dst: m.ipv4_dst.map(|a| a.octets()),
+        }
+    }
+
+    /// Whether no key is set.
+    fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    fn matches(&self, key: &FlowKey) -> bool {
+        self.udp_src.is_none_or(|p| p.contains(key.src_port))
+            && self.udp_dst.is_none_or(|p| p.contains(key.dst_port))
+            && self.ipv4_len.is_none_or(|l| l == key.ipv4_len)
+            && self.ipv4_src.is_none_or(|a| a == key.src_ip)
+            && self.ipv4_dst.is_none_or(|a| a == key.dst_ip)
+    }
+
+    /// Whether a packet could match both; `None` keys match anything.
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    pub(crate) fn overlaps(&self, other: &UdpIpMatch) -> bool {
+        let ports = |a: Option<PortMatch>, b: Option<PortMatch>| match (a, b) {
+            (Some(a), Some(b)) => a.overlaps(&b),
+            _ => true,
+        };
+        fn same<T: PartialEq>(a: Option<T>, b: Option<T>) -> bool {
+            a.is_none() || b.is_none() || a == b
+        }
+        ports(self.udp_src, other.udp_src)
+            && ports(self.udp_dst, other.udp_dst)
+            && same(self.ipv4_len, other.ipv4_len)
+            && same(self.ipv4_src, other.ipv4_src)
+            && same(self.ipv4_dst, other.ipv4_dst)
+    }
+}
+
 impl FlowRule {
     /// Whether a frame with these addresses (none for a socket's datagram)
     /// and these UDP/IP fields (none for a frame of another kind) matches.
@@ -79,33 +130,12 @@ impl FlowRule {
         if self.is_ethernet_only() {
             return true;
         }
-        key.is_some_and(|key| {
-            self.udp_src.is_none_or(|p| p.contains(key.src_port))
-                && self.udp_dst.is_none_or(|p| p.contains(key.dst_port))
-                && self.ipv4_len.is_none_or(|l| l == key.ipv4_len)
-        })
+        key.is_some_and(|key| self.udp_ip.matches(key))
     }
 
     fn same_rule(&self, other: &FlowRule) -> bool {
-        (
-            self.flow_id,
-            &self.name,
-            self.ethernet,
-            self.udp_src,
-            self.udp_dst,
-            self.ipv4_len,
-            &self.queues,
-            &self.transforms,
-        ) == (
-            other.flow_id,
-            &other.name,
-            other.ethernet,
-            other.udp_src,
-            other.udp_dst,
-            other.ipv4_len,
-            &other.queues,
-            &other.transforms,
-        )
+        (self.flow_id, &self.name, self.ethernet, self.udp_ip, &self.queues, &self.transforms)
+            == (other.flow_id, &other.name, other.ethernet, other.udp_ip, &other.queues, &other.transforms)
     }
 
     /// `match.ethernet`, if the rule has one.
@@ -118,7 +148,7 @@ impl FlowRule {
     /// kind and spreads over its queues by MAC. A rule with UDP/IP keys, or
     /// with no key at all, takes only Ethernet/IPv4/UDP frames.
     pub(crate) fn is_ethernet_only(&self) -> bool {
-        self.ethernet.is_some() && self.udp_src.is_none() && self.udp_dst.is_none() && self.ipv4_len.is_none()
+        self.ethernet.is_some() && self.udp_ip.is_empty()
     }
 
     /// Queue indices the rule steers to.
@@ -126,11 +156,9 @@ impl FlowRule {
         &self.queues
     }
 
-    /// The UDP source ports, UDP destination ports and IPv4 total length
-    /// the rule matches (`None`: any).
-    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
-    pub(crate) fn match_fields(&self) -> (Option<PortMatch>, Option<PortMatch>, Option<u16>) {
-        (self.udp_src, self.udp_dst, self.ipv4_len)
+    /// The UDP/IP keys the rule matches.
+    pub(crate) fn udp_ip(&self) -> UdpIpMatch {
+        self.udp_ip
     }
 
     /// The transforms applied before the queue, in config order.
@@ -147,25 +175,9 @@ impl FlowRule {
             _ => true,
         };
         // A rule of addresses alone takes UDP frames too.
-        let udp = self.is_ethernet_only()
-            || other.is_ethernet_only()
-            || matches_overlap(self.match_fields(), other.match_fields());
+        let udp = self.is_ethernet_only() || other.is_ethernet_only() || self.udp_ip.overlaps(&other.udp_ip);
         macs && udp
     }
-}
-
-/// Whether a packet could match both (UDP source, UDP destination, IPv4
-/// length) matches; `None` fields match anything.
-#[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
-pub(crate) fn matches_overlap(
-    a: (Option<PortMatch>, Option<PortMatch>, Option<u16>),
-    b: (Option<PortMatch>, Option<PortMatch>, Option<u16>),
-) -> bool {
-    let ports = |a: Option<PortMatch>, b: Option<PortMatch>| match (a, b) {
-        (Some(a), Some(b)) => a.first <= b.last && b.first <= a.last,
-        _ => true,
-    };
-    ports(a.0, b.0) && ports(a.1, b.1) && (a.2.is_none() || b.2.is_none() || a.2 == b.2)
 }
 
 /// The RX flow rules of one interface.
@@ -199,9 +211,7 @@ impl FlowTable {
                     flow_id: flow.id,
                     name: flow.name.clone(),
                     ethernet,
-                    udp_src: m.udp_src,
-                    udp_dst: m.udp_dst,
-                    ipv4_len: m.ipv4_len,
+                    udp_ip: UdpIpMatch::of(&m),
                     queues: flow.queue_ids().into_iter().map(position).collect(),
                     transforms: flow.action_list().iter().filter(|a| a.kind != ActionType::Queue).cloned().collect(),
                     stats: Arc::default(),
@@ -309,6 +319,27 @@ mod tests {
         // Microsoft RSS verification suite, IPv4 with TCP/UDP ports.
         assert_eq!(toeplitz(&key([66, 9, 149, 187], [161, 142, 100, 80], 2794, 1766).rss_input()), 0x51cc_c178);
         assert_eq!(toeplitz(&key([199, 92, 111, 2], [65, 69, 140, 83], 14230, 4739).rss_input()), 0xc626_b0ea);
+    }
+
+    #[test]
+    fn ipv4_addresses_match_alone_and_beside_ports() {
+        let rx: RxConfig = serde_yaml::from_str(
+            "queues: [{name: a, id: 0, cpu_core: 0, batch_size: 1}, {name: b, id: 1, cpu_core: 0, batch_size: 1}]\n\
+             flow_isolation: true\n\
+             flows:\n\
+             - {name: s, id: 7, action: {type: queue, id: 1}, match: {ipv4_src: 10.0.0.7}}\n\
+             - {name: d, id: 8, action: {type: queue, id: 0}, match: {ipv4_dst: 10.0.0.2, udp_dst: 5000}}\n",
+        )
+        .unwrap();
+        let table = FlowTable::new(&rx);
+        let steer = |src, dst, dport| table.steer(&key(src, dst, 4000, dport));
+        assert_eq!(steer([10, 0, 0, 7], [10, 9, 9, 9], 1), Steering::Flow { rule: 0, queue: 1 });
+        assert_eq!(steer([10, 0, 0, 8], [10, 0, 0, 2], 5000), Steering::Flow { rule: 1, queue: 0 });
+        assert_eq!(steer([10, 0, 0, 8], [10, 0, 0, 2], 5001), Steering::Unmatched, "the port qualifies the address");
+        assert_eq!(steer([10, 0, 0, 8], [10, 0, 0, 3], 5000), Steering::Unmatched);
+        let (s, d) = (&table.rules[0], &table.rules[1]);
+        assert!(s.overlaps(d), "a source and a destination can meet in one packet");
+        assert!(!d.udp_ip().overlaps(&UdpIpMatch { ipv4_dst: Some([10, 0, 0, 3]), ..UdpIpMatch::default() }));
     }
 
     #[test]

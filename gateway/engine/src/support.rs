@@ -153,6 +153,17 @@ fn socket_keys(
 ) {
     let Some(rx) = &iface.rx else { return };
     let flows = path.key("rx").key("flows");
+    // Steering reads a datagram's destination as the address the socket is bound to.
+    let bound = endpoints.and_then(|e| e.local).is_some_and(|local| !local.ip.is_unspecified());
+    for (i, _) in rx.flows.iter().enumerate().filter(|(_, f)| f.matches.as_ref().is_some_and(|m| m.ipv4_dst.is_some()))
+    {
+        if !bound {
+            refuse(
+                flows.index(i).key("match").key("ipv4_dst"),
+                "a socket bound to every address (or a client's) is not told each datagram's destination; bind local_addr to one address, or match ipv4_dst on a raw interface".into(),
+            );
+        }
+    }
     for (i, _) in rx.flows.iter().enumerate().filter(|(_, f)| f.matches.as_ref().is_some_and(|m| m.ethernet.is_some()))
     {
         refuse(
@@ -449,9 +460,9 @@ fn rx_keys(
             && (m.flex_item_id.is_some() || m.ecpri.is_some())
         {
             let why = if backend == InterfaceBackend::Dpdk {
-                "flex and eCPRI matches are not translated to rte_flow in this build; it matches udp_src, udp_dst and ipv4_len"
+                "flex and eCPRI matches are not translated to rte_flow in this build; it matches UDP ports, IPv4 addresses and ipv4_len"
             } else {
-                "flex and eCPRI matches need a NIC's flow engine; software steering matches udp_src, udp_dst and ipv4_len"
+                "flex and eCPRI matches need a NIC's flow engine; software steering matches UDP ports, IPv4 addresses and ipv4_len"
             };
             refuse(flow_path.key("match"), why.into());
         }

@@ -482,3 +482,36 @@ fn a_udp_clients_second_rx_core_is_refused_by_path() {
     assert_eq!(error.status, daqiri::Status::NotSupported, "{error}");
     assert!(error.message.contains("rx.queues[1].cpu_core"), "{error}");
 }
+
+/// A socket bound to every address is not told a datagram's destination:
+/// `match.ipv4_dst` there is refused by path; bound to one address it is
+/// that address, and a flow on it takes every datagram.
+#[test]
+fn ipv4_dst_needs_a_socket_bound_to_one_address() {
+    let flow = |m: daqiri_config::model::FlowMatch| {
+        move |config: TestConfig| {
+            config.region("mem", 256, 2048).rx_queue(rx(0, "mem").core(0)).flow(9, &[0], m.clone())
+        }
+    };
+    let to = |octets: [u8; 4]| daqiri_config::model::FlowMatch {
+        ipv4_dst: Some(octets.into()),
+        ..daqiri_config::model::FlowMatch::default()
+    };
+    let port = free_udp_port();
+    let wildcard = flow(to([127, 0, 0, 1]))(TestConfig::udp_server_on(([0, 0, 0, 0], port).into()));
+    let error = Engine::from_yaml(&wildcard.yaml()).expect_err("no destination to match");
+    assert_eq!(error.status, daqiri::Status::NotSupported, "{error}");
+    assert!(error.message.contains("daqiri.cfg.interfaces[0].rx.flows[0].match.ipv4_dst"), "{error}");
+    let bound = flow(to([127, 0, 0, 1]))(TestConfig::udp_server(port)).isolated();
+    let engine = Engine::from_yaml(&bound.yaml()).unwrap();
+    let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sender.send_to(b"to 127.0.0.1", ("127.0.0.1", port)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let burst = loop {
+        if let Some(burst) = engine.get_rx_burst(0, 0).unwrap() {
+            break burst;
+        }
+        assert!(Instant::now() < deadline, "the datagram arrives through the flow");
+    };
+    assert_eq!(burst.packets().next().unwrap().flow_id(), Some(9));
+}

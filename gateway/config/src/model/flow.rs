@@ -164,6 +164,12 @@ pub struct FlowMatch {
     /// IPv4 total length.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipv4_len: Option<u16>,
+    /// IPv4 source address (dotted, `10.0.0.1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv4_src: Option<std::net::Ipv4Addr>,
+    /// IPv4 destination address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv4_dst: Option<std::net::Ipv4Addr>,
     /// Flex item id (from `rx.flex_items`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flex_item_id: Option<u32>,
@@ -241,7 +247,11 @@ impl FlowClass {
 impl FlowMatch {
     /// Whether any UDP/IP key is present.
     pub fn has_udp_ip(&self) -> bool {
-        self.udp_src.is_some() || self.udp_dst.is_some() || self.ipv4_len.is_some()
+        self.udp_src.is_some()
+            || self.udp_dst.is_some()
+            || self.ipv4_len.is_some()
+            || self.ipv4_src.is_some()
+            || self.ipv4_dst.is_some()
     }
 
     /// Whether any flex key is present.

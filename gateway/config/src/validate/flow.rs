@@ -85,7 +85,10 @@ pub(super) fn check_rx_flows(ctx: &InterfaceCtx<'_>, report: &mut Report) {
         if class != FlowClass::UdpIp && !ctx.is_raw() {
             report.error(
                 &match_path,
-                format!("{} matches need a raw stream; socket streams match UDP ports and ipv4_len", class.as_str()),
+                format!(
+                    "{} matches need a raw stream; socket streams match UDP ports, IPv4 addresses and ipv4_len",
+                    class.as_str()
+                ),
             );
         }
     }
@@ -108,7 +111,10 @@ pub(super) fn check_tx_flows(ctx: &InterfaceCtx<'_>, report: &mut Report) {
         if let Some(m) = &flow.matches
             && (m.has_flex() || m.ecpri.is_some())
         {
-            report.error(&path.key("match"), "TX flows match only UDP/IP keys (udp_src, udp_dst, ipv4_len)");
+            report.error(
+                &path.key("match"),
+                "TX flows match only UDP/IP keys (udp_src, udp_dst, ipv4_len, ipv4_src, ipv4_dst)",
+            );
         }
     }
 }

@@ -133,6 +133,18 @@ pub trait Sender {
     fn macs(&self) -> Option<([u8; 6], [u8; 6])> {
         None
     }
+
+    /// The IPv4 source and destination of its datagrams; `None` where
+    /// they carry none (RDMA messages, a byte stream).
+    fn ipv4(&self) -> Option<([u8; 4], [u8; 4])> {
+        None
+    }
+}
+
+/// Each raw sender's own source IPv4 address, from its UDP source port.
+fn sender_ipv4(port: u16) -> [u8; 4] {
+    let [hi, lo] = port.to_be_bytes();
+    [10, 203, hi, lo]
 }
 
 /// Each raw sender's own source MAC, from its UDP source port.
@@ -156,8 +168,10 @@ impl Bed for Udp {
     fn headers(&self) -> usize {
         0
     }
-    fn sender(&self, _index: u16) -> Box<dyn Sender> {
-        let socket = UdpSocket::bind("127.0.0.1:0").expect("a sender socket");
+    fn sender(&self, index: u16) -> Box<dyn Sender> {
+        // Each from an address of its own (all of 127/8 is this host's).
+        let [hi, lo] = index.to_be_bytes();
+        let socket = UdpSocket::bind((std::net::Ipv4Addr::new(127, hi, lo, 1), 0)).expect("a sender socket");
         socket.connect(("127.0.0.1", self.port)).expect("connect to the server");
         Box::new(UdpSender(socket))
     }
@@ -195,6 +209,13 @@ impl Sender for UdpSender {
     }
     fn send(&self, _engine: &Engine, payload: &[u8]) {
         self.0.send(payload).expect("send a datagram");
+    }
+    fn ipv4(&self) -> Option<([u8; 4], [u8; 4])> {
+        let octets = |a: std::net::SocketAddr| match a.ip() {
+            std::net::IpAddr::V4(ip) => ip.octets(),
+            std::net::IpAddr::V6(_) => unreachable!("the bed is IPv4"),
+        };
+        Some((octets(self.0.local_addr().unwrap()), octets(self.0.peer_addr().unwrap())))
     }
 }
 
@@ -346,6 +367,7 @@ struct TxQueueSender(u16);
 
 impl TxQueueSender {
     const DST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+    const DST_IP: [u8; 4] = [10, 0, 0, 2];
 }
 
 impl Sender for TxQueueSender {
@@ -355,12 +377,15 @@ impl Sender for TxQueueSender {
     fn macs(&self) -> Option<([u8; 6], [u8; 6])> {
         Some((sender_mac(self.0), Self::DST_MAC))
     }
+    fn ipv4(&self) -> Option<([u8; 4], [u8; 4])> {
+        Some((sender_ipv4(self.0), Self::DST_IP))
+    }
     fn send(&self, engine: &Engine, payload: &[u8]) {
         let frame = daqiri::headers::UdpFrame {
             src_mac: sender_mac(self.0),
             dst_mac: Self::DST_MAC,
-            src_ip: [10, 0, 0, 1].into(),
-            dst_ip: [10, 0, 0, 2].into(),
+            src_ip: sender_ipv4(self.0).into(),
+            dst_ip: Self::DST_IP.into(),
             src_port: self.0,
             dst_port: 5000,
         };
@@ -667,6 +692,8 @@ mod raw {
     impl RawSender {
         /// Frames a sender may be ahead of what the engine has seen.
         const AHEAD: u64 = 48;
+        /// The IPv4 destination of every sender's frames.
+        const DST_IP: [u8; 4] = [10, 203, 0, 2];
 
         /// An emulated wire (QEMU's taps, and NIC emulation on an emulated
         /// CPU) drops what it has no room for at a few thousand frames a
@@ -698,8 +725,11 @@ mod raw {
         fn macs(&self) -> Option<([u8; 6], [u8; 6])> {
             Some((super::sender_mac(self.port), self.mac))
         }
+        fn ipv4(&self) -> Option<([u8; 4], [u8; 4])> {
+            Some((super::sender_ipv4(self.port), Self::DST_IP))
+        }
         fn send(&self, engine: &Engine, payload: &[u8]) {
-            let mut frame = udp_frame_to(self.mac, [10, 203, 0, 1], [10, 203, 0, 2], self.port, 5000, 0);
+            let mut frame = udp_frame_to(self.mac, super::sender_ipv4(self.port), Self::DST_IP, self.port, 5000, 0);
             frame[6..12].copy_from_slice(&super::sender_mac(self.port));
             frame.truncate(RAW_HEADERS);
             frame.extend_from_slice(payload);

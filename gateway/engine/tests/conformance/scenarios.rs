@@ -304,6 +304,63 @@ pub fn ethernet_rss_spread(bed: &dyn Bed) -> Outcome {
     )
 }
 
+/// Flows by IPv4 address, as DAQIRI's `match.ipv4_src` / `ipv4_dst`: one
+/// sender's source address alone; the destination every sender shares,
+/// qualified by a second sender's UDP source port; a destination nobody
+/// sends to; and the shared destination alone, which takes the rest. Each
+/// sender's datagrams reach its flow's queue, byte-exact and in order.
+pub fn ipv4_steering(bed: &dyn Bed) -> Outcome {
+    if !bed.has_datagrams() {
+        return Outcome::NotApplicable("a byte stream has no datagrams to match");
+    }
+    const EACH: u32 = 30;
+    let senders: Vec<_> = (0..4).map(|i| bed.sender(i)).collect();
+    // RDMA messages carry no addresses: their config names some all the same, to be refused.
+    let ip = |i: usize| senders[i].ipv4().unwrap_or(([10, 0, 1, i as u8], [10, 0, 0, 2]));
+    let address = |octets: [u8; 4]| Some(std::net::Ipv4Addr::from(octets));
+    let flows = [
+        (70, 1, FlowMatch { ipv4_src: address(ip(1).0), ..FlowMatch::default() }),
+        (
+            71,
+            1,
+            FlowMatch {
+                ipv4_dst: address(ip(2).1),
+                udp_src: Some(PortMatch::single(senders[2].port())),
+                ..FlowMatch::default()
+            },
+        ),
+        (72, 1, FlowMatch { ipv4_dst: address([10, 255, 255, 254]), ..FlowMatch::default() }),
+        (73, 0, FlowMatch { ipv4_dst: address(ip(0).1), ..FlowMatch::default() }),
+    ];
+    let mut config = bed
+        .config()
+        .region("mem", BUFS, bed.buf_size())
+        .rx_queue(rx(0, "mem").core(0).batch(16).timeout_us(bed.burst_timeout_us(200)))
+        .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(bed.burst_timeout_us(200)));
+    for (id, queue, matches) in &flows {
+        config = config.flow(*id, &[*queue], matches.clone());
+    }
+    let engine = match start_or_refusal(bed, &config, &["match.ipv4_dst", "rx.flows", ONE_QUEUE]) {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    for seq in 0..EACH {
+        for (i, sender) in senders.iter().enumerate() {
+            sender.send(&engine, &payload(i as u32 * 1000 + seq, 70));
+        }
+        pace(seq as usize * senders.len());
+    }
+    let got = receive(&engine, 2, senders.len() * EACH as usize, Duration::from_secs(10));
+    let expected = [(73, 0), (70, 1), (71, 1), (73, 0)];
+    let queue_of = per_sender(bed, &got, 70, senders.len() as u32 * EACH, |sender| {
+        let (flow, queue) = expected[sender as usize];
+        (flow, vec![queue])
+    });
+    let home: Vec<_> = (0..senders.len() as u32).map(|s| queue_of[&s]).collect();
+    assert_eq!(home, [0, 1, 1, 0], "each sender's queue");
+    Outcome::Passed
+}
+
 /// A `match.ethernet` of these addresses, beside a UDP destination port.
 fn ethernet(src: Option<[u8; 6]>, dst: Option<[u8; 6]>, udp_dst: Option<u16>) -> FlowMatch {
     let text = |mac: [u8; 6]| mac.map(|b| format!("{b:02x}")).join(":");

@@ -42,12 +42,20 @@ struct Rule {
     mac_fields: u8,
     /// 0: the addresses alone decide, for frames of any kind.
     udp_needed: u8,
-    pad: u16,
+    /// `MATCH_SRC_IP` | `MATCH_DST_IP`.
+    ip_fields: u8,
+    pad: u8,
+    /// IPv4 addresses as on the wire.
+    saddr: u32,
+    daddr: u32,
 }
 
 /// `rule.mac_fields` and `rule_set.spreads` bits of `steer.bpf.c`.
 const MATCH_DST_MAC: u8 = 1;
 const MATCH_SRC_MAC: u8 = 2;
+/// `rule.ip_fields` bits of `steer.bpf.c`.
+const MATCH_SRC_IP: u8 = 1;
+const MATCH_DST_IP: u8 = 2;
 const SPREADS_BY_TUPLE: u32 = 1;
 const SPREADS_BY_MAC: u32 = 2;
 
@@ -254,7 +262,7 @@ fn rule_set(table: &FlowTable, tag: u32) -> Result<Box<RuleSet>> {
         rules: [Rule::default(); MAX_RULES],
     });
     for (slot, rule) in set.rules.iter_mut().zip(&table.rules) {
-        let (src, dst, ipv4_len) = rule.match_fields();
+        let m = rule.udp_ip();
         let queues = rule.queues();
         if queues.len() > MAX_RSS_QUEUES {
             return Err(Error::new(
@@ -267,9 +275,15 @@ fn rule_set(table: &FlowTable, tag: u32) -> Result<Box<RuleSet>> {
             ));
         }
         let range = |m: Option<daqiri_config::model::PortMatch>| m.map_or((0, u16::MAX), |m| (m.first, m.last));
-        (slot.src_first, slot.src_last) = range(src);
-        (slot.dst_first, slot.dst_last) = range(dst);
-        slot.ipv4_len = ipv4_len.unwrap_or(0);
+        (slot.src_first, slot.src_last) = range(m.udp_src);
+        (slot.dst_first, slot.dst_last) = range(m.udp_dst);
+        slot.ipv4_len = m.ipv4_len.unwrap_or(0);
+        if let Some(address) = m.ipv4_src {
+            (slot.saddr, slot.ip_fields) = (u32::from_ne_bytes(address), slot.ip_fields | MATCH_SRC_IP);
+        }
+        if let Some(address) = m.ipv4_dst {
+            (slot.daddr, slot.ip_fields) = (u32::from_ne_bytes(address), slot.ip_fields | MATCH_DST_IP);
+        }
         if let Some(ethernet) = rule.ethernet() {
             if let Some(mac) = ethernet.dst {
                 (slot.dst_mac, slot.mac_fields) = (mac, slot.mac_fields | MATCH_DST_MAC);
@@ -295,8 +309,8 @@ mod tests {
     #[test]
     fn layouts_match_the_program() {
         // steer.bpf.c: 6 x u16, u32, 32 x u16, 2 x 6 x u8, 2 x u8, u16; a set of 4 x u32 and 256 rules.
-        assert_eq!(std::mem::size_of::<Rule>(), 96);
-        assert_eq!(std::mem::size_of::<RuleSet>(), 16 + 256 * 96);
+        assert_eq!(std::mem::size_of::<Rule>(), 104);
+        assert_eq!(std::mem::size_of::<RuleSet>(), 16 + 256 * 104);
     }
 
     #[test]

@@ -33,6 +33,9 @@
 // rule.mac_fields
 #define MATCH_DST_MAC 1
 #define MATCH_SRC_MAC 2
+// rule.ip_fields
+#define MATCH_SRC_IP 1
+#define MATCH_DST_IP 2
 // rule_set.spreads: which hashes a rule over several queues needs
 #define SPREADS_BY_TUPLE 1
 #define SPREADS_BY_MAC 2
@@ -48,7 +51,9 @@ struct rule {
     __u8 src_mac[6];
     __u8 mac_fields;
     __u8 udp_needed; // 0: the addresses alone decide, for frames of any kind
-    __u16 pad;
+    __u8 ip_fields;
+    __u8 pad;
+    __u32 saddr, daddr; // as on the wire
 };
 
 struct rule_set {
@@ -195,7 +200,9 @@ static __always_inline int matches(const struct rule *r, const struct flow_key *
     if (!r->udp_needed)
         return 1;
     return is_udp && key->src_port >= r->src_first && key->src_port <= r->src_last && key->dst_port >= r->dst_first
-        && key->dst_port <= r->dst_last && (r->ipv4_len == 0 || r->ipv4_len == key->ipv4_len);
+        && key->dst_port <= r->dst_last && (r->ipv4_len == 0 || r->ipv4_len == key->ipv4_len)
+        && (!(r->ip_fields & MATCH_SRC_IP) || r->saddr == key->saddr)
+        && (!(r->ip_fields & MATCH_DST_IP) || r->daddr == key->daddr);
 }
 
 SEC("xdp")

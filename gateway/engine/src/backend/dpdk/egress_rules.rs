@@ -5,29 +5,35 @@
 //! VXLAN_ENCAP, NVGRE_ENCAP, or a raw GRE encap). As on RX, the first
 //! matching flow wins.
 
+use std::net::Ipv4Addr;
+
 use daqiri_config::model::{ActionType, Flow, FlowAction, PortMatch, TunnelType};
 
 use super::flow_rules::{self, Action, Item, RuleSpec, VXLAN_PORT};
-use crate::flow::matches_overlap;
+use crate::flow::UdpIpMatch;
 
 /// 802.1Q, the TPID `vlan_push` uses when the config names none.
 const VLAN_TPID: u16 = 0x8100;
 
 /// The egress rules of `flows`, in order.
 pub(crate) fn rules(flows: &[Flow]) -> Vec<RuleSpec> {
-    let priorities = flow_rules::priorities(flows, |a, b| matches_overlap(match_fields(a), match_fields(b)));
+    let priorities = flow_rules::priorities(flows, |a, b| udp_ip(a).overlaps(&udp_ip(b)));
     flows
         .iter()
         .zip(priorities)
         .map(|(flow, priority)| {
-            let (udp_src, udp_dst, ipv4_len) = match_fields(flow);
+            let m = udp_ip(flow);
             RuleSpec {
                 flow: Some(flow.id),
                 priority,
                 pattern: vec![
                     Item::Eth { src: None, dst: None },
-                    Item::Ipv4 { src: None, dst: None, total_length: ipv4_len },
-                    Item::Udp { src: udp_src, dst: udp_dst },
+                    Item::Ipv4 {
+                        src: m.ipv4_src.map(Ipv4Addr::from),
+                        dst: m.ipv4_dst.map(Ipv4Addr::from),
+                        total_length: m.ipv4_len,
+                    },
+                    Item::Udp { src: m.udp_src, dst: m.udp_dst },
                 ],
                 actions: flow.action_list().iter().flat_map(transform).collect(),
             }
@@ -35,8 +41,8 @@ pub(crate) fn rules(flows: &[Flow]) -> Vec<RuleSpec> {
         .collect()
 }
 
-fn match_fields(flow: &Flow) -> (Option<PortMatch>, Option<PortMatch>, Option<u16>) {
-    flow.matches.as_ref().map_or((None, None, None), |m| (m.udp_src, m.udp_dst, m.ipv4_len))
+fn udp_ip(flow: &Flow) -> UdpIpMatch {
+    flow.matches.as_ref().map(UdpIpMatch::of).unwrap_or_default()
 }
 
 /// The rte_flow actions of one TX action.
@@ -81,8 +87,6 @@ fn transform(action: &FlowAction) -> Vec<Action> {
 
 #[cfg(test)]
 mod tests {
-    use std::net::Ipv4Addr;
-
     use super::*;
 
     fn flows(yaml: &str) -> Vec<Flow> {

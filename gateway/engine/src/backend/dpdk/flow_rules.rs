@@ -176,9 +176,13 @@ pub(super) fn priorities<T>(rules: &[T], overlaps: impl Fn(&T, &T) -> bool) -> V
 }
 
 fn pattern(rule: &FlowRule) -> Vec<Item> {
-    let (udp_src, udp_dst, ipv4_len) = rule.match_fields();
-    let inner_ip = Item::Ipv4 { src: None, dst: None, total_length: ipv4_len };
-    let inner_udp = Item::Udp { src: udp_src, dst: udp_dst };
+    let m = rule.udp_ip();
+    let inner_ip = Item::Ipv4 {
+        src: m.ipv4_src.map(Ipv4Addr::from),
+        dst: m.ipv4_dst.map(Ipv4Addr::from),
+        total_length: m.ipv4_len,
+    };
+    let inner_udp = Item::Udp { src: m.udp_src, dst: m.udp_dst };
     let transforms = rule.transforms();
     let tunnel = transforms.iter().position(|a| a.kind == ActionType::TunnelDecap);
     // A vlan_pop before the decap (or without one) pops the outer tag.

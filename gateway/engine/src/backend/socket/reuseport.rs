@@ -93,12 +93,20 @@ fn rule_block(rule: &FlowRule, out: &mut Vec<libc::sock_filter>) -> io::Result<(
     let mut block = Vec::new();
     // Indices of jumps whose false branch, or true branch, leaves the block.
     let (mut misses, mut misses_if_true) = (Vec::new(), Vec::new());
-    let (udp_src, udp_dst, ipv4_len) = rule.match_fields();
-    if let Some(len) = ipv4_len {
+    let m = rule.udp_ip();
+    if let Some(len) = m.ipv4_len {
         block.push(stmt(BPF_LD | BPF_H | BPF_ABS, SKF_NET_OFF + 2));
         misses.push(block.len());
         block.push(jump(BPF_JEQ, u32::from(len)));
     }
+    // The IPv4 source and destination (a word loads in host order).
+    for (address, at) in [(m.ipv4_src, 12), (m.ipv4_dst, 16)] {
+        let Some(address) = address else { continue };
+        block.push(stmt(BPF_LD | BPF_W | BPF_ABS, SKF_NET_OFF + at));
+        misses.push(block.len());
+        block.push(jump(BPF_JEQ, u32::from_be_bytes(address)));
+    }
+    let (udp_src, udp_dst) = (m.udp_src, m.udp_dst);
     if udp_src.is_some() || udp_dst.is_some() {
         // X = the IPv4 header's length, so [x + NET] is the UDP header.
         block.push(stmt(BPF_LDX | BPF_B | BPF_MSH, SKF_NET_OFF));
