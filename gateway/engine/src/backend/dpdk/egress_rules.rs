@@ -125,6 +125,22 @@ mod tests {
     }
 
     #[test]
+    fn ipv4_addresses_become_the_ipv4_items_fields() {
+        let rules = rules(&flows(
+            "- {name: a, id: 1, actions: [{type: vlan_push, vlan_id: 1}], match: {ipv4_src: 10.0.0.1, ipv4_dst: 10.0.0.2}}\n\
+             - {name: b, id: 2, actions: [{type: vlan_push, vlan_id: 2}], match: {ipv4_dst: 10.0.0.3}}\n",
+        ));
+        let ip = |src: Option<[u8; 4]>, dst: Option<[u8; 4]>| Item::Ipv4 {
+            src: src.map(Ipv4Addr::from),
+            dst: dst.map(Ipv4Addr::from),
+            total_length: None,
+        };
+        assert_eq!(rules[0].pattern[1], ip(Some([10, 0, 0, 1]), Some([10, 0, 0, 2])));
+        assert_eq!(rules[1].pattern[1], ip(None, Some([10, 0, 0, 3])));
+        assert_eq!(rules[1].priority, 0, "different destinations never meet in one packet");
+    }
+
+    #[test]
     fn tunnels_encap_with_their_outer_headers() {
         let outer = "outer_eth_src: \"02:00:00:00:00:01\", outer_eth_dst: \"02:00:00:00:00:02\", outer_ipv4_src: 10.1.0.1, outer_ipv4_dst: 10.1.0.2";
         let rules = rules(&flows(&format!(
