@@ -165,8 +165,8 @@ impl Budget {
         });
     }
 
-    /// Subscription `consumer` of `engine` began: the parts are shared
-    /// among one more.
+    /// Subscription `consumer` of `engine` began (it takes a part of each
+    /// queue and region from its first claim on).
     pub(crate) fn join(&mut self, engine: EngineId, consumer: u64) {
         if let Some(pins) = self.engines.get_mut(&engine) {
             pins.each.entry(consumer).or_default();
