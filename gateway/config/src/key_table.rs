@@ -149,7 +149,7 @@ pub const KEYS: &[KeyRow] = &[
     row(
         "interfaces[].rx.flows[].match.ethernet",
         Partly,
-        "raw interfaces (software steering, rte_flow, the XDP program), alone or qualifying UDP/IP keys; refused on sockets",
+        "raw interfaces (software steering, rte_flow, the XDP program), alone or qualifying UDP/IP keys (flex and eCPRI too, as upstream allows, which are refused); refused on sockets",
     ),
     row(
         "interfaces[].rx.flows[].match.flex_item_id",

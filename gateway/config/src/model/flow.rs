@@ -266,11 +266,9 @@ impl FlowMatch {
     }
 
     /// The class of this match, UDP/IP when empty or Ethernet addresses
-    /// (alone or qualifying UDP/IP keys); `None` when classes are mixed.
+    /// alone; `None` when classes are mixed. Ethernet addresses qualify any
+    /// class (upstream's #261: a flex item or eCPRI on given MACs).
     pub fn class(&self) -> Option<FlowClass> {
-        if self.ethernet.is_some() && (self.has_flex() || self.ecpri.is_some()) {
-            return None;
-        }
         match (self.has_udp_ip(), self.has_flex(), self.ecpri.is_some()) {
             (_, false, false) => Some(FlowClass::UdpIp),
             (false, true, false) => Some(FlowClass::Flex),
