@@ -888,6 +888,22 @@ fn reorder_flow_steers_to_one_single_region_queue() {
     assert_error(&rss, &format!("{IF1}.rx.reorder_configs[0].flow_ids[0]"), "steers to 2 queues");
 }
 
+/// Upstream's precondition: a reordered flow's queue is read by its worker.
+#[test]
+fn a_reordered_flow_is_not_on_a_directly_polled_queue() {
+    let plan = "- { name: q0, id: 0, poll_mode: direct, batch_size: 32, memory_regions: [rx] }\n        flows:\n        - { name: f, id: 5, action: { type: queue, id: 0 }, match: { udp_src: 4000 } }\n        reorder_configs:\n        - { name: r, reorder_type: cpu, memory_region: out, flow_ids: [5], payload_byte_offset: 0, method: { seq_packets_per_batch: { sequence_number: { bit_offset: 0, bit_width: 16 }, packets_per_batch: 8 } } }";
+    let yaml = edit(SOCKET, "- { name: q0, id: 0, cpu_core: 1, batch_size: 32, memory_regions: [rx] }", plan);
+    let yaml = edit(
+        &yaml,
+        "    interfaces:",
+        "    - { name: out, kind: host, num_bufs: 16, buf_size: 65536 }\n    interfaces:",
+    );
+    assert_error(&yaml, "daqiri.cfg.interfaces[0].rx.reorder_configs[0].flow_ids[0]", "polled directly");
+    let worker = yaml.replace("poll_mode: direct, ", "cpu_core: 1, ");
+    let found = findings_at(&worker, Strictness::Strict);
+    assert!(found.iter().all(|d| d.severity != Severity::Error), "{found:?}");
+}
+
 #[test]
 fn reorder_method_is_exactly_one() {
     let both = edit(

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use crate::diagnostic::{Report, YamlPath};
 use crate::endpoint::Transport;
-use crate::model::{BitField, MemoryKind, ReorderConfig, ReorderEngine, ReorderType};
+use crate::model::{BitField, MemoryKind, PollMode, ReorderConfig, ReorderEngine, ReorderType};
 
 use super::context::InterfaceCtx;
 use super::lists::{duplicates, valid_list};
@@ -72,6 +72,15 @@ pub(super) fn check_reorder_configs(ctx: &InterfaceCtx<'_>, report: &mut Report)
                 _ => plan_queue = Some(queues[0]),
             }
             let Some(queue) = rx.queues.iter().find(|q| q.id == queues[0]) else { continue };
+            if queue.poll_mode == PollMode::Direct {
+                report.error(
+                    &id_path,
+                    format!(
+                        "flow {id} lands in queue \"{}\", polled directly by the application; a reordered flow's queue is read by its worker (poll_mode: worker), as upstream requires",
+                        queue.name
+                    ),
+                );
+            }
             if let Some(packets) = packets_per_batch(plan)
                 && packets > u64::from(queue.batch_size())
             {
