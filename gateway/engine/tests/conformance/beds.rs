@@ -141,10 +141,13 @@ pub trait Sender {
     }
 }
 
-/// Each raw sender's own source IPv4 address, from its UDP source port.
+/// Each raw sender's own source IPv4 address, from its UDP source port:
+/// its bytes swapped, so that the Toeplitz hash of address and port does
+/// not cancel in its low bit (with the port's low byte in the address's
+/// last, every sender's flow landed on one queue of two).
 fn sender_ipv4(port: u16) -> [u8; 4] {
     let [hi, lo] = port.to_be_bytes();
-    [10, 203, hi, lo]
+    [10, 203, lo, hi]
 }
 
 /// Each raw sender's own source MAC, from its UDP source port.
