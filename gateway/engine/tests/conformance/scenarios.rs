@@ -14,6 +14,9 @@ use crate::outcome::Outcome;
 /// Buffers in region `mem`, where every RX queue lands.
 const BUFS: u32 = 8192;
 
+/// Datagrams each sender sends in the steering scenarios ([`steer_senders`]).
+const STEERED_EACH: u32 = 30;
+
 /// What one queue received: each packet's flow id and bytes (segments joined).
 type Received = Vec<(Option<u32>, Vec<u8>)>;
 
@@ -313,7 +316,6 @@ pub fn ipv4_steering(bed: &dyn Bed) -> Outcome {
     if !bed.has_datagrams() {
         return Outcome::NotApplicable("a byte stream has no datagrams to match");
     }
-    const EACH: u32 = 30;
     let senders: Vec<_> = (0..4).map(|i| bed.sender(i)).collect();
     // RDMA messages carry no addresses: their config names some all the same, to be refused.
     let ip = |i: usize| senders[i].ipv4().unwrap_or(([10, 0, 1, i as u8], [10, 0, 0, 2]));
@@ -332,30 +334,15 @@ pub fn ipv4_steering(bed: &dyn Bed) -> Outcome {
         (72, 1, FlowMatch { ipv4_dst: address([10, 255, 255, 254]), ..FlowMatch::default() }),
         (73, 0, FlowMatch { ipv4_dst: address(ip(0).1), ..FlowMatch::default() }),
     ];
-    let mut config = bed
-        .config()
-        .region("mem", BUFS, bed.buf_size())
-        .rx_queue(rx(0, "mem").core(0).batch(16).timeout_us(bed.burst_timeout_us(200)))
-        .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(bed.burst_timeout_us(200)));
-    for (id, queue, matches) in &flows {
-        config = config.flow(*id, &[*queue], matches.clone());
-    }
-    let engine = match start_or_refusal(bed, &config, &["match.ipv4_dst", "rx.flows", ONE_QUEUE]) {
-        Ok(engine) => engine,
-        Err(refused) => return refused,
-    };
-    for seq in 0..EACH {
-        for (i, sender) in senders.iter().enumerate() {
-            sender.send(&engine, &payload(i as u32 * 1000 + seq, 70));
-        }
-        pace(seq as usize * senders.len());
-    }
-    let got = receive(&engine, 2, senders.len() * EACH as usize, Duration::from_secs(10));
+    let flows = flows.map(|(id, queue, matches)| (id, vec![queue], matches));
     let expected = [(73, 0), (70, 1), (71, 1), (73, 0)];
-    let queue_of = per_sender(bed, &got, 70, senders.len() as u32 * EACH, |sender| {
+    let queue_of = match steer_senders(bed, &senders, &flows, &["match.ipv4_dst", "rx.flows", ONE_QUEUE], |sender| {
         let (flow, queue) = expected[sender as usize];
         (flow, vec![queue])
-    });
+    }) {
+        Ok(queue_of) => queue_of,
+        Err(refused) => return refused,
+    };
     let home: Vec<_> = (0..senders.len() as u32).map(|s| queue_of[&s]).collect();
     assert_eq!(home, [0, 1, 1, 0], "each sender's queue");
     Outcome::Passed
@@ -384,27 +371,10 @@ fn by_ethernet(
     if !bed.has_datagrams() {
         return Err(Outcome::NotApplicable("a byte stream has no datagrams to match"));
     }
-    const EACH: u32 = 30;
     let senders: Vec<_> = (0..senders as u16).map(|i| bed.sender(i)).collect();
     // Sockets send without Ethernet: their config names addresses all the same, to be refused.
     let macs = |i: usize| senders[i].macs().unwrap_or(([2, 0, 0, 1, 0, i as u8], [2, 0, 0, 0, 0, 2]));
     let flows = flows(&macs);
-    let mut config = bed
-        .config()
-        .region("mem", BUFS, bed.buf_size())
-        .rx_queue(rx(0, "mem").core(0).batch(16).timeout_us(bed.burst_timeout_us(200)))
-        .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(bed.burst_timeout_us(200)));
-    for (id, queues, matches) in &flows {
-        config = config.flow(*id, queues, matches.clone());
-    }
-    let engine = start_or_refusal(bed, &config, &["match.ethernet", "rx.flows", ONE_QUEUE])?;
-    for seq in 0..EACH {
-        for (i, sender) in senders.iter().enumerate() {
-            sender.send(&engine, &payload(i as u32 * 1000 + seq, 70));
-        }
-        pace(seq as usize * senders.len());
-    }
-    let got = receive(&engine, 2, senders.len() * EACH as usize, Duration::from_secs(10));
     let flow_of = |sender: u32| {
         let (src, dst) = macs(sender as usize);
         let frame_matches = |m: &FlowMatch| {
@@ -414,8 +384,38 @@ fn by_ethernet(
         flows.iter().find(|(_, _, m)| frame_matches(m)).map(|(id, queues, _)| (*id, queues.clone()))
     };
     let every_sender = |sender: u32| flow_of(sender).expect("every sender's frames match a flow");
-    let queue_of = per_sender(bed, &got, 70, senders.len() as u32 * EACH, every_sender);
-    Ok(queue_of)
+    steer_senders(bed, &senders, &flows, &["match.ethernet", "rx.flows", ONE_QUEUE], every_sender)
+}
+
+/// Runs `senders` through two queues steered by `flows` (id, queues,
+/// match), each sending [`STEERED_EACH`] datagrams tagged `sender * 1000 +
+/// seq` in turn; checks them as [`per_sender`] does against `flow_of`, and
+/// returns the queue by sender, or how the bed refused the config by one of
+/// `refused_by`.
+fn steer_senders(
+    bed: &dyn Bed,
+    senders: &[Box<dyn Sender>],
+    flows: &[(u32, Vec<u16>, FlowMatch)],
+    refused_by: &[&str],
+    flow_of: impl Fn(u32) -> (u32, Vec<u16>),
+) -> Result<BTreeMap<u32, usize>, Outcome> {
+    let mut config = bed
+        .config()
+        .region("mem", BUFS, bed.buf_size())
+        .rx_queue(rx(0, "mem").core(0).batch(16).timeout_us(bed.burst_timeout_us(200)))
+        .rx_queue(rx(1, "mem").core(1).batch(16).timeout_us(bed.burst_timeout_us(200)));
+    for (id, queues, matches) in flows {
+        config = config.flow(*id, queues, matches.clone());
+    }
+    let engine = start_or_refusal(bed, &config, refused_by)?;
+    for seq in 0..STEERED_EACH {
+        for (i, sender) in senders.iter().enumerate() {
+            sender.send(&engine, &payload(i as u32 * 1000 + seq, 70));
+        }
+        pace(seq as usize * senders.len());
+    }
+    let got = receive(&engine, 2, senders.len() * STEERED_EACH as usize, Duration::from_secs(10));
+    Ok(per_sender(bed, &got, 70, senders.len() as u32 * STEERED_EACH, flow_of))
 }
 
 /// Checks the datagrams of senders tagged `sender * 1000 + seq`, with
