@@ -31,10 +31,18 @@ impl Gateway {
 
     /// A gateway whose region holds `buffers` buffers, run with `args` too.
     fn start_with_args(tag: &str, buffers: u32, args: &[&str]) -> Self {
+        Self::start_sized(tag, buffers, daqiri_config::model::DEFAULT_META_BUFFERS, args)
+    }
+
+    /// A gateway whose region holds `buffers` buffers and whose queue has
+    /// `entries` metadata entries (the consumers' budget is a share of
+    /// both), run with `args` too.
+    fn start_sized(tag: &str, buffers: u32, entries: u32, args: &[&str]) -> Self {
         let dir = scratch_dir(&format!("consumers-{tag}"));
         let udp = free_udp_port();
         let yaml = TestConfig::udp_server(udp)
             .interface_named("udp_rx")
+            .rx_meta_buffers(entries)
             .region("m", buffers, 2048)
             .rx_queue(rx(0, "m").batch(32).timeout_us(500))
             .yaml();
@@ -170,11 +178,15 @@ fn consumers_in_their_own_namespaces_both_read_a_million_datagrams_byte_exact_in
 
 #[test]
 fn a_consumer_that_stops_reading_loses_its_own_bursts_counted_and_rx_drops_nothing() {
-    let gateway = Gateway::start("stalled");
+    // Room in the reader's part of the budget (a quarter of the buffers and
+    // of the queue's entries) and in its ring for every packet sent, so that
+    // a reader the scheduler holds back on a busy machine still loses
+    // nothing: what it loses could only be the stalled one's doing.
+    let gateway = Gateway::start_sized("stalled", 65536, 4096, &[]);
     let target = daqiri_consumer::Target::queue("udp_rx", 0);
     let options = daqiri_consumer::Options { slots: 4, ..Default::default() };
     let stalled = daqiri_consumer::Subscription::connect(gateway.socket(), target, options).unwrap();
-    let reader = gateway.consumer(&[], &["--seq-offset", "0", "--packets", "5000"]);
+    let reader = gateway.consumer(&[], &["--seq-offset", "0", "--packets", "5000", "--slots", "4096"]);
     gateway.send(5000, 50_000);
     let seen = reader.summary(Duration::from_secs(30));
     assert_eq!((seen["packets"].as_u64(), seen["sequence"]["gaps"].as_u64()), (Some(5000), Some(0)), "{seen}");
