@@ -129,6 +129,11 @@ for t in "${targets[@]}"; do
         for input in "$runs/$t"/out/*/{crashes,hangs}/id:*; do
             [[ -e $input ]] && replay "$t" "$input"
         done
+        # What the target said as it panicked under AFL (fuzzing::log_panics).
+        if [[ -s $runs/$t/tmp/panics.log ]]; then
+            echo "  its panics under AFL (the last; all in $runs/$t/tmp/panics.log):"
+            tail -n 5 "$runs/$t/tmp/panics.log" | cut -c1-2000 | sed 's/^/    /'
+        fi
     fi
 done
 exit "$failed"

@@ -28,6 +28,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("daqiri-fuzz-admin-{}", std::process::id()));
     // A mutex only because afl's closure must be unwind-safe; a panic aborts.
     let harness = std::sync::Mutex::new(Some(AdminHarness::new(dir).expect("the harness starts")));
+    daqiri_gateway::fuzzing::log_panics();
     afl::fuzz!(|data: &[u8]| {
         let mut headers = [httparse::EMPTY_HEADER; 16];
         let mut request = httparse::Request::new(&mut headers);

@@ -7,6 +7,7 @@ use daqiri::preflight::{MemoryNeeds, raised_num_bufs};
 use daqiri_config::Document;
 
 fn main() {
+    daqiri_gateway::fuzzing::log_panics();
     afl::fuzz!(|data: &[u8]| {
         let Ok(text) = std::str::from_utf8(data) else { return };
         let Ok(doc) = Document::parse(text) else { return };

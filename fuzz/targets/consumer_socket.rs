@@ -17,6 +17,7 @@ fn main() {
     // server forks it: the engine's worker threads must be the child's.
     // A mutex only because afl's closure must be unwind-safe; a panic aborts.
     let harness: std::sync::Mutex<Option<ConsumerHarness>> = std::sync::Mutex::new(None);
+    daqiri_gateway::fuzzing::log_panics();
     afl::fuzz!(|data: &[u8]| {
         let [counts, bursts, rest @ ..] = data else { return };
         let mut rest = rest;
@@ -37,7 +38,9 @@ fn main() {
         let mut harness = harness.lock().expect("one thread");
         let harness = harness.get_or_insert_with(|| ConsumerHarness::new().expect("the harness starts"));
         let outcome = harness.visit(&messages, &scribbles, usize::from(bursts % 16));
-        assert_eq!(outcome.subscriptions_left, 0, "a subscription outlived its client: {outcome:?}");
-        assert_eq!(outcome.buffers_out, 0, "buffers a client held stayed out of the pool: {outcome:?}");
+        let left = outcome.subscriptions_left;
+        assert_eq!(left, 0, "a subscription outlived its client: {outcome:?}; {}", harness.explain());
+        let out = outcome.buffers_out;
+        assert_eq!(out, 0, "buffers a client held stayed out of the pool: {outcome:?}; {}", harness.explain());
     });
 }

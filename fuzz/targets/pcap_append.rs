@@ -22,10 +22,7 @@ fn le32(bytes: &[u8], at: usize) -> u32 {
 
 /// The file's snap length when it may be appended to with `magic`.
 fn appendable(file: &[u8], magic: u32) -> Option<u32> {
-    let ok = file.len() >= 24
-        && le32(file, 0) == magic
-        && file[4..8] == [2, 0, 4, 0]
-        && le32(file, 20) == 1;
+    let ok = file.len() >= 24 && le32(file, 0) == magic && file[4..8] == [2, 0, 4, 0] && le32(file, 20) == 1;
     ok.then(|| le32(file, 16))
 }
 
@@ -73,6 +70,7 @@ fn scratch_file() -> PathBuf {
 fn main() {
     let path = scratch_file();
     let time = UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+    daqiri_gateway::fuzzing::log_panics();
     afl::fuzz!(|data: &[u8]| {
         let Some((&options, file)) = data.split_first() else { return };
         let (resolution, magic) =

@@ -69,7 +69,13 @@ fn plain_udp(frame: &[u8]) -> Option<FlowKey> {
         return None;
     }
     let ipv4 = |at: usize| frame[ip + at..ip + at + 4].try_into().ok();
-    Some(FlowKey { src_ip: ipv4(12)?, dst_ip: ipv4(16)?, src_port: be16(udp)?, dst_port: be16(udp + 2)?, ipv4_len: total })
+    Some(FlowKey {
+        src_ip: ipv4(12)?,
+        dst_ip: ipv4(16)?,
+        src_port: be16(udp)?,
+        dst_port: be16(udp + 2)?,
+        ipv4_len: total,
+    })
 }
 
 /// Whether `flow` takes `frame`, whose UDP/IP fields are `key` (none when
@@ -122,6 +128,7 @@ fn main() {
             (rx, table)
         })
         .collect();
+    daqiri_gateway::fuzzing::log_panics();
     afl::fuzz!(|frame: &[u8]| {
         let key = FlowKey::from_frame(frame);
         if let Some(plain) = plain_udp(frame) {

@@ -119,6 +119,13 @@ impl ConsumerHarness {
         Outcome { welcomed: welcome.is_some(), subscriptions_left: self.hub.stats().len(), buffers_out }
     }
 
+    /// What the engine and the hub hold now, and the idle baseline: the
+    /// detail a failed visit's message needs.
+    pub fn explain(&self) -> String {
+        let stats = self.live.get().map(|engine| format!("{:?}", engine.stats()));
+        format!("idle {}, in use {}; engine {stats:?}; subscriptions {:?}", self.idle, self.in_use(), self.hub.stats())
+    }
+
     /// Sends one packet round the loopback and offers what arrives.
     fn one_burst(&self) {
         let engine = self.live.get().expect("the engine runs");
