@@ -54,3 +54,62 @@ YAML
 consumed_rate() { # summary.json
     python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(round(s["consumed"]["packets"] / s["elapsed_s"]))' "$1"
 }
+
+# Two network namespaces joined by a veth pair (veth0 in tx_ns, veth1 in
+# rx_ns, MTU 1500 unless given), the sender's side wire-like: every GSO send
+# split into single datagrams before the veth, as a NIC puts single frames
+# on a wire (TSO off too: a veth only hands frames to the receiver's NAPI,
+# and so to GRO, when its sender has no TCP segmentation to honour); the
+# receiver's packets processed (RPS) on receiver_cpu.
+veth_bed() { # tx_ns rx_ns tx_ip rx_ip receiver_cpu [mtu]
+    ip netns add "$1"
+    ip netns add "$2"
+    ip link add veth0 netns "$1" mtu "${6:-1500}" type veth peer name veth1 netns "$2" mtu "${6:-1500}"
+    ip -n "$1" addr add "$3/24" dev veth0
+    ip -n "$2" addr add "$4/24" dev veth1
+    for ns in "$1" "$2"; do ip -n "$ns" link set lo up; done
+    ip -n "$1" link set veth0 up
+    ip -n "$2" link set veth1 up
+    ip netns exec "$1" ethtool -K veth0 tx-udp-segmentation off tx-gso-list off tso off >/dev/null
+    ip netns exec "$2" sh -c "printf %x $((1 << $5)) > /sys/class/net/veth1/queues/rx-0/rps_cpus"
+}
+
+# Waits until something in namespace ns listens on UDP (or TCP) port.
+wait_udp_bound() { # ns port [proto: u | t]
+    for _ in $(seq 200); do
+        ip netns exec "$1" ss -Hl"${3:-u}"n | grep -q ":$2 " && return 0
+        sleep 0.05
+    done
+    echo "receiver did not bind" >&2
+    return 1
+}
+
+# Highest rate with zero loss over STEPS bisections of 0..max_rate; prints
+# it. A step runs `step_RECEIVER rate size`, which prints "sent delivered";
+# it passes when nothing sent was lost (but the last `held` datagrams, which
+# a receiver that says so keeps until more arrive) and the sender really
+# offered 95% of the rate over STEP_SECONDS.
+search() { # receiver size max_rate [held]
+    local lo=0 hi=$3 best=0 held=${4:-0}
+    for _ in $(seq "$STEPS"); do
+        local mid=$(((lo + hi) / 2))
+        read -r sent got < <("step_$1" "$mid" "$2")
+        local offered=$((mid * STEP_SECONDS * 95 / 100)) verdict=pass
+        if ((got + held < sent)); then verdict="fail (lost $((sent - got)))"
+        elif ((got < sent)); then verdict="pass ($((sent - got)) held back)"
+        elif ((sent < offered)); then verdict="fail (sender short)"; fi
+        echo "  $1 size=$2 rate=$mid: sent $sent delivered $got: $verdict" >&2
+        if [[ $verdict == pass* ]]; then best=$mid lo=$mid; else hi=$mid; fi
+    done
+    echo $best
+}
+
+# Where no GPU driver is installed, DAQIRI's binaries (which link libcuda)
+# load the link-time stub tests/reference/build.sh made; every CUDA call
+# then answers "no device", which DAQIRI's host-memory paths never make.
+daqiri_reference_env() { # a DAQIRI binary
+    ldconfig -p | grep -q 'libcuda\.so\.1 ' && return
+    export LD_LIBRARY_PATH=$(tests/reference/build.sh cuda)/lib/stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    ldd "$1" | grep -q 'not found' && { echo "$1: libraries not found:" >&2; ldd "$1" | grep 'not found' >&2; return 1; }
+    return 0
+}

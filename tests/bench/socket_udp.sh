@@ -73,17 +73,10 @@ LOOP_BIN=${LOOP_BIN:-$WORK/recvmmsg_loop}
 # Every receiver gets the same 64 MiB socket buffer, and the RPS backlog is
 # deep enough not to drop before any socket.
 sysctl -q -w net.core.rmem_max=67108864 net.core.rmem_default=67108864 net.core.netdev_max_backlog=65536
-ip netns add $TX; ip netns add $RX
-ip link add veth0 netns $TX type veth peer name veth1 netns $RX
-ip -n $TX addr add 10.213.0.1/24 dev veth0; ip -n $RX addr add $RX_IP/24 dev veth1
-for ns in $TX $RX; do ip -n $ns link set lo up; done
-ip -n $TX link set veth0 up; ip -n $RX link set veth1 up
-if [[ -z ${PASSTHROUGH:-} ]]; then
-    # TSO off too: a veth only hands frames to the receiver's NAPI (and so
-    # to GRO) when its sender has no TCP segmentation offload to honour.
-    ip netns exec $TX ethtool -K veth0 tx-udp-segmentation off tx-gso-list off tso off >/dev/null
+veth_bed $TX $RX 10.213.0.1 $RX_IP "$RECEIVER_CPU"
+if [[ -n ${PASSTHROUGH:-} ]]; then
+    ip netns exec $TX ethtool -K veth0 tx-udp-segmentation on tx-gso-list on tso on >/dev/null
 fi
-ip netns exec $RX sh -c "printf %x $((1 << RECEIVER_CPU)) > /sys/class/net/veth1/queues/rx-0/rps_cpus"
 SENDER="ip netns exec $TX taskset -c $SENDER_CPUS"
 RECEIVER="ip netns exec $RX taskset -c $RECEIVER_CPU"
 
@@ -95,13 +88,7 @@ snmp() { # namespace column -> Udp counter
 out_datagrams() { snmp $TX 5; }
 in_datagrams() { snmp $RX 2; }
 
-wait_bound() {
-    for _ in $(seq 200); do
-        ip netns exec $RX ss -Hlun | grep -q ":$PORT " && return 0
-        sleep 0.05
-    done
-    echo "receiver did not bind" >&2; return 1
-}
+wait_bound() { wait_udp_bound $RX $PORT; }
 
 gen() { # rate size seconds -> datagrams sent
     $SENDER "$GW" gen --dest $RX_IP:$PORT --rate "$1" --payload-size "$2" --duration "$3" --batch 64 \
@@ -139,21 +126,6 @@ step_sockperf() {
     local sent=$(($(out_datagrams) - out0)) got=$(($(in_datagrams) - in0))
     kill $pid; wait $pid 2>/dev/null || true
     echo "$sent" "$got"
-}
-
-# Highest rate with zero loss over STEPS bisections of 0..max; prints it.
-search() { # receiver size max_rate
-    local lo=0 hi=$3 best=0
-    for _ in $(seq "$STEPS"); do
-        local mid=$(((lo + hi) / 2))
-        read -r sent got < <("step_$1" "$mid" "$2")
-        local offered=$((mid * STEP_SECONDS * 95 / 100)) verdict=pass
-        if ((got < sent)); then verdict="fail (lost $((sent - got)))"
-        elif ((sent < offered)); then verdict="fail (sender short)"; fi
-        echo "  $1 size=$2 rate=$mid: sent $sent delivered $got: $verdict" >&2
-        if [[ $verdict == pass ]]; then best=$mid lo=$mid; else hi=$mid; fi
-    done
-    echo $best
 }
 
 sender_max() { # receiver size -> pps its sender reaches unpaced, into a sink that reads nothing
