@@ -21,6 +21,11 @@ cargo nextest run --workspace --no-fail-fast "$ignored" \
 cargo test --workspace --doc
 # The Python client (PyO3, built by maturin) against a running gateway.
 tests/python/run.sh
+# Config acceptance against DAQIRI 2026.7's own parser (tests/reference/build.sh
+# builds it once, minutes on a fresh machine, then cached): every disagreement
+# with `check` on DAQIRI's examples, ours and 200 seeded mutants of them must be
+# a known difference (docs/configs.md).
+tests/reference/config_diff.py --mutants 200 --show 1 --gateway target/debug/daqiri-gateway
 # The tests that compare exact counts, again beside four busy loops: they
 # must account for every drop by its reason, never assume a quiet machine.
 tests/under_load.sh --runs 2

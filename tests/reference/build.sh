@@ -9,7 +9,9 @@
 #   build.sh daqiri   DAQIRI 2026.7 (1134167) with its sockets, DPDK and ibverbs
 #                     engines and its examples (daqiri_bench_socket, _raw, _rdma,
 #                     the reorder benches), installed with its example configs
-#   build.sh all      the three
+#   build.sh config-check   daqiri_config_check: DAQIRI's own config parser
+#                     behind a driver of ours (config_check.cpp), for config_diff.py
+#   build.sh all      all four
 # Each prints the prefix it installed into. Builds are cached by the hash of their
 # inputs under the user cache ($XDG_CACHE_HOME or ~/.cache, daqiri-gateway/reference/),
 # as tests/k8s/control-plane.sh caches the control plane: seconds once built.
@@ -187,10 +189,36 @@ build_daqiri() {
     echo "$cache"
 }
 
+# Our driver of DAQIRI's parser (config_check.cpp), linked with its static
+# libraries; a folder holding daqiri_config_check.
+build_config_check() {
+    local daqiri dpdk cuda cache
+    daqiri=$(build_daqiri)
+    dpdk=$(build_dpdk)
+    cuda=$(build_cuda)
+    cache=$(cache_for config-check "$here/config_check.cpp" <(echo "$daqiri"))
+    if [[ ! -x $cache/daqiri_config_check ]]; then
+        mkdir -p "$cache.partial"
+        # DAQIRI's libraries need each other: one group. Its DPDK and the
+        # CUDA runtime by RUNPATH; libcuda is the driver's (the stub links).
+        # shellcheck disable=SC2046 # pkg-config prints separate flags
+        g++ -O1 -std=c++17 -o "$cache.partial/daqiri_config_check" "$here/config_check.cpp" \
+            -I"$daqiri/include" -I"$cuda/include" -L"$daqiri/lib" -Wl,--start-group -ldaqiri -ldaqiri_rdma \
+            -ldaqiri_dpdk -ldaqiri_ibverbs -ldaqiri_socket -lyaml-cpp -Wl,--end-group \
+            $(PKG_CONFIG_PATH=$dpdk/lib/pkgconfig pkg-config --libs libdpdk) -Wl,-rpath,"$dpdk/lib" \
+            -L"$cuda/lib" -lcudart -Wl,-rpath,"$cuda/lib" -L"$cuda/lib/stubs" -lcuda \
+            -libverbs -lrdmacm -lmlx5 -lnuma 2> >(grep -v DT_TEXTREL >&2)
+        rm -rf "$cache"
+        mv "$cache.partial" "$cache"
+    fi
+    echo "$cache"
+}
+
 case ${1:-} in
     dpdk) build_dpdk ;;
     cuda) build_cuda ;;
     daqiri) build_daqiri ;;
-    all) build_dpdk && build_cuda && build_daqiri ;;
-    *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    config-check) build_config_check ;;
+    all) build_dpdk && build_cuda && build_daqiri && build_config_check ;;
+    *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
