@@ -42,9 +42,16 @@ fn main() {
         bindings = bindings.blocklist_function(function);
     }
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    bindings
-        .generate()
-        .expect("bindgen could not read DPDK's headers")
-        .write_to_file(out.join("bindings.rs"))
-        .expect("writing the bindings");
+    let bindings = bindings.generate().expect("bindgen could not read DPDK's headers");
+    bindings.write_to_file(out.join("bindings.rs")).expect("writing the bindings");
+    // DPDK 24.11 wrapped the mbuf's rearm and descriptor fields in anonymous
+    // unions (its markers went for MSVC), which bindgen names per layout:
+    // the accessors in lib.rs read whichever this DPDK has. No version number
+    // says so as surely as the header itself.
+    println!("cargo::rustc-check-cfg=cfg(dpdk_mbuf_unions)");
+    let text = bindings.to_string();
+    let mbuf = text.split("pub struct rte_mbuf {").nth(1).and_then(|rest| rest.split('}').next()).unwrap_or("");
+    if !mbuf.contains("pub data_off:") {
+        println!("cargo:rustc-cfg=dpdk_mbuf_unions");
+    }
 }

@@ -35,7 +35,7 @@ cuda_wheels=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.
 # DAQIRI's Dockerfile builds every driver; we build those our tests and
 # benchmarks use (mlx5 for a ConnectX where one is), which takes a third of the time.
 dpdk_drivers=bus/pci,bus/vdev,bus/auxiliary,mempool/ring,net/null,net/ring,net/af_packet,net/af_xdp,net/tap
-dpdk_drivers+=,net/virtio,net/e1000,net/mlx5,common/mlx5
+dpdk_drivers+=,net/pcap,net/virtio,net/e1000,net/mlx5,common/mlx5
 
 # Checks the tarball against SHA256SUMS; its path.
 tarball() {
@@ -76,7 +76,7 @@ build_dpdk() {
     daqiri=$(tarball "$daqiri_tarball")
     cache=$(cache_for dpdk "$tar" "$daqiri" <(echo "recipe $dpdk_recipe $dpdk_drivers"))
     if [[ ! -x $cache/bin/dpdk-testpmd ]]; then
-        need_packages meson ninja-build python3-pyelftools libnuma-dev libibverbs-dev libbpf-dev libxdp-dev pkgconf patch
+        need_packages meson ninja-build python3-pyelftools libnuma-dev libibverbs-dev libbpf-dev libxdp-dev libpcap-dev pkgconf patch
         log "building DPDK 25.11.2 with DAQIRI's patches (once; minutes)"
         started=$SECONDS
         local work

@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::ptr::NonNull;
 
-use dpdk_sys::rte_mbuf;
+use dpdk_sys::{MbufFields, rte_mbuf};
 
 use super::mempool::Mempool;
 use super::staging::StagingPool;
@@ -66,7 +66,7 @@ impl RxHeader {
         let mbuf = NonNull::new(m).expect("rx_burst fills what it counts");
         // SAFETY: an mbuf (chain head) the PMD just handed over.
         let m = unsafe { mbuf.as_ref() };
-        (mbuf, Self { offset: m.data_off, len: m.data_len, flags: m.ol_flags, segments: m.nb_segs })
+        (mbuf, Self { offset: m.data_off(), len: m.data_len(), flags: m.ol_flags, segments: m.nb_segs() })
     }
 }
 
@@ -107,7 +107,7 @@ unsafe fn split_tail(head: NonNull<rte_mbuf>, payload: &Mempool) -> Option<Tail>
     // SAFETY: the caller's chain has a live second mbuf.
     let next = NonNull::new(unsafe { head.as_ref().next })?;
     // SAFETY: as above.
-    let (offset, len) = unsafe { (next.as_ref().data_off, next.as_ref().data_len) };
+    let (offset, len) = unsafe { (next.as_ref().data_off(), next.as_ref().data_len()) };
     Some(Tail { index: payload.index_of(next)?, offset, len: u32::from(len) })
 }
 
@@ -121,8 +121,7 @@ unsafe fn unchain(head: NonNull<rte_mbuf>) {
     // SAFETY: the caller's mbuf is live and ours.
     let m = unsafe { &mut *head.as_ptr() };
     m.next = std::ptr::null_mut();
-    m.nb_segs = 1;
-    m.pkt_len = u32::from(m.data_len);
+    m.make_single_segment();
 }
 
 impl RxMbufs {
