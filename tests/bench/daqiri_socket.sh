@@ -20,8 +20,13 @@
 # socket_udp.sh), then the delivered fraction at fixed offered rates, ROUNDS
 # rounds alternating gateway and DAQIRI.
 #
+# TCP (`tcp://` in the same config): nothing is lost on a stream, its sender
+# slows to what the receiver takes, so each receiver's figure is the goodput
+# of `gen --proto tcp` unpaced (chunks of each size), ROUNDS rounds
+# alternating; a receiver that delivered fewer bytes than were sent is named.
+#
 # Usage (root): tests/bench/daqiri_socket.sh [--quick]
-#   SIZES ("64 1024 8192"), RATES (offered pps, "100000 200000 400000"),
+#   PROTOS ("udp tcp"), SIZES ("64 1024 8192"), RATES (offered pps, "100000 200000 400000"),
 #   STEP_SECONDS (4), STEPS (7), ROUNDS (2), SENDER_CPUS (0), QUEUE_CPU (1),
 #   APP_CPU (the queue's); GW and DAQIRI_BENCH run prebuilt binaries.
 set -euo pipefail
@@ -33,6 +38,7 @@ STEPS=${STEPS:-7}
 ROUNDS=${ROUNDS:-2}
 # DAQIRI 2026.7's recvmmsg batch (src/engines/socket: kUdpRxBatch).
 DAQIRI_RECVMMSG=32
+PROTOS=${PROTOS:-"udp tcp"}
 SIZES=${SIZES:-"64 1024 8192"}
 RATES=${RATES:-"100000 200000 400000"}
 if [[ ${1:-} == --quick ]]; then STEP_SECONDS=2 STEPS=4 ROUNDS=1; fi
@@ -71,8 +77,9 @@ veth_bed $TX $RX 10.214.0.1 $RX_IP "$QUEUE_CPU" 9000
 SENDER="ip netns exec $TX taskset -c $SENDER_CPUS"
 RECEIVER="ip netns exec $RX taskset -c $QUEUE_CPU,$APP_CPU"
 
-config() { # size -> the config file both run
-    local file=$WORK/udp_$1.yaml
+config() { # size [proto] -> the config file both run
+    local proto=${2:-udp}
+    local file=$WORK/${proto}_$1.yaml
     cat >"$file" <<YAML
 %YAML 1.2
 ---
@@ -89,7 +96,7 @@ daqiri:
       address: $RX_IP
       socket_config:
         mode: server
-        local_addr: "udp://$RX_IP:$PORT"
+        local_addr: "$proto://$RX_IP:$PORT"
         max_payload_size: 9000
       rx:
         queues:
@@ -144,15 +151,47 @@ sender_max() { # size -> pps gen reaches unpaced, into a sink that reads nothing
     wait "$sink" 2>/dev/null || true
 }
 
+# TCP: each prints "sent_bytes delivered_bytes" of gen unpaced for STEP_SECONDS.
+gen_tcp() { # size -> bytes sent
+    $SENDER "$GW" gen --proto tcp --dest $RX_IP:$PORT --rate 0 --payload-size "$1" --duration "$STEP_SECONDS" \
+        --summary-json "$WORK/gen.json" >/dev/null 2>&1
+    python3 -c "import json;print(json.load(open('$WORK/gen.json'))['payload_bytes'])"
+}
+
+tcp_gateway() {
+    $RECEIVER "$GW" run --config "$(config "$1" tcp)" --no-admin --exit-when-idle 1 \
+        --summary-json "$WORK/gw.json" >/dev/null 2>"$WORK/gw.log" &
+    local pid=$!
+    wait_udp_bound $RX $PORT t
+    local sent; sent=$(gen_tcp "$1")
+    wait $pid
+    echo "$sent" "$(python3 -c "import json;print(json.load(open('$WORK/gw.json'))['consumed']['bytes'])")"
+}
+
+tcp_daqiri() {
+    $RECEIVER "$DAQIRI_BENCH" "$(config "$1" tcp)" --mode server --seconds $((STEP_SECONDS + 2)) \
+        >"$WORK/daqiri.out" 2>"$WORK/daqiri.log" &
+    local pid=$!
+    wait_udp_bound $RX $PORT t
+    local sent; sent=$(gen_tcp "$1")
+    wait $pid || { echo "daqiri_bench_socket failed:" >&2; tail -5 "$WORK/daqiri.log" >&2; }
+    echo "$sent" "$(sed -n 's/.*recv_bytes=\([0-9]*\).*/\1/p' "$WORK/daqiri.out" | head -1)"
+}
+
+gbps() { python3 -c "print(f'{$1*8/$STEP_SECONDS/1e9:.2f}')"; }
+
 ratio() { python3 -c "print(f'{$1/$2:.2f}x' if $2 else 'n/a')"; }
 fraction() { python3 -c "print(f'{$2/$1:.3f}' if $1 else 'n/a')"; }
 
-lossless="$WORK/lossless.md" fixed="$WORK/fixed.md"
+lossless="$WORK/lossless.md" fixed="$WORK/fixed.md" tcp="$WORK/tcp.md"
 echo "| payload | gateway loss-free (pps) | DAQIRI loss-free (pps) | gateway / DAQIRI | gen unpaced (pps) |" >"$lossless"
 echo "|---|---|---|---|---|" >>"$lossless"
 echo "| payload | offered (pps) | round | gateway delivered | DAQIRI delivered |" >"$fixed"
 echo "|---|---|---|---|---|" >>"$fixed"
+echo "| chunk | round | gateway (Gb/s) | DAQIRI (Gb/s) | gateway / DAQIRI |" >"$tcp"
+echo "|---|---|---|---|---|" >>"$tcp"
 for size in $SIZES; do
+    [[ " $PROTOS " == *" udp "* ]] || continue
     max=$(sender_max "$size")
     echo "$size B: gen reaches $max pps unpaced" >&2
     gw=$(search gateway "$size" "$max")
@@ -166,9 +205,26 @@ for size in $SIZES; do
         done
     done
 done
+for size in $SIZES; do
+    [[ " $PROTOS " == *" tcp "* ]] || continue
+    for ((round = 1; round <= ROUNDS; round++)); do
+        read -r gs gd < <(tcp_gateway "$size")
+        read -r ds dd < <(tcp_daqiri "$size")
+        ((gd < gs)) && echo "  gateway delivered $gd of $gs bytes ($size B chunks)" >&2
+        ((dd < ds)) && echo "  DAQIRI delivered $dd of $ds bytes ($size B chunks)" >&2
+        echo "| $size B | $round | $(gbps "$gs") | $(gbps "$ds") | $(ratio "$gs" "$ds") |" | tee -a "$tcp" >&2
+    done
+done
 echo
-echo "Loss-free rate (${STEPS} bisections of ${STEP_SECONDS} s):"
-cat "$lossless"
-echo
-echo "Delivered fraction at fixed offered rates (${STEP_SECONDS} s each, alternating):"
-cat "$fixed"
+if [[ " $PROTOS " == *" udp "* ]]; then
+    echo "UDP loss-free rate (${STEPS} bisections of ${STEP_SECONDS} s):"
+    cat "$lossless"
+    echo
+    echo "UDP delivered fraction at fixed offered rates (${STEP_SECONDS} s each, alternating):"
+    cat "$fixed"
+    echo
+fi
+if [[ " $PROTOS " == *" tcp "* ]]; then
+    echo "TCP goodput of an unpaced sender (${STEP_SECONDS} s each, alternating):"
+    cat "$tcp"
+fi

@@ -17,6 +17,8 @@
 # as tests/k8s/control-plane.sh caches the control plane: seconds once built.
 # DAQIRI_REFERENCE_SOURCES overrides where the tarballs are (default ../shared/reference).
 set -euo pipefail
+# A build that fails inside $(...) stops the script too.
+shopt -s inherit_errexit
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -156,8 +156,10 @@ fn digest_of(count: u32) -> String {
 #[ignore = "needs root for mount and network namespaces; tests/run.sh runs it"]
 fn consumers_in_their_own_namespaces_both_read_a_million_datagrams_byte_exact_in_order() {
     // Buffers for what both consumers may hold (256 bursts of up to 32 each)
-    // and the gateway's own: receive never waits for them.
-    let gateway = Gateway::start_with("namespaces", 65536);
+    // and the gateway's own, and metadata entries enough that each one's
+    // part of the budget (a quarter of both) holds its whole ring: receive
+    // never waits for them, nor does either lose a burst to the budget.
+    let gateway = Gateway::start_sized("namespaces", 65536, 2048, &[]);
     const COUNT: u32 = 1_000_000;
     let count = COUNT.to_string();
     let args = ["--seq-offset", "0", "--digest", "--slots", "256", "--packets", &count];
