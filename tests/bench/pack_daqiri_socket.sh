@@ -2,7 +2,7 @@
 # Packs tests/bench/daqiri_socket.sh for a machine without cargo or iproute2
 # but with the CUDA toolkit, cmake and g++ (the GPU host): a release gateway,
 # Debian's ip, ss and ethtool with the libraries `ldd` names, and DAQIRI's
-# source tarball (checked against ../shared/reference/SHA256SUMS), which
+# source tarball (as tests/reference/build.sh finds and checks it), which
 # run.sh builds there (sockets only, as its README's GPU-host build) before
 # running the benchmark with GW and DAQIRI_BENCH set.
 #   tests/bench/pack_daqiri_socket.sh [folder]   (default target/daqiri-socket-bench)
@@ -10,7 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-target/daqiri-socket-bench}
-sources=${DAQIRI_REFERENCE_SOURCES:-$PWD/../shared/reference}
 rm -rf "$out" && mkdir -p "$out/lib" "$out/bin" "$out/libexec" "$out/tests/bench"
 cargo build --release -q -p daqiri-gateway
 cp target/release/daqiri-gateway "$out/bin/"
@@ -26,8 +25,7 @@ for tool in /usr/sbin/ethtool /usr/bin/ss "$(command -v ip)"; do
         "$name" >"$out/bin/$name"
     chmod +x "$out/bin/$name"
 done
-(cd "$sources" && grep ' daqiri-1134167.tar.gz$' SHA256SUMS | sha256sum --quiet -c -)
-cp "$sources/daqiri-1134167.tar.gz" "$out/"
+cp "$(tests/reference/build.sh sources)/daqiri-1134167.tar.gz" "$out/"
 cp tests/bench/lib.sh tests/bench/daqiri_socket.sh "$out/tests/bench/"
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The reference tools we measure and compare against, built from the sources in
-# ../shared/reference (checked against its SHA256SUMS), never copied into the
-# project:
+# The reference tools we measure and compare against, built from the release
+# tarballs in ../shared/reference (pinned by hash below; a copy is kept in the
+# cache), never copied into the project:
 #   build.sh dpdk     DPDK 25.11.2 LTS patched with DAQIRI's dpdk_patches/, as
 #                     DAQIRI's Dockerfile builds it (the drivers we use, testpmd)
 #   build.sh cuda     the CUDA toolkit from PyPI's wheels (nvcc, runtime, CCCL,
@@ -12,17 +12,18 @@
 #   build.sh config-check   daqiri_config_check: DAQIRI's own config parser
 #                     behind a driver of ours (config_check.cpp), for config_diff.py
 #   build.sh all      all four
+#   build.sh sources  the folder of the release tarballs, checked
 # Each prints the prefix it installed into. Builds are cached by the hash of their
 # inputs under the user cache ($XDG_CACHE_HOME or ~/.cache, daqiri-gateway/reference/),
 # as tests/k8s/control-plane.sh caches the control plane: seconds once built.
-# DAQIRI_REFERENCE_SOURCES overrides where the tarballs are (default ../shared/reference).
+# DAQIRI_REFERENCE_SOURCES says where the tarballs are, if not in ../shared/reference;
+# the script exits 3 when it finds them nowhere.
 set -euo pipefail
 # A build that fails inside $(...) stops the script too.
 shopt -s inherit_errexit
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-sources=${DAQIRI_REFERENCE_SOURCES:-$root/../shared/reference}
 cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/daqiri-gateway/reference
 log() { echo "reference: $*" >&2; }
 # Each build's scratch folder, removed however the script ends.
@@ -39,13 +40,31 @@ cuda_wheels=(nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.
 dpdk_drivers=bus/pci,bus/vdev,bus/auxiliary,mempool/ring,net/null,net/ring,net/af_packet,net/af_xdp,net/tap
 dpdk_drivers+=,net/pcap,net/virtio,net/e1000,net/mlx5,common/mlx5
 
-# Checks the tarball against SHA256SUMS; its path.
+# The reference releases, pinned by content (../shared/reference/SHA256SUMS).
+declare -A pinned=(
+    [$dpdk_tarball]=00eb5bc242601163474116109fb7573c15ac7a9013d6ab24bc91dc51408411c8
+    [$daqiri_tarball]=bb6134d6b55fb30af1fce94f9eb8c59c9e8c2d5a94bbfd17a1148a8bc5d67d32
+)
+
+# The tarball's path, checked against its pinned hash: from
+# DAQIRI_REFERENCE_SOURCES, ../shared/reference, or the copy an earlier run
+# kept in the cache (so a clone elsewhere on this machine finds it). Exits 3
+# when it is nowhere.
 tarball() {
-    local name=$1
-    [[ -f $sources/$name ]] || { log "no $sources/$name (set DAQIRI_REFERENCE_SOURCES)"; exit 1; }
-    (cd "$sources" && grep " $name\$" SHA256SUMS | sha256sum --quiet -c -) ||
-        { log "$sources/$name does not match its SHA256SUMS"; exit 1; }
-    echo "$sources/$name"
+    local name=$1 kept=$cache_root/sources/$1 dir
+    for dir in ${DAQIRI_REFERENCE_SOURCES:+"$DAQIRI_REFERENCE_SOURCES"} "$root/../shared/reference" "$cache_root/sources"; do
+        [[ -f $dir/$name ]] || continue
+        echo "${pinned[$name]}  $dir/$name" | sha256sum --quiet -c - ||
+            { log "$dir/$name is not the pinned release (sha256 ${pinned[$name]})"; exit 1; }
+        if [[ ! -f $kept ]]; then
+            mkdir -p "$cache_root/sources"
+            cp "$dir/$name" "$kept.partial" && mv "$kept.partial" "$kept"
+        fi
+        echo "$kept"
+        return
+    done
+    log "no $name: not in ${DAQIRI_REFERENCE_SOURCES:+$DAQIRI_REFERENCE_SOURCES, }$root/../shared/reference or $cache_root/sources (set DAQIRI_REFERENCE_SOURCES)"
+    exit 3
 }
 
 # Each build's recipe, in the cache key with its inputs: bump one when its
@@ -216,11 +235,18 @@ build_config_check() {
     echo "$cache"
 }
 
+# The folder of the verified tarballs (the cache's copies).
+sources_folder() {
+    tarball "$dpdk_tarball" >/dev/null
+    dirname "$(tarball "$daqiri_tarball")"
+}
+
 case ${1:-} in
+    sources) sources_folder ;;
     dpdk) build_dpdk ;;
     cuda) build_cuda ;;
     daqiri) build_daqiri ;;
     config-check) build_config_check ;;
     all) build_dpdk && build_cuda && build_daqiri && build_config_check ;;
-    *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
