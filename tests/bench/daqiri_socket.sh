@@ -121,27 +121,41 @@ gen() { # rate size -> datagrams sent
     python3 -c "import json;print(json.load(open('$WORK/gen.json'))['sent'])"
 }
 
-# Each step prints "sent delivered".
-step_gateway() {
-    $RECEIVER "$GW" run --config "$(config "$2")" --no-admin --exit-when-idle 1 \
+# One receiver run while a sender sends: prints "sent delivered". The
+# sender is the command after the size (gen or gen_tcp, printing what it
+# sent); delivered counts packets on UDP, bytes on TCP, as each reports them.
+receive_gateway() { # proto size sender...
+    local proto=$1 size=$2 unit=packets
+    shift 2
+    [[ $proto == tcp ]] && unit=bytes
+    $RECEIVER "$GW" run --config "$(config "$size" "$proto")" --no-admin --exit-when-idle 1 \
         --summary-json "$WORK/gw.json" >/dev/null 2>"$WORK/gw.log" &
     local pid=$!
-    wait_udp_bound $RX $PORT
-    local sent; sent=$(gen "$1" "$2")
+    wait_udp_bound $RX $PORT "${proto:0:1}"
+    local sent; sent=$("$@")
     wait $pid
-    echo "$sent" "$(python3 -c "import json;print(json.load(open('$WORK/gw.json'))['consumed']['packets'])")"
+    echo "$sent" "$(python3 -c "import json;print(json.load(open('$WORK/gw.json'))['consumed']['$unit'])")"
 }
 
-step_daqiri() {
-    # It runs for whole seconds: the sender's time, and one more to drain.
-    $RECEIVER "$DAQIRI_BENCH" "$(config "$2")" --mode server --seconds $((STEP_SECONDS + 2)) \
+receive_daqiri() { # proto size sender...
+    local proto=$1 size=$2 unit=packets
+    shift 2
+    [[ $proto == tcp ]] && unit=bytes
+    # It runs for whole seconds: the sender's time, and more to drain.
+    $RECEIVER "$DAQIRI_BENCH" "$(config "$size" "$proto")" --mode server --seconds $((STEP_SECONDS + 2)) \
         >"$WORK/daqiri.out" 2>"$WORK/daqiri.log" &
     local pid=$!
-    wait_udp_bound $RX $PORT
-    local sent; sent=$(gen "$1" "$2")
+    wait_udp_bound $RX $PORT "${proto:0:1}"
+    local sent; sent=$("$@")
     wait $pid || { echo "daqiri_bench_socket failed:" >&2; tail -5 "$WORK/daqiri.log" >&2; }
-    echo "$sent" "$(sed -n 's/.*recv_packets=\([0-9]*\).*/\1/p' "$WORK/daqiri.out" | head -1)"
+    echo "$sent" "$(sed -n "s/.*recv_$unit=\([0-9]*\).*/\1/p" "$WORK/daqiri.out" | head -1)"
 }
+
+# The search's steps (rate size) and the TCP runs (size).
+step_gateway() { receive_gateway udp "$2" gen "$1" "$2"; }
+step_daqiri() { receive_daqiri udp "$2" gen "$1" "$2"; }
+tcp_gateway() { receive_gateway tcp "$1" gen_tcp "$1"; }
+tcp_daqiri() { receive_daqiri tcp "$1" gen_tcp "$1"; }
 
 sender_max() { # size -> pps gen reaches unpaced, into a sink that reads nothing
     ip netns exec $RX python3 -c "import socket,time;s=socket.socket(2,2);s.bind(('$RX_IP',$PORT));time.sleep($STEP_SECONDS+1)" &
@@ -151,31 +165,11 @@ sender_max() { # size -> pps gen reaches unpaced, into a sink that reads nothing
     wait "$sink" 2>/dev/null || true
 }
 
-# TCP: each prints "sent_bytes delivered_bytes" of gen unpaced for STEP_SECONDS.
+# TCP: bytes gen sent unpaced for STEP_SECONDS.
 gen_tcp() { # size -> bytes sent
     $SENDER "$GW" gen --proto tcp --dest $RX_IP:$PORT --rate 0 --payload-size "$1" --duration "$STEP_SECONDS" \
         --summary-json "$WORK/gen.json" >/dev/null 2>&1
     python3 -c "import json;print(json.load(open('$WORK/gen.json'))['payload_bytes'])"
-}
-
-tcp_gateway() {
-    $RECEIVER "$GW" run --config "$(config "$1" tcp)" --no-admin --exit-when-idle 1 \
-        --summary-json "$WORK/gw.json" >/dev/null 2>"$WORK/gw.log" &
-    local pid=$!
-    wait_udp_bound $RX $PORT t
-    local sent; sent=$(gen_tcp "$1")
-    wait $pid
-    echo "$sent" "$(python3 -c "import json;print(json.load(open('$WORK/gw.json'))['consumed']['bytes'])")"
-}
-
-tcp_daqiri() {
-    $RECEIVER "$DAQIRI_BENCH" "$(config "$1" tcp)" --mode server --seconds $((STEP_SECONDS + 2)) \
-        >"$WORK/daqiri.out" 2>"$WORK/daqiri.log" &
-    local pid=$!
-    wait_udp_bound $RX $PORT t
-    local sent; sent=$(gen_tcp "$1")
-    wait $pid || { echo "daqiri_bench_socket failed:" >&2; tail -5 "$WORK/daqiri.log" >&2; }
-    echo "$sent" "$(sed -n 's/.*recv_bytes=\([0-9]*\).*/\1/p' "$WORK/daqiri.out" | head -1)"
 }
 
 gbps() { python3 -c "print(f'{$1*8/$STEP_SECONDS/1e9:.2f}')"; }
