@@ -17,7 +17,9 @@ if [[ ${1:-} == --dev ]]; then
 fi
 out=${1:-target/gpu-tests}
 mkdir -p "$out"
-rm -rf "$out"/gpu_* "$out"/daqiri-gateway "$out"/conformance
+rm -rf "$out"/gpu_* "$out"/daqiri-gateway "$out"/conformance "$out"/daqiri_reorder_check "$out"/PROFILE
+# run.sh holds the bandwidth bench to a floor only in an optimised build.
+echo "${profile#--profile=}" | sed 's/^--//' >"$out/PROFILE"
 # The sources these results will be for: tests/conformance_table.py calls the
 # GPU table stale once they change (copy conformance/ back to tests/gpu/).
 mkdir -p "$out/conformance"
@@ -55,4 +57,13 @@ strip --strip-debug "$out/python/daqiri_gateway.abi3.so"
 cp tests/python/test_consumer.py "$out/python/tests/python/"
 cp configs/socket_udp_reorder.yaml "$out/python/configs/"
 cp tests/gpu/run.sh "$out/run.sh"
+# DAQIRI's reorder kernel behind our driver, for gpu_reorder_vs_daqiri (a
+# second oracle): built from the reference build when its sources are here.
+reference=0
+checker=$(tests/reference/build.sh reorder-check) || reference=$?
+case $reference in
+    0) cp "$checker/daqiri_reorder_check" "$out/" ;;
+    3) echo "build.sh: no DAQIRI reference sources; run.sh will skip gpu_reorder_vs_daqiri" >&2 ;;
+    *) exit "$reference" ;;
+esac
 ls "$out"

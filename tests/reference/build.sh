@@ -11,7 +11,10 @@
 #                     the reorder benches), installed with its example configs
 #   build.sh config-check   daqiri_config_check: DAQIRI's own config parser
 #                     behind a driver of ours (config_check.cpp), for config_diff.py
-#   build.sh all      all four
+#   build.sh reorder-check   daqiri_reorder_check: DAQIRI's GPU reorder kernel
+#                     behind a driver of ours (reorder_check.cpp), for the
+#                     gpu_reorder_vs_daqiri bench; needs only a GPU driver to run
+#   build.sh all      all five
 #   build.sh sources  the folder of the release tarballs, checked
 # Each prints the prefix it installed into. Builds are cached by the hash of their
 # inputs under the user cache ($XDG_CACHE_HOME or ~/.cache, daqiri-gateway/reference/),
@@ -235,6 +238,29 @@ build_config_check() {
     echo "$cache"
 }
 
+# Our driver of DAQIRI's reorder kernel (reorder_check.cpp) with the kernel's
+# objects from libdaqiri.a and the static CUDA runtime, so that it runs on a
+# GPU machine with nothing beside it but the driver; a folder holding
+# daqiri_reorder_check.
+build_reorder_check() {
+    local daqiri cuda cache work
+    daqiri=$(build_daqiri)
+    cuda=$(build_cuda)
+    cache=$(cache_for reorder-check "$here/reorder_check.cpp" <(echo "$daqiri"))
+    if [[ ! -x $cache/daqiri_reorder_check ]]; then
+        work=$(mktemp -d -p "$scratch")
+        # The kernel and the device link of DAQIRI's separable CUDA code.
+        (cd "$work" && ar x "$daqiri/lib/libdaqiri.a" kernels.cu.o cmake_device_link.o)
+        mkdir -p "$cache.partial"
+        g++ -O2 -std=c++17 -o "$cache.partial/daqiri_reorder_check" "$here/reorder_check.cpp" \
+            "$work/kernels.cu.o" "$work/cmake_device_link.o" -I"$cuda/include" \
+            -L"$cuda/lib" -lcudadevrt -lcudart_static -ldl -lpthread -lrt
+        rm -rf "$work" "$cache"
+        mv "$cache.partial" "$cache"
+    fi
+    echo "$cache"
+}
+
 # The folder of the verified tarballs (the cache's copies).
 sources_folder() {
     tarball "$dpdk_tarball" >/dev/null
@@ -247,6 +273,7 @@ case ${1:-} in
     cuda) build_cuda ;;
     daqiri) build_daqiri ;;
     config-check) build_config_check ;;
-    all) build_dpdk && build_cuda && build_daqiri && build_config_check ;;
+    reorder-check) build_reorder_check ;;
+    all) build_dpdk && build_cuda && build_daqiri && build_config_check && build_reorder_check ;;
     *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

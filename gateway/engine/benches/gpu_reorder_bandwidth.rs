@@ -7,16 +7,21 @@
 //! shuffled, as the engine's pinned staging holds them, here in device
 //! memory. Built by `tests/gpu/build.sh`; run on the GPU machine:
 //! `./gpu_reorder_bandwidth` (`BENCH_REPS`, default 20, launches per size).
+//! With `BENCH_FLOOR=P` it exits 1 when a kernel falls below P% of copy at
+//! 128 MB or more (tests/gpu/run.sh runs it so, to catch a drop).
 
-use std::time::Instant;
+mod gpu_common;
 
 use cudarc::driver::CudaContext;
 use daqiri::config::model::{DataTypes, Endianness, InputType, OutputType};
 use daqiri::gpu::{DeviceBuffer, GpuReorder, Slots};
 use daqiri::reorder::convert::output_len;
+use gpu_common::{arrival_order, copy_rate, launch_rate};
 
 const PAYLOAD: usize = 8192;
 const SIZES_MB: [usize; 9] = [2, 4, 8, 16, 32, 64, 128, 256, 512];
+/// Where `BENCH_FLOOR` applies: below it, launch and table latency rule.
+const FLOOR_FROM_MB: usize = 128;
 
 fn main() {
     let reps: usize = std::env::var("BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
@@ -33,36 +38,31 @@ fn main() {
         cases.iter().map(|(name, _)| format!("{name} (GB/s, of copy)")).collect::<Vec<_>>().join(" | ")
     );
     println!("|---|---|{}", "---|".repeat(cases.len()));
+    let floor: Option<f64> = std::env::var("BENCH_FLOOR").ok().map(|v| v.parse().expect("BENCH_FLOOR: a percentage"));
+    let mut below = Vec::new();
     let mut gpu = GpuReorder::new(0).expect("reorder kernels");
     for mb in SIZES_MB {
         let aggregate = mb << 20;
         let copy = copy_rate(&ctx, aggregate, reps);
         let mut row = format!("| {mb} MB | {:.0} |", copy / 1e9);
-        for (_, types) in &cases {
+        for (name, types) in &cases {
             let rate = reorder_rate(&mut gpu, types.as_ref(), aggregate, reps);
-            row += &format!(" {:.0} ({:.0}%) |", rate / 1e9, 100.0 * rate / copy);
+            let share = 100.0 * rate / copy;
+            row += &format!(" {:.0} ({share:.0}%) |", rate / 1e9);
+            if floor.is_some_and(|floor| mb >= FLOOR_FROM_MB && share < floor) {
+                below.push(format!("{name} at {mb} MB: {share:.0}% of copy"));
+            }
         }
         println!("{row}");
+    }
+    if let Some(floor) = floor.filter(|_| !below.is_empty()) {
+        eprintln!("below {floor}% of copy: {}", below.join("; "));
+        std::process::exit(1);
     }
 }
 
 fn types(input: InputType, output: OutputType) -> DataTypes {
     DataTypes { input_type: input, output_type: output, endianness: Endianness::Host }
-}
-
-/// Bytes read + written per second by `cuMemcpyDtoD` of `bytes`.
-fn copy_rate(ctx: &std::sync::Arc<CudaContext>, bytes: usize, reps: usize) -> f64 {
-    let stream = ctx.default_stream();
-    let src = stream.alloc_zeros::<u8>(bytes).expect("source");
-    let mut dst = stream.alloc_zeros::<u8>(bytes).expect("target");
-    stream.memcpy_dtod(&src, &mut dst).expect("warm-up copy");
-    stream.synchronize().expect("sync");
-    let start = Instant::now();
-    for _ in 0..reps {
-        stream.memcpy_dtod(&src, &mut dst).expect("copy");
-    }
-    stream.synchronize().expect("sync");
-    (2 * bytes * reps) as f64 / start.elapsed().as_secs_f64()
 }
 
 /// Bytes read + written per second by the reorder kernel filling an aggregate of `aggregate` output bytes.
@@ -71,28 +71,13 @@ fn reorder_rate(gpu: &mut GpuReorder, types: Option<&DataTypes>, aggregate: usiz
     let slots = aggregate / out_slot;
     let input = DeviceBuffer::zeroed(0, slots * PAYLOAD).expect("input");
     let output = DeviceBuffer::zeroed(0, slots * out_slot).expect("output");
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut order: Vec<usize> = (0..slots).collect();
-    for i in (1..slots).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        order.swap(i, (state % (i as u64 + 1)) as usize);
-    }
     let mut sources = vec![None; slots];
-    for (arrival, &slot) in order.iter().enumerate() {
+    for (arrival, &slot) in arrival_order(slots).iter().enumerate() {
         sources[slot] = Some(input.slice(arrival * PAYLOAD, PAYLOAD));
     }
-    let launch = |gpu: &mut GpuReorder| {
+    let launches = launch_rate(gpu, slots, reps, |gpu| {
         gpu.launch(types, Slots { sources: &sources, in_len: PAYLOAD }, output.slice(0, output.len()), out_slot)
-            .expect("launch")
-    };
-    launch(gpu);
-    gpu.synchronize().expect("warm-up");
-    let start = Instant::now();
-    for _ in 0..reps {
-        launch(gpu);
-    }
-    gpu.synchronize().expect("sync");
-    ((slots * (PAYLOAD + out_slot)) * reps) as f64 / start.elapsed().as_secs_f64()
+            .expect("launch");
+    });
+    (slots * (PAYLOAD + out_slot)) as f64 * launches
 }

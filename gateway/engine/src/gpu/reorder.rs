@@ -190,15 +190,35 @@ impl GpuReorder {
         Ok(function)
     }
 
+    /// Sizes every slot table for launches of up to `entries` slots (or
+    /// copies' words) now, so that no launch waits on a table's growth: a
+    /// registration of pinned memory takes milliseconds, and giving back an
+    /// outgrown table waits for the GPU.
+    pub fn reserve(&mut self, entries: usize) -> Result<(), Error> {
+        for at in 0..TABLES {
+            self.sized(at, entries)?;
+        }
+        Ok(())
+    }
+
     /// Writes the slot table of the next launch into the next table whose
     /// last launch has finished: its position and device address. The
     /// kernel reads the table from pinned memory across PCIe: a few bytes
     /// per slot, where a copy to device memory first costs a transfer's
     /// latency on every launch (measured: half the rate of 8 MB batches).
     fn table(&mut self, entries: &[u64]) -> Result<(usize, u64), Error> {
-        let bytes = (entries.len() * 8).max(8);
         let at = self.next_table;
         self.next_table = (at + 1) % TABLES;
+        let table = self.sized(at, entries.len())?;
+        for (slot, entry) in table.memory.host_bytes_mut().as_chunks_mut::<8>().0.iter_mut().zip(entries) {
+            *slot = entry.to_ne_bytes();
+        }
+        Ok((at, table.memory.device().address()))
+    }
+
+    /// Table `at`, idle and holding at least `entries` entries.
+    fn sized(&mut self, at: usize, entries: usize) -> Result<&mut Table, Error> {
+        let bytes = (entries * 8).max(8);
         let gpu = self.ctx.ordinal() as u32;
         if self.tables.len() <= at {
             self.tables.push(Table::new(gpu, bytes)?);
@@ -210,10 +230,7 @@ impl GpuReorder {
         if table.memory.len() < bytes {
             *table = Table::new(gpu, bytes)?;
         }
-        for (slot, entry) in table.memory.host_bytes_mut().as_chunks_mut::<8>().0.iter_mut().zip(entries) {
-            *slot = entry.to_ne_bytes();
-        }
-        Ok((at, table.memory.device().address()))
+        Ok(table)
     }
 }
 

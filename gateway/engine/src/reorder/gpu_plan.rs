@@ -23,8 +23,14 @@ pub(crate) struct GpuPlan {
 }
 
 impl GpuPlan {
-    /// The GPU side of plan `name`, reading packets from `source` and writing `output`.
-    pub(crate) fn new(name: &str, (source, output): (&Region, &Region), regions: &Arc<RegionTable>) -> Result<Self> {
+    /// The GPU side of plan `name`, reading packets from `source` and
+    /// writing `output`, batches of up to `slots` packets.
+    pub(crate) fn new(
+        name: &str,
+        (source, output): (&Region, &Region),
+        slots: u32,
+        regions: &Arc<RegionTable>,
+    ) -> Result<Self> {
         // The GPU that holds either side runs the plan; pinned memory is
         // mapped into every GPU, so two pinned sides run on GPU 0.
         let ordinal = output.backing().gpu().or(source.backing().gpu()).unwrap_or(0);
@@ -40,8 +46,9 @@ impl GpuPlan {
                 ),
             ));
         }
-        let kernels = GpuReorder::new(ordinal)
-            .map_err(|e| Error::new(e.status, format!("reorder plan \"{name}\": {}", e.message)))?;
+        let in_plan = |e: Error| Error::new(e.status, format!("reorder plan \"{name}\": {}", e.message));
+        let mut kernels = GpuReorder::new(ordinal).map_err(in_plan)?;
+        kernels.reserve(slots as usize).map_err(in_plan)?;
         Ok(Self {
             kernels: Mutex::new(kernels),
             ordinal,

@@ -113,6 +113,7 @@ impl Plan {
             ReorderType::Gpu => Some(gpu_plan::GpuPlan::new(
                 &config.name,
                 (regions.get(source_region), regions.get(output_region)),
+                packets_per_batch,
                 regions,
             )?),
         };
