@@ -67,19 +67,31 @@ else
     echo "run.sh: the image build, its checks and the nodes' end-to-end suite are SKIPPED: they need root" >&2
 fi
 # The kernel-bypass backends, built together: DPDK on its virtual devices
-# (setup.sh installed DPDK) and AF_XDP over veth pairs with our XDP program
-# (setup.sh installed clang and the BPF headers). The engine's unit tests
-# with them (the rte_flow translation, the XDP map layouts), their tests,
-# and the conformance suite, every scenario on every backend; its results
-# become docs/conformance.md, which must match them when every bed ran.
+# and AF_XDP over veth pairs with our XDP program (setup.sh installed clang
+# and the BPF headers). DPDK is 25.11 LTS, the release DAQIRI builds on
+# (tests/reference/build.sh, cached; the lints above built against Debian's
+# 22.11, so both stay buildable); where the reference sources are nowhere,
+# Debian's 22.11, said so. The engine's unit tests with them (the rte_flow
+# translation, the XDP map layouts), their tests, and the conformance suite,
+# every scenario on every backend; its results become docs/conformance.md,
+# which must match them when every bed ran.
+dpdk_env=(env)
+dpdk_status=0
+dpdk=$(tests/reference/build.sh dpdk) || dpdk_status=$?
+case $dpdk_status in
+    0) dpdk_env=(env PKG_CONFIG_PATH="$dpdk/lib/pkgconfig" LD_LIBRARY_PATH="$dpdk/lib") ;;
+    3) echo "run.sh: no DPDK 25.11 sources (../shared/reference): the kernel-bypass tests run on Debian's DPDK" >&2 ;;
+    *) exit "$dpdk_status" ;;
+esac
 rm -rf target/tmp/conformance
-cargo nextest run -p daqiri --features dpdk,af_xdp,rdma --lib --test dpdk --test af_xdp --test conformance --test vm_rdma \
-    --no-fail-fast "$ignored" -E 'not test(/^vm_/)'
+"${dpdk_env[@]}" cargo nextest run -p daqiri --features dpdk,af_xdp,rdma --lib --test dpdk --test af_xdp \
+    --test conformance --test vm_rdma --no-fail-fast "$ignored" -E 'not test(/^vm_/)'
 # The VM test bed (Debian's kernel under QEMU, prepared by tests/vm/prepare.sh):
-# soft-RoCE, and the conformance rows of its NICs, with the tests built above.
+# soft-RoCE, and the conformance rows of its NICs, with the tests built above
+# (the guest sees the host's files, the DPDK build among them).
 if [[ $ignored == --run-ignored=all ]]; then
-    tests/vm/build.sh
-    tests/vm/run.sh -- tests/vm/suite.sh
+    "${dpdk_env[@]}" tests/vm/build.sh
+    "${dpdk_env[@]}" tests/vm/run.sh -- tests/vm/suite.sh
     tests/conformance_table.py --check
 else
     echo "run.sh: the VM test bed's suite (soft-RoCE, the VM's conformance rows) is SKIPPED: it needs root" >&2

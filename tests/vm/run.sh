@@ -57,7 +57,9 @@ nic vt-e1k ne "e1000e,mac=52:54:00:da:00:04"
 command=$(printf '%q ' "$@")
 # Hugepages for DPDK and the engine's `huge` regions; the IOMMU on for vfio.
 append="intel_iommu=on hugepagesz=2M hugepages=768"
-exec_line="export DAQIRI_VM=1 PATH=$(printf %q "$PATH"); cd $(printf %q "$PWD") && $command"
+# The host's loader path goes in with PATH: the tests may link a DPDK outside
+# the system's folders (tests/run.sh's 25.11).
+exec_line="export DAQIRI_VM=1 PATH=$(printf %q "$PATH") LD_LIBRARY_PATH=$(printf %q "${LD_LIBRARY_PATH:-}"); cd $(printf %q "$PWD") && $command"
 # QEMU opens the guest's console and script output as files at
 # /proc/self/fd/1 and 2, truncating them: where those are a log file
 # (`tests/run.sh > log`) everything written before would be lost. Through a
