@@ -12,7 +12,7 @@ pub(crate) enum GpuPlan {}
 
 impl GpuPlan {
     /// Refuses: a GPU plan needs a CUDA build.
-    pub(crate) fn new(name: &str, _: (&Region, &Region), _: &Arc<RegionTable>) -> Result<Self> {
+    pub(crate) fn new(name: &str, _: (&Region, &Region), _slots: u32, _: &Arc<RegionTable>) -> Result<Self> {
         Err(Error::new(
             Status::NotSupported,
             format!("reorder plan \"{name}\" is reorder_type gpu, which needs a CUDA build"),
