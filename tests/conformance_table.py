@@ -139,7 +139,8 @@ def page() -> str:
         "(`gateway/engine/tests/conformance/`), which `tests/run.sh` runs; do not edit by hand.",
         "Each scenario is written once and run against every backend. A backend either passes it,",
         "refuses the config with `NOT_SUPPORTED` naming the YAML path (the suite checks both), or",
-        "the scenario does not apply to it, for the reason given below the table.",
+        "the scenario does not apply to it, for the reason given below the table. The DPDK beds",
+        "here and in the VM run DPDK 25.11.2 LTS, the release DAQIRI builds on (docs/dpdk.md).",
         "",
     ]
     lines += table(BEDS, SCENARIOS, RESULTS)
@@ -159,7 +160,7 @@ def page() -> str:
         "pyverbs (`tests/vm/rdma_pipe.py`), one process each. RDMA messages carry no headers of",
         "their own for flows to match, so every scenario built on flows is refused there by",
         "`rx.flows`. Emulation says nothing about speed: no figure from it goes into benchmarks.",
-        "DPDK 22.11's virtio PMD has no rte_flow, so flows among several queues are refused there",
+        "DPDK's virtio PMD (25.11, the release these beds run) has no rte_flow, so flows among several queues are refused there",
         "by `rx.flows`. Its RSS without flows (the host's tap spreads by flow hash), DPDK on an",
         "emulated `e1000e` (a second PCI driver) under `vfio-pci`, the IOMMU refusing the NIC's",
         "writes once our mapping is withdrawn, and native XDP on `virtio_net` are tested in",
@@ -202,7 +203,7 @@ def page() -> str:
         "librdmacm\"; pyverbs makes ids only through `rdma_create_id`, whose ids are RC's), so",
         "`vm_rdma.rs` tests UC between a client and a server port of one engine.",
         "`net_ring` and `net_af_packet` have no rte_flow, so DPDK's steering among queues",
-        "is refused there; rte_flow on a real PMD runs in the VM test bed. DPDK 22.11's `net_af_xdp`",
+        "is refused there; rte_flow on a real PMD runs in the VM test bed. DPDK's `net_af_xdp` (25.11, as 22.11)",
         "takes one queue on a veth (it counts combined channels, which a veth has none of), so",
         "two-queue scenarios are refused there by `rx.queues`. Under `flow_isolation`, AF_XDP hands what no flow matches to the kernel (as a",
         "NIC in rte_flow isolated mode does) and counts it as `xdp_passed_unmatched`; the other",

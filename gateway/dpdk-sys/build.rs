@@ -1,5 +1,6 @@
-//! Finds the system DPDK with pkg-config, compiles the shim against it and
-//! generates bindings for the functions and types the engine uses.
+//! Finds DPDK with pkg-config (Debian's, or another through PKG_CONFIG_PATH),
+//! compiles the shim against it and generates bindings for the functions and
+//! types the engine uses.
 
 use std::path::PathBuf;
 

@@ -598,7 +598,7 @@ mod raw {
             match self.kind {
                 RawKind::AfXdp => TestConfig::af_xdp(self.receive()),
                 RawKind::DpdkAfPacket => TestConfig::dpdk_af_packet(self.receive()).master_core(0),
-                // DPDK 22.11's net_af_xdp counts a netdev's combined channels,
+                // DPDK's net_af_xdp (22.11, 25.11) counts a netdev's combined channels,
                 // which a veth has none of: one queue it is.
                 RawKind::DpdkAfXdp => TestConfig::dpdk(&format!("net_af_xdp0,iface={}", self.receive())).master_core(0),
                 RawKind::DpdkVirtioPci => TestConfig::dpdk(self.receive()).master_core(0),

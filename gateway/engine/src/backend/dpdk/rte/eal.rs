@@ -66,6 +66,15 @@ impl Eal {
     }
 }
 
+/// EAL's own memory without hugepages. It is then 4 KiB pages, which DPDK
+/// 25.11 maps into a PCI device's IOMMU container one by one (22.11 mapped
+/// contiguous pages at once), against vfio's default limit of 65,535
+/// mappings: 256 MiB took all of them and the device's probe failed with
+/// ENOSPC. 128 MiB (32,768) leaves room for our regions' own mappings.
+fn no_huge_megabytes(args: &EalArgs) -> &'static str {
+    if args.pci.is_empty() { "256" } else { "128" }
+}
+
 /// Runs `rte_eal_init` on a thread of its own: EAL pins the calling thread
 /// to the main lcore, which must not happen to the application's thread.
 fn start(args: &EalArgs) -> std::result::Result<(), String> {
@@ -83,7 +92,7 @@ fn start(args: &EalArgs) -> std::result::Result<(), String> {
     if args.hugepages {
         argv.push("--in-memory".into());
     } else {
-        argv.extend(["--no-huge".into(), "-m".into(), "256".into(), "--no-shconf".into()]);
+        argv.extend(["--no-huge".into(), "-m".into(), no_huge_megabytes(args).into(), "--no-shconf".into()]);
     }
     if args.pci.is_empty() {
         argv.push("--no-pci".into());
