@@ -1,17 +1,18 @@
 # daqiri-gateway and daqiri-operator in one image.
 #   docker build -t daqiri-gateway:0.1.0 .
-#   docker build --build-arg CARGO_FEATURES=dpdk,af_xdp,rdma --build-arg DPDK=source -t daqiri-gateway:0.1.0-bypass .
+#   docker build --build-arg CARGO_FEATURES=dpdk,af_xdp,rdma --build-arg DPDK=dpdk-source -t daqiri-gateway:0.1.0-bypass .
 # The test suite builds this same recipe with buildah (tests/k8s/image.sh), where no registry
 # serves the base images: it passes a runtime base made from Debian's own packages
 # (RUNTIME_IMAGE), binaries its own cargo built with the same toolchain for the same
 # Debian release (BINARIES=prebuilt) and, for the bypass image, the DPDK that
-# image/build-dpdk.sh built from the same release (DPDK=prebuilt), so the runtime stage is
+# image/build-dpdk.sh built from the same release (DPDK=dpdk-prebuilt), so the runtime stage is
 # the one users get.
 ARG BUILDER_IMAGE=rust:1.95-slim-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
 ARG BINARIES=builder
-# DPDK for the dpdk feature: none (sockets only), source (DPDK_VERSION built here) or prebuilt.
-ARG DPDK=none
+# DPDK for the dpdk feature, a stage below: dpdk-none (sockets only), dpdk-source (DPDK_VERSION
+# built here) or dpdk-prebuilt.
+ARG DPDK=dpdk-none
 ARG DPDK_VERSION=25.11.2
 
 # --- dpdk-source: DPDK LTS, the release DAQIRI builds on, from its tarball; installed for /opt/dpdk.
@@ -26,7 +27,7 @@ ARG DPDK_VERSION
 RUN curl -fsSL "https://fast.dpdk.org/rel/dpdk-${DPDK_VERSION}.tar.xz" -o /tmp/dpdk.tar.xz \
     && build-dpdk.sh /tmp/dpdk.tar.xz /opt/dpdk /out && rm /tmp/dpdk.tar.xz
 
-# --- dpdk-prebuilt: the same, built outside by image/build-dpdk.sh (DPDK=prebuilt; never by default).
+# --- dpdk-prebuilt: the same, built outside by image/build-dpdk.sh (DPDK=dpdk-prebuilt; never by default).
 FROM scratch AS dpdk-prebuilt
 COPY target/image/dpdk/ /out/
 
@@ -36,7 +37,7 @@ FROM ${RUNTIME_IMAGE} AS dpdk-none
 RUN mkdir -p /out
 
 # hadolint ignore=DL3006
-FROM dpdk-${DPDK} AS dpdk
+FROM ${DPDK} AS dpdk
 
 # --- builder: Rust, plus the DPDK stage's build and rdma-core's headers the hardware backends
 # build against, and clang with libbpf's headers for the AF_XDP backend's XDP program.
@@ -72,11 +73,12 @@ FROM ${RUNTIME_IMAGE}
 ARG CARGO_FEATURES=""
 # The shared libraries the built backends load, and no more: what DPDK's libraries and its
 # mlx5, af_packet and af_xdp drivers need (DPDK itself comes from the dpdk stage, under
-# /opt/dpdk) for dpdk, rdma-core's for rdma; a sockets-only image has none.
+# /opt/dpdk) for dpdk, rdma-core's for rdma; a sockets-only image has none. image.rs checks
+# every library of the binaries and of each DPDK driver is there.
 # hadolint ignore=DL3008,SC2086
 RUN packages="ca-certificates" \
     && case ",${CARGO_FEATURES}," in *,dpdk,*) packages="$packages libnuma1 libibverbs1 ibverbs-providers \
-       libbpf1 libxdp1 libelf1" ;; esac \
+       libbpf1 libxdp1 libelf1 libfdt1 libbsd0" ;; esac \
     && case ",${CARGO_FEATURES}," in *,rdma,*) packages="$packages libibverbs1 ibverbs-providers librdmacm1" ;; esac \
     && apt-get update \
     && apt-get install -y --no-install-recommends $packages \

@@ -60,7 +60,11 @@ BENCH
 daqiri_run() { # seconds: "recv_bytes seconds" of its server
     "$daqiri/bin/daqiri_bench_rdma" "$work/rdma.yaml" --seconds "$1" --mode both >"$work/daqiri.log" 2>&1 ||
         { cat "$work/daqiri.log" >&2; return 1; }
-    sed -n 's/^Server complete: .* recv_bytes=\([0-9]*\) seconds=\([0-9.]*\).*/\1 \2/p' "$work/daqiri.log"
+    local result
+    result=$(sed -n 's/^Server complete: .* recv_bytes=\([0-9]*\) seconds=\([0-9.]*\).*/\1 \2/p' "$work/daqiri.log")
+    [[ -n $result && ${result%% *} != 0 ]] ||
+        { echo "daqiri_bench_rdma received nothing in $1 s:" >&2; cat "$work/daqiri.log" >&2; return 1; }
+    echo "$result"
 }
 for round in $(seq "$ROUNDS"); do
     read -r short_bytes short_seconds <<<"$(daqiri_run "$SHORT")"

@@ -216,7 +216,11 @@ build() {
     else
         base=$(runtime_base)
         set -- --build-arg BINARIES=prebuilt --build-arg CARGO_FEATURES="$(features "$variant")" -f "$root/Dockerfile"
-        [[ $variant == bypass ]] && set -- "$@" --build-arg DPDK=prebuilt
+        # Named even where it is the Dockerfile's default: buildah builds only
+        # the stages it sees used, and reads a FROM's argument without defaults.
+        local dpdk=dpdk-none
+        [[ $variant == bypass ]] && dpdk=dpdk-prebuilt
+        set -- "$@" --build-arg DPDK=$dpdk
     fi
     started=$SECONDS
     # chroot isolation and the host's network for the runtime stage's apt-get
