@@ -13,6 +13,9 @@
 # times, so its connection set-up (inside its timing) cancels out. Ours:
 # roce_bw send (a client and a server port of one engine), MESSAGES (40000)
 # from first to last received. Alternating, ROUNDS (2) times.
+# As of DAQIRI 2026.7 it stops at DAQIRI's first run: its RC connections have
+# retry_count 0, and on soft-RoCE in the VM the first SEND's ACK misses the
+# local-ACK timeout, which ends the connection (docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tests/vm/guest.sh
