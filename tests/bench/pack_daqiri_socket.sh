@@ -25,7 +25,7 @@ for tool in /usr/sbin/ethtool /usr/bin/ss "$(command -v ip)"; do
         "$name" >"$out/bin/$name"
     chmod +x "$out/bin/$name"
 done
-cp "$(tests/reference/build.sh sources)/daqiri-1134167.tar.gz" "$out/"
+cp "$(tests/reference/build.sh tarball daqiri)" "$out/"
 cp tests/bench/lib.sh tests/bench/daqiri_socket.sh "$out/tests/bench/"
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash

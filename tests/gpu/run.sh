@@ -41,34 +41,41 @@ result() {
 # tables growing mid-run once took plain copy to 30-32% at 128 MB), and any byte where
 # our kernels' output differs from DAQIRI's.
 bench_check() {
-    local bin=$1 log
+    local bin=$1 name
     case $bin in
         gpu_reorder_bandwidth)
+            name="$bin (at least 50% of device copy from 128 MB)"
             if [ -z "$gpu" ]; then
-                result "$bin (floor)" "skipped: no GPU"
+                result "$name" "skipped: no GPU"
             elif [ "$(cat PROFILE 2>/dev/null)" != release ]; then
-                result "$bin (floor)" "skipped: a test-profile build times its own unoptimised host code"
-            elif log=$(BENCH_FLOOR=50 "./$bin" 2>&1); then
-                echo "$log"
-                result "$bin (at least 50% of device copy from 128 MB)" ok
+                result "$name" "skipped: a test-profile build times its own unoptimised host code"
             else
-                result "$bin (at least 50% of device copy from 128 MB)" FAILED "$log"
+                bench_as_check "$name" env BENCH_FLOOR=50 "./$bin"
             fi
             ;;
         gpu_reorder_vs_daqiri)
+            name="$bin (outputs equal DAQIRI's and the CPU's)"
             if [ -z "$gpu" ]; then
-                result "$bin (outputs equal DAQIRI's)" "skipped: no GPU"
+                result "$name" "skipped: no GPU"
             elif [ ! -x daqiri_reorder_check ]; then
-                result "$bin (outputs equal DAQIRI's)" "skipped: no daqiri_reorder_check (no reference sources where build.sh ran)"
-            elif log=$(DAQIRI_REORDER_CHECK=$PWD/daqiri_reorder_check "./$bin" 2>&1); then
-                echo "$log"
-                result "$bin (outputs equal DAQIRI's and the CPU's)" ok
+                result "$name" "skipped: no daqiri_reorder_check (no reference sources where build.sh ran)"
             else
-                result "$bin (outputs equal DAQIRI's and the CPU's)" FAILED "$log"
+                bench_as_check "$name" env DAQIRI_REORDER_CHECK="$PWD/daqiri_reorder_check" "./$bin"
             fi
             ;;
         *) if [ -n "${BENCH:-}" ] && [ -n "$gpu" ]; then "./$bin"; fi ;;
     esac
+}
+# Runs a benchmark as a check: its table printed, NAME ok when it exits 0.
+bench_as_check() { # name command...
+    local name=$1 log
+    shift
+    if log=$("$@" 2>&1); then
+        echo "$log"
+        result "$name" ok
+    else
+        result "$name" FAILED "$log"
+    fi
 }
 for bin in gpu_*; do
     [ -x "$bin" ] || continue

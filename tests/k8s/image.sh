@@ -93,9 +93,8 @@ runtime_base() {
 # tarball; sets `dpdk_stage` to the folder holding opt/dpdk (not printed:
 # see kept_artifacts).
 image_dpdk() {
-    local sources tarball key started=$SECONDS
-    sources=$("$root/tests/reference/build.sh" sources)
-    tarball=$sources/$(grep -o 'dpdk-[0-9.]*\.tar\.xz' "$root/tests/reference/build.sh" | head -1)
+    local tarball key started=$SECONDS
+    tarball=$("$root/tests/reference/build.sh" tarball dpdk)
     key=$(cat "$root/image/build-dpdk.sh" "$tarball" | sha256sum | cut -c1-16)
     dpdk_stage=$cache/image-dpdk/$key
     if [[ ! -d $dpdk_stage ]]; then

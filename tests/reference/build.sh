@@ -15,7 +15,7 @@
 #                     behind a driver of ours (reorder_check.cpp), for the
 #                     gpu_reorder_vs_daqiri bench; needs only a GPU driver to run
 #   build.sh all      all five
-#   build.sh sources  the folder of the release tarballs, checked
+#   build.sh tarball dpdk|daqiri   the release tarball's path, checked
 # Each prints the prefix it installed into. Builds are cached by the hash of their
 # inputs under the user cache ($XDG_CACHE_HOME or ~/.cache, daqiri-gateway/reference/),
 # as tests/k8s/control-plane.sh caches the control plane: seconds once built.
@@ -261,14 +261,17 @@ build_reorder_check() {
     echo "$cache"
 }
 
-# The folder of the verified tarballs (the cache's copies).
-sources_folder() {
-    tarball "$dpdk_tarball" >/dev/null
-    dirname "$(tarball "$daqiri_tarball")"
+# A release tarball by what it holds, checked (the cache's copy).
+tarball_of() {
+    case ${1:-} in
+        dpdk) tarball "$dpdk_tarball" ;;
+        daqiri) tarball "$daqiri_tarball" ;;
+        *) log "tarball: dpdk or daqiri, not \"${1:-}\""; exit 2 ;;
+    esac
 }
 
 case ${1:-} in
-    sources) sources_folder ;;
+    tarball) tarball_of "${2:-}" ;;
     dpdk) build_dpdk ;;
     cuda) build_cuda ;;
     daqiri) build_daqiri ;;
