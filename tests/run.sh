@@ -7,7 +7,7 @@ ignored=$(tests/setup.sh)
 # it finds each kind of cycle it claims to).
 tests/module_cycles.py --self-test
 tests/module_cycles.py gateway/engine/src gateway/config/src gateway/dpdk-sys/src gateway/server/src operator/src \
-    gateway/consumer/src gateway/python/src
+    gateway/consumer/src gateway/python/src gateway/capi/src
 # Lints with warnings denied, on every crate, in the default build and with
 # every feature (the backends and the GPU gate whole modules): clippy's
 # rules, `missing_docs` and `undocumented_unsafe_blocks` among them.
@@ -21,6 +21,9 @@ cargo nextest run --workspace --no-fail-fast "$ignored" \
 cargo test --workspace --doc
 # The Python client (PyO3, built by maturin) against a running gateway.
 tests/python/run.sh
+# DAQIRI's C and C++ API (libdaqiri, gateway/capi): installed, found by
+# pkg-config and CMake, linked shared and static, run with UDP traffic.
+tests/capi/run.sh
 # Config acceptance against DAQIRI 2026.7's own parser (tests/reference/build.sh
 # builds it once, minutes on a fresh machine, then cached): every disagreement
 # with `check` on DAQIRI's examples, ours and 200 seeded mutants of them must be

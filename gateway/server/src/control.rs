@@ -30,7 +30,7 @@ impl ControlSettings {
         if self.applied == Some(keys) {
             return;
         }
-        crate::logging::apply(&crate::logging::filter_for(config));
+        crate::logging::apply(&config.log_filter());
         MASTER_CORE.store(config.master_core.map_or(-1, |c| i64::from(c.0)), Ordering::Relaxed);
         self.applied = Some(keys);
         pin_control_thread();

@@ -6,7 +6,6 @@
 
 use std::sync::OnceLock;
 
-use daqiri_config::model::{EngineConfig, LogLevel};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry, reload};
@@ -32,42 +31,11 @@ pub(crate) fn init(json: bool) {
     }
 }
 
-/// The filter a config asks for.
-pub(crate) fn filter_for(config: &EngineConfig) -> String {
-    let level = match config.log_level {
-        None => DEFAULT_FILTER,
-        Some(LogLevel::Trace) => "trace",
-        Some(LogLevel::Debug) => "debug",
-        Some(LogLevel::Info) => "info",
-        Some(LogLevel::Warn) => "warn",
-        Some(LogLevel::Error | LogLevel::Critical) => "error",
-        Some(LogLevel::Off) => "off",
-    };
-    if config.debug && !matches!(level, "trace" | "debug") { format!("{level},daqiri=debug") } else { level.to_owned() }
-}
-
 /// Applies `filter` unless `RUST_LOG` governs the log.
 pub(crate) fn apply(filter: &str) {
     if let Some(handle) = FILTER.get()
         && let Err(e) = handle.modify(|f| *f = EnvFilter::new(filter))
     {
         tracing::warn!("cannot change the log level to {filter}: {e}");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config(yaml: &str) -> EngineConfig {
-        serde_yaml::from_str(yaml).unwrap()
-    }
-
-    #[test]
-    fn log_level_and_debug_become_filters() {
-        assert_eq!(filter_for(&config("version: 1")), "info");
-        assert_eq!(filter_for(&config("version: 1\nlog_level: critical")), "error");
-        assert_eq!(filter_for(&config("version: 1\nlog_level: warn\ndebug: true")), "warn,daqiri=debug");
-        assert_eq!(filter_for(&config("version: 1\nlog_level: trace\ndebug: true")), "trace");
     }
 }

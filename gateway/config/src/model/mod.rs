@@ -185,4 +185,38 @@ impl EngineConfig {
     pub fn memory_region(&self, name: &str) -> Option<&MemoryRegion> {
         self.memory_regions.iter().find(|r| r.name == name)
     }
+
+    /// The `tracing` filter `log_level` and `debug` ask for: `info` when
+    /// unset, `critical` as `error`, and `debug: true` adds the engine's
+    /// debug messages.
+    pub fn log_filter(&self) -> String {
+        let level = match self.log_level {
+            None | Some(LogLevel::Info) => "info",
+            Some(LogLevel::Trace) => "trace",
+            Some(LogLevel::Debug) => "debug",
+            Some(LogLevel::Warn) => "warn",
+            Some(LogLevel::Error | LogLevel::Critical) => "error",
+            Some(LogLevel::Off) => "off",
+        };
+        if self.debug && !matches!(level, "trace" | "debug") {
+            format!("{level},daqiri=debug")
+        } else {
+            level.to_owned()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    fn log_filter(yaml: &str) -> String {
+        serde_yaml::from_str::<super::EngineConfig>(yaml).unwrap().log_filter()
+    }
+
+    #[test]
+    fn log_level_and_debug_become_filters() {
+        assert_eq!(log_filter("version: 1"), "info");
+        assert_eq!(log_filter("version: 1\nlog_level: critical"), "error");
+        assert_eq!(log_filter("version: 1\nlog_level: warn\ndebug: true"), "warn,daqiri=debug");
+        assert_eq!(log_filter("version: 1\nlog_level: trace\ndebug: true"), "trace");
+    }
 }

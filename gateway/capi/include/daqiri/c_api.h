@@ -1,0 +1,158 @@
+/*
+ * daqiri-gateway: the C ABI of libdaqiri (Apache-2.0).
+ *
+ * daqiri/daqiri.h builds DAQIRI's C++ API on these functions; C programs
+ * may call them directly. Kept by hand beside gateway/capi/src: the test
+ * suite compares the functions declared here with those the library
+ * exports (tests/capi/run.sh).
+ *
+ * The contract for every pointer argument: a burst is what get_rx_burst or
+ * create_tx_burst_params gave (anything else is refused by name, never
+ * dereferenced); strings are NUL-terminated; out-pointers are writable.
+ * Calls that fail return a status other than DAQIRI_GW_SUCCESS (or a null,
+ * zero or -1 value where they return data) and leave a message for
+ * daqiri_gw_last_error() on the calling thread.
+ */
+#ifndef DAQIRI_GW_C_API_H
+#define DAQIRI_GW_C_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes, in DAQIRI's order. */
+enum {
+  DAQIRI_GW_SUCCESS = 0,
+  DAQIRI_GW_NULL_PTR = 1,
+  DAQIRI_GW_NO_FREE_BURST_BUFFERS = 2,
+  DAQIRI_GW_NO_FREE_PACKET_BUFFERS = 3,
+  DAQIRI_GW_NOT_READY = 4,
+  DAQIRI_GW_INVALID_PARAMETER = 5,
+  DAQIRI_GW_NO_SPACE_AVAILABLE = 6,
+  DAQIRI_GW_NOT_SUPPORTED = 7,
+  DAQIRI_GW_GENERIC_FAILURE = 8,
+  DAQIRI_GW_CONNECT_FAILURE = 9,
+  DAQIRI_GW_INTERNAL_ERROR = 10
+};
+
+/* Which free_* call: the _rx or the _tx one. */
+enum { DAQIRI_GW_RX = 0, DAQIRI_GW_TX = 1 };
+
+/* burst_flags bits. */
+#define DAQIRI_GW_BURST_FLAG_REORDERED (1u << 28)
+#define DAQIRI_GW_BURST_FLAG_REORDER_TIMEOUT (1u << 29)
+
+/* The fields of a burst a program reads: burst->hdr.hdr.num_pkts, ... */
+typedef struct daqiri_gw_burst_fields {
+  uint16_t port_id;
+  uint16_t q_id;
+  uint32_t num_pkts;    /* packets (1 for a reorder aggregate) */
+  uint32_t num_segs;    /* segments per packet */
+  uint32_t max_pkt;     /* capacity; a reorder aggregate's source packets */
+  uint32_t burst_flags; /* DAQIRI_GW_BURST_FLAG_* */
+} daqiri_gw_burst_fields;
+
+typedef struct daqiri_gw_burst_header {
+  daqiri_gw_burst_fields hdr;
+} daqiri_gw_burst_header;
+
+struct CUevent_st;
+
+/* A burst handle. Only ever used through pointers the library hands out:
+ * the library's part of the handle follows these fields. */
+typedef struct daqiri_gw_burst {
+  daqiri_gw_burst_header hdr;
+  /* The CUDA event a GPU reorder aggregate completes with; null otherwise. */
+  struct CUevent_st *event;
+} daqiri_gw_burst;
+
+typedef struct daqiri_gw_reorder_info {
+  uint64_t batch_id;
+  uint64_t timestamp_ns; /* first source packet's receive time; 0 if none */
+  uint32_t num_packets;  /* source packets in the aggregate */
+  uint32_t burst_flags;
+  uint16_t plan; /* index among the interface's reorder_configs */
+} daqiri_gw_reorder_info;
+
+/* Library, errors */
+const char *daqiri_gw_version(void);
+int32_t daqiri_gw_abi_version(void);
+const char *daqiri_gw_last_error(void);
+const char *daqiri_gw_status_name(int32_t status);
+
+/* Lifecycle: one engine per process. */
+int32_t daqiri_gw_init(const char *yaml_or_path);
+int32_t daqiri_gw_init_from_yaml_file(const char *path);
+int32_t daqiri_gw_init_from_yaml_string(const char *yaml);
+void daqiri_gw_shutdown(void);
+void daqiri_gw_print_stats(void);
+
+/* Receiving: port and queue -1 mean any. */
+int32_t daqiri_gw_get_rx_burst(daqiri_gw_burst **burst, int32_t port, int32_t queue);
+int32_t daqiri_gw_get_rx_burst_conn(daqiri_gw_burst **burst, uintptr_t conn_id, bool server);
+
+/* Reading a burst */
+int64_t daqiri_gw_get_num_packets(daqiri_gw_burst *burst);
+int32_t daqiri_gw_get_q_id(daqiri_gw_burst *burst);
+uint64_t daqiri_gw_get_burst_tot_byte(daqiri_gw_burst *burst);
+void *daqiri_gw_get_segment_packet_ptr(daqiri_gw_burst *burst, int32_t seg, int32_t idx);
+uint32_t daqiri_gw_get_segment_packet_length(daqiri_gw_burst *burst, int32_t seg, int32_t idx);
+uint32_t daqiri_gw_get_packet_length(daqiri_gw_burst *burst, int32_t idx);
+uint32_t daqiri_gw_get_packet_flow_id(daqiri_gw_burst *burst, int32_t idx);
+int32_t daqiri_gw_get_packet_rx_timestamp(daqiri_gw_burst *burst, int32_t idx, uint64_t *timestamp_ns);
+int32_t daqiri_gw_get_reorder_burst_info(daqiri_gw_burst *burst, daqiri_gw_reorder_info *info);
+uintptr_t daqiri_gw_get_connection_id(daqiri_gw_burst *burst);
+
+/* Transmitting. send_tx_burst frees the handle whatever it answers. */
+daqiri_gw_burst *daqiri_gw_create_tx_burst_params(void);
+int32_t daqiri_gw_set_header(daqiri_gw_burst *burst, uint16_t port, uint16_t queue, int32_t num, int32_t segs);
+int32_t daqiri_gw_set_num_packets(daqiri_gw_burst *burst, int64_t num);
+bool daqiri_gw_is_tx_burst_available(daqiri_gw_burst *burst);
+int32_t daqiri_gw_get_tx_packet_burst(daqiri_gw_burst *burst);
+int32_t daqiri_gw_set_connection_id(daqiri_gw_burst *burst, uintptr_t conn_id);
+int32_t daqiri_gw_send_tx_burst(daqiri_gw_burst *burst);
+int32_t daqiri_gw_set_packet_lengths(daqiri_gw_burst *burst, int32_t idx, const int32_t *lens, size_t n);
+int32_t daqiri_gw_set_all_packet_lengths(daqiri_gw_burst *burst, const int32_t *lens, size_t n);
+int32_t daqiri_gw_set_packet_tx_time(daqiri_gw_burst *burst, int32_t idx, uint64_t time);
+int32_t daqiri_gw_set_eth_header(daqiri_gw_burst *burst, int32_t idx, const uint8_t *dst_addr);
+int32_t daqiri_gw_set_ipv4_header(daqiri_gw_burst *burst, int32_t idx, int32_t ip_len, uint8_t proto,
+                                  uint32_t src_host, uint32_t dst_host);
+int32_t daqiri_gw_set_udp_header(daqiri_gw_burst *burst, int32_t idx, int32_t udp_len, uint16_t src_port,
+                                 uint16_t dst_port);
+int32_t daqiri_gw_set_udp_payload(daqiri_gw_burst *burst, int32_t idx, const void *data, size_t len);
+
+/* Freeing. side: DAQIRI_GW_RX or DAQIRI_GW_TX. */
+int32_t daqiri_gw_free_all_packets_and_burst(daqiri_gw_burst *burst, int32_t side);
+int32_t daqiri_gw_free_burst(daqiri_gw_burst *burst, int32_t side);
+int32_t daqiri_gw_free_packet(daqiri_gw_burst *burst, int32_t idx);
+int32_t daqiri_gw_free_packet_segment(daqiri_gw_burst *burst, int32_t seg, int32_t idx);
+int32_t daqiri_gw_free_all_segment_packets(daqiri_gw_burst *burst, int32_t seg);
+int32_t daqiri_gw_free_segment_packets_and_burst(daqiri_gw_burst *burst, int32_t seg);
+
+/* Ports, traffic, socket connections */
+int32_t daqiri_gw_get_port_id(const char *key);
+int32_t daqiri_gw_get_num_rx_queues(int32_t port);
+int32_t daqiri_gw_get_mac_addr(int32_t port, uint8_t *mac);
+int32_t daqiri_gw_format_eth_addr(uint8_t *dst, const char *addr);
+int32_t daqiri_gw_drop_all_traffic(int32_t port);
+int32_t daqiri_gw_allow_all_traffic(int32_t port);
+int64_t daqiri_gw_flush_port_queue(int32_t port, int32_t queue);
+int32_t daqiri_gw_socket_get_server_conn_id(const char *server_addr, uint16_t server_port, uintptr_t *conn_id);
+int32_t daqiri_gw_socket_connect_to_server(const char *server_addr, uint16_t server_port,
+                                           const char *client_addr, uintptr_t *conn_id);
+int32_t daqiri_gw_socket_get_port_queue(uintptr_t conn_id, uint16_t *port, uint16_t *queue);
+
+/* Writers */
+int32_t daqiri_gw_write_raw_to_file(daqiri_gw_burst *burst, const char *absolute_path, const char *file_prefix,
+                                    size_t packet_data_offset);
+int32_t daqiri_gw_write_pcap_to_file(daqiri_gw_burst *burst, const char *absolute_path, const char *file_prefix);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DAQIRI_GW_C_API_H */

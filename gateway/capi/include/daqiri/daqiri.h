@@ -1,0 +1,199 @@
+/*
+ * daqiri-gateway: DAQIRI's C++ API, over libdaqiri's C ABI (Apache-2.0).
+ *
+ * The names, overloads and ownership rules of DAQIRI's API guide, as inline
+ * functions: a DAQIRI program compiles against this header unchanged and
+ * links against libdaqiri alone. What differs from DAQIRI, and what is not
+ * here yet, is in docs/coming-from-daqiri.md. Every call that fails leaves
+ * a message for daqiri::last_error() on the calling thread.
+ */
+#ifndef DAQIRI_DAQIRI_H
+#define DAQIRI_DAQIRI_H
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "daqiri/types.h"
+#include "daqiri/version.h"
+
+namespace daqiri {
+
+namespace detail {
+inline Status status(int32_t code) { return static_cast<Status>(code); }
+
+template <typename Lengths>
+inline Status set_lengths(BurstParams *burst, int idx, const Lengths &lens) {
+  std::vector<int32_t> copy(lens.begin(), lens.end());
+  return status(daqiri_gw_set_packet_lengths(burst, idx, copy.data(), copy.size()));
+}
+
+template <typename Lengths>
+inline Status set_all_lengths(BurstParams *burst, const Lengths &lens) {
+  std::vector<int32_t> copy(lens.begin(), lens.end());
+  return status(daqiri_gw_set_all_packet_lengths(burst, copy.data(), copy.size()));
+}
+}  // namespace detail
+
+/* Why the calling thread's last call failed ("" when none did). */
+inline const char *last_error() { return daqiri_gw_last_error(); }
+
+/* Initialization and lifecycle: one engine per process. */
+inline Status daqiri_init(const std::string &yaml_string_or_path) {
+  return detail::status(daqiri_gw_init(yaml_string_or_path.c_str()));
+}
+inline Status daqiri_init_from_yaml_string(const std::string &yaml_string) {
+  return detail::status(daqiri_gw_init_from_yaml_string(yaml_string.c_str()));
+}
+inline Status daqiri_init_from_yaml_file(const std::string &yaml_path) {
+  return detail::status(daqiri_gw_init_from_yaml_file(yaml_path.c_str()));
+}
+inline void shutdown() { daqiri_gw_shutdown(); }
+inline void print_stats() { daqiri_gw_print_stats(); }
+
+/* Burst metadata */
+inline BurstParams *create_tx_burst_params() { return daqiri_gw_create_tx_burst_params(); }
+inline BurstParams *create_burst_params() { return daqiri_gw_create_tx_burst_params(); }
+inline Status set_header(BurstParams *burst, uint16_t port, uint16_t q, int64_t num, int segs) {
+  if (num < INT32_MIN || num > INT32_MAX) { num = -1; }
+  return detail::status(daqiri_gw_set_header(burst, port, q, static_cast<int32_t>(num), segs));
+}
+inline Status set_num_packets(BurstParams *burst, int64_t num) {
+  return detail::status(daqiri_gw_set_num_packets(burst, num));
+}
+inline int64_t get_num_packets(BurstParams *burst) { return daqiri_gw_get_num_packets(burst); }
+inline int get_q_id(BurstParams *burst) { return daqiri_gw_get_q_id(burst); }
+inline uint64_t get_burst_tot_byte(BurstParams *burst) { return daqiri_gw_get_burst_tot_byte(burst); }
+
+/* Packet and segment access */
+inline void *get_segment_packet_ptr(BurstParams *burst, int seg, int idx) {
+  return daqiri_gw_get_segment_packet_ptr(burst, seg, idx);
+}
+inline void *get_packet_ptr(BurstParams *burst, int idx) { return daqiri_gw_get_segment_packet_ptr(burst, 0, idx); }
+inline uint32_t get_segment_packet_length(BurstParams *burst, int seg, int idx) {
+  return daqiri_gw_get_segment_packet_length(burst, seg, idx);
+}
+inline uint32_t get_packet_length(BurstParams *burst, int idx) { return daqiri_gw_get_packet_length(burst, idx); }
+inline FlowId get_packet_flow_id(BurstParams *burst, int idx) { return daqiri_gw_get_packet_flow_id(burst, idx); }
+inline Status get_packet_rx_timestamp(BurstParams *burst, int idx, uint64_t *timestamp_ns) {
+  return detail::status(daqiri_gw_get_packet_rx_timestamp(burst, idx, timestamp_ns));
+}
+
+/* Receiving. None ready: NOT_READY. */
+inline Status get_rx_burst(BurstParams **burst, int port, int q) {
+  return detail::status(daqiri_gw_get_rx_burst(burst, port, q));
+}
+inline Status get_rx_burst(BurstParams **burst, int port) { return detail::status(daqiri_gw_get_rx_burst(burst, port, -1)); }
+inline Status get_rx_burst(BurstParams **burst) { return detail::status(daqiri_gw_get_rx_burst(burst, -1, -1)); }
+inline Status get_rx_burst(BurstParams **burst, uintptr_t conn_id, bool server) {
+  return detail::status(daqiri_gw_get_rx_burst_conn(burst, conn_id, server));
+}
+inline uintptr_t get_connection_id(BurstParams *burst) { return daqiri_gw_get_connection_id(burst); }
+inline Status get_reorder_burst_info(BurstParams *burst, ReorderBurstInfo *info) {
+  return detail::status(daqiri_gw_get_reorder_burst_info(burst, info));
+}
+
+/* Transmitting. send_tx_burst takes the burst whatever it answers. */
+inline bool is_tx_burst_available(BurstParams *burst) { return daqiri_gw_is_tx_burst_available(burst); }
+inline Status get_tx_packet_burst(BurstParams *burst) { return detail::status(daqiri_gw_get_tx_packet_burst(burst)); }
+inline Status set_connection_id(BurstParams *burst, uintptr_t conn_id) {
+  return detail::status(daqiri_gw_set_connection_id(burst, conn_id));
+}
+inline Status send_tx_burst(BurstParams *burst) { return detail::status(daqiri_gw_send_tx_burst(burst)); }
+inline Status set_packet_lengths(BurstParams *burst, int idx, std::initializer_list<int> lens) {
+  return detail::set_lengths(burst, idx, lens);
+}
+inline Status set_packet_lengths(BurstParams *burst, int idx, const std::vector<int> &lens) {
+  return detail::set_lengths(burst, idx, lens);
+}
+inline Status set_all_packet_lengths(BurstParams *burst, std::initializer_list<int> lens) {
+  return detail::set_all_lengths(burst, lens);
+}
+inline Status set_all_packet_lengths(BurstParams *burst, const std::vector<int> &lens) {
+  return detail::set_all_lengths(burst, lens);
+}
+inline Status set_packet_tx_time(BurstParams *burst, int idx, uint64_t time) {
+  return detail::status(daqiri_gw_set_packet_tx_time(burst, idx, time));
+}
+inline Status set_eth_header(BurstParams *burst, int idx, const void *dst_addr) {
+  return detail::status(daqiri_gw_set_eth_header(burst, idx, static_cast<const uint8_t *>(dst_addr)));
+}
+inline Status set_ipv4_header(BurstParams *burst, int idx, int ip_len, uint8_t proto, unsigned int src_host,
+                              unsigned int dst_host) {
+  return detail::status(daqiri_gw_set_ipv4_header(burst, idx, ip_len, proto, src_host, dst_host));
+}
+inline Status set_udp_header(BurstParams *burst, int idx, int udp_len, uint16_t src_port, uint16_t dst_port) {
+  return detail::status(daqiri_gw_set_udp_header(burst, idx, udp_len, src_port, dst_port));
+}
+inline Status set_udp_payload(BurstParams *burst, int idx, const void *data, int len) {
+  if (len < 0) { return Status::INVALID_PARAMETER; }
+  return detail::status(daqiri_gw_set_udp_payload(burst, idx, data, static_cast<size_t>(len)));
+}
+
+/* Freeing. A burst freed twice, or after send_tx_burst: INVALID_PARAMETER. */
+inline Status free_packet(BurstParams *burst, int idx) { return detail::status(daqiri_gw_free_packet(burst, idx)); }
+inline Status free_packet_segment(BurstParams *burst, int seg, int idx) {
+  return detail::status(daqiri_gw_free_packet_segment(burst, seg, idx));
+}
+inline Status free_all_segment_packets(BurstParams *burst, int seg) {
+  return detail::status(daqiri_gw_free_all_segment_packets(burst, seg));
+}
+inline Status free_segment_packets_and_burst(BurstParams *burst, int seg) {
+  return detail::status(daqiri_gw_free_segment_packets_and_burst(burst, seg));
+}
+inline Status free_all_packets_and_burst_rx(BurstParams *burst) {
+  return detail::status(daqiri_gw_free_all_packets_and_burst(burst, DAQIRI_GW_RX));
+}
+inline Status free_all_packets_and_burst_tx(BurstParams *burst) {
+  return detail::status(daqiri_gw_free_all_packets_and_burst(burst, DAQIRI_GW_TX));
+}
+inline Status free_rx_burst(BurstParams *burst) { return detail::status(daqiri_gw_free_burst(burst, DAQIRI_GW_RX)); }
+inline Status free_tx_burst(BurstParams *burst) { return detail::status(daqiri_gw_free_burst(burst, DAQIRI_GW_TX)); }
+inline Status free_rx_metadata(BurstParams *burst) { return free_rx_burst(burst); }
+inline Status free_tx_metadata(BurstParams *burst) { return free_tx_burst(burst); }
+
+/* Ports and traffic */
+inline int get_port_id(const std::string &key) { return daqiri_gw_get_port_id(key.c_str()); }
+inline int get_num_rx_queues(int port_id) { return daqiri_gw_get_num_rx_queues(port_id); }
+inline Status get_mac_addr(int port, void *mac) {
+  return detail::status(daqiri_gw_get_mac_addr(port, static_cast<uint8_t *>(mac)));
+}
+inline Status format_eth_addr(void *dst, const std::string &addr) {
+  return detail::status(daqiri_gw_format_eth_addr(static_cast<uint8_t *>(dst), addr.c_str()));
+}
+inline Status drop_all_traffic(int port) { return detail::status(daqiri_gw_drop_all_traffic(port)); }
+inline Status allow_all_traffic(int port) { return detail::status(daqiri_gw_allow_all_traffic(port)); }
+inline int64_t flush_port_queue(int port, int queue) { return daqiri_gw_flush_port_queue(port, queue); }
+
+/* Socket connections: one per socket interface. */
+inline Status socket_get_server_conn_id(const std::string &server_addr, uint16_t server_port, uintptr_t *conn_id) {
+  return detail::status(daqiri_gw_socket_get_server_conn_id(server_addr.c_str(), server_port, conn_id));
+}
+inline Status socket_connect_to_server(const std::string &server_addr, uint16_t server_port, uintptr_t *conn_id) {
+  return detail::status(daqiri_gw_socket_connect_to_server(server_addr.c_str(), server_port, nullptr, conn_id));
+}
+inline Status socket_connect_to_server(const std::string &server_addr, uint16_t server_port,
+                                       const std::string &src_addr, uintptr_t *conn_id) {
+  return detail::status(
+      daqiri_gw_socket_connect_to_server(server_addr.c_str(), server_port, src_addr.c_str(), conn_id));
+}
+inline Status socket_get_port_queue(uintptr_t conn_id, uint16_t *port, uint16_t *queue) {
+  return detail::status(daqiri_gw_socket_get_port_queue(conn_id, port, queue));
+}
+
+/* Writers */
+inline Status daqiri_write_raw_to_file(BurstParams *burst, const std::string &absolute_path,
+                                       const std::string &file_prefix, size_t packet_data_offset) {
+  return detail::status(
+      daqiri_gw_write_raw_to_file(burst, absolute_path.c_str(), file_prefix.c_str(), packet_data_offset));
+}
+inline Status daqiri_write_pcap_to_file(BurstParams *burst, const std::string &absolute_path,
+                                        const std::string &file_prefix) {
+  return detail::status(daqiri_gw_write_pcap_to_file(burst, absolute_path.c_str(), file_prefix.c_str()));
+}
+
+}  // namespace daqiri
+
+#endif /* DAQIRI_DAQIRI_H */

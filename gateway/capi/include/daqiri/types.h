@@ -1,0 +1,60 @@
+/*
+ * daqiri-gateway: the types of DAQIRI's C++ API (Apache-2.0).
+ */
+#ifndef DAQIRI_TYPES_H
+#define DAQIRI_TYPES_H
+
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+
+#include <cstdint>
+
+#include "daqiri/c_api.h"
+
+namespace daqiri {
+
+enum class Status : int32_t {
+  SUCCESS = DAQIRI_GW_SUCCESS,
+  NULL_PTR = DAQIRI_GW_NULL_PTR,
+  NO_FREE_BURST_BUFFERS = DAQIRI_GW_NO_FREE_BURST_BUFFERS,
+  NO_FREE_PACKET_BUFFERS = DAQIRI_GW_NO_FREE_PACKET_BUFFERS,
+  NOT_READY = DAQIRI_GW_NOT_READY,
+  INVALID_PARAMETER = DAQIRI_GW_INVALID_PARAMETER,
+  NO_SPACE_AVAILABLE = DAQIRI_GW_NO_SPACE_AVAILABLE,
+  NOT_SUPPORTED = DAQIRI_GW_NOT_SUPPORTED,
+  GENERIC_FAILURE = DAQIRI_GW_GENERIC_FAILURE,
+  CONNECT_FAILURE = DAQIRI_GW_CONNECT_FAILURE,
+  INTERNAL_ERROR = DAQIRI_GW_INTERNAL_ERROR,
+};
+
+/* The name DAQIRI gives a status ("NOT_READY"). */
+inline const char *status_to_string(Status status) {
+  return daqiri_gw_status_name(static_cast<int32_t>(status));
+}
+
+/* A burst: read hdr.hdr and event; everything else through the calls. */
+using BurstParams = ::daqiri_gw_burst;
+using BurstHeader = ::daqiri_gw_burst_header;
+using BurstHeaderParams = ::daqiri_gw_burst_fields;
+
+/* The flow a packet matched; 0 when none did. */
+using FlowId = uint32_t;
+
+constexpr uint32_t DAQIRI_BURST_FLAG_REORDERED = DAQIRI_GW_BURST_FLAG_REORDERED;
+constexpr uint32_t DAQIRI_BURST_FLAG_REORDER_TIMEOUT = DAQIRI_GW_BURST_FLAG_REORDER_TIMEOUT;
+
+using ReorderBurstInfo = ::daqiri_gw_reorder_info;
+
+/* An Ethernet/IPv4/UDP header stack, as raw packets start. */
+struct __attribute__((packed)) UDPIPV4Pkt {
+  struct ethhdr eth;
+  struct iphdr ip;
+  struct udphdr udp;
+};
+
+}  // namespace daqiri
+
+#endif /* DAQIRI_TYPES_H */

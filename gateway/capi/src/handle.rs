@@ -1,0 +1,228 @@
+//! `BurstParams`: the handle C holds for a burst, and the pool handles come from.
+//!
+//! Handles are made in chunks that are never freed, so any pointer C hands
+//! back can be checked before it is used: one that is not in a chunk is not
+//! ours, and a freed one is found freed. That turns DAQIRI's undefined
+//! cases (a double free, a free after `send_tx_burst`, a burst used after
+//! its free) into a status and a message. Freed handles queue up behind
+//! every other spare one before reuse, so a stale pointer is caught unless
+//! the program has since taken more bursts than the pool holds spares.
+
+use std::ffi::c_void;
+use std::ops::Range;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use arc_swap::ArcSwap;
+use crossbeam_queue::SegQueue;
+use daqiri::{Burst, Error, Status};
+
+/// The fields DAQIRI's programs read (`burst->hdr.hdr.num_pkts`, ...);
+/// c_api.h declares the same layout.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BurstFields {
+    /// Port the burst came from or goes to.
+    pub port_id: u16,
+    /// Queue id on that port.
+    pub q_id: u16,
+    /// Packets in the burst (1 for a reorder aggregate).
+    pub num_pkts: u32,
+    /// Segments per packet.
+    pub num_segs: u32,
+    /// Packets the burst can hold; for a reorder aggregate, the source packets in it.
+    pub max_pkt: u32,
+    /// `DAQIRI_BURST_FLAG_*`.
+    pub burst_flags: u32,
+}
+
+/// `burst->hdr`: DAQIRI nests the fields one level further.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BurstHeader {
+    /// The fields.
+    pub hdr: BurstFields,
+}
+
+/// Which calls a handle is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// From `get_rx_burst`.
+    Rx,
+    /// From `create_tx_burst_params` (or `create_burst_params`).
+    Tx,
+}
+
+const FREE: u8 = 0;
+const LIVE: u8 = 1;
+
+/// One burst handle. C sees `hdr` and `event` (c_api.h ends the struct
+/// there); the rest is ours.
+#[repr(C)]
+#[derive(Debug)]
+pub struct BurstParams {
+    /// What the program reads.
+    pub hdr: BurstHeader,
+    /// The CUDA event a GPU reorder aggregate completes with; null otherwise.
+    pub event: *mut c_void,
+    state: AtomicU8,
+    pub(crate) role: Role,
+    /// The connection a TX burst is for (`set_connection_id`); 0 when unset.
+    pub(crate) conn_id: usize,
+    /// The engine's burst: an RX burst's packets, or a TX burst's once
+    /// `get_tx_packet_burst` filled it.
+    pub(crate) burst: Option<Burst>,
+}
+
+// SAFETY: the raw pointer is a CUDA event handle, usable from any thread;
+// everything else is Send already.
+unsafe impl Send for BurstParams {}
+
+impl BurstParams {
+    const fn spare() -> Self {
+        Self {
+            hdr: BurstHeader {
+                hdr: BurstFields { port_id: 0, q_id: 0, num_pkts: 0, num_segs: 0, max_pkt: 0, burst_flags: 0 },
+            },
+            event: std::ptr::null_mut(),
+            state: AtomicU8::new(FREE),
+            role: Role::Tx,
+            conn_id: 0,
+            burst: None,
+        }
+    }
+
+    /// The burst, or why there is none yet.
+    pub(crate) fn burst(&self) -> daqiri::Result<&Burst> {
+        self.burst.as_ref().ok_or_else(|| no_packets(self.role))
+    }
+
+    /// The burst, mutably.
+    pub(crate) fn burst_mut(&mut self) -> daqiri::Result<&mut Burst> {
+        let role = self.role;
+        self.burst.as_mut().ok_or_else(|| no_packets(role))
+    }
+}
+
+fn no_packets(role: Role) -> Error {
+    match role {
+        Role::Tx => Error::invalid("this TX burst has no packets yet: call get_tx_packet_burst first"),
+        Role::Rx => Error::invalid("this burst holds no packets"),
+    }
+}
+
+/// Handles per chunk.
+const CHUNK: usize = 256;
+
+/// Spare handles, oldest freed first.
+static SPARE: SegQueue<usize> = SegQueue::new();
+/// The address range of every chunk, read on each handle lookup.
+static CHUNKS: std::sync::LazyLock<ArcSwap<Vec<Range<usize>>>> = std::sync::LazyLock::new(ArcSwap::default);
+/// Held while a chunk is added.
+static GROWING: Mutex<()> = Mutex::new(());
+
+/// A handle for `role`, fields cleared.
+pub(crate) fn acquire(role: Role) -> &'static mut BurstParams {
+    loop {
+        if let Some(address) = SPARE.pop() {
+            let handle = at(address);
+            handle.role = role;
+            handle.state.store(LIVE, Ordering::Release);
+            return handle;
+        }
+        grow();
+    }
+}
+
+/// Returns a handle to the pool, releasing its burst; false when it was
+/// already free (a double free, which changes nothing).
+pub(crate) fn release(handle: &mut BurstParams) -> bool {
+    if handle.state.swap(FREE, Ordering::AcqRel) != LIVE {
+        return false;
+    }
+    handle.burst = None;
+    handle.hdr = BurstHeader::default();
+    handle.event = std::ptr::null_mut();
+    handle.conn_id = 0;
+    SPARE.push(std::ptr::from_mut(handle) as usize);
+    true
+}
+
+/// The live handle behind `pointer`, or an error naming what is wrong with
+/// it: null, not a burst of this library, or already freed.
+pub(crate) fn resolve(pointer: *mut BurstParams) -> daqiri::Result<&'static mut BurstParams> {
+    if pointer.is_null() {
+        return Err(Error::new(Status::NullPtr, "the burst is a null pointer"));
+    }
+    let address = pointer as usize;
+    let ours = CHUNKS.load().iter().any(|chunk| {
+        chunk.contains(&address) && (address - chunk.start).is_multiple_of(std::mem::size_of::<BurstParams>())
+    });
+    if !ours {
+        return Err(Error::invalid(format!(
+            "{pointer:p} is not a burst of this library: pass what get_rx_burst or create_tx_burst_params returned"
+        )));
+    }
+    let handle = at(address);
+    if handle.state.load(Ordering::Acquire) != LIVE {
+        return Err(Error::invalid(
+            "this burst was already freed (or handed to send_tx_burst, which frees it): it must not be used again",
+        ));
+    }
+    Ok(handle)
+}
+
+/// The handle at a checked address.
+fn at(address: usize) -> &'static mut BurstParams {
+    // SAFETY: `address` is an element of a chunk (from SPARE, or checked
+    // against CHUNKS by resolve); chunks are leaked, so it lives for the
+    // program. Exclusive use is the C contract: one thread works on a burst
+    // at a time, as in DAQIRI.
+    unsafe { &mut *(address as *mut BurstParams) }
+}
+
+fn grow() {
+    let _growing = GROWING.lock().unwrap_or_else(|e| e.into_inner());
+    if !SPARE.is_empty() {
+        return;
+    }
+    let chunk: &'static mut [BurstParams] = Box::leak((0..CHUNK).map(|_| BurstParams::spare()).collect());
+    let range = chunk.as_ptr_range();
+    CHUNKS.rcu(|chunks| {
+        let mut chunks = Vec::clone(chunks);
+        chunks.push(range.start as usize..range.end as usize);
+        chunks
+    });
+    for handle in chunk {
+        SPARE.push(std::ptr::from_mut(handle) as usize);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_freed_handle_is_refused_and_a_second_free_changes_nothing() {
+        let handle = acquire(Role::Tx);
+        let pointer = std::ptr::from_mut(handle);
+        assert!(resolve(pointer).is_ok());
+        assert!(release(resolve(pointer).unwrap()));
+        let error = resolve(pointer).unwrap_err();
+        assert_eq!(error.status, Status::InvalidParameter);
+        assert!(error.detail().contains("already freed"), "{}", error.detail());
+        assert!(!release(at(pointer as usize)));
+    }
+
+    #[test]
+    fn pointers_that_are_not_handles_are_refused_by_name() {
+        let mut local = BurstParams::spare();
+        let error = resolve(&mut local).unwrap_err();
+        assert!(error.detail().contains("not a burst of this library"), "{}", error.detail());
+        assert_eq!(resolve(std::ptr::null_mut()).unwrap_err().status, Status::NullPtr);
+        let handle = acquire(Role::Rx);
+        let inside = (std::ptr::from_mut(handle) as usize + 4) as *mut BurstParams;
+        assert!(resolve(inside).is_err());
+        release(handle);
+    }
+}

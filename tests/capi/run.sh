@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# libdaqiri, DAQIRI's C and C++ API over our engine, as DAQIRI's users
+# build against it: installed by gateway/capi/package.sh, found through
+# pkg-config and through CMake's find_package(daqiri), linked shared and
+# static, and run (tests/capi/api_test.cpp: UDP bursts both ways between a
+# server and a client interface, the writers, and the misuses DAQIRI leaves
+# undefined). The pcap it writes is read back by tshark, its raw files by
+# Python, and the library must export exactly what c_api.h declares.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+work=target/capi
+prefix=$(gateway/capi/package.sh "$work/prefix")
+
+declared=$(grep -o 'daqiri_gw_[a-z_0-9]*(' gateway/capi/include/daqiri/c_api.h | tr -d '(' | sort -u)
+exported=$(nm -D --defined-only "$prefix/lib/libdaqiri.so.1" | awk '$2 == "T" {print $3}' | sort -u)
+if [[ $declared != "$exported" ]]; then
+    echo "capi: c_api.h and libdaqiri.so differ (< declared only, > exported only):" >&2
+    diff <(echo "$declared") <(echo "$exported") >&2 || true
+    exit 1
+fi
+
+# pkg-config, as a Makefile project would.
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+g++ -std=c++17 -Wall -Wextra -Werror -o "$work/api_test_pkgconfig" tests/capi/api_test.cpp \
+    $(pkg-config --cflags --libs daqiri) -Wl,-rpath,"$prefix/lib"
+# CMake, as DAQIRI's own projects do.
+cmake -S tests/capi -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_FLAGS="-Wall -Wextra -Werror -pedantic" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror" >/dev/null
+cmake --build "$work/cmake" --parallel 2 >/dev/null
+
+# Each run in a network namespace of its own where this may (root), so the
+# fixed loopback ports meet nothing else.
+isolated() {
+    if [[ $EUID == 0 ]]; then
+        unshare --net bash -c 'ip link set lo up && "$@"' isolated "$@"
+    else
+        "$@"
+    fi
+}
+
+"$work/cmake/c_api_test"
+for test in "$work/api_test_pkgconfig" "$work/cmake/api_test_shared" "$work/cmake/api_test_static"; do
+    out=$work/out/$(basename "$test")
+    rm -rf "$out" && mkdir -p "$out"
+    isolated "$test" "$(realpath "$out")" > "$out/stdout" 2> "$out/stderr" || {
+        echo "capi: $test failed:" >&2
+        grep -v '^  ' "$out/stdout" >&2
+        exit 1
+    }
+    tail -1 "$out/stdout"
+    pcap_packets=$(sed -n 's/^pcap_packets //p' "$out/stdout")
+    raw_packets=$(sed -n 's/^raw_packets //p' "$out/stdout")
+    tshark -r "$out/rx.pcap" -T fields -e ip.src -e udp.srcport -e ip.dst -e udp.dstport -e data.data \
+        2>/dev/null > "$out/rx.fields"
+    python3 - "$out" "$pcap_packets" "$raw_packets" <<'PY'
+import pathlib, sys
+out, pcap_packets, raw_packets = pathlib.Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+def payload(seq):  # api_test.cpp's fill()
+    return seq.to_bytes(4, "big") + bytes((seq * 7 + i) & 0xFF for i in range(4, 1000))
+rows = [line.split("\t") for line in (out / "rx.fields").read_text().splitlines()]
+assert len(rows) == pcap_packets, f"tshark read {len(rows)} packets, api_test wrote {pcap_packets}"
+for src, sport, dst, dport, data in rows:
+    assert (src, sport, dst, dport) == ("127.0.0.1", "47802", "127.0.0.1", "47801"), (src, sport, dst, dport)
+    body = bytes.fromhex(data)
+    assert body == payload(int.from_bytes(body[:4], "big")), "a pcap payload differs from what was sent"
+raw = sorted(out.glob("raw_*"), key=lambda p: int(p.name.split("_")[1]))
+assert len(raw) == raw_packets, f"{len(raw)} raw files, {raw_packets} packets"
+for path in raw:
+    body = path.read_bytes()
+    assert len(body) == 996, f"{path.name}: {len(body)} bytes past the 4-byte offset"
+    assert any(body == payload(seq)[4:] for seq in range(1000, 1064)), f"{path.name} differs"
+print(f"capi: {out.name}: tshark read {len(rows)} frames, {len(raw)} raw files, bytes as sent")
+PY
+done
