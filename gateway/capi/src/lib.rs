@@ -21,6 +21,8 @@ mod args;
 mod bursts;
 mod connections;
 mod free;
+#[cfg(feature = "cuda")]
+mod gpu_kernels;
 mod handle;
 mod lifecycle;
 mod logging;

@@ -76,7 +76,7 @@ pub(crate) fn context(ordinal: u32) -> Result<Arc<CudaContext>, Error> {
 }
 
 /// `NOT_SUPPORTED` unless the NVIDIA driver library can be loaded.
-fn require_driver() -> Result<(), Error> {
+pub(super) fn require_driver() -> Result<(), Error> {
     // SAFETY: looks the library up by name and keeps it loaded for the
     // process; it has no precondition. cudarc panics on a missing library
     // where it is first used, so this check comes before any other call.

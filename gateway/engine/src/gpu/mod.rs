@@ -5,12 +5,14 @@
 //! the feature starts on a machine without a GPU; only a config that needs
 //! one fails, at init, saying what is missing.
 
+mod by_sequence;
 mod context;
 mod memory;
 mod reorder;
 mod shareable;
 mod staging;
 
+pub use by_sequence::{SequenceLayout, launch_by_sequence, launch_gather};
 pub use context::{bind_thread, gpu_count, memory_info, new_stream};
 /// The CUDA bindings the GPU types come from, for applications that pass
 /// their own streams and events.

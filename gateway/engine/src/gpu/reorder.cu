@@ -243,3 +243,87 @@ extern "C" __global__ void gather_copy(const u64* copies, u32 count) {
         for (u32 i = words * 16 + first; i < len; i += step) dst[i] = src[i];
     }
 }
+
+// DAQIRI's exported kernels (libdaqiri's packet_reorder_copy_payload_by_sequence
+// and packet_gather_copy_payload, which its programs launch on their own
+// streams): a block per packet, which reads the packet's sequence number
+// itself. packets[p] is the device address of packet p (0: skipped); its
+// payload starts payload_offset bytes in. The sequence number is the
+// seq_width bits from bit seq_offset of the packet, most significant
+// first; its slot is seq % per_batch, and packets past max_slot are
+// skipped. Packet 0 writes the batch id to batch_out (when not 0): the
+// batch field when has_batch, else seq / per_batch. Slots without a
+// packet are left as they were.
+
+__device__ u32 bits_msb_first(const u8* p, u32 offset, u32 width) {
+    u32 value = 0;
+    for (u32 i = 0; i < width; ++i) {
+        const u32 bit = offset + i;
+        value = (value << 1) | ((p[bit / 8] >> (7 - bit % 8)) & 1u);
+    }
+    return value;
+}
+
+// The slot of the block's packet, or -1 to skip it; writes the batch id.
+__device__ long long sequence_slot(const u8* packet, u32 seq_offset, u32 seq_width, u32 batch_offset,
+                                   u32 batch_width, u32 has_batch, u32 per_batch, u32 max_slot, u64* batch_out) {
+    const u32 seq = bits_msb_first(packet, seq_offset, seq_width);
+    if (blockIdx.x == 0 && batch_out != 0) {
+        *batch_out = has_batch ? (u64)bits_msb_first(packet, batch_offset, batch_width) : (u64)(seq / per_batch);
+    }
+    const u32 slot = seq % per_batch;
+    return slot > max_slot ? -1 : (long long)slot;
+}
+
+__device__ void copy_bytes(const u8* src, u8* dst, u32 len, u32 first, u32 step) {
+    const u32 words = ((u64)src % 16 == 0 && (u64)dst % 16 == 0) ? len / 16 : 0;
+    for (u32 w = first; w < words; w += step) ((uint4*)dst)[w] = ((const uint4*)src)[w];
+    for (u32 i = words * 16 + first; i < len; i += step) dst[i] = src[i];
+}
+
+#define SEQUENCE_PARAMS                                                                                   \
+    const u64 *packets, u32 count, u32 payload_offset, u32 in_len, u8 *out, u32 out_len, u32 seq_offset, \
+        u32 seq_width, u32 batch_offset, u32 batch_width, u32 has_batch, u32 per_batch, u32 max_slot,    \
+        u64 *batch_out
+
+#define SEQUENCE_SLOT                                                                                      \
+    if (blockIdx.x >= count || packets[blockIdx.x] == 0) return;                                           \
+    const u8* packet = (const u8*)packets[blockIdx.x];                                                     \
+    const long long slot = sequence_slot(packet, seq_offset, seq_width, batch_offset, batch_width,        \
+                                         has_batch, per_batch, max_slot, batch_out);                       \
+    if (slot < 0) return;                                                                                  \
+    u8* dst = out + (u64)slot * out_len;
+
+#define BY_SEQUENCE(name, In, Out, network)                                                       \
+    extern "C" __global__ void name(SEQUENCE_PARAMS) {                                          \
+        SEQUENCE_SLOT                                                                             \
+        place<In, Out>(packet + payload_offset, in_len, dst, network, threadIdx.x, blockDim.x);  \
+    }
+
+#define BY_SEQUENCE_OUTPUTS(in, In, network, order)                   \
+    BY_SEQUENCE(by_sequence_##in##_fp16_##order, In, Fp16, network)   \
+    BY_SEQUENCE(by_sequence_##in##_bf16_##order, In, Bf16, network)   \
+    BY_SEQUENCE(by_sequence_##in##_fp32_##order, In, Fp32, network)   \
+    BY_SEQUENCE(by_sequence_##in##_fp64_##order, In, Fp64, network)   \
+    BY_SEQUENCE(by_sequence_##in##_int32_##order, In, I32, network)
+
+#define BY_SEQUENCE_ORDERS(in, In)                  \
+    BY_SEQUENCE_OUTPUTS(in, In, false, host)        \
+    BY_SEQUENCE_OUTPUTS(in, In, true, network)
+
+BY_SEQUENCE_ORDERS(int4, Int4)
+BY_SEQUENCE_ORDERS(int8, Int8)
+BY_SEQUENCE_ORDERS(int16, Int16)
+BY_SEQUENCE_ORDERS(int32, Int32)
+
+extern "C" __global__ void by_sequence_copy(SEQUENCE_PARAMS) {
+    SEQUENCE_SLOT
+    copy_bytes(packet + payload_offset, dst, in_len, threadIdx.x, blockDim.x);
+}
+
+// Packet p's payload to slot p, in arrival order (no sequence number).
+extern "C" __global__ void gather_payloads(const u64* packets, u32 count, u32 payload_offset, u32 len, u8* out) {
+    if (blockIdx.x >= count || packets[blockIdx.x] == 0) return;
+    copy_bytes((const u8*)packets[blockIdx.x] + payload_offset, out + (u64)blockIdx.x * len, len, threadIdx.x,
+               blockDim.x);
+}

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 use daqiri_config::model::{DataTypes, Endianness, InputType, OutputType};
 
 use super::memory::PinnedMemory;
@@ -178,7 +178,7 @@ impl GpuReorder {
 
     /// The kernel for `types`, looked up in the module once.
     fn function(&mut self, types: Option<&DataTypes>) -> Result<CudaFunction, Error> {
-        self.function_named(&kernel_name(types))
+        self.function_named(&kernel_name("reorder", types))
     }
 
     fn function_named(&mut self, name: &str) -> Result<CudaFunction, Error> {
@@ -263,9 +263,10 @@ fn launch(
     unsafe { args.launch(config) }.map(drop).map_err(|e| cuda_error("launching a reorder kernel", e))
 }
 
-/// The kernel for `types`, as `reorder.cu` names them.
-fn kernel_name(types: Option<&DataTypes>) -> String {
-    let Some(types) = types else { return "reorder_copy".into() };
+/// The kernel for `types` of a family (`reorder`, `by_sequence`), as
+/// `reorder.cu` names them.
+pub(super) fn kernel_name(family: &str, types: Option<&DataTypes>) -> String {
+    let Some(types) = types else { return format!("{family}_copy") };
     let input = match types.input_type {
         InputType::Int4 => "int4",
         InputType::Int8 => "int8",
@@ -283,7 +284,7 @@ fn kernel_name(types: Option<&DataTypes>) -> String {
         Endianness::Host => "host",
         Endianness::Network => "network",
     };
-    format!("reorder_{input}_{output}_{order}")
+    format!("{family}_{input}_{output}_{order}")
 }
 
 /// The kernels loaded on GPU `gpu`, compiled on first use.
@@ -293,7 +294,19 @@ fn module(gpu: u32, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>, Error> {
     if let Some((_, module)) = modules.iter().find(|(g, _)| *g == gpu) {
         return Ok(Arc::clone(module));
     }
-    let (major, minor) = ctx.compute_capability().map_err(|e| cuda_error("reading the compute capability", e))?;
+    let capability = ctx.compute_capability().map_err(|e| cuda_error("reading the compute capability", e))?;
+    let module = ctx.load_module(ptx(capability)?).map_err(|e| cuda_error("loading the reorder kernels", e))?;
+    modules.push((gpu, Arc::clone(&module)));
+    Ok(module)
+}
+
+/// `reorder.cu` compiled by NVRTC for a compute capability, once per process.
+pub(super) fn ptx((major, minor): (i32, i32)) -> Result<Ptx, Error> {
+    static COMPILED: Mutex<Vec<((i32, i32), Ptx)>> = Mutex::new(Vec::new());
+    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, ptx)) = compiled.iter().find(|(c, _)| *c == (major, minor)) {
+        return Ok(ptx.clone());
+    }
     let options = CompileOptions {
         options: vec![format!("--gpu-architecture=compute_{major}{minor}"), "--std=c++17".into()],
         name: Some("reorder.cu".into()),
@@ -301,7 +314,6 @@ fn module(gpu: u32, ctx: &Arc<CudaContext>) -> Result<Arc<CudaModule>, Error> {
     };
     let ptx = compile_ptx_with_opts(SOURCE, options)
         .map_err(|e| Error::new(Status::InternalError, format!("compiling the reorder kernels with NVRTC: {e}")))?;
-    let module = ctx.load_module(ptx).map_err(|e| cuda_error("loading the reorder kernels", e))?;
-    modules.push((gpu, Arc::clone(&module)));
-    Ok(module)
+    compiled.push(((major, minor), ptx.clone()));
+    Ok(ptx)
 }

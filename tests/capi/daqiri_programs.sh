@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# DAQIRI's own programs, unchanged, on our engine: the examples of DAQIRI
+# 2026.7 (the reference tarball, tests/reference/build.sh) compiled from
+# their sources by their own CMakeLists against libdaqiri (a CUDA build of
+# gateway/capi: the examples link CUDA and call DAQIRI's GPU kernels), then
+# run with their own configs. Machines with fewer cores than a config names
+# get its cores folded onto theirs (each core modulo the count), the one
+# change made. Usage: tests/capi/daqiri_programs.sh
+# Exits 3 (said why) when the reference sources are nowhere.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+work=target/capi/daqiri-programs
+status=0
+tarball=$(tests/reference/build.sh tarball daqiri) || status=$?
+((status == 0)) || exit "$status"
+cuda=$(tests/reference/build.sh cuda)
+prefix=$(gateway/capi/package.sh target/capi/prefix-cuda --features cuda)
+
+# DAQIRI's tree, as released (kept while the tarball is the same).
+source=$work/daqiri-$(sha256sum "$tarball" | cut -c1-16)
+if [[ ! -d $source ]]; then
+    rm -rf "$work" && mkdir -p "$work"
+    tar -C "$work" -xzf "$tarball"
+    mv "$work"/daqiri-* "$source.partial" && mv "$source.partial" "$source"
+fi
+
+# The CUDA toolkit from the reference build (PyPI's wheels); no driver needed to build.
+cmake -S tests/capi/daqiri_programs -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DDAQIRI_SOURCE_DIR="$(realpath "$source")" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_CUDA_COMPILER="$cuda/bin/nvcc" -DCUDAToolkit_ROOT="$cuda" -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath,$prefix/lib:$cuda/lib" >/dev/null
+cmake --build "$work/build" --target daqiri_bench_socket >/dev/null
+bench=$work/build/examples/daqiri_bench_socket
+
+cores=$(nproc)
+# A config's cores folded onto this machine's (cpu_core and master_core).
+fold_cores() {
+    python3 - "$1" "$2" "$cores" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+cores = int(sys.argv[3])
+text = re.sub(r"(\b(?:cpu_core|master_core):\s*)(\d+)", lambda m: f"{m.group(1)}{int(m.group(2)) % cores}", text)
+open(sys.argv[2], "w").write(text)
+PY
+}
+
+
+# Runs a program with tshark capturing the loopback beside it (to $1), in
+# a network namespace of its own where this may (root); elsewhere the
+# program alone, its own counts the only ones.
+capture_run() {
+    local pcap=$1
+    shift
+    if [[ $EUID != 0 ]]; then
+        echo "daqiri_programs: not root: no namespace, no capture; the program's own counts only" >&2
+        timeout 60 "$@"
+        return
+    fi
+    unshare --net bash -c '
+        ip link set lo up
+        pcap=$1; shift
+        tshark -i lo -w "$pcap" -q 2> "$pcap.log" & capture=$!
+        for _ in $(seq 100); do grep -q "Capturing on" "$pcap.log" && break; sleep 0.1; done
+        status=0
+        timeout 60 "$@" || status=$?
+        sleep 0.5
+        kill -INT $capture && wait $capture
+        exit $status' capture_run "$(realpath "$pcap")" "$@"
+}
+
+# Each config has both sides send and receive 1000 messages of 1024 bytes:
+# UDP, datagram for datagram; TCP, the same bytes, in as many reads as the
+# stream gives (the program counts reads). Checked from the program's
+# report and from the capture.
+for transport in udp tcp; do
+    config=$work/daqiri_bench_socket_${transport}_tx_rx.yaml
+    fold_cores "$source/examples/daqiri_bench_socket_${transport}_tx_rx.yaml" "$config"
+    log=$work/socket_$transport.log
+    pcap=$work/socket_$transport.pcap
+    seconds=20
+    [[ $transport == tcp ]] && seconds=8
+    capture_run "$pcap" "$bench" "$config" --seconds $seconds --mode both > "$log" 2>&1 || {
+        echo "daqiri_programs: daqiri_bench_socket ($transport) failed:" >&2
+        tail -20 "$log" >&2
+        exit 1
+    }
+    fields=()
+    if [[ -s $pcap ]]; then
+        tshark -r "$pcap" -T fields -e udp.srcport -e udp.length -e tcp.srcport -e tcp.len 2>/dev/null > "$pcap.fields"
+        fields=("$pcap.fields")
+    fi
+    python3 - "$log" "$transport" "${fields[@]}" <<'PY'
+import collections, re, sys
+log, transport = sys.argv[1], sys.argv[2]
+text = open(log).read()
+sides = dict(re.findall(r"^(Server|Client) complete: (.*)$", text, re.M))
+assert set(sides) == {"Server", "Client"}, f"no completion lines in {log}"
+for side, fields in sides.items():
+    pairs = (kv.split("=") for kv in fields.split() if "=" in kv)
+    counts = {k: int(v) for k, v in pairs if k != "seconds"}
+    assert counts["sent_packets"] == 1000 and counts["sent_bytes"] == 1024000, f"{side}: {counts}"
+    assert counts["recv_bytes"] == 1024000, f"{side}: {counts}"
+    if transport == "udp":
+        assert counts["recv_packets"] == 1000, f"{side}: {counts}"
+    else:
+        assert 1 <= counts["recv_packets"] <= 1000, f"{side}: {counts}"
+seen = ""
+if len(sys.argv) > 3:
+    datagrams, stream = collections.Counter(), collections.Counter()
+    for line in open(sys.argv[3]):
+        udp_port, udp_len, tcp_port, tcp_len = (line.rstrip("\n").split("\t") + [""] * 4)[:4]
+        if udp_port and int(udp_len) == 8 + 1024:
+            datagrams[udp_port] += 1
+        if tcp_port and tcp_len:
+            stream[tcp_port] += int(tcp_len)
+    if transport == "udp":
+        assert sorted(datagrams.values()) == [1000, 1000], f"capture: datagrams of 1024 B by source port {dict(datagrams)}"
+        seen = "; tshark saw 1000 datagrams of 1024 B each way"
+    else:
+        assert sorted(stream.values()) == [1024000, 1024000], f"capture: TCP bytes by source port {dict(stream)}"
+        seen = "; tshark saw 1,024,000 stream bytes each way"
+print(f"daqiri_programs: daqiri_bench_socket ({transport}): each side sent and received 1000 x 1024 B{seen}")
+PY
+done
