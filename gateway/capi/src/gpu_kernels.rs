@@ -11,38 +11,10 @@
 use std::ffi::c_void;
 
 use daqiri::Error;
-use daqiri::config::model::{DataTypes, Endianness, InputType, OutputType};
 use daqiri::gpu::{SequenceLayout, launch_by_sequence, launch_gather};
 
+use crate::args::data_types;
 use crate::status::status_of;
-
-/// DAQIRI's data type codes for these calls: 0 leaves the payload as it is.
-fn data_types(input: u8, output: u8, endianness: u8) -> daqiri::Result<Option<DataTypes>> {
-    if input == 0 || output == 0 {
-        return Ok(None);
-    }
-    let input_type = match input {
-        1 => InputType::Int4,
-        2 => InputType::Int8,
-        3 => InputType::Int16,
-        4 => InputType::Int32,
-        _ => return Err(Error::invalid(format!("input_data_type {input} is not an integer type (1-4)"))),
-    };
-    let output_type = match output {
-        4 => OutputType::Int32,
-        5 => OutputType::Fp16,
-        6 => OutputType::Bf16,
-        7 => OutputType::Fp32,
-        8 => OutputType::Fp64,
-        _ => return Err(Error::invalid(format!("output_data_type {output} is not an output type (4-8)"))),
-    };
-    let endianness = match endianness {
-        0 => Endianness::Host,
-        1 => Endianness::Network,
-        _ => return Err(Error::invalid(format!("input_endianness {endianness} is neither host (0) nor network (1)"))),
-    };
-    Ok(Some(DataTypes { input_type, output_type, endianness }))
-}
 
 fn required(what: &str, present: bool) -> daqiri::Result<()> {
     if present { Ok(()) } else { Err(Error::invalid(format!("{what} is null or zero: nothing launched"))) }

@@ -13,6 +13,11 @@
 //! does. Run on the GPU machine:
 //! `DAQIRI_REORDER_CHECK=path/to/daqiri_reorder_check ./gpu_reorder_vs_daqiri`
 //! (`BENCH_REPS`, default 20, launches per row).
+//!
+//! A third kernel runs the same batches: ours behind libdaqiri's
+//! `packet_reorder_copy_payload_by_sequence` (`daqiri::gpu::launch_by_sequence`),
+//! which, as DAQIRI's, reads each packet's sequence number on the GPU from
+//! a device table of packet addresses; its aggregate must equal the others.
 
 mod gpu_common;
 
@@ -21,7 +26,7 @@ use std::process::{Command, Stdio};
 
 use cudarc::driver::CudaContext;
 use daqiri::config::model::{DataTypes, Endianness, InputType, OutputType};
-use daqiri::gpu::{DeviceBuffer, GpuReorder, Slots};
+use daqiri::gpu::{DeviceBuffer, GpuReorder, SequenceLayout, Slots, launch_by_sequence};
 use daqiri::reorder::convert::{convert, output_len};
 use gpu_common::{arrival_order, copy_rate, launch_rate};
 
@@ -41,27 +46,31 @@ fn main() {
     let reps: usize = std::env::var("BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
     let ctx = CudaContext::new(0).expect("GPU 0");
     println!("GPU 0: {}, {PAYLOAD} B payloads, {reps} launches per row\n", ctx.name().unwrap_or_default());
-    println!("| conversion | aggregate | ours (GB/s, of copy) | DAQIRI (GB/s, of copy) | ours / DAQIRI | outputs |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| conversion | aggregate | ours (GB/s, of copy) | DAQIRI (GB/s, of copy) | ours / DAQIRI | libdaqiri's entry / DAQIRI | outputs |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     let mut gpu = GpuReorder::new(0).expect("reorder kernels");
     let mut differences = 0;
     for (name, types) in cases() {
         for mb in SIZES_MB {
             let row = Row::new(types.clone(), mb << 20);
             let ours = row.ours(&mut gpu, reps);
+            let entry = row.by_sequence(&mut gpu, reps);
             let daqiri = row.daqiri(&driver, reps);
             let copy = copy_rate(&ctx, row.slots * row.out_slot, reps);
             let bytes = (row.slots * (PAYLOAD + row.out_slot)) as f64;
             let (ours_rate, daqiri_rate) = (bytes * ours.launches / 1e9, bytes * daqiri.launches / 1e9);
-            let verdict = row.compare(&ours.output, &daqiri.output);
+            let verdict = row.compare(&ours.output, &daqiri.output, &entry.output);
             if verdict != "equal, and equal to the CPU's" {
                 differences += 1;
             }
             println!(
-                "| {name} | {mb} MB | {ours_rate:.0} ({:.0}%) | {daqiri_rate:.0} ({:.0}%) | {:.2}x | {verdict} |",
+                "| {name} | {mb} MB | {ours_rate:.0} ({:.0}%) | {daqiri_rate:.0} ({:.0}%) | {:.2}x | {:.2}x | {verdict} |",
                 100.0 * ours_rate * 1e9 / copy,
                 100.0 * daqiri_rate / daqiri.copy_gbps,
                 ours.launches / daqiri.launches,
+                entry.launches / daqiri.launches,
             );
         }
     }
@@ -139,6 +148,37 @@ impl Row {
         Outcome { launches, output: output.to_host().expect("aggregate to the host"), copy_gbps: 0.0 }
     }
 
+    /// Ours as libdaqiri exports it: a device table of packet addresses,
+    /// the sequence number read on the GPU.
+    fn by_sequence(&self, gpu: &mut GpuReorder, reps: usize) -> Outcome {
+        let input = DeviceBuffer::from_host(0, &self.packets).expect("packets on the GPU");
+        let output = DeviceBuffer::zeroed(0, self.slots * self.out_slot).expect("aggregate");
+        let count = self.packets.len() / STRIDE;
+        let addresses: Vec<u8> =
+            (0..count).flat_map(|a| input.slice(a * STRIDE, STRIDE).ptr().address().to_ne_bytes()).collect();
+        let table = DeviceBuffer::from_host(0, &addresses).expect("packet table on the GPU");
+        let layout = SequenceLayout {
+            payload_offset: HEADER as u32,
+            in_len: PAYLOAD as u32,
+            out_len: self.out_slot as u32,
+            seq_bits: (0, 32),
+            batch_bits: None,
+            packets_per_batch: self.slots as u32,
+            max_slot: self.slots as u32 - 1,
+        };
+        let (table, out) = (table.slice(0, table.len()).ptr().address(), output.slice(0, output.len()).ptr().address());
+        let launches = launch_rate(gpu, self.slots, reps, |gpu| {
+            // SAFETY: the table holds `count` packet addresses of `input`,
+            // each STRIDE bytes, and `output` has a slot per sequence number;
+            // both outlive the launches (launch_rate synchronises).
+            unsafe {
+                launch_by_sequence(gpu.stream().cu_stream(), table, count as u32, out, &layout, self.types.as_ref(), 0)
+            }
+            .expect("launch");
+        });
+        Outcome { launches, output: output.to_host().expect("aggregate to the host"), copy_gbps: 0.0 }
+    }
+
     /// DAQIRI's kernel, through its driver, on the same packets.
     fn daqiri(&self, driver: &str, reps: usize) -> Outcome {
         let (input, output, order) = match &self.types {
@@ -185,12 +225,13 @@ impl Row {
         Outcome { launches: field("launches_per_s"), output: done.stdout, copy_gbps: field("copy_gbps") }
     }
 
-    /// "equal, and equal to the CPU's", or where the three first part.
-    fn compare(&self, ours: &[u8], daqiri: &[u8]) -> String {
+    /// "equal, and equal to the CPU's", or where the four first part.
+    fn compare(&self, ours: &[u8], daqiri: &[u8], entry: &[u8]) -> String {
         let mut expected = vec![0u8; self.out_slot];
         for (slot, arrival) in self.arrival_of.iter().enumerate() {
             let at = slot * self.out_slot;
-            let (ours, daqiri) = (&ours[at..][..self.out_slot], &daqiri[at..][..self.out_slot]);
+            let (ours, daqiri, entry) =
+                (&ours[at..][..self.out_slot], &daqiri[at..][..self.out_slot], &entry[at..][..self.out_slot]);
             expected.fill(0);
             if let Some(arrival) = *arrival {
                 match &self.types {
@@ -198,17 +239,20 @@ impl Row {
                     Some(t) => convert(t, self.payload(arrival), &mut expected),
                 }
             }
-            if ours == expected.as_slice() && daqiri == expected.as_slice() {
+            if ours == expected.as_slice() && daqiri == expected.as_slice() && entry == expected.as_slice() {
                 continue;
             }
-            let byte = (0..self.out_slot).find(|&i| ours[i] != expected[i] || daqiri[i] != expected[i]).unwrap_or(0);
+            let byte = (0..self.out_slot)
+                .find(|&i| ours[i] != expected[i] || daqiri[i] != expected[i] || entry[i] != expected[i])
+                .unwrap_or(0);
             let input = arrival.map(|a| {
                 let start = byte * PAYLOAD / self.out_slot / 8 * 8;
                 format!("{:02x?}", &self.payload(a)[start..start + 8])
             });
             return format!(
-                "DIFFER at slot {slot} byte {byte}: ours {:02x?}, DAQIRI {:02x?}, CPU {:02x?} (input bytes {})",
+                "DIFFER at slot {slot} byte {byte}: ours {:02x?}, libdaqiri's entry {:02x?}, DAQIRI {:02x?}, CPU {:02x?} (input bytes {})",
                 &ours[byte..(byte + 8).min(self.out_slot)],
+                &entry[byte..(byte + 8).min(self.out_slot)],
                 &daqiri[byte..(byte + 8).min(self.out_slot)],
                 &expected[byte..(byte + 8).min(self.out_slot)],
                 input.unwrap_or_else(|| "none: a missing packet".into())
