@@ -7,7 +7,7 @@ ignored=$(tests/setup.sh)
 # it finds each kind of cycle it claims to).
 tests/module_cycles.py --self-test
 tests/module_cycles.py gateway/engine/src gateway/config/src gateway/dpdk-sys/src gateway/server/src operator/src \
-    gateway/consumer/src gateway/python/src gateway/capi/src
+    gateway/consumer/src gateway/python/src gateway/capi/src gateway/python-daqiri/src
 # Lints with warnings denied, on every crate, in the default build and with
 # every feature (the backends and the GPU gate whole modules): clippy's
 # rules, `missing_docs` and `undocumented_unsafe_blocks` among them.
@@ -24,6 +24,18 @@ tests/python/run.sh
 # DAQIRI's C and C++ API (libdaqiri, gateway/capi): installed, found by
 # pkg-config and CMake, linked shared and static, run with UDP traffic.
 tests/capi/run.sh
+# DAQIRI's Python API (`import daqiri`, gateway/python-daqiri) in-process.
+tests/python_daqiri/run.sh
+# DAQIRI's own programs on it, unchanged: its examples built by their own
+# CMakeLists against find_package(daqiri) (a CUDA build of libdaqiri; the
+# toolkit from tests/reference/build.sh, cached), run with their configs.
+programs=0
+tests/capi/daqiri_programs.sh || programs=$?
+case $programs in
+    0) ;;
+    3) echo "run.sh: DAQIRI's programs on libdaqiri are SKIPPED: no DAQIRI reference sources (../shared/reference)" >&2 ;;
+    *) exit "$programs" ;;
+esac
 # Config acceptance against DAQIRI 2026.7's own parser (tests/reference/build.sh
 # builds it once, minutes on a fresh machine, then cached): every disagreement
 # with `check` on DAQIRI's examples, ours and 200 seeded mutants of them must be

@@ -31,6 +31,21 @@ cp "$target/$profile/libdaqiri_capi.so" "$prefix/lib/libdaqiri.so.$abi"
 ln -s "libdaqiri.so.$abi" "$prefix/lib/libdaqiri.so"
 cp "$target/$profile/libdaqiri_capi.a" "$prefix/lib/libdaqiri.a"
 cp -r "$here/include/daqiri" "$prefix/include/"
+# The library exports exactly what its headers declare (the headers are
+# kept by hand); gpu_kernels.h ships with a CUDA build only.
+exported=$(nm -D --defined-only "$prefix/lib/libdaqiri.so.$abi" | awk '$2 == "T" {print $3}' | sort -u)
+headers=("$prefix/include/daqiri/c_api.h")
+if grep -q '^packet_' <<<"$exported"; then
+    headers+=("$prefix/include/daqiri/gpu_kernels.h")
+else
+    rm "$prefix/include/daqiri/gpu_kernels.h"
+fi
+declared=$(grep -ohE '\b(daqiri_gw|packet)_[a-z_0-9]*\(' "${headers[@]}" | tr -d '(' | sort -u)
+if [[ $declared != "$exported" ]]; then
+    echo "package.sh: the headers and libdaqiri differ (< declared only, > exported only):" >&2
+    diff <(echo "$declared") <(echo "$exported") >&2 || true
+    exit 1
+fi
 fill() {
     sed -e "s|@DAQIRI_VERSION@|$version|g" -e "s|@ABI_VERSION@|$abi|g" \
         -e "s|@NATIVE_LIBS@|$native|g" -e "s|@NATIVE_LIBS_CMAKE@|$(echo "$native" | sed 's/ /;/g')|g" "$1" > "$2"

@@ -151,6 +151,14 @@ void misuse(daqiri::BurstParams *rx, uintptr_t server_conn) {
   CHECK(daqiri::get_packet_ptr(rx, 1000) == nullptr);
   CHECK(std::string(daqiri::last_error()).find("packet index 1000") != std::string::npos);
   CHECK(daqiri::get_segment_packet_ptr(rx, 9, 0) == nullptr);
+  // Bounds-checked copies out of an RX packet (c_api.h), not into one.
+  uint8_t copy[2048];
+  size_t copied = 0;
+  CHECK(daqiri_gw_copy_from_segment_packet(rx, 0, 0, copy, sizeof copy, 0, &copied) == DAQIRI_GW_SUCCESS);
+  CHECK(copied == kLength && std::memcmp(copy, daqiri::get_packet_ptr(rx, 0), kLength) == 0);
+  CHECK(daqiri_gw_copy_from_segment_packet(rx, 0, 0, copy, 10, 4, &copied) == DAQIRI_GW_SUCCESS && copied == 10);
+  CHECK(daqiri_gw_copy_from_segment_packet(rx, 0, 0, copy, 10, 5000, &copied) == DAQIRI_GW_INVALID_PARAMETER);
+  CHECK(daqiri_gw_copy_to_segment_packet(rx, 0, 0, copy, 10, 0) == DAQIRI_GW_NOT_SUPPORTED);
   // An RX burst is not sent, nor freed by the TX call (it stays live).
   CHECK_STATUS(daqiri::free_all_packets_and_burst_tx(rx), INVALID_PARAMETER);
   CHECK(daqiri::get_packet_ptr(rx, 0) != nullptr);
@@ -180,6 +188,8 @@ void misuse(daqiri::BurstParams *rx, uintptr_t server_conn) {
   CHECK_STATUS(daqiri::set_header(msg, port, queue, 1, 1), SUCCESS);
   CHECK_STATUS(daqiri::get_tx_packet_burst(msg), SUCCESS);
   CHECK_STATUS(daqiri::set_packet_lengths(msg, 0, {4096}), INVALID_PARAMETER);  // past its 2048-byte buffer
+  CHECK(daqiri_gw_copy_to_segment_packet(msg, 0, 0, copy, 100, 2000) == DAQIRI_GW_INVALID_PARAMETER);
+  CHECK(daqiri_gw_copy_to_segment_packet(msg, 0, 0, copy, kLength, 0) == DAQIRI_GW_SUCCESS);
   CHECK_STATUS(daqiri::set_connection_id(msg, 12345), INVALID_PARAMETER);
   CHECK_STATUS(daqiri::set_packet_lengths(msg, 0, {kLength}), SUCCESS);
   fill(static_cast<uint8_t *>(daqiri::get_packet_ptr(msg, 0)), 9999);

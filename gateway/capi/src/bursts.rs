@@ -17,7 +17,9 @@ const ANY: i32 = -1;
 
 /// Hands `burst` to C in a fresh RX handle.
 fn hand_over(burst: Burst, out: *mut *mut BurstParams) -> i32 {
-    let handle = handle::acquire(Role::Rx);
+    let Some(handle) = handle::acquire(Role::Rx) else {
+        return status::fail("get_rx_burst", handle::exhausted());
+    };
     let segments = (0..burst.num_packets()).map(|i| burst.packet(i).num_segments()).max().unwrap_or(0);
     let reordered = burst.reorder_plan().is_some();
     handle.hdr.hdr = crate::handle::BurstFields {
@@ -70,7 +72,7 @@ fn deliver(call: &str, out: *mut *mut BurstParams, next: impl FnOnce() -> daqiri
 /// The next burst of one queue (`port` and `queue` >= 0), of any queue of
 /// a port (`queue` -1) or of any port (both -1). `NOT_READY` when none is.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_get_rx_burst(out: *mut *mut BurstParams, port: i32, queue: i32) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_get_rx_burst(out: *mut *mut BurstParams, port: i32, queue: i32) -> i32 {
     deliver("get_rx_burst", out, || {
         with_engine(|engine| match (port, queue) {
             (ANY, ANY) => Ok(engine.get_rx_burst_any()),
@@ -84,7 +86,7 @@ pub extern "C" fn daqiri_gw_get_rx_burst(out: *mut *mut BurstParams, port: i32, 
 /// The next burst of a socket connection (`socket_get_server_conn_id`,
 /// `socket_connect_to_server`); `server` says which side the program is.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_get_rx_burst_conn(out: *mut *mut BurstParams, conn_id: usize, server: bool) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_get_rx_burst_conn(out: *mut *mut BurstParams, conn_id: usize, server: bool) -> i32 {
     deliver("get_rx_burst", out, || {
         with_engine(|engine| {
             let port = connections::port_of(engine, conn_id, Some(server))?;
@@ -182,7 +184,11 @@ pub extern "C" fn daqiri_gw_get_packet_flow_id(burst: *mut BurstParams, idx: i32
 /// The NIC's receive timestamp of packet `idx` in nanoseconds;
 /// `NOT_SUPPORTED` when the packet has none (no `rx.hardware_timestamps`).
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_get_packet_rx_timestamp(burst: *mut BurstParams, idx: i32, timestamp_ns: *mut u64) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_get_packet_rx_timestamp(
+    burst: *mut BurstParams,
+    idx: i32,
+    timestamp_ns: *mut u64,
+) -> i32 {
     let found = handle::resolve(burst).and_then(|h| {
         let b = h.burst()?;
         let packet = b.packet(packet_index(b, idx)?);
@@ -224,7 +230,7 @@ pub struct ReorderInfo {
 
 /// Fills `info` for a reorder aggregate; `INVALID_PARAMETER` for any other burst.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_get_reorder_burst_info(burst: *mut BurstParams, info: *mut ReorderInfo) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_get_reorder_burst_info(burst: *mut BurstParams, info: *mut ReorderInfo) -> i32 {
     const CALL: &str = "get_reorder_burst_info";
     if info.is_null() {
         return status::fail(CALL, Error::new(Status::NullPtr, "info is a null pointer"));
@@ -248,4 +254,120 @@ pub extern "C" fn daqiri_gw_get_reorder_burst_info(burst: *mut BurstParams, info
         }
         Err(e) => status::fail(CALL, e),
     }
+}
+
+/// Copies `len` bytes from `data` into segment `seg` of packet `idx`, at
+/// `dst_offset` into its buffer (host memory; a TX burst's whole buffer,
+/// an RX burst's received bytes). Nothing is copied when the bytes would
+/// not fit.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn daqiri_gw_copy_to_segment_packet(
+    burst: *mut BurstParams,
+    seg: i32,
+    idx: i32,
+    data: *const c_void,
+    len: usize,
+    dst_offset: usize,
+) -> i32 {
+    const CALL: &str = "copy_buffer_to_segment_packet";
+    if data.is_null() && len > 0 {
+        return status::fail(CALL, Error::new(Status::NullPtr, "data is a null pointer"));
+    }
+    let copied = handle::resolve(burst).and_then(|h| {
+        let role = h.role;
+        let b = h.burst_mut()?;
+        let (index, segment) = (packet_index(b, idx)?, segment_index(seg)?);
+        let mut packet = b.packet_mut(index);
+        let buffer = match role {
+            Role::Tx => packet.segment_buffer(segment),
+            Role::Rx => None,
+        }
+        .ok_or_else(|| {
+            Error::new(
+                Status::NotSupported,
+                format!("packet {idx} segment {seg} is not a TX buffer in host memory: nothing to copy into"),
+            )
+        })?;
+        let capacity = buffer.len();
+        let target = dst_offset.checked_add(len).and_then(|end| buffer.get_mut(dst_offset..end)).ok_or_else(|| {
+            Error::invalid(format!("{len} bytes at offset {dst_offset} do not fit the {capacity}-byte buffer"))
+        })?;
+        if len > 0 {
+            // SAFETY: `data` is non-null and `len` readable bytes by the C contract.
+            target.copy_from_slice(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) });
+        }
+        Ok(())
+    });
+    status::status_of(CALL, copied)
+}
+
+/// Copies up to `len` bytes of segment `seg` of packet `idx`, from
+/// `src_offset` into the segment, to `data`; `*copied` says how many
+/// (fewer when the segment ends first). Host memory only.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn daqiri_gw_copy_from_segment_packet(
+    burst: *mut BurstParams,
+    seg: i32,
+    idx: i32,
+    data: *mut c_void,
+    len: usize,
+    src_offset: usize,
+    copied: *mut usize,
+) -> i32 {
+    const CALL: &str = "get_segment_packet_bytes";
+    if (data.is_null() && len > 0) || copied.is_null() {
+        return status::fail(CALL, Error::new(Status::NullPtr, "data or copied is a null pointer"));
+    }
+    let done = handle::resolve(burst).and_then(|h| {
+        let b = h.burst()?;
+        let (index, segment) = (packet_index(b, idx)?, segment_index(seg)?);
+        let bytes = match b.packet(index).segment_memory(segment) {
+            Some(SegmentMemory::Host(bytes)) => bytes,
+            Some(SegmentMemory::Device(_)) => {
+                return Err(Error::new(
+                    Status::NotSupported,
+                    format!(
+                        "packet {idx} segment {seg} is in GPU memory: copy it with CUDA from get_segment_packet_ptr"
+                    ),
+                ));
+            }
+            None => return Err(Error::invalid(format!("packet {idx} has no segment {seg}"))),
+        };
+        let source = bytes.get(src_offset..).ok_or_else(|| {
+            Error::invalid(format!("src_offset {src_offset} is past the segment's {} bytes", bytes.len()))
+        })?;
+        let n = source.len().min(len);
+        if n > 0 {
+            // SAFETY: `data` is non-null and `len` >= n writable bytes by the C contract.
+            unsafe { std::ptr::copy_nonoverlapping(source.as_ptr(), data.cast::<u8>(), n) };
+        }
+        Ok(n)
+    });
+    match done {
+        Ok(n) => {
+            // SAFETY: non-null, a writable size_t* by the C contract.
+            unsafe { *copied = n };
+            SUCCESS
+        }
+        Err(e) => status::fail(CALL, e),
+    }
+}
+
+/// Waits until the device work on the burst (a GPU reorder aggregate's
+/// kernel) is done; returns at once for a burst without any.
+#[unsafe(no_mangle)]
+pub extern "C" fn daqiri_gw_synchronize_burst_event(burst: *mut BurstParams) -> i32 {
+    status::status_of(
+        "synchronize_burst_event",
+        handle::resolve(burst).and_then(|h| {
+            h.burst()?.wait_ready();
+            Ok(())
+        }),
+    )
+}
+
+/// A live burst's header fields, for Rust callers (the Python module);
+/// C reads them from the handle.
+pub fn header_of(burst: *mut BurstParams) -> daqiri::Result<crate::handle::BurstFields> {
+    handle::resolve(burst).map(|h| h.hdr.hdr)
 }

@@ -76,7 +76,7 @@ fn write_conn(call: &str, found: daqiri::Result<u16>, conn_id: *mut usize) -> i3
 
 /// The connection of the socket server bound to `server_addr:server_port`.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_socket_get_server_conn_id(
+pub unsafe extern "C" fn daqiri_gw_socket_get_server_conn_id(
     server_addr: *const c_char,
     server_port: u16,
     conn_id: *mut usize,
@@ -102,7 +102,7 @@ pub extern "C" fn daqiri_gw_socket_get_server_conn_id(
 /// The connection of the socket client aimed at `server_addr:server_port`
 /// (and bound to `client_addr`, when not null).
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_socket_connect_to_server(
+pub unsafe extern "C" fn daqiri_gw_socket_connect_to_server(
     server_addr: *const c_char,
     server_port: u16,
     client_addr: *const c_char,
@@ -133,7 +133,7 @@ pub extern "C" fn daqiri_gw_socket_connect_to_server(
 
 /// The port and queue a connection's TX bursts go to (its interface's first TX queue).
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_socket_get_port_queue(conn_id: usize, port: *mut u16, queue: *mut u16) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_socket_get_port_queue(conn_id: usize, port: *mut u16, queue: *mut u16) -> i32 {
     const CALL: &str = "socket_get_port_queue";
     if port.is_null() || queue.is_null() {
         return status::fail(CALL, Error::new(Status::NullPtr, "port or queue is a null pointer"));
@@ -160,7 +160,7 @@ pub extern "C" fn daqiri_gw_socket_get_port_queue(conn_id: usize, port: *mut u16
 
 /// The port of an interface name or address; -1 when none has it.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_get_port_id(key: *const c_char) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_get_port_id(key: *const c_char) -> i32 {
     let found = text("the interface name or address", key).and_then(|key| {
         with_engine(|engine| {
             engine
@@ -222,7 +222,7 @@ pub extern "C" fn daqiri_gw_flush_port_queue(port: i32, queue: i32) -> i64 {
 /// Parses `xx:xx:xx:xx:xx:xx` into six bytes; zeroes them and answers
 /// `INVALID_PARAMETER` when the text is not a MAC address.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_format_eth_addr(dst: *mut u8, addr: *const c_char) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_format_eth_addr(dst: *mut u8, addr: *const c_char) -> i32 {
     const CALL: &str = "format_eth_addr";
     if dst.is_null() {
         return status::fail(CALL, Error::new(Status::NullPtr, "dst is a null pointer"));

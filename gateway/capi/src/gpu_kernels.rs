@@ -23,7 +23,7 @@ fn required(what: &str, present: bool) -> daqiri::Result<()> {
 /// Places packets into the slots of `out` by the sequence number each
 /// carries, converting samples as the data types say, on `stream`.
 #[unsafe(no_mangle)]
-pub extern "C" fn packet_reorder_copy_payload_by_sequence(
+pub unsafe extern "C" fn packet_reorder_copy_payload_by_sequence(
     out: *mut c_void,
     input: *const *const c_void,
     input_payload_len: u32,
@@ -79,7 +79,7 @@ pub extern "C" fn packet_reorder_copy_payload_by_sequence(
 
 /// Copies each packet's payload to the slot of its arrival index, on `stream`.
 #[unsafe(no_mangle)]
-pub extern "C" fn packet_gather_copy_payload(
+pub unsafe extern "C" fn packet_gather_copy_payload(
     out: *mut c_void,
     input: *const *const c_void,
     payload_len: u32,

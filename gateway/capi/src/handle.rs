@@ -9,11 +9,9 @@
 //! the program has since taken more bursts than the pool holds spares.
 
 use std::ffi::c_void;
-use std::ops::Range;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-use arc_swap::ArcSwap;
 use crossbeam_queue::SegQueue;
 use daqiri::{Burst, Error, Status};
 
@@ -113,25 +111,41 @@ fn no_packets(role: Role) -> Error {
 
 /// Handles per chunk.
 const CHUNK: usize = 256;
+/// Most chunks: a million handles, far beyond the bursts any config's
+/// metadata pools let a program hold at once.
+const MAX_CHUNKS: usize = 4096;
 
 /// Spare handles, oldest freed first.
 static SPARE: SegQueue<usize> = SegQueue::new();
-/// The address range of every chunk, read on each handle lookup.
-static CHUNKS: std::sync::LazyLock<ArcSwap<Vec<Range<usize>>>> = std::sync::LazyLock::new(ArcSwap::default);
+/// Each chunk's first address, in the order they were made; read on every
+/// handle lookup, so plain atomics rather than a shared list.
+static CHUNK_STARTS: [AtomicUsize; MAX_CHUNKS] = [const { AtomicUsize::new(0) }; MAX_CHUNKS];
+static CHUNKS_MADE: AtomicUsize = AtomicUsize::new(0);
 /// Held while a chunk is added.
 static GROWING: Mutex<()> = Mutex::new(());
 
-/// A handle for `role`, fields cleared.
-pub(crate) fn acquire(role: Role) -> &'static mut BurstParams {
+/// A handle for `role`, fields cleared; `None` once the program holds
+/// every handle the pool can make.
+pub(crate) fn acquire(role: Role) -> Option<&'static mut BurstParams> {
     loop {
         if let Some(address) = SPARE.pop() {
             let handle = at(address);
             handle.role = role;
             handle.state.store(LIVE, Ordering::Release);
-            return handle;
+            return Some(handle);
         }
-        grow();
+        if !grow() {
+            return None;
+        }
     }
+}
+
+/// Why no handle was given: the program holds them all.
+pub(crate) fn exhausted() -> Error {
+    Error::new(
+        Status::NoFreeBurstBuffers,
+        format!("the program holds {} bursts, every handle there is: free bursts it is done with", CHUNK * MAX_CHUNKS),
+    )
 }
 
 /// Returns a handle to the pool, releasing its burst; false when it was
@@ -155,8 +169,11 @@ pub(crate) fn resolve(pointer: *mut BurstParams) -> daqiri::Result<&'static mut 
         return Err(Error::new(Status::NullPtr, "the burst is a null pointer"));
     }
     let address = pointer as usize;
-    let ours = CHUNKS.load().iter().any(|chunk| {
-        chunk.contains(&address) && (address - chunk.start).is_multiple_of(std::mem::size_of::<BurstParams>())
+    let size = std::mem::size_of::<BurstParams>();
+    let made = CHUNKS_MADE.load(Ordering::Acquire);
+    let ours = CHUNK_STARTS[..made].iter().any(|start| {
+        let offset = address.wrapping_sub(start.load(Ordering::Relaxed));
+        offset < CHUNK * size && offset.is_multiple_of(size)
     });
     if !ours {
         return Err(Error::invalid(format!(
@@ -181,21 +198,24 @@ fn at(address: usize) -> &'static mut BurstParams {
     unsafe { &mut *(address as *mut BurstParams) }
 }
 
-fn grow() {
+/// Adds a chunk of spare handles; false when every chunk is made.
+fn grow() -> bool {
     let _growing = GROWING.lock().unwrap_or_else(|e| e.into_inner());
     if !SPARE.is_empty() {
-        return;
+        return true;
+    }
+    let made = CHUNKS_MADE.load(Ordering::Relaxed);
+    if made == MAX_CHUNKS {
+        return false;
     }
     let chunk: &'static mut [BurstParams] = Box::leak((0..CHUNK).map(|_| BurstParams::spare()).collect());
-    let range = chunk.as_ptr_range();
-    CHUNKS.rcu(|chunks| {
-        let mut chunks = Vec::clone(chunks);
-        chunks.push(range.start as usize..range.end as usize);
-        chunks
-    });
+    CHUNK_STARTS[made].store(chunk.as_ptr() as usize, Ordering::Relaxed);
+    // Published after its start: a lookup that sees the count sees the chunk.
+    CHUNKS_MADE.store(made + 1, Ordering::Release);
     for handle in chunk {
         SPARE.push(std::ptr::from_mut(handle) as usize);
     }
+    true
 }
 
 #[cfg(test)]
@@ -204,7 +224,7 @@ mod tests {
 
     #[test]
     fn a_freed_handle_is_refused_and_a_second_free_changes_nothing() {
-        let handle = acquire(Role::Tx);
+        let handle = acquire(Role::Tx).unwrap();
         let pointer = std::ptr::from_mut(handle);
         assert!(resolve(pointer).is_ok());
         assert!(release(resolve(pointer).unwrap()));
@@ -220,7 +240,7 @@ mod tests {
         let error = resolve(&mut local).unwrap_err();
         assert!(error.detail().contains("not a burst of this library"), "{}", error.detail());
         assert_eq!(resolve(std::ptr::null_mut()).unwrap_err().status, Status::NullPtr);
-        let handle = acquire(Role::Rx);
+        let handle = acquire(Role::Rx).unwrap();
         let inside = (std::ptr::from_mut(handle) as usize + 4) as *mut BurstParams;
         assert!(resolve(inside).is_err());
         release(handle);

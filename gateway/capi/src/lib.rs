@@ -31,7 +31,18 @@ mod status;
 mod tx;
 mod writers;
 
+// The C ABI is callable from Rust as well: the Python module `daqiri`
+// (gateway/python-daqiri) is a second face of the same functions.
+pub use bursts::*;
+pub use connections::*;
+pub use free::*;
+#[cfg(feature = "cuda")]
+pub use gpu_kernels::*;
 pub use handle::{BurstFields, BurstHeader, BurstParams};
+pub use lifecycle::*;
+pub use status::{daqiri_gw_last_error, daqiri_gw_status_name};
+pub use tx::*;
+pub use writers::*;
 
 use std::ffi::c_char;
 

@@ -89,7 +89,7 @@ pub(crate) fn text<'a>(what: &str, pointer: *const c_char) -> daqiri::Result<&'a
 
 /// Starts the engine from a YAML file.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_init_from_yaml_file(path: *const c_char) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_init_from_yaml_file(path: *const c_char) -> i32 {
     const CALL: &str = "daqiri_init_from_yaml_file";
     match text("the YAML path", path) {
         Ok(path) => init(CALL, Source::File(Path::new(path))),
@@ -99,7 +99,7 @@ pub extern "C" fn daqiri_gw_init_from_yaml_file(path: *const c_char) -> i32 {
 
 /// Starts the engine from YAML text.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_init_from_yaml_string(yaml: *const c_char) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_init_from_yaml_string(yaml: *const c_char) -> i32 {
     const CALL: &str = "daqiri_init_from_yaml_string";
     match text("the YAML text", yaml) {
         Ok(yaml) => init(CALL, Source::Yaml(yaml)),
@@ -110,7 +110,7 @@ pub extern "C" fn daqiri_gw_init_from_yaml_string(yaml: *const c_char) -> i32 {
 /// Starts the engine from a file when `yaml_or_path` names one, else from
 /// the text itself (DAQIRI's `daqiri_init(const std::string&)`).
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_init(yaml_or_path: *const c_char) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_init(yaml_or_path: *const c_char) -> i32 {
     const CALL: &str = "daqiri_init";
     let argument = match text("the YAML text or path", yaml_or_path) {
         Ok(argument) => argument,

@@ -10,7 +10,7 @@
 use std::ffi::c_void;
 use std::net::Ipv4Addr;
 
-use daqiri::{Error, Status};
+use daqiri::{Error, MAX_SEGMENTS, Status};
 
 use crate::args::{packet_index, port_id};
 use crate::connections;
@@ -18,10 +18,17 @@ use crate::handle::{self, BurstParams, Role};
 use crate::lifecycle::with_engine;
 use crate::status::{self, status_of};
 
-/// A TX burst handle with no packets yet: `set_header`, then `get_tx_packet_burst`.
+/// A TX burst handle with no packets yet: `set_header`, then
+/// `get_tx_packet_burst`. Null once the program holds every handle the pool can make.
 #[unsafe(no_mangle)]
 pub extern "C" fn daqiri_gw_create_tx_burst_params() -> *mut BurstParams {
-    handle::acquire(Role::Tx)
+    match handle::acquire(Role::Tx) {
+        Some(handle) => handle,
+        None => {
+            status::fail("create_tx_burst_params", handle::exhausted());
+            std::ptr::null_mut()
+        }
+    }
 }
 
 fn on_tx(call: &str, burst: *mut BurstParams, f: impl FnOnce(&mut BurstParams) -> daqiri::Result<()>) -> i32 {
@@ -169,41 +176,51 @@ fn on_packet(
     })
 }
 
-/// Reads `n` segment lengths from C.
-fn lengths(lens: *const i32, n: usize) -> daqiri::Result<Vec<usize>> {
-    if lens.is_null() && n > 0 {
-        return Err(Error::new(Status::NullPtr, "lens is a null pointer"));
+/// Reads `n` segment lengths from C, into a fixed array (no allocation per packet).
+fn lengths(lens: *const i32, n: usize) -> daqiri::Result<([usize; MAX_SEGMENTS], usize)> {
+    let mut out = [0usize; MAX_SEGMENTS];
+    if n > MAX_SEGMENTS {
+        return Err(Error::invalid(format!("{n} segment lengths: packets have at most {MAX_SEGMENTS} segments")));
     }
     if n == 0 {
-        return Ok(Vec::new());
+        return Ok((out, 0));
+    }
+    if lens.is_null() {
+        return Err(Error::new(Status::NullPtr, "lens is a null pointer"));
     }
     // SAFETY: non-null and `n` readable ints by the C contract.
     let lens = unsafe { std::slice::from_raw_parts(lens, n) };
-    lens.iter()
-        .map(|&len| usize::try_from(len).map_err(|_| Error::invalid(format!("segment length {len} is negative"))))
-        .collect()
+    for (slot, &len) in out.iter_mut().zip(lens) {
+        *slot = usize::try_from(len).map_err(|_| Error::invalid(format!("segment length {len} is negative")))?;
+    }
+    Ok((out, n))
 }
 
 /// Sets the segment lengths of packet `idx`, segment 0 first.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_set_packet_lengths(burst: *mut BurstParams, idx: i32, lens: *const i32, n: usize) -> i32 {
-    let lens = match lengths(lens, n) {
+pub unsafe extern "C" fn daqiri_gw_set_packet_lengths(
+    burst: *mut BurstParams,
+    idx: i32,
+    lens: *const i32,
+    n: usize,
+) -> i32 {
+    let (lens, n) = match lengths(lens, n) {
         Ok(lens) => lens,
         Err(e) => return status::fail("set_packet_lengths", e),
     };
-    on_packet("set_packet_lengths", burst, idx, |mut packet| packet.set_lengths(&lens))
+    on_packet("set_packet_lengths", burst, idx, |mut packet| packet.set_lengths(&lens[..n]))
 }
 
 /// Sets the same segment lengths on every packet.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_set_all_packet_lengths(burst: *mut BurstParams, lens: *const i32, n: usize) -> i32 {
-    let lens = match lengths(lens, n) {
+pub unsafe extern "C" fn daqiri_gw_set_all_packet_lengths(burst: *mut BurstParams, lens: *const i32, n: usize) -> i32 {
+    let (lens, n) = match lengths(lens, n) {
         Ok(lens) => lens,
         Err(e) => return status::fail("set_all_packet_lengths", e),
     };
     on_tx("set_all_packet_lengths", burst, |h| {
         let b = h.burst_mut()?;
-        (0..b.num_packets()).try_for_each(|i| b.packet_mut(i).set_lengths(&lens))
+        (0..b.num_packets()).try_for_each(|i| b.packet_mut(i).set_lengths(&lens[..n]))
     })
 }
 
@@ -252,7 +269,12 @@ pub extern "C" fn daqiri_gw_set_udp_header(
 
 /// Copies `len` payload bytes after the UDP header of packet `idx`.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_set_udp_payload(burst: *mut BurstParams, idx: i32, data: *const c_void, len: usize) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_set_udp_payload(
+    burst: *mut BurstParams,
+    idx: i32,
+    data: *const c_void,
+    len: usize,
+) -> i32 {
     if data.is_null() && len > 0 {
         return status::fail("set_udp_payload", Error::new(Status::NullPtr, "data is a null pointer"));
     }
@@ -268,14 +290,14 @@ pub extern "C" fn daqiri_gw_set_udp_payload(burst: *mut BurstParams, idx: i32, d
 /// Writes the Ethernet header: the source is the port's MAC address, which
 /// this build cannot read yet (see `get_mac_addr`).
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_set_eth_header(burst: *mut BurstParams, idx: i32, dst_addr: *const u8) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_set_eth_header(burst: *mut BurstParams, idx: i32, dst_addr: *const u8) -> i32 {
     let _ = dst_addr;
     on_packet("set_eth_header", burst, idx, |_| Err(mac_not_supported()))
 }
 
 /// Copies the port's MAC address into six bytes.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_get_mac_addr(port: i32, mac: *mut u8) -> i32 {
+pub unsafe extern "C" fn daqiri_gw_get_mac_addr(port: i32, mac: *mut u8) -> i32 {
     let _ = mac;
     status_of("get_mac_addr", port_id(port).and(Err(mac_not_supported())))
 }

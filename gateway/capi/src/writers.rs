@@ -23,7 +23,7 @@ fn directory<'a>(pointer: *const c_char) -> daqiri::Result<&'a Path> {
 /// Writes packet `i` to `<absolute_path>/<file_prefix>_<i>`, skipping the
 /// first `packet_data_offset` bytes of each.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_write_raw_to_file(
+pub unsafe extern "C" fn daqiri_gw_write_raw_to_file(
     burst: *mut BurstParams,
     absolute_path: *const c_char,
     file_prefix: *const c_char,
@@ -42,7 +42,7 @@ pub extern "C" fn daqiri_gw_write_raw_to_file(
 /// that carried them (sender to the socket's address), so pcap readers
 /// dissect them; DAQIRI writes the bare payloads under an Ethernet link type.
 #[unsafe(no_mangle)]
-pub extern "C" fn daqiri_gw_write_pcap_to_file(
+pub unsafe extern "C" fn daqiri_gw_write_pcap_to_file(
     burst: *mut BurstParams,
     absolute_path: *const c_char,
     file_prefix: *const c_char,

@@ -106,6 +106,13 @@ uint32_t daqiri_gw_get_packet_flow_id(daqiri_gw_burst *burst, int32_t idx);
 int32_t daqiri_gw_get_packet_rx_timestamp(daqiri_gw_burst *burst, int32_t idx, uint64_t *timestamp_ns);
 int32_t daqiri_gw_get_reorder_burst_info(daqiri_gw_burst *burst, daqiri_gw_reorder_info *info);
 uintptr_t daqiri_gw_get_connection_id(daqiri_gw_burst *burst);
+int32_t daqiri_gw_synchronize_burst_event(daqiri_gw_burst *burst);
+/* Bounds-checked copies into a TX packet's host buffer and out of any
+ * packet's host segment (*copied: bytes copied, fewer when the segment ends). */
+int32_t daqiri_gw_copy_to_segment_packet(daqiri_gw_burst *burst, int32_t seg, int32_t idx, const void *data,
+                                         size_t len, size_t dst_offset);
+int32_t daqiri_gw_copy_from_segment_packet(daqiri_gw_burst *burst, int32_t seg, int32_t idx, void *data,
+                                           size_t len, size_t src_offset, size_t *copied);
 
 /* Transmitting. send_tx_burst frees the handle whatever it answers. */
 daqiri_gw_burst *daqiri_gw_create_tx_burst_params(void);

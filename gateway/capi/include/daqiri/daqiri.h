@@ -23,18 +23,7 @@ namespace daqiri {
 
 namespace detail {
 inline Status status(int32_t code) { return static_cast<Status>(code); }
-
-template <typename Lengths>
-inline Status set_lengths(BurstParams *burst, int idx, const Lengths &lens) {
-  std::vector<int32_t> copy(lens.begin(), lens.end());
-  return status(daqiri_gw_set_packet_lengths(burst, idx, copy.data(), copy.size()));
-}
-
-template <typename Lengths>
-inline Status set_all_lengths(BurstParams *burst, const Lengths &lens) {
-  std::vector<int32_t> copy(lens.begin(), lens.end());
-  return status(daqiri_gw_set_all_packet_lengths(burst, copy.data(), copy.size()));
-}
+static_assert(sizeof(int) == sizeof(int32_t), "segment lengths pass as int32_t");
 }  // namespace detail
 
 /* Why the calling thread's last call failed ("" when none did). */
@@ -103,16 +92,16 @@ inline Status set_connection_id(BurstParams *burst, uintptr_t conn_id) {
 }
 inline Status send_tx_burst(BurstParams *burst) { return detail::status(daqiri_gw_send_tx_burst(burst)); }
 inline Status set_packet_lengths(BurstParams *burst, int idx, std::initializer_list<int> lens) {
-  return detail::set_lengths(burst, idx, lens);
+  return detail::status(daqiri_gw_set_packet_lengths(burst, idx, lens.begin(), lens.size()));
 }
 inline Status set_packet_lengths(BurstParams *burst, int idx, const std::vector<int> &lens) {
-  return detail::set_lengths(burst, idx, lens);
+  return detail::status(daqiri_gw_set_packet_lengths(burst, idx, lens.data(), lens.size()));
 }
 inline Status set_all_packet_lengths(BurstParams *burst, std::initializer_list<int> lens) {
-  return detail::set_all_lengths(burst, lens);
+  return detail::status(daqiri_gw_set_all_packet_lengths(burst, lens.begin(), lens.size()));
 }
 inline Status set_all_packet_lengths(BurstParams *burst, const std::vector<int> &lens) {
-  return detail::set_all_lengths(burst, lens);
+  return detail::status(daqiri_gw_set_all_packet_lengths(burst, lens.data(), lens.size()));
 }
 inline Status set_packet_tx_time(BurstParams *burst, int idx, uint64_t time) {
   return detail::status(daqiri_gw_set_packet_tx_time(burst, idx, time));

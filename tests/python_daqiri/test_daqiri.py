@@ -1,0 +1,216 @@
+"""DAQIRI's Python API (`import daqiri`) in-process on our engine.
+
+A UDP server and client interface on loopback carry bursts both ways
+through DAQIRI's calls; the misuses DAQIRI leaves undefined answer a status
+(or, for a freed burst's header, ValueError) with a message; every init form
+DAQIRI's module takes works. Run by tests/python_daqiri/run.sh.
+"""
+
+import struct
+import threading
+import time
+
+import daqiri
+import pytest
+
+SERVER_PORT, CLIENT_PORT = 47811, 47812
+CFG = {
+    "version": 1,
+    "stream_type": "socket",
+    "memory_regions": [
+        {"name": "server_mem", "kind": "host", "num_bufs": 4096, "buf_size": 2048},
+        {"name": "client_mem", "kind": "host", "num_bufs": 4096, "buf_size": 2048},
+    ],
+    "interfaces": [
+        {
+            "name": "udp_server",
+            "address": "127.0.0.1",
+            "socket_config": {"mode": "server", "local_addr": f"udp://127.0.0.1:{SERVER_PORT}"},
+            "rx": {"queues": [{"name": "srx", "id": 0, "cpu_core": 0, "batch_size": 8, "memory_regions": ["server_mem"]}]},
+            "tx": {"queues": [{"name": "stx", "id": 0, "cpu_core": 0, "batch_size": 8, "memory_regions": ["server_mem"]}]},
+        },
+        {
+            "name": "udp_client",
+            "address": "127.0.0.1",
+            "socket_config": {
+                "mode": "client",
+                "local_addr": f"udp://127.0.0.1:{CLIENT_PORT}",
+                "remote_addr": f"udp://127.0.0.1:{SERVER_PORT}",
+            },
+            "rx": {"queues": [{"name": "crx", "id": 0, "cpu_core": 1, "batch_size": 8, "memory_regions": ["client_mem"]}]},
+            "tx": {"queues": [{"name": "ctx", "id": 0, "cpu_core": 1, "batch_size": 8, "memory_regions": ["client_mem"]}]},
+        },
+    ],
+}
+LENGTH = 1000
+
+
+def payload(seq: int) -> bytes:
+    return seq.to_bytes(4, "big") + bytes((seq * 7 + i) & 0xFF for i in range(4, LENGTH))
+
+
+@pytest.fixture
+def engine():
+    assert daqiri.daqiri_init(CFG) == daqiri.Status.SUCCESS, daqiri.last_error()
+    try:
+        yield
+    finally:
+        daqiri.shutdown()
+
+
+def send(conn: int, first: int, count: int, per_burst: int) -> None:
+    status, port, queue = daqiri.socket_get_port_queue(conn)
+    assert status == daqiri.Status.SUCCESS
+    sent = 0
+    while sent < count:
+        n = min(per_burst, count - sent)
+        burst = daqiri.create_tx_burst_params()
+        daqiri.set_header(burst, port, queue, n, 1)
+        if daqiri.get_tx_packet_burst(burst) != daqiri.Status.SUCCESS:
+            daqiri.free_tx_metadata(burst)
+            time.sleep(0.001)
+            continue
+        for idx in range(n):
+            assert daqiri.copy_buffer_to_packet(burst, idx, payload(first + sent + idx)) == daqiri.Status.SUCCESS
+            assert daqiri.set_packet_lengths(burst, idx, [LENGTH]) == daqiri.Status.SUCCESS
+        assert daqiri.set_connection_id(burst, conn) == daqiri.Status.SUCCESS
+        if daqiri.send_tx_burst(burst) == daqiri.Status.SUCCESS:
+            sent += n
+        else:
+            time.sleep(0.001)
+
+
+def receive(conn: int, server: bool, first: int, count: int) -> list:
+    """Every packet's bytes checked; the bursts are returned unfreed."""
+    seen, bursts = set(), []
+    deadline = time.monotonic() + 10
+    while len(seen) < count and time.monotonic() < deadline:
+        status, burst = daqiri.get_rx_burst_for_connection(conn, server)
+        if status != daqiri.Status.SUCCESS:
+            assert status == daqiri.Status.NOT_READY and burst is None
+            time.sleep(0.0002)
+            continue
+        assert burst.hdr.hdr.num_pkts == daqiri.get_num_packets(burst) and burst.hdr.hdr.num_segs == 1
+        for idx in range(daqiri.get_num_packets(burst)):
+            status, data = daqiri.get_packet_bytes(burst, idx)
+            assert status == daqiri.Status.SUCCESS
+            seq = int.from_bytes(data[:4], "big")
+            assert data == payload(seq) and first <= seq < first + count and seq not in seen
+            seen.add(seq)
+        bursts.append(burst)
+    assert len(seen) == count
+    return bursts
+
+
+def test_versions_and_constants():
+    assert daqiri.__version__ == daqiri.version_string() == "2026.7.0"
+    assert daqiri.__version_info__ == (2026, 7, 0) and daqiri.abi_version() == daqiri.__abi_version__ == 1
+    assert daqiri.DAQIRI_BURST_FLAG_REORDERED == 1 << 28 and daqiri.MAX_NUM_SEGS == 4
+    assert str(daqiri.Status.NOT_READY) == "Status.NOT_READY"
+
+
+def test_calls_without_an_engine_answer_not_ready():
+    assert daqiri.get_rx_burst() == (daqiri.Status.NOT_READY, None)
+    assert "daqiri_init" in daqiri.last_error()
+
+
+def test_udp_bursts_both_ways(engine, tmp_path):
+    assert daqiri.get_port_id("udp_server") == 0 and daqiri.get_port_id("udp_client") == 1
+    assert daqiri.get_port_id("eth9") == -1 and daqiri.get_num_rx_queues(0) == 1
+    status, server = daqiri.socket_get_server_conn_id("127.0.0.1", SERVER_PORT)
+    assert status == daqiri.Status.SUCCESS
+    status, client = daqiri.socket_connect_to_server("127.0.0.1", SERVER_PORT, "127.0.0.1")
+    assert status == daqiri.Status.SUCCESS and client != server
+
+    send(client, 0, 64, 8)
+    bursts = receive(server, True, 0, 64)
+    assert sum(daqiri.get_burst_tot_byte(b) for b in bursts) == 64 * LENGTH
+    assert all(daqiri.get_connection_id(b) == server for b in bursts)
+    assert daqiri.daqiri_write_pcap_to_file(bursts[0], str(tmp_path), "rx") == daqiri.Status.SUCCESS
+    status, part = daqiri.get_segment_packet_bytes(bursts[0], 0, 0, nbytes=10, src_offset=4)
+    assert status == daqiri.Status.SUCCESS and len(part) == 10
+    for burst in bursts:
+        assert daqiri.free_all_packets_and_burst_rx(burst) == daqiri.Status.SUCCESS
+
+    # The server answers the peer it heard; the client reads it by port.
+    send(server, 1000, 32, 4)
+    answered = receive(client, False, 1000, 32)
+    for burst in answered:
+        daqiri.free_all_packets_and_burst_rx(burst)
+
+    # The pcap holds the datagrams as UDP frames (a reader of our own, not the writer's code).
+    raw = (tmp_path / "rx.pcap").read_bytes()
+    magic, _, _, _, _, _, linktype = struct.unpack("<IHHiIII", raw[:24])
+    assert magic == 0xA1B2C3D4 and linktype == 1
+    at, frames = 24, 0
+    while at < len(raw):
+        _, _, captured, _ = struct.unpack("<IIII", raw[at : at + 16])
+        frame = raw[at + 16 : at + 16 + captured]
+        sport, dport, udp_len = struct.unpack("!HHH", frame[34:40])
+        assert (sport, dport, udp_len) == (CLIENT_PORT, SERVER_PORT, 8 + LENGTH)
+        seq = int.from_bytes(frame[42:46], "big")
+        assert frame[42:] == payload(seq)
+        at, frames = at + 16 + captured, frames + 1
+    assert frames == 8
+
+
+def test_misuse_answers_a_status(engine):
+    status, server = daqiri.socket_get_server_conn_id("127.0.0.1", SERVER_PORT)
+    status, client = daqiri.socket_connect_to_server("127.0.0.1", SERVER_PORT)
+    send(client, 0, 8, 8)
+    (burst,) = receive(server, True, 0, 8)
+    assert daqiri.get_packet_bytes(burst, 99)[0] == daqiri.Status.INVALID_PARAMETER
+    assert "packet index 99" in daqiri.last_error()
+    assert daqiri.free_all_packets_and_burst_tx(burst) == daqiri.Status.INVALID_PARAMETER  # an RX burst
+    assert daqiri.free_all_packets_and_burst_rx(burst) == daqiri.Status.SUCCESS
+    assert daqiri.free_all_packets_and_burst_rx(burst) == daqiri.Status.INVALID_PARAMETER
+    assert "already freed" in daqiri.last_error()
+    with pytest.raises(ValueError, match="already freed"):
+        burst.hdr
+    assert daqiri.get_packet_bytes(burst, 0) == (daqiri.Status.INVALID_PARAMETER, b"")
+
+    status, port, queue = daqiri.socket_get_port_queue(server)
+    tx = daqiri.create_tx_burst_params()
+    daqiri.set_header(tx, port, queue, 1, 1)
+    assert daqiri.get_tx_packet_burst(tx) == daqiri.Status.SUCCESS
+    with pytest.raises(ValueError):
+        daqiri.copy_buffer_to_packet(tx, 0, b"x" * 10, nbytes=20)
+    assert daqiri.copy_buffer_to_packet(tx, 0, b"x" * 100, dst_offset=2000) == daqiri.Status.INVALID_PARAMETER
+    assert daqiri.copy_buffer_to_packet(tx, 0, bytearray(payload(7))) == daqiri.Status.SUCCESS
+    assert daqiri.set_packet_lengths(tx, 0, [4096]) == daqiri.Status.INVALID_PARAMETER
+    assert daqiri.set_packet_lengths(tx, 0, [LENGTH]) == daqiri.Status.SUCCESS
+    assert daqiri.send_tx_burst(tx) == daqiri.Status.SUCCESS
+    assert daqiri.free_tx_metadata(tx) == daqiri.Status.INVALID_PARAMETER  # taken by the send
+    assert daqiri.socket_connect_to_server("127.0.0.1", 1) == (daqiri.Status.CONNECT_FAILURE, 0)
+    assert daqiri.format_eth_addr("02:00:0a:0b:0c:ff") == bytes([2, 0, 10, 11, 12, 255])
+    assert daqiri.format_eth_addr("nonsense") == bytes(6)
+
+
+def test_init_forms():
+    class Wrapped:
+        def as_dict(self):
+            return CFG
+
+    assert daqiri.daqiri_init(Wrapped()) == daqiri.Status.SUCCESS
+    assert daqiri.daqiri_init(CFG) == daqiri.Status.INTERNAL_ERROR  # one engine per process
+    daqiri.shutdown()
+    bad = {**CFG, "memory_regions": [{"name": "m", "kind": "host", "num_bufs": 0, "buf_size": 2048}]}
+    assert daqiri.daqiri_init(bad) == daqiri.Status.INVALID_PARAMETER
+    assert "daqiri.cfg." in daqiri.last_error()
+    with pytest.raises(TypeError):
+        daqiri.daqiri_init(42)
+
+
+def test_threads_send_and_receive_at_once(engine):
+    """As DAQIRI's Python benchmark does: a TX and an RX thread, the GIL
+    released inside the calls."""
+    status, server = daqiri.socket_get_server_conn_id("127.0.0.1", SERVER_PORT)
+    status, client = daqiri.socket_connect_to_server("127.0.0.1", SERVER_PORT)
+    got = []
+    receiver = threading.Thread(target=lambda: got.extend(receive(server, True, 0, 800)))
+    receiver.start()
+    send(client, 0, 800, 8)
+    receiver.join()
+    assert sum(daqiri.get_num_packets(b) for b in got) == 800
+    for burst in got:
+        daqiri.free_all_packets_and_burst_rx(burst)
