@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# DAQIRI's own socket benchmark, one source, linked twice: once against
+# DAQIRI 2026.7 (tests/reference/build.sh daqiri) and once against libdaqiri
+# (our engine, tests/capi/daqiri_programs.sh builds it), run alternately with
+# the same config: DAQIRI's UDP and TCP example configs, cores folded onto
+# this machine's, `iterations: 0` (run for the time given) and the message
+# size under test. Both sides of each config send and receive as fast as
+# they can (the benchmark's unpaced mode); each run in a network namespace
+# of its own. Reports what each side received per second (Mb/s: for TCP
+# the benchmark counts reads, not messages) and, for UDP, the share of the
+# messages the other side sent that arrived.
+#   tests/bench/daqiri_socket_libraries.sh   (as root; ROUNDS=3 SECONDS_EACH=5 SIZES="64 1024")
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source tests/bench/lib.sh
+rounds=${ROUNDS:-3} seconds=${SECONDS_EACH:-5} sizes=${SIZES:-64 1024}
+[[ $EUID == 0 ]] || { echo "daqiri_socket_libraries: needs root (network namespaces)" >&2; exit 1; }
+tests/capi/daqiri_programs.sh >/dev/null
+ours=target/capi/daqiri-programs/build/examples/daqiri_bench_socket
+theirs=$(tests/reference/build.sh daqiri)/bin/daqiri_bench_socket
+daqiri_reference_env "$theirs"
+source=$(ls -d target/capi/daqiri-programs/daqiri-*)
+work=target/bench/daqiri-socket-libraries
+mkdir -p "$work"
+cores=$(nproc)
+
+# DAQIRI's example config for `proto`, with `size`-byte messages, run by time.
+config() { # proto size out
+    python3 - "$source/examples/daqiri_bench_socket_$1_tx_rx.yaml" "$2" "$3" "$cores" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+cores = int(sys.argv[4])
+text = re.sub(r"(\b(?:cpu_core|master_core):\s*)(\d+)", lambda m: f"{m.group(1)}{int(m.group(2)) % cores}", text)
+text = re.sub(r"(\biterations:\s*)\d+", r"\g<1>0", text)
+text = re.sub(r"(\bmessage_size:\s*)\d+", rf"\g<1>{sys.argv[2]}", text)
+open(sys.argv[3], "w").write(text)
+PY
+}
+
+# One run: "server_rate client_rate server_delivered client_delivered".
+run() { # binary config
+    local log=$work/run.log
+    unshare --net bash -c 'ip link set lo up && exec timeout 60 "$@"' run "$1" "$2" --seconds "$seconds" --mode both \
+        > "$log" 2>&1 || { tail -5 "$log" >&2; return 1; }
+    python3 - "$log" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+side = {s: dict(kv.split("=") for kv in f.split()) for s, f in re.findall(r"^(Server|Client) complete: (.*)$", text, re.M)}
+rate = lambda s: int(side[s]["recv_bytes"]) * 8 / float(side[s]["seconds"]) / 1e6
+share = lambda rx, tx: int(side[rx]["recv_packets"]) / max(1, int(side[tx]["sent_packets"]))
+print(f"{rate('Server'):.1f} {rate('Client'):.1f} {share('Server', 'Client'):.3f} {share('Client', 'Server'):.3f}")
+PY
+}
+
+echo "| transport | message | round | library | server receives (Mb/s) | client receives (Mb/s) | UDP delivered (server, client) |"
+echo "|---|---|---|---|---|---|---|"
+for proto in udp tcp; do
+    for size in $sizes; do
+        cfg=$work/$proto-$size.yaml
+        config "$proto" "$size" "$cfg"
+        for ((round = 1; round <= rounds; round++)); do
+            for library in libdaqiri DAQIRI; do
+                binary=$ours
+                [[ $library == DAQIRI ]] && binary=$theirs
+                read -r server client to_server to_client < <(run "$binary" "$cfg")
+                delivered="$to_server, $to_client"
+                [[ $proto == tcp ]] && delivered="(a stream)"
+                echo "| $proto | $size B | $round | $library | $server | $client | $delivered |"
+            done
+        done
+    done
+done
