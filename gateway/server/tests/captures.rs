@@ -11,7 +11,7 @@ use std::time::Duration;
 use daqiri_config::testing::{TestConfig, rx};
 use serde_json::Value;
 
-use common::{GATEWAY, ScratchDir, free_tcp_port as free_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
+use common::{GATEWAY, ScratchDir, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
 
 struct Gateway {
     child: Child,
@@ -34,7 +34,8 @@ impl Gateway {
 
     /// A gateway in `dir` that captures into `captures`, keeping `floor_mb` free there.
     fn start_in(dir: ScratchDir, buf_size: u32, captures: &std::path::Path, floor_mb: u64) -> Self {
-        let (admin, udp) = (free_port(), free_port());
+        // The admin API listens on TCP, the interface on UDP: each port free in its own protocol.
+        let (admin, udp) = (free_tcp_port(), free_udp_port());
         let config = dir.join("gateway.yaml");
         std::fs::write(
             &config,
@@ -91,10 +92,10 @@ impl Gateway {
                 "--count",
                 &count.to_string(),
             ])
-            .args(["--payload-size", &payload_size.to_string(), "--src-port", &free_port().to_string()])
+            .args(["--payload-size", &payload_size.to_string(), "--src-port", &free_udp_port().to_string()])
             .output()
             .unwrap();
-        assert!(out.status.success());
+        assert!(out.status.success(), "gen failed: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
 
