@@ -4,8 +4,10 @@
 # pkg-config and through CMake's find_package(daqiri), linked shared and
 # static, and run (tests/capi/api_test.cpp: UDP bursts both ways between a
 # server and a client interface, the writers, and the misuses DAQIRI leaves
-# undefined). The pcap it writes is read back by tshark, its raw files by
-# Python; package.sh checks the library exports what its headers declare.
+# undefined), and DAQIRI's dynamic RX flows on a software-loopback port
+# (tests/capi/flows_test.cpp). The pcap it writes is read back by tshark,
+# its raw files by Python; package.sh checks the library exports what its
+# headers declare.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=target/capi
@@ -31,6 +33,10 @@ isolated() {
 }
 
 "$work/cmake/c_api_test"
+# Dynamic RX flows on a software-loopback port (no sockets: no namespace needed).
+g++ -std=c++17 -Wall -Wextra -Werror -o "$work/flows_test" tests/capi/flows_test.cpp \
+    $(pkg-config --cflags --libs daqiri) -Wl,-rpath,"$prefix/lib"
+"$work/flows_test"
 for test in "$work/api_test_pkgconfig" "$work/cmake/api_test_shared" "$work/cmake/api_test_static"; do
     out=$work/out/$(basename "$test")
     rm -rf "$out" && mkdir -p "$out"

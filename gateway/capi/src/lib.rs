@@ -20,6 +20,7 @@
 mod args;
 mod bursts;
 mod connections;
+mod flows;
 mod free;
 #[cfg(feature = "cuda")]
 mod gpu_kernels;
@@ -35,6 +36,7 @@ mod writers;
 // (gateway/python-daqiri) is a second face of the same functions.
 pub use bursts::*;
 pub use connections::*;
+pub use flows::*;
 pub use free::*;
 #[cfg(feature = "cuda")]
 pub use gpu_kernels::*;

@@ -235,34 +235,38 @@ pub extern "C" fn daqiri_gw_set_packet_tx_time(burst: *mut BurstParams, idx: i32
     })
 }
 
-/// Writes the IPv4 header after the Ethernet header of packet `idx`
-/// (addresses in host byte order, as DAQIRI takes them).
+/// Writes the IPv4 header after the Ethernet header of packet `idx`:
+/// `ip_payload_len` is what follows it (UDP header and data), addresses in
+/// host byte order, as DAQIRI takes them.
 #[unsafe(no_mangle)]
 pub extern "C" fn daqiri_gw_set_ipv4_header(
     burst: *mut BurstParams,
     idx: i32,
-    ip_len: i32,
+    ip_payload_len: i32,
     proto: u8,
     src_host: u32,
     dst_host: u32,
 ) -> i32 {
     on_packet("set_ipv4_header", burst, idx, |mut packet| {
-        let len = u16::try_from(ip_len).map_err(|_| Error::invalid(format!("ip_len {ip_len} is out of range")))?;
+        let len = u16::try_from(ip_payload_len)
+            .map_err(|_| Error::invalid(format!("ip_payload_len {ip_payload_len} is out of range")))?;
         packet.set_ipv4_header(len, proto, Ipv4Addr::from(src_host), Ipv4Addr::from(dst_host))
     })
 }
 
-/// Writes the UDP header after the IPv4 header of packet `idx`.
+/// Writes the UDP header after the IPv4 header of packet `idx`;
+/// `udp_payload_len` is the data after it.
 #[unsafe(no_mangle)]
 pub extern "C" fn daqiri_gw_set_udp_header(
     burst: *mut BurstParams,
     idx: i32,
-    udp_len: i32,
+    udp_payload_len: i32,
     src_port: u16,
     dst_port: u16,
 ) -> i32 {
     on_packet("set_udp_header", burst, idx, |mut packet| {
-        let len = u16::try_from(udp_len).map_err(|_| Error::invalid(format!("udp_len {udp_len} is out of range")))?;
+        let len = u16::try_from(udp_payload_len)
+            .map_err(|_| Error::invalid(format!("udp_payload_len {udp_payload_len} is out of range")))?;
         packet.set_udp_header(len, src_port, dst_port)
     })
 }

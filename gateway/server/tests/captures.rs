@@ -11,7 +11,9 @@ use std::time::Duration;
 use daqiri_config::testing::{TestConfig, rx};
 use serde_json::Value;
 
-use common::{GATEWAY, ScratchDir, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_capture_end, wait_for_port};
+use common::{
+    GATEWAY, ScratchDir, free_tcp_port, free_udp_port, http, scratch_dir, wait_for_capture_end, wait_for_port,
+};
 
 struct Gateway {
     child: Child,

@@ -126,9 +126,9 @@ int32_t daqiri_gw_set_packet_lengths(daqiri_gw_burst *burst, int32_t idx, const 
 int32_t daqiri_gw_set_all_packet_lengths(daqiri_gw_burst *burst, const int32_t *lens, size_t n);
 int32_t daqiri_gw_set_packet_tx_time(daqiri_gw_burst *burst, int32_t idx, uint64_t time);
 int32_t daqiri_gw_set_eth_header(daqiri_gw_burst *burst, int32_t idx, const uint8_t *dst_addr);
-int32_t daqiri_gw_set_ipv4_header(daqiri_gw_burst *burst, int32_t idx, int32_t ip_len, uint8_t proto,
+int32_t daqiri_gw_set_ipv4_header(daqiri_gw_burst *burst, int32_t idx, int32_t ip_payload_len, uint8_t proto,
                                   uint32_t src_host, uint32_t dst_host);
-int32_t daqiri_gw_set_udp_header(daqiri_gw_burst *burst, int32_t idx, int32_t udp_len, uint16_t src_port,
+int32_t daqiri_gw_set_udp_header(daqiri_gw_burst *burst, int32_t idx, int32_t udp_payload_len, uint16_t src_port,
                                  uint16_t dst_port);
 int32_t daqiri_gw_set_udp_payload(daqiri_gw_burst *burst, int32_t idx, const void *data, size_t len);
 
@@ -139,6 +139,23 @@ int32_t daqiri_gw_free_packet(daqiri_gw_burst *burst, int32_t idx);
 int32_t daqiri_gw_free_packet_segment(daqiri_gw_burst *burst, int32_t seg, int32_t idx);
 int32_t daqiri_gw_free_all_segment_packets(daqiri_gw_burst *burst, int32_t seg);
 int32_t daqiri_gw_free_segment_packets_and_burst(daqiri_gw_burst *burst, int32_t seg);
+
+/* Dynamic RX flows. A flow is the YAML of one rx.flows entry without its
+ * id ({name, action or actions, match}); the library gives the id. Each
+ * call queues one completion for daqiri_gw_poll_flow_op. */
+typedef struct daqiri_gw_flow_op {
+  uint64_t op_id;
+  int32_t type;       /* 0 ADD_RX, 1 ADD_RX_BATCH, 2 DELETE */
+  int32_t status;     /* a DAQIRI_GW_* status */
+  uint32_t flow_id;   /* the flow added or deleted (a batch: its first) */
+  uint32_t num_flows; /* flow ids the operation has */
+} daqiri_gw_flow_op;
+
+int32_t daqiri_gw_add_rx_flows(int32_t port, const char *const *flows_yaml, size_t n, uint64_t *op_id);
+int32_t daqiri_gw_delete_flow(uint32_t flow_id, uint64_t *op_id);
+/* NOT_READY when nothing finished; NO_SPACE_AVAILABLE (result filled, the
+ * operation kept) when flow_ids has room for fewer than result->num_flows. */
+int32_t daqiri_gw_poll_flow_op(daqiri_gw_flow_op *result, uint32_t *flow_ids, size_t capacity);
 
 /* Ports, traffic, socket connections */
 int32_t daqiri_gw_get_port_id(const char *key);

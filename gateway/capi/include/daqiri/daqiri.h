@@ -24,6 +24,69 @@ namespace daqiri {
 namespace detail {
 inline Status status(int32_t code) { return static_cast<Status>(code); }
 static_assert(sizeof(int) == sizeof(int32_t), "segment lengths pass as int32_t");
+
+/* A flow crosses the C ABI as the YAML of its rx.flows entry. */
+inline const char *flow_type_name(FlowType type) {
+  switch (type) {
+    case FlowType::QUEUE: return "queue";
+    case FlowType::VLAN_PUSH: return "vlan_push";
+    case FlowType::VLAN_POP: return "vlan_pop";
+    case FlowType::TUNNEL_ENCAP: return "tunnel_encap";
+    case FlowType::TUNNEL_DECAP: return "tunnel_decap";
+  }
+  return "unknown";
+}
+
+inline std::string yaml_quoted(const std::string &text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') { out += '\\'; }
+    if (c == '\n') { out += "\\n"; continue; }
+    out += c;
+  }
+  return out + "\"";
+}
+
+inline std::string flow_action_yaml(const FlowAction &action) {
+  std::string out = std::string("{ type: ") + flow_type_name(action.type_);
+  if (action.type_ == FlowType::QUEUE) {
+    if (action.ids_.empty()) {
+      out += ", id: " + std::to_string(action.id_);
+    } else {
+      out += ", ids: [";
+      for (size_t i = 0; i < action.ids_.size(); ++i) { out += (i ? ", " : "") + std::to_string(action.ids_[i]); }
+      out += "]";
+    }
+  }
+  return out + " }";
+}
+
+inline std::string flow_yaml(const FlowRuleConfig &flow) {
+  std::string out = "name: " + yaml_quoted(flow.name_) + "\n";
+  if (flow.actions_.empty()) {
+    out += "action: " + flow_action_yaml(flow.action_) + "\n";
+  } else {
+    out += "actions: [";
+    for (size_t i = 0; i < flow.actions_.size(); ++i) { out += (i ? ", " : "") + flow_action_yaml(flow.actions_[i]); }
+    out += "]\n";
+  }
+  const FlowMatch &m = flow.match_;
+  std::string fields;
+  const auto field = [&fields](const char *name, uint64_t value) {
+    fields += (fields.empty() ? "" : ", ") + std::string(name) + ": " + std::to_string(value);
+  };
+  if (m.type_ == FlowMatchType::IPV4_UDP) {
+    if (m.udp_src_ != 0) { field("udp_src", m.udp_src_); }
+    if (m.udp_dst_ != 0) { field("udp_dst", m.udp_dst_); }
+    if (m.ipv4_len_ != 0) { field("ipv4_len", m.ipv4_len_); }
+  } else {
+    field("flex_item_id", m.flex_item_id_);
+    field("val", m.val_);
+    field("mask", m.mask_);
+  }
+  if (!fields.empty()) { out += "match: { " + fields + " }\n"; }
+  return out;
+}
 }  // namespace detail
 
 /* Why the calling thread's last call failed ("" when none did). */
@@ -109,12 +172,12 @@ inline Status set_packet_tx_time(BurstParams *burst, int idx, uint64_t time) {
 inline Status set_eth_header(BurstParams *burst, int idx, const void *dst_addr) {
   return detail::status(daqiri_gw_set_eth_header(burst, idx, static_cast<const uint8_t *>(dst_addr)));
 }
-inline Status set_ipv4_header(BurstParams *burst, int idx, int ip_len, uint8_t proto, unsigned int src_host,
+inline Status set_ipv4_header(BurstParams *burst, int idx, int ip_payload_len, uint8_t proto, unsigned int src_host,
                               unsigned int dst_host) {
-  return detail::status(daqiri_gw_set_ipv4_header(burst, idx, ip_len, proto, src_host, dst_host));
+  return detail::status(daqiri_gw_set_ipv4_header(burst, idx, ip_payload_len, proto, src_host, dst_host));
 }
-inline Status set_udp_header(BurstParams *burst, int idx, int udp_len, uint16_t src_port, uint16_t dst_port) {
-  return detail::status(daqiri_gw_set_udp_header(burst, idx, udp_len, src_port, dst_port));
+inline Status set_udp_header(BurstParams *burst, int idx, int udp_payload_len, uint16_t src_port, uint16_t dst_port) {
+  return detail::status(daqiri_gw_set_udp_header(burst, idx, udp_payload_len, src_port, dst_port));
 }
 inline Status set_udp_payload(BurstParams *burst, int idx, const void *data, int len) {
   if (len < 0) { return Status::INVALID_PARAMETER; }
@@ -142,6 +205,39 @@ inline Status free_rx_burst(BurstParams *burst) { return detail::status(daqiri_g
 inline Status free_tx_burst(BurstParams *burst) { return detail::status(daqiri_gw_free_burst(burst, DAQIRI_GW_TX)); }
 inline Status free_rx_metadata(BurstParams *burst) { return free_rx_burst(burst); }
 inline Status free_tx_metadata(BurstParams *burst) { return free_tx_burst(burst); }
+
+/* Dynamic RX flows: each call queues one completion for poll_flow_op. */
+inline Status add_rx_flows_async(int port, const std::vector<FlowRuleConfig> &flows, FlowOpId *op_id) {
+  std::vector<std::string> yamls;
+  std::vector<const char *> texts;
+  yamls.reserve(flows.size());
+  for (const auto &flow : flows) { yamls.push_back(detail::flow_yaml(flow)); }
+  for (const auto &yaml : yamls) { texts.push_back(yaml.c_str()); }
+  return detail::status(daqiri_gw_add_rx_flows(port, texts.data(), texts.size(), op_id));
+}
+inline Status add_rx_flow_async(int port, const FlowRuleConfig &flow, FlowOpId *op_id) {
+  return add_rx_flows_async(port, std::vector<FlowRuleConfig>{flow}, op_id);
+}
+inline Status delete_flow_async(FlowId flow_id, FlowOpId *op_id) {
+  return detail::status(daqiri_gw_delete_flow(flow_id, op_id));
+}
+inline Status poll_flow_op(FlowOpResult *result) {
+  if (result == nullptr) { return Status::NULL_PTR; }
+  daqiri_gw_flow_op op{};
+  std::vector<uint32_t> ids(16);
+  int32_t code = daqiri_gw_poll_flow_op(&op, ids.data(), ids.size());
+  if (code == DAQIRI_GW_NO_SPACE_AVAILABLE) {
+    ids.resize(op.num_flows);
+    code = daqiri_gw_poll_flow_op(&op, ids.data(), ids.size());
+  }
+  if (code != DAQIRI_GW_SUCCESS) { return detail::status(code); }
+  result->op_id_ = op.op_id;
+  result->type_ = static_cast<FlowOpType>(op.type);
+  result->status_ = detail::status(op.status);
+  result->flow_id_ = op.flow_id;
+  result->flow_ids_.assign(ids.begin(), ids.begin() + op.num_flows);
+  return Status::SUCCESS;
+}
 
 /* Ports and traffic */
 inline int get_port_id(const std::string &key) { return daqiri_gw_get_port_id(key.c_str()); }

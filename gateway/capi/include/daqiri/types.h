@@ -11,6 +11,8 @@
 #include <netinet/udp.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "daqiri/c_api.h"
 
@@ -47,6 +49,49 @@ constexpr uint32_t DAQIRI_BURST_FLAG_REORDERED = DAQIRI_GW_BURST_FLAG_REORDERED;
 constexpr uint32_t DAQIRI_BURST_FLAG_REORDER_TIMEOUT = DAQIRI_GW_BURST_FLAG_REORDER_TIMEOUT;
 
 using ReorderBurstInfo = ::daqiri_gw_reorder_info;
+
+/* Dynamic RX flows (add_rx_flow_async ...). A flow's fields are those of an
+ * rx.flows entry of the config; the library gives its FlowId. */
+enum class FlowType { QUEUE, VLAN_PUSH, VLAN_POP, TUNNEL_ENCAP, TUNNEL_DECAP };
+enum class FlowMatchType { IPV4_UDP, FLEX_ITEM };
+enum class FlowOpType { ADD_RX, ADD_RX_BATCH, DELETE };
+using FlowOpId = uint64_t;
+
+/* One action: QUEUE to queue id_, or to ids_ (two or more: RSS). VLAN and
+ * tunnel parameters are not here yet: such an action is refused by name. */
+struct FlowAction {
+  FlowType type_ = FlowType::QUEUE;
+  uint16_t id_ = 0;
+  std::vector<uint16_t> ids_;
+};
+
+/* What a flow matches; a zero field matches anything. */
+struct FlowMatch {
+  FlowMatchType type_ = FlowMatchType::IPV4_UDP;
+  uint16_t udp_src_ = 0;
+  uint16_t udp_dst_ = 0;
+  uint16_t ipv4_len_ = 0;
+  uint32_t flex_item_id_ = 0;
+  uint32_t val_ = 0;
+  uint32_t mask_ = 0;
+};
+
+/* A dynamic RX flow: action_, or the ordered actions_ when not empty. */
+struct FlowRuleConfig {
+  std::string name_;
+  FlowAction action_;
+  std::vector<FlowAction> actions_;
+  FlowMatch match_;
+};
+
+/* A finished flow operation; a batch's flow ids in input order (0: not installed). */
+struct FlowOpResult {
+  FlowOpId op_id_ = 0;
+  FlowOpType type_ = FlowOpType::ADD_RX;
+  Status status_ = Status::SUCCESS;
+  FlowId flow_id_ = 0;
+  std::vector<FlowId> flow_ids_;
+};
 
 /* An Ethernet/IPv4/UDP header stack, as raw packets start. */
 struct __attribute__((packed)) UDPIPV4Pkt {
