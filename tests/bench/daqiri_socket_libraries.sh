@@ -22,19 +22,10 @@ daqiri_reference_env "$theirs"
 source=$(ls -d target/capi/daqiri-programs/daqiri-*)
 work=target/bench/daqiri-socket-libraries
 mkdir -p "$work"
-cores=$(nproc)
 
 # DAQIRI's example config for `proto`, with `size`-byte messages, run by time.
 config() { # proto size out
-    python3 - "$source/examples/daqiri_bench_socket_$1_tx_rx.yaml" "$2" "$3" "$cores" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-cores = int(sys.argv[4])
-text = re.sub(r"(\b(?:cpu_core|master_core):\s*)(\d+)", lambda m: f"{m.group(1)}{int(m.group(2)) % cores}", text)
-text = re.sub(r"(\biterations:\s*)\d+", r"\g<1>0", text)
-text = re.sub(r"(\bmessage_size:\s*)\d+", rf"\g<1>{sys.argv[2]}", text)
-open(sys.argv[3], "w").write(text)
-PY
+    tests/capi/fold_cores.py "$source/examples/daqiri_bench_socket_$1_tx_rx.yaml" "$3" iterations=0 message_size="$2"
 }
 
 # One run: "server_rate client_rate server_delivered client_delivered".

@@ -40,17 +40,6 @@ for target in "${built_only[@]}"; do
 done
 echo "daqiri_programs: built unchanged against libdaqiri: daqiri_bench_socket ${built_only[*]}"
 
-cores=$(nproc)
-# A config's cores folded onto this machine's (cpu_core and master_core).
-fold_cores() {
-    python3 - "$1" "$2" "$cores" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-cores = int(sys.argv[3])
-text = re.sub(r"(\b(?:cpu_core|master_core):\s*)(\d+)", lambda m: f"{m.group(1)}{int(m.group(2)) % cores}", text)
-open(sys.argv[2], "w").write(text)
-PY
-}
 
 
 # Runs a program with tshark capturing the loopback beside it (to $1), in
@@ -83,7 +72,7 @@ capture_run() {
 # the program's report, the engine's counters and the capture.
 for transport in udp tcp; do
     config=$work/daqiri_bench_socket_${transport}_tx_rx.yaml
-    fold_cores "$source/examples/daqiri_bench_socket_${transport}_tx_rx.yaml" "$config"
+    tests/capi/fold_cores.py "$source/examples/daqiri_bench_socket_${transport}_tx_rx.yaml" "$config"
     log=$work/socket_$transport.log
     pcap=$work/socket_$transport.pcap
     seconds=20
@@ -148,7 +137,7 @@ done
 # leading zeros: the example fails on this config under DAQIRI too).
 python=$(tests/python_daqiri/venv.sh)
 config=$work/daqiri_bench_raw_sw_loopback.yaml
-fold_cores "$source/examples/daqiri_bench_raw_sw_loopback.yaml" "$config"
+tests/capi/fold_cores.py "$source/examples/daqiri_bench_raw_sw_loopback.yaml" "$config"
 nvidia-smi -L >/dev/null 2>&1 || sed -i 's/kind: "device"/kind: "host"/' "$config"
 sed -i 's/000\.000\.000\.0/0.0.0.0/' "$config"
 log=$work/python_raw_tx_rx.log
