@@ -16,6 +16,13 @@ command -v capinfos >/dev/null || need_apt+=(tshark)
 command -v prometheus >/dev/null || need_apt+=(prometheus)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+# libdaqiri's tests (tests/capi, tests/python_daqiri): C and C++ programs
+# built through pkg-config and CMake, the library's symbols read by nm, and
+# venvs for the Python module.
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v g++ >/dev/null || need_apt+=(g++)
+command -v nm >/dev/null || need_apt+=(binutils)
+python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 # DPDK: headers and libraries for gateway/dpdk-sys (bindgen needs libclang),
 # dpdk-testpmd for the benchmarks beside our engine.
 pkg-config --exists libdpdk 2>/dev/null || need_apt+=(pkg-config libdpdk-dev)
