@@ -48,6 +48,7 @@ SCENARIOS = {
     "flow_reload_loses_nothing": "a flow reload loses nothing",
     "isolation": "flow isolation drops and counts the rest",
     "tx_byte_exact": "TX byte-exact to an independent reader, buffers back",
+    "port_mac": "the port's MAC address is the source of its tx_eth_src frames (`get_mac_addr`)",
     "rss_spread": "one flow spread over two queues, each sender on one",
     "ethernet_steering": "flows by Ethernet address steer to their queues",
     "ethernet_rss_spread": "an Ethernet-address flow spread over two queues by MAC",
@@ -66,6 +67,7 @@ VM_BEDS = [
 GPU_BEDS = ["udp socket", "tcp socket", "sw loopback"]
 GPU_SCENARIOS = {
     "gpu_landing": "packets land in a device region, byte-exact, buffers back",
+    "gpu_tx": "packets sent from a device region, byte-exact, buffers back",
     "gpu_reorder": "GPU reorder from pinned landing equals the oracle",
     "gpu_writers_refuse": "raw and pcap writers refuse GPU bytes with NOT_SUPPORTED",
 }
@@ -177,11 +179,12 @@ def page() -> str:
         "(`tests/gpu/build.sh` packs it as `gpu_conformance`); the results below are that run's,",
         "kept in `tests/gpu/conformance`. The GPU machine has no DPDK and the suite makes no veth",
         "pairs there, so its beds are the socket and loopback backends. The DPDK and AF_XDP",
-        "backends land packets with the NIC's DMA or the kernel's copy into host memory: at start,",
-        "a queue of theirs that names a `device` region stops the engine with `NOT_SUPPORTED`",
-        "naming `interfaces[i].rx.queues[j].memory_regions` (DPDK) or `rx.queues[j].memory_regions`",
-        "(AF_XDP). That check, and a GPU plan over their `host_pinned` landing, need a `cuda` build",
-        "on a host with a GPU and DPDK or XDP, which none of our test machines is: not run yet.",
+        "backends land and send packets with the NIC's DMA or the kernel's copy from host memory: at",
+        "start, a queue of theirs that names a `device` region stops the engine with `NOT_SUPPORTED`",
+        "naming `interfaces[i].rx.queues[j].memory_regions` (DPDK; `tx.queues` the same) or",
+        "`rx.queues[j].memory_regions` / `tx.queues[j].memory_regions` (AF_XDP). That check, and",
+        "a GPU plan over their `host_pinned` landing, need a `cuda` build on a host with a GPU",
+        "and DPDK or XDP, which none of our test machines is: not run yet.",
         "",
     ]
     stale = gpu_staleness()

@@ -235,6 +235,12 @@ int main(int argc, char **argv) {
   CHECK(mac[0] == 0x02 && mac[5] == 0xff);
   CHECK_STATUS(daqiri::format_eth_addr(mac, "02:00:0a:0b:0c"), INVALID_PARAMETER);
   CHECK(mac[0] == 0 && mac[5] == 0);
+  // A socket port has no Ethernet address of its own (the kernel frames it).
+  CHECK_STATUS(daqiri::get_mac_addr(0, mac), NOT_SUPPORTED);
+  CHECK(std::strstr(daqiri::last_error(), "no Ethernet address of its own") != nullptr);
+  // This libdaqiri is built without CUDA: no reorder plan runs on a GPU.
+  CHECK_STATUS(daqiri::set_reorder_cuda_stream("udp_server", "plan", nullptr), NOT_SUPPORTED);
+  CHECK(std::strstr(daqiri::last_error(), "built without CUDA") != nullptr);
 
   uintptr_t server = 0;
   uintptr_t client = 0;

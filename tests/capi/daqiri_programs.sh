@@ -8,8 +8,17 @@
 # its cores folded onto theirs (each core modulo the count); other changes
 # to a config are named where made. Usage: tests/capi/daqiri_programs.sh
 # Exits 3 (said why) when the reference sources are nowhere.
+#   tests/capi/daqiri_programs.sh --pack DIR [--release]
+# builds them and packs those that send from GPU memory, with libdaqiri
+# (optimised with --release) and daqiri_programs_gpu.sh as DIR/run.sh, for
+# the GPU machine (tests/gpu/build.sh), instead of running anything here.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+pack="" pack_profile=()
+if [[ ${1:-} == --pack ]]; then
+    pack=${2:?--pack takes a folder}
+    [[ ${3:-} == --release ]] && pack_profile=(--release)
+fi
 work=target/capi/daqiri-programs
 status=0
 tarball=$(tests/reference/build.sh tarball daqiri) || status=$?
@@ -32,13 +41,37 @@ cmake -S tests/capi/daqiri_programs -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE
     -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath,$prefix/lib:$cuda/lib" >/dev/null
 cmake --build "$work/build" --target daqiri_bench_socket >/dev/null
 bench=$work/build/examples/daqiri_bench_socket
-# These build unchanged too; running them needs a GPU (their software-loopback
-# configs send from GPU memory) or a NIC (docs/coming-from-daqiri.md).
-built_only=(daqiri_bench_raw_gpudirect daqiri_bench_raw_hds daqiri_example_pcap_writer daqiri_example_dynamic_rx_flow)
-for target in "${built_only[@]}"; do
+# These build unchanged too. The first two run on the GPU machine (their
+# software-loopback configs send from GPU memory: --pack below), the reorder
+# benchmark below; the others' configs need a NIC (docs/coming-from-daqiri.md).
+on_gpu=(daqiri_bench_raw_gpudirect daqiri_example_pcap_writer)
+built_only=(daqiri_bench_raw_hds daqiri_example_dynamic_rx_flow daqiri_bench_raw_reorder_quantize)
+for target in "${on_gpu[@]}" daqiri_bench_raw_reorder_seq "${built_only[@]}"; do
     cmake --build "$work/build" --target "$target" >/dev/null
 done
-echo "daqiri_programs: built unchanged against libdaqiri: daqiri_bench_socket ${built_only[*]}"
+echo "daqiri_programs: built unchanged against libdaqiri: daqiri_bench_socket ${on_gpu[*]} daqiri_bench_raw_reorder_seq ${built_only[*]}"
+
+if [[ -n $pack ]]; then
+    rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/configs"
+    for target in "${on_gpu[@]}"; do
+        cp "$work/build/examples/$target" "$pack/bin/"
+        strip --strip-debug "$pack/bin/$target"
+    done
+    library=$prefix
+    ((${#pack_profile[@]})) && library=$(gateway/capi/package.sh target/capi/prefix-cuda-release --release --features cuda)
+    cp -L "$library"/lib/libdaqiri.so.? "$pack/lib/"
+    strip --strip-debug "$pack"/lib/libdaqiri.so.?
+    # The libraries the programs link besides libdaqiri, the C++ runtime
+    # and CUDA's (the GPU machine has those: daqiri_programs_gpu.sh finds them).
+    ldd "$work/build/examples/${on_gpu[0]}" | awk '/=> \// {print $3}' |
+        { grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux.*)\.so|/libcu|/libdaqiri' || true; } |
+        while read -r lib; do cp -L "$lib" "$pack/lib/"; done
+    cp "$source/examples/daqiri_bench_raw_sw_loopback.yaml" "$source/examples/daqiri_example_pcap_writer_sw_loopback.yaml" \
+        "$pack/configs/"
+    cp tests/capi/daqiri_programs_gpu.sh "$pack/run.sh"
+    echo "daqiri_programs: packed ${on_gpu[*]} for the GPU machine in $pack ($(du -sh "$pack" | cut -f1))"
+    exit 0
+fi
 
 
 
@@ -164,3 +197,47 @@ assert 0 <= sent - received - dropped <= 4 * 10240, (tx, rx, dropped)
 print(f"daqiri_programs: daqiri_bench_raw_tx_rx.py: {sent} packets sent, {received} received, {dropped} counted dropped")
 PY
 
+
+# DAQIRI's reorder benchmark, daqiri_bench_raw_reorder_seq, with its
+# software-loopback config (hugepages, a CPU reorder plan of 1024 packets
+# per batch over flow 0): TX bursts framed with set_eth_header,
+# set_ipv4_header and set_udp_header, each packet's sequence number at its
+# payload's start; every aggregate counted and its ReorderBurstInfo read
+# (DAQIRI_BENCH_CHECK_REORDER_INFO). Checked against the engine's counters.
+
+config=$work/daqiri_bench_raw_sw_loopback_reorder_seq_1024.yaml
+tests/capi/fold_cores.py "$source/examples/daqiri_bench_raw_sw_loopback_reorder_seq_1024.yaml" "$config"
+log=$work/reorder_seq.log
+DAQIRI_BENCH_CHECK_REORDER_INFO=1 timeout 60 "$work/build/examples/daqiri_bench_raw_reorder_seq" "$config" --seconds 5 \
+    > "$log" 2>&1 || {
+    echo "daqiri_programs: daqiri_bench_raw_reorder_seq failed:" >&2
+    tail -20 "$log" >&2
+    exit 1
+}
+python3 - "$log" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+line = re.search(r"^RX complete: (.*)$", text, re.M)
+assert line, f"no 'RX complete' line in {sys.argv[1]}"
+rx = {k: int(v) for k, v in (kv.split("=") for kv in line[1].split())}
+# The engine's own counts (print_stats): what the TX queue sent and the RX
+# queue delivered or dropped by its reason.
+sent = int(re.search(r'tx queue 0 "tx_q_0": (\d+) packets', text)[1])
+delivered, dropped = map(int, re.search(r'rx queue 0 "rx_q_0": (\d+) packets, .* (\d+) dropped', text).groups())
+batches = rx["aggregated_batches"]
+assert batches > 0 and rx["passthrough_packets"] == 0, rx
+# Every aggregate whole (1024 packets of 1000 payload bytes each) but one a
+# timeout flushed, its info read.
+full = batches - rx["timeout_batches"]
+assert rx["aggregated_packets"] == rx["packets"] and 1024 * full <= rx["packets"] <= 1024 * batches, rx
+assert rx["bytes"] == 1000 * rx["packets"], rx
+assert rx["reorder_info_success"] == batches and rx["reorder_info_errors"] == rx["reorder_info_not_ready"] == 0, rx
+# Batch ids count up from the first sequence number; the batches the
+# application did not see were dropped by a counted reason or in flight at the stop.
+unseen = rx["last_batch_id"] - rx["first_batch_id"] + 1 - batches
+assert 0 <= unseen * 1024 <= dropped + 4 * 1024, (rx, dropped)
+assert sent == delivered + dropped, (sent, delivered, dropped)
+print(f"daqiri_programs: daqiri_bench_raw_reorder_seq: {batches} aggregates of 1024 packets "
+      f"(batch ids {rx['first_batch_id']}..{rx['last_batch_id']}), each ReorderBurstInfo read; "
+      f"{sent} sent, {dropped} counted dropped")
+PY

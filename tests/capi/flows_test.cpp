@@ -47,6 +47,8 @@ daqiri:
 )";
 
 constexpr uint16_t kPorts[] = {5000, 5001, 5002, 5003};
+constexpr uint8_t kPeerMac[6] = {0x02, 0x00, 0x0a, 0x0b, 0x0c, 0x0d};
+uint8_t port_mac[6];  // get_mac_addr(0)
 
 // Sends 8 UDP frames to each destination port.
 void send_frames() {
@@ -59,8 +61,7 @@ void send_frames() {
     for (int i = 0; i < 8; ++i) {
       auto *frame = static_cast<uint8_t *>(daqiri::get_packet_ptr(msg, i));
       std::memset(frame, 0, 14 + 20 + 8 + 32);
-      auto *pkt = reinterpret_cast<daqiri::UDPIPV4Pkt *>(frame);
-      pkt->eth.h_proto = htons(ETH_P_IP);
+      CHECK(daqiri::set_eth_header(msg, i, kPeerMac) == daqiri::Status::SUCCESS);
       // DAQIRI's lengths: the IPv4 header's payload (UDP header and data), the UDP header's data.
       CHECK(daqiri::set_ipv4_header(msg, i, 8 + 32, IPPROTO_UDP, 0x0a000001, 0x0a000002) ==
             daqiri::Status::SUCCESS);
@@ -83,6 +84,9 @@ std::map<uint16_t, std::pair<int, daqiri::FlowId>> receive_frames() {
       for (int i = 0; i < daqiri::get_num_packets(burst); ++i) {
         const auto *pkt = static_cast<const daqiri::UDPIPV4Pkt *>(daqiri::get_packet_ptr(burst, i));
         const uint16_t dst = ntohs(pkt->udp.dest);
+        // set_eth_header: the peer's address, the port's own as source, IPv4.
+        CHECK(std::memcmp(pkt->eth.h_dest, kPeerMac, 6) == 0 && std::memcmp(pkt->eth.h_source, port_mac, 6) == 0);
+        CHECK(ntohs(pkt->eth.h_proto) == ETH_P_IP);
         const auto where = std::make_pair(q, daqiri::get_packet_flow_id(burst, i));
         CHECK(seen.count(dst) == 0 || seen[dst] == where);  // a port's frames all land alike
         seen[dst] = where;
@@ -127,6 +131,11 @@ int main() {
   }
   daqiri::FlowOpResult result;
   CHECK(daqiri::poll_flow_op(&result) == daqiri::Status::NOT_READY);
+  // The software loopback's own address: locally administered, the port id last.
+  const uint8_t loopback_mac[6] = {0x02, 0, 0, 0, 0, 0};
+  CHECK(daqiri::get_mac_addr(0, port_mac) == daqiri::Status::SUCCESS && std::memcmp(port_mac, loopback_mac, 6) == 0);
+  CHECK(daqiri::get_mac_addr(7, port_mac) == daqiri::Status::INVALID_PARAMETER);
+  CHECK(std::strstr(daqiri::last_error(), "port 7 does not exist") != nullptr);
 
   // No flows: everything on the default queue, no flow id.
   send_frames();

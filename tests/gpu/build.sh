@@ -17,7 +17,7 @@ if [[ ${1:-} == --dev ]]; then
 fi
 out=${1:-target/gpu-tests}
 mkdir -p "$out"
-rm -rf "$out"/gpu_* "$out"/daqiri-gateway "$out"/conformance "$out"/daqiri_reorder_check "$out"/PROFILE
+rm -rf "$out"/gpu_* "$out"/daqiri-gateway "$out"/conformance "$out"/daqiri_reorder_check "$out"/daqiri-programs "$out"/PROFILE
 # run.sh holds the bandwidth bench to a floor only in an optimised build.
 echo "${profile#--profile=}" | sed 's/^--//' >"$out/PROFILE"
 # The sources these results will be for: tests/conformance_table.py calls the
@@ -65,5 +65,16 @@ case $reference in
     0) cp "$checker/daqiri_reorder_check" "$out/" ;;
     3) echo "build.sh: no DAQIRI reference sources; run.sh will skip gpu_reorder_vs_daqiri" >&2 ;;
     *) exit "$reference" ;;
+esac
+# DAQIRI's programs that send from GPU memory, built unchanged against
+# libdaqiri, for run.sh (tests/capi/daqiri_programs.sh).
+programs=0
+release=()
+[[ $profile == --release ]] && release=(--release)
+tests/capi/daqiri_programs.sh --pack "$out/daqiri-programs" "${release[@]}" || programs=$?
+case $programs in
+    0) ;;
+    3) echo "build.sh: no DAQIRI reference sources; run.sh will skip DAQIRI's programs" >&2 ;;
+    *) exit "$programs" ;;
 esac
 ls "$out"

@@ -129,5 +129,20 @@ if [ -f python/daqiri_gateway.abi3.so ]; then
         failed=$((failed + 1))
     fi
 fi
+# DAQIRI's programs that send from GPU memory, on libdaqiri (build.sh packs them).
+name="daqiri_programs (DAQIRI's raw GPUDirect bench and pcap-writer example, unchanged)"
+if [ ! -x daqiri-programs/run.sh ]; then
+    result "$name" "skipped: not packed (no DAQIRI reference sources where build.sh ran)"
+elif [ -z "$gpu" ]; then
+    result "$name" "skipped: no GPU"
+else
+    status=0
+    log=$(daqiri-programs/run.sh 2>&1) || status=$?
+    case $status in
+        0) echo "$log"; result "$name" ok ;;
+        3) result "$name" "skipped: $(echo "$log" | tail -1)" ;;
+        *) result "$name" FAILED "$log" ;;
+    esac
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

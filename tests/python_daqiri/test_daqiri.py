@@ -184,6 +184,13 @@ def test_misuse_answers_a_status(engine):
     assert daqiri.socket_connect_to_server("127.0.0.1", 1) == (daqiri.Status.CONNECT_FAILURE, 0)
     assert daqiri.format_eth_addr("02:00:0a:0b:0c:ff") == bytes([2, 0, 10, 11, 12, 255])
     assert daqiri.format_eth_addr("nonsense") == bytes(6)
+    assert daqiri.get_mac_addr(port)[0] == daqiri.Status.NOT_SUPPORTED  # a socket port
+    assert "no Ethernet address of its own" in daqiri.last_error()
+    # This module is built without CUDA: no plan runs on a GPU; a name that is no interface's says so first.
+    assert daqiri.set_reorder_cuda_stream("udp_server", "plan", 0) == daqiri.Status.NOT_SUPPORTED
+    assert "built without CUDA" in daqiri.last_error()
+    assert daqiri.set_reorder_cuda_stream("eth9", "plan") == daqiri.Status.INVALID_PARAMETER
+    assert 'no interface is named or addressed "eth9"' in daqiri.last_error()
 
 
 def test_init_forms():
@@ -214,3 +221,77 @@ def test_threads_send_and_receive_at_once(engine):
     assert sum(daqiri.get_num_packets(b) for b in got) == 800
     for burst in got:
         daqiri.free_all_packets_and_burst_rx(burst)
+
+
+def test_reorder_aggregates_carry_daqiri_burst_info():
+    """A CPU reorder plan on the software loopback: 16 frames sent out of
+    order come back as two aggregates of 8 in sequence order, each with
+    DAQIRI's ReorderBurstInfo."""
+    data_len, per_batch = 100, 8
+    cfg = {
+        "version": 1,
+        "stream_type": "raw",
+        "loopback": "sw",
+        "memory_regions": [
+            {"name": "tx", "kind": "host", "num_bufs": 64, "buf_size": 2048},
+            {"name": "rx", "kind": "host", "num_bufs": 256, "buf_size": 2048},
+            {"name": "batches", "kind": "host", "num_bufs": 8, "buf_size": per_batch * data_len},
+        ],
+        "interfaces": [{
+            "name": "lo",
+            "address": "loopback",
+            "tx": {"queues": [{"name": "t", "id": 0, "cpu_core": 0, "batch_size": 16, "memory_regions": ["tx"]}]},
+            "rx": {
+                "queues": [{"name": "r", "id": 0, "cpu_core": 1, "batch_size": 8, "timeout_us": 1000,
+                            "memory_regions": ["rx"]}],
+                "flows": [{"name": "f", "id": 1, "action": {"type": "queue", "id": 0}, "match": {"udp_dst": 7000}}],
+                "reorder_configs": [{
+                    "name": "p", "reorder_type": "cpu", "memory_region": "batches", "payload_byte_offset": 46,
+                    "flow_ids": [1],
+                    "method": {"seq_packets_per_batch": {
+                        "sequence_number": {"bit_offset": 42 * 8, "bit_width": 32}, "packets_per_batch": per_batch}},
+                }],
+            },
+        }],
+    }
+
+    def data(seq: int) -> bytes:
+        return bytes((seq * 7 + i) & 0xFF for i in range(data_len))
+
+    def frame(seq: int) -> bytes:
+        udp = struct.pack("!HHHH", 6000, 7000, 8 + 4 + data_len, 0) + struct.pack("!I", seq) + data(seq)
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0, bytes([10, 0, 0, 1]),
+                         bytes([10, 0, 0, 2]))
+        return bytes([2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 8, 0]) + ip + udp
+
+    assert daqiri.daqiri_init(cfg) == daqiri.Status.SUCCESS, daqiri.last_error()
+    try:
+        order = [5, 12, 0, 9, 3, 15, 7, 1, 10, 4, 14, 2, 8, 13, 6, 11]
+        burst = daqiri.create_tx_burst_params()
+        daqiri.set_header(burst, 0, 0, len(order), 1)
+        assert daqiri.get_tx_packet_burst(burst) == daqiri.Status.SUCCESS
+        for idx, seq in enumerate(order):
+            assert daqiri.copy_buffer_to_packet(burst, idx, frame(seq)) == daqiri.Status.SUCCESS
+            assert daqiri.set_packet_lengths(burst, idx, [len(frame(seq))]) == daqiri.Status.SUCCESS
+        assert daqiri.send_tx_burst(burst) == daqiri.Status.SUCCESS
+        seen = {}
+        deadline = time.monotonic() + 10
+        while len(seen) < 2 and time.monotonic() < deadline:
+            status, aggregate = daqiri.get_rx_burst(0, 0)
+            if status != daqiri.Status.SUCCESS:
+                time.sleep(0.001)
+                continue
+            status, info = daqiri.get_reorder_burst_info(aggregate)
+            assert status == daqiri.Status.SUCCESS, daqiri.last_error()
+            assert aggregate.hdr.hdr.burst_flags & daqiri.DAQIRI_BURST_FLAG_REORDERED
+            assert (info.source_packet_count, info.packets_per_batch, info.payload_len, info.aggregate_len, info.plan) \
+                == (per_batch, per_batch, data_len, per_batch * data_len, 0)
+            assert info.burst_flags == aggregate.hdr.hdr.burst_flags
+            status, got = daqiri.get_packet_bytes(aggregate, 0)
+            first = info.batch_id * per_batch
+            assert got == b"".join(data(seq) for seq in range(first, first + per_batch))
+            seen[info.batch_id] = True
+            assert daqiri.free_all_packets_and_burst_rx(aggregate) == daqiri.Status.SUCCESS
+        assert sorted(seen) == [0, 1]
+    finally:
+        daqiri.shutdown()

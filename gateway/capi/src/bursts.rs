@@ -212,20 +212,27 @@ pub unsafe extern "C" fn daqiri_gw_get_packet_rx_timestamp(
     }
 }
 
-/// What `get_reorder_burst_info` fills (c_api.h's `daqiri_gw_reorder_info`).
+/// What `get_reorder_burst_info` fills (c_api.h's `daqiri_gw_reorder_info`):
+/// DAQIRI's `ReorderBurstInfo` fields, then two of ours.
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct ReorderInfo {
     /// The aggregate's batch number.
     pub batch_id: u64,
-    /// Receive time of its first source packet (ns; 0 when not stamped).
-    pub timestamp_ns: u64,
     /// Source packets in the aggregate.
-    pub num_packets: u32,
+    pub source_packet_count: u32,
+    /// Slots in the aggregate (the plan's packets per batch).
+    pub packets_per_batch: u32,
+    /// Bytes per slot.
+    pub payload_len: u32,
+    /// The aggregate's bytes: `packets_per_batch` x `payload_len`.
+    pub aggregate_len: u32,
     /// `DAQIRI_BURST_FLAG_*`.
     pub burst_flags: u32,
     /// The reorder plan's index among the interface's `reorder_configs`.
     pub plan: u16,
+    /// Receive time of its first source packet (ns; 0 when not stamped).
+    pub timestamp_ns: u64,
 }
 
 /// Fills `info` for a reorder aggregate; `INVALID_PARAMETER` for any other burst.
@@ -238,12 +245,17 @@ pub unsafe extern "C" fn daqiri_gw_get_reorder_burst_info(burst: *mut BurstParam
     let filled = handle::resolve(burst).and_then(|h| {
         let b = h.burst()?;
         let plan = b.reorder_plan().ok_or_else(|| Error::invalid("this burst is not a reorder aggregate"))?;
+        let slots = b.reorder_missing().map_or(1, |missing| missing.slots()).max(1);
+        let aggregate_len = b.packet(0).len() as u32;
         Ok(ReorderInfo {
             batch_id: b.batch_id().unwrap_or(0),
-            timestamp_ns: b.timestamp_ns().unwrap_or(0),
-            num_packets: b.source_packets(),
+            source_packet_count: b.source_packets(),
+            packets_per_batch: slots,
+            payload_len: aggregate_len / slots,
+            aggregate_len,
             burst_flags: b.flags(),
             plan,
+            timestamp_ns: b.timestamp_ns().unwrap_or(0),
         })
     });
     match filled {

@@ -291,26 +291,38 @@ pub unsafe extern "C" fn daqiri_gw_set_udp_payload(
     on_packet("set_udp_payload", burst, idx, |mut packet| packet.set_udp_payload(payload))
 }
 
-/// Writes the Ethernet header: the source is the port's MAC address, which
-/// this build cannot read yet (see `get_mac_addr`).
+/// Writes the Ethernet header of packet `idx` (host memory): `dst_addr`'s
+/// six bytes as destination, the port's own address (`get_mac_addr`) as
+/// source, IPv4 as its type.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn daqiri_gw_set_eth_header(burst: *mut BurstParams, idx: i32, dst_addr: *const u8) -> i32 {
-    let _ = dst_addr;
-    on_packet("set_eth_header", burst, idx, |_| Err(mac_not_supported()))
+    const CALL: &str = "set_eth_header";
+    if dst_addr.is_null() {
+        return status::fail(CALL, Error::new(Status::NullPtr, "dst_addr is a null pointer"));
+    }
+    // SAFETY: non-null and six readable bytes by the C contract.
+    let dst = unsafe { std::ptr::read_unaligned(dst_addr.cast::<[u8; 6]>()) };
+    on_tx(CALL, burst, |h| {
+        let b = h.burst_mut()?;
+        let src = with_engine(|engine| engine.mac_address(b.port_id()))?;
+        let index = packet_index(b, idx)?;
+        b.packet_mut(index).set_eth_header(src, dst)
+    })
 }
 
-/// Copies the port's MAC address into six bytes.
+/// Copies port `port`'s Ethernet address into six bytes at `mac`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn daqiri_gw_get_mac_addr(port: i32, mac: *mut u8) -> i32 {
-    let _ = mac;
-    status_of("get_mac_addr", port_id(port).and(Err(mac_not_supported())))
-}
-
-fn mac_not_supported() -> Error {
-    Error::new(
-        Status::NotSupported,
-        "a port's MAC address is not readable through this API yet: write the Ethernet header into get_packet_ptr's buffer",
-    )
+    const CALL: &str = "get_mac_addr";
+    if mac.is_null() {
+        return status::fail(CALL, Error::new(Status::NullPtr, "mac is a null pointer"));
+    }
+    let address = port_id(port).and_then(|port| with_engine(|engine| engine.mac_address(port)));
+    if let Ok(address) = address {
+        // SAFETY: non-null and six writable bytes by the C contract.
+        unsafe { std::ptr::write_unaligned(mac.cast::<[u8; 6]>(), address) };
+    }
+    status_of(CALL, address.map(drop))
 }
 
 #[cfg(test)]

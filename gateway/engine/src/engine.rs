@@ -17,7 +17,7 @@ use crate::queue::Direction;
 use crate::reload::ReloadChange;
 use crate::runtime_flows::RuntimeFlows;
 use crate::state::EngineState;
-use crate::stats::QueueStatsSnapshot;
+use crate::stats::{DropReason, QueueStatsSnapshot};
 use crate::worker;
 
 /// A running engine: memory regions allocated, sockets or devices open,
@@ -144,6 +144,24 @@ impl Engine {
             .map(|p| p.id)
     }
 
+    /// The Ethernet address of port `port`, as its device reports it
+    /// (DAQIRI's `get_mac_addr`): a DPDK port's, an AF_XDP netdev's, the
+    /// software loopback's own. A socket or RDMA port has none of its own
+    /// (the kernel frames its packets): `NOT_SUPPORTED`.
+    pub fn mac_address(&self, port: u16) -> Result<[u8; 6]> {
+        let p = self.port(port)?;
+        self.drivers[port as usize].mac_address().ok_or_else(|| {
+            Error::new(
+                Status::NotSupported,
+                format!(
+                    "port {port} (\"{}\") is a {} port, which has no Ethernet address of its own: the kernel frames what it sends",
+                    p.name,
+                    p.backend.as_str()
+                ),
+            )
+        })
+    }
+
     fn port(&self, port: u16) -> Result<&Port> {
         self.inner.ports.get(port as usize).ok_or_else(|| {
             Error::invalid(format!(
@@ -255,7 +273,7 @@ impl Engine {
     /// A burst of another engine (one kept across a reload) is refused; a
     /// UDP server that has heard no peer yet, or a shut-down engine, answers
     /// `NOT_READY` and hands the burst back.
-    pub fn send_tx_burst(&self, burst: Burst) -> Result<(), SendError> {
+    pub fn send_tx_burst(&self, mut burst: Burst) -> Result<(), SendError> {
         if burst.engine_id() != self.inner.id {
             return Err(SendError {
                 error: Error::invalid(
@@ -283,6 +301,11 @@ impl Engine {
                 ),
                 burst,
             });
+        }
+        // A `device` segment sent through a CPU backend goes out from its
+        // pinned twin: the copy starts here, and the sender waits for it.
+        if let Err(error) = q.copier.copy(&mut burst) {
+            return Err(SendError { error, burst });
         }
         q.ring.push(burst).map_err(|burst| SendError {
             error: Error::new(
@@ -333,7 +356,8 @@ impl Engine {
     /// on `stream` from the next batch on (DAQIRI's
     /// `set_reorder_cuda_stream`), so the application's own work on that
     /// stream follows each aggregate without a host wait. The stream must
-    /// be on the plan's GPU.
+    /// be on the plan's GPU ([`gpu::borrowed_stream`](crate::gpu::borrowed_stream)
+    /// wraps one made with CUDA's runtime).
     #[cfg(feature = "cuda")]
     pub fn set_reorder_cuda_stream(
         &self,
@@ -341,15 +365,21 @@ impl Engine {
         plan: &str,
         stream: std::sync::Arc<cudarc::driver::CudaStream>,
     ) -> Result<()> {
+        self.gpu_plan(port, plan)?.set_stream(stream)
+    }
+
+    /// Reorder plan `plan` of port `port`, which must run on a GPU.
+    #[cfg(feature = "cuda")]
+    fn gpu_plan(&self, port: u16, plan: &str) -> Result<&crate::reorder::GpuPlan> {
         let p = self.port(port)?;
         let found = p.plans.iter().find(|candidate| candidate.name == plan).ok_or_else(|| {
             let names: Vec<_> = p.plans.iter().map(|c| format!("\"{}\"", c.name)).collect();
             Error::invalid(format!("port {port} has no reorder plan \"{plan}\"; its plans: [{}]", names.join(", ")))
         })?;
-        let gpu = found.gpu.as_ref().ok_or_else(|| {
-            Error::invalid(format!("reorder plan \"{plan}\" is reorder_type cpu: it runs no kernels"))
-        })?;
-        gpu.set_stream(stream)
+        found
+            .gpu
+            .as_ref()
+            .ok_or_else(|| Error::invalid(format!("reorder plan \"{plan}\" is reorder_type cpu: it runs no kernels")))
     }
 
     /// The local address a socket port is bound to (`None` for other backends).
@@ -461,6 +491,13 @@ impl Engine {
         for worker in workers.drain(..) {
             if worker.join().is_err() {
                 tracing::error!("a worker thread panicked during shutdown");
+            }
+        }
+        // What the application sent and no worker took before it stopped is
+        // counted, never silently gone.
+        for port in &self.inner.ports {
+            for q in &port.tx {
+                q.discard(DropReason::Unsent);
             }
         }
         // Drivers close what the workers used, once and only after the last worker is gone.

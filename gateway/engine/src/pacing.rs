@@ -56,8 +56,16 @@ impl Pacer {
     }
 }
 
-/// The next burst of TX queue `queue`, when its pacer (if any) lets one go now.
+/// The next burst of TX queue `queue`, when its pacer (if any) lets one go
+/// now, once its bytes are readable (a `device` segment's copy into its
+/// pinned twin is done).
 pub(crate) fn next_burst(queue: &Queue, pacer: Option<&mut Pacer>) -> Option<Burst> {
+    let burst = next_paced(queue, pacer)?;
+    burst.wait_ready();
+    Some(burst)
+}
+
+fn next_paced(queue: &Queue, pacer: Option<&mut Pacer>) -> Option<Burst> {
     let Some(pacer) = pacer else { return queue.ring.pop() };
     if !pacer.ready(Instant::now()) {
         return None;

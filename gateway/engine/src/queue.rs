@@ -146,11 +146,17 @@ impl Queue {
 
     /// Drops every burst waiting in the ring; returns the packets discarded.
     pub(crate) fn flush(&self) -> u64 {
+        self.discard(DropReason::Flushed)
+    }
+
+    /// Drops every burst waiting in the ring, counted as `reason`; returns
+    /// the packets discarded.
+    pub(crate) fn discard(&self, reason: DropReason) -> u64 {
         let mut packets = 0;
         while let Some(burst) = self.ring.pop() {
             packets += burst.num_packets() as u64;
         }
-        self.stats.dropped(DropReason::Flushed, packets);
+        self.stats.dropped(reason, packets);
         packets
     }
 }

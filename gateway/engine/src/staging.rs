@@ -1,6 +1,7 @@
-//! A queue's copier for RX into a `device` region through a backend that
-//! writes with the CPU: packets land in the region's pinned twin, and each
-//! burst is copied to the GPU as it is delivered (`gpu::Stager`).
+//! A queue's copier for a `device` region used through a backend that reads
+//! and writes with the CPU: RX packets land in the region's pinned twin and
+//! each burst is copied to the GPU as it is delivered; a TX burst is copied
+//! from the GPU into the twin as it is sent (`gpu::Stager`).
 //! `staging_absent.rs` is the build without CUDA, where no `device` region
 //! exists and nothing is copied.
 
@@ -9,6 +10,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::burst::Burst;
 use crate::error::Result;
 use crate::gpu::Stager;
+use crate::queue::Direction;
 
 /// Started once the queue's first `device` region is staged.
 #[derive(Debug)]
@@ -19,10 +21,10 @@ impl QueueCopier {
         Self(OnceLock::new())
     }
 
-    /// Starts the copier on `gpu` (once).
-    pub(crate) fn start(&self, gpu: u32) -> Result<()> {
+    /// Starts the copier of a `direction` queue on `gpu` (once).
+    pub(crate) fn start(&self, gpu: u32, direction: Direction) -> Result<()> {
         if self.0.get().is_none() {
-            let _ = self.0.set(Mutex::new(Stager::new(gpu)?));
+            let _ = self.0.set(Mutex::new(Stager::new(gpu, direction)?));
         }
         Ok(())
     }

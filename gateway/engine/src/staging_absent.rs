@@ -3,6 +3,7 @@
 
 use crate::burst::Burst;
 use crate::error::Result;
+use crate::queue::Direction;
 
 /// Never started.
 #[derive(Debug)]
@@ -13,7 +14,7 @@ impl QueueCopier {
         Self
     }
 
-    pub(crate) fn start(&self, _gpu: u32) -> Result<()> {
+    pub(crate) fn start(&self, _gpu: u32, _direction: Direction) -> Result<()> {
         Ok(())
     }
 

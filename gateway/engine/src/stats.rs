@@ -42,11 +42,14 @@ pub enum DropReason {
     /// Never arrived: the sender's sequence numbers skipped it (a RoCE
     /// ingest ring's immediates), so it was lost on the way.
     SequenceGap,
+    /// TX: taken by `send_tx_burst`, still queued when the engine shut
+    /// down, so never sent.
+    Unsent,
 }
 
 impl DropReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [DropReason; 14] = [
+    pub const ALL: [DropReason; 15] = [
         DropReason::NoFreePacketBuffers,
         DropReason::NoFreeBurstBuffers,
         DropReason::RingFull,
@@ -61,6 +64,7 @@ impl DropReason {
         DropReason::NicMissed,
         DropReason::NicRxError,
         DropReason::SequenceGap,
+        DropReason::Unsent,
     ];
 
     /// The label value (`daqiri.drop.reason`).
@@ -80,6 +84,7 @@ impl DropReason {
             DropReason::NicMissed => "nic_missed",
             DropReason::NicRxError => "nic_rx_error",
             DropReason::SequenceGap => "sequence_gap",
+            DropReason::Unsent => "unsent",
         }
     }
 
@@ -94,7 +99,7 @@ impl DropReason {
             | DropReason::SocketOverflowEstimated
             | DropReason::NicMissed => Some(Status::NoSpaceAvailable),
             DropReason::Truncated => Some(Status::InvalidParameter),
-            DropReason::UnmatchedFlow | DropReason::DropAllTraffic | DropReason::Flushed => None,
+            DropReason::UnmatchedFlow | DropReason::DropAllTraffic | DropReason::Flushed | DropReason::Unsent => None,
             DropReason::SendFailed | DropReason::DeviceError | DropReason::NicRxError | DropReason::SequenceGap => {
                 Some(Status::GenericFailure)
             }

@@ -2,7 +2,7 @@
 //! packets through an engine, `device` regions are allocated on the GPU
 //! their affinity names and reported so, a backend that writes with the CPU
 //! lands packets (or, under header-data split, their payloads) in a device
-//! region through pinned staging, and refuses to send from one. Run by
+//! region through pinned staging, and sends from one the same way. Run by
 //! `tests/gpu/run.sh`.
 #![cfg(feature = "cuda")]
 
@@ -94,14 +94,27 @@ fn gpu_header_data_split_puts_only_the_payload_in_device_memory() {
 }
 
 #[test]
-fn gpu_a_cpu_backend_refuses_to_send_from_device_memory_by_name() {
-    let sends_from_gpu = TestConfig::loopback()
+fn gpu_a_cpu_backend_sends_from_device_memory_and_its_helpers_leave_it_to_cuda() {
+    let gpu_both_ways = TestConfig::loopback()
         .region_of("gpu", MemoryKind::Device, 64, 65536)
         .tx_queue(tx(0, "gpu"))
         .rx_queue(rx(0, "gpu"));
-    let err = engine(&sends_from_gpu).unwrap_err();
-    assert_eq!(err.status, Status::NotSupported, "{err}");
-    assert!(err.to_string().contains("tx queue \"t0\" of \"loop\" uses region \"gpu\" of kind device"), "{err}");
+    let engine = engine(&gpu_both_ways).expect("a loopback sending from and landing in device memory");
+    let frame: Vec<u8> = (0..1400u32).map(|b| (b * 13) as u8).collect();
+    let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
+    // The twin the loopback reads is the engine's: the CPU helpers write no device segment.
+    let mut packet = burst.packet_mut(0);
+    assert!(packet.segment_buffer(0).is_none());
+    let err = packet.write(&frame).unwrap_err();
+    assert_eq!(err.status, Status::InvalidParameter, "{err}");
+    assert!(err.message.contains("no host segment 0"), "{err}");
+    packet.set_lengths(&[frame.len()]).unwrap();
+    let Some(SegmentMemory::Device(slice)) = burst.packet(0).segment_memory(0) else { panic!("a device segment") };
+    daqiri::gpu::bind_thread(0).unwrap();
+    // SAFETY: the packet's own device buffer, `frame.len()` long; a synchronous copy.
+    unsafe { daqiri::gpu::cudarc::driver::result::memcpy_htod_sync(slice.ptr().address(), &frame) }.unwrap();
+    engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+    assert_eq!(next_packet_segments(&engine), vec![(true, frame)]);
 }
 
 #[test]

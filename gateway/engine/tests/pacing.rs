@@ -58,3 +58,32 @@ fn a_paced_udp_queue_sends_within_two_percent_of_its_rate_over_five_seconds() {
     assert!(error < 0.02, "{mbps:.2} Mb/s received over 5 s, {:.2}% off {MBPS} Mb/s", error * 100.0);
     assert_eq!(tx.total_drops(), 0, "pacing holds bursts back; it drops none: {tx:?}");
 }
+
+/// Bursts `send_tx_burst` took that a slow (paced) queue had not sent when
+/// the engine shut down are counted as `unsent`: every packet accepted is
+/// either sent or counted.
+#[test]
+fn what_a_shutdown_leaves_queued_is_counted_unsent() {
+    let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let yaml = TestConfig::udp_client(receiver.local_addr().unwrap())
+        .region("mem", 1024, 2048)
+        .tx_queue(tx(0, "mem").batch(32).pacing_mbps(1))
+        .yaml();
+    let engine = Engine::from_yaml(&yaml).unwrap();
+    let mut accepted = 0;
+    for _ in 0..8 {
+        let mut burst = engine.get_tx_packet_burst(0, 0, 32).unwrap();
+        for i in 0..32 {
+            burst.packet_mut(i).write(&[0x5a; PAYLOAD]).unwrap();
+        }
+        engine.send_tx_burst(burst).unwrap();
+        accepted += 32;
+    }
+    engine.shutdown();
+    let tx = engine.stats().ports[0].tx_queues[0].stats;
+    let unsent = tx.drops(daqiri::DropReason::Unsent);
+    // 1 Mb/s sends a burst of 32 x 1200 B in about 0.3 s: most are still queued.
+    assert!(unsent > 0, "{tx:?}");
+    assert_eq!(tx.packets + unsent, accepted, "every accepted packet sent or counted unsent: {tx:?}");
+    assert!(engine.stats().regions.iter().all(|r| r.in_use == 0), "every buffer back");
+}

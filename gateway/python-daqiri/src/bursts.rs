@@ -151,23 +151,60 @@ fn get_reorder_burst_info(burst: &BurstParams) -> (Status, Option<ReorderBurstIn
     let code = unsafe { daqiri_capi::daqiri_gw_get_reorder_burst_info(burst.handle(), &mut info) };
     let info = (code == 0).then_some(ReorderBurstInfo {
         batch_id: info.batch_id,
-        timestamp_ns: info.timestamp_ns,
-        num_packets: info.num_packets,
+        source_packet_count: info.source_packet_count,
+        packets_per_batch: info.packets_per_batch,
+        payload_len: info.payload_len,
+        aggregate_len: info.aggregate_len,
         burst_flags: info.burst_flags,
         plan: info.plan,
+        timestamp_ns: info.timestamp_ns,
     });
     (Status::of(code), info)
 }
 
-/// A reorder aggregate's batch and source packets.
+/// Runs a GPU reorder plan's kernels on `stream`: a `cudaStream_t` as an
+/// integer (0: the legacy default stream), or a stream object that carries
+/// one (CuPy's `.ptr`, PyTorch's `.cuda_stream`).
+#[pyfunction]
+#[pyo3(signature = (interface_name, reorder_name, stream = None))]
+fn set_reorder_cuda_stream(
+    interface_name: &str,
+    reorder_name: &str,
+    stream: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Status> {
+    let interface = crate::cstr::c_string("interface_name", interface_name)?;
+    let plan = crate::cstr::c_string("reorder_name", reorder_name)?;
+    let handle: usize = match stream {
+        None => 0,
+        Some(stream) if stream.hasattr("ptr")? => stream.getattr("ptr")?.extract()?,
+        Some(stream) if stream.hasattr("cuda_stream")? => stream.getattr("cuda_stream")?.extract()?,
+        Some(stream) => stream.extract()?,
+    };
+    // SAFETY: live C strings; the stream is the caller's, kept alive while
+    // the plan uses it, as DAQIRI asks.
+    let code = unsafe {
+        daqiri_capi::daqiri_gw_set_reorder_cuda_stream(
+            interface.as_ptr(),
+            plan.as_ptr(),
+            handle as *mut std::ffi::c_void,
+        )
+    };
+    Ok(Status::of(code))
+}
+
+/// A reorder aggregate's batch, source packets and shape: DAQIRI's fields,
+/// then the plan's index and the first packet's receive time.
 #[pyclass(module = "daqiri", frozen, get_all)]
 #[derive(Debug)]
 pub(crate) struct ReorderBurstInfo {
     batch_id: u64,
-    timestamp_ns: u64,
-    num_packets: u32,
+    source_packet_count: u32,
+    packets_per_batch: u32,
+    payload_len: u32,
+    aggregate_len: u32,
     burst_flags: u32,
     plan: u16,
+    timestamp_ns: u64,
 }
 
 /// Waits for the device work on a burst, if any (GIL released).
@@ -272,6 +309,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(get_packet_flow_id, m)?,
         wrap_pyfunction!(get_packet_rx_timestamp, m)?,
         wrap_pyfunction!(get_reorder_burst_info, m)?,
+        wrap_pyfunction!(set_reorder_cuda_stream, m)?,
         wrap_pyfunction!(synchronize_burst_event, m)?,
         wrap_pyfunction!(set_packet_lengths, m)?,
         wrap_pyfunction!(set_all_packet_lengths, m)?,

@@ -70,12 +70,16 @@ typedef struct daqiri_gw_burst {
   struct CUevent_st *event;
 } daqiri_gw_burst;
 
+/* DAQIRI's ReorderBurstInfo fields first, then two of ours. */
 typedef struct daqiri_gw_reorder_info {
   uint64_t batch_id;
-  uint64_t timestamp_ns; /* first source packet's receive time; 0 if none */
-  uint32_t num_packets;  /* source packets in the aggregate */
+  uint32_t source_packet_count; /* source packets in the aggregate */
+  uint32_t packets_per_batch;   /* the aggregate's slots */
+  uint32_t payload_len;         /* bytes per slot */
+  uint32_t aggregate_len;       /* packets_per_batch x payload_len */
   uint32_t burst_flags;
-  uint16_t plan; /* index among the interface's reorder_configs */
+  uint16_t plan;         /* index among the interface's reorder_configs */
+  uint64_t timestamp_ns; /* first source packet's receive time; 0 if none */
 } daqiri_gw_reorder_info;
 
 /* Library, errors */
@@ -105,6 +109,9 @@ uint32_t daqiri_gw_get_packet_length(daqiri_gw_burst *burst, int32_t idx);
 uint32_t daqiri_gw_get_packet_flow_id(daqiri_gw_burst *burst, int32_t idx);
 int32_t daqiri_gw_get_packet_rx_timestamp(daqiri_gw_burst *burst, int32_t idx, uint64_t *timestamp_ns);
 int32_t daqiri_gw_get_reorder_burst_info(daqiri_gw_burst *burst, daqiri_gw_reorder_info *info);
+/* A GPU reorder plan's kernels on the caller's cudaStream_t (null: the legacy
+ * default stream); NOT_SUPPORTED in a build without CUDA. */
+int32_t daqiri_gw_set_reorder_cuda_stream(const char *interface_name, const char *reorder_name, void *stream);
 uintptr_t daqiri_gw_get_connection_id(daqiri_gw_burst *burst);
 int32_t daqiri_gw_synchronize_burst_event(daqiri_gw_burst *burst);
 /* Bounds-checked copies into a TX packet's host buffer and out of any

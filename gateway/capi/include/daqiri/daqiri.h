@@ -19,6 +19,8 @@
 #include "daqiri/types.h"
 #include "daqiri/version.h"
 
+struct CUstream_st;  // cudaStream_t, without CUDA's headers
+
 namespace daqiri {
 
 namespace detail {
@@ -145,6 +147,11 @@ inline Status get_rx_burst(BurstParams **burst, uintptr_t conn_id, bool server) 
 inline uintptr_t get_connection_id(BurstParams *burst) { return daqiri_gw_get_connection_id(burst); }
 inline Status get_reorder_burst_info(BurstParams *burst, ReorderBurstInfo *info) {
   return detail::status(daqiri_gw_get_reorder_burst_info(burst, info));
+}
+/* stream: a cudaStream_t (CUDA's runtime spells it CUstream_st *). */
+inline Status set_reorder_cuda_stream(const std::string &interface_name, const std::string &reorder_name,
+                                      ::CUstream_st *stream) {
+  return detail::status(daqiri_gw_set_reorder_cuda_stream(interface_name.c_str(), reorder_name.c_str(), stream));
 }
 
 /* Transmitting. send_tx_burst takes the burst whatever it answers. */

@@ -30,6 +30,12 @@ pub(crate) trait PortDriver: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// The port's Ethernet address, as its device reports it; `None` for a
+    /// port with no Ethernet of its own (a socket, an RDMA connection).
+    fn mac_address(&self) -> Option<[u8; 6]> {
+        None
+    }
+
     /// Counters and state below the queues.
     fn link_stats(&self) -> LinkStats {
         LinkStats::default()
@@ -52,50 +58,31 @@ pub(crate) fn netdev_rx_queues(netdev: &str) -> Result<usize> {
     Ok(entries.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
 }
 
-/// Checks that the CPU can write every queue's memory, which both CPU-side
-/// backends need. In a CUDA build an RX queue may land in a `device` region
-/// all the same: the region gets a pinned staging twin and the queue a
-/// copier that moves each burst to the GPU as it is delivered.
+/// Lets the CPU read and write every queue's memory, which both CPU-side
+/// backends need. In a CUDA build a queue may use a `device` region all the
+/// same: the region gets a pinned staging twin and the queue a copier, which
+/// moves each RX burst to the GPU as it is delivered and each TX burst from
+/// the GPU as it is sent.
 pub(crate) fn prepare_cpu_landing(port: &Port, regions: &RegionTable) -> Result<()> {
     for direction in [Direction::Rx, Direction::Tx] {
         for q in port.queues(direction) {
-            check_queue_memory(port, direction, q, regions)?;
+            for &r in &q.segment_regions {
+                let region = regions.get(r);
+                if !region.kind().cpu_addressable() {
+                    stage_on_host(port, direction, q, region)?;
+                }
+            }
         }
     }
     Ok(())
 }
 
-/// One queue's part of [`prepare_cpu_landing`].
-fn check_queue_memory(port: &Port, direction: Direction, q: &Queue, regions: &RegionTable) -> Result<()> {
-    for &r in &q.segment_regions {
-        let region = regions.get(r);
-        if region.kind().cpu_addressable() {
-            continue;
-        }
-        if direction == Direction::Rx {
-            stage_on_host(port, q, region)?;
-            continue;
-        }
-        let refused = format!(
-            "{} queue \"{}\" of \"{}\" uses region \"{}\" of kind {}, which the {} backend cannot {}",
-            direction.as_str(),
-            q.name,
-            port.name,
-            region.name(),
-            region.kind().as_str(),
-            port.backend.as_str(),
-            if direction == Direction::Rx { "read" } else { "send from" }
-        );
-        return Err(Error::new(Status::NotSupported, refused));
-    }
-    Ok(())
-}
-
-/// Lets `queue` land packets for `device` region `region` through its
-/// pinned twin. A GPU reorder plan reads packets where they land, before
+/// Lets `queue` land or send packets of `device` region `region` through
+/// its pinned twin. A GPU reorder plan reads packets where they land, before
 /// any burst exists, so its queue must land in `host_pinned` instead.
-fn stage_on_host(port: &Port, queue: &Queue, region: &crate::memory::Region) -> Result<()> {
-    if let Some(plan) = port.plans.iter().find(|plan| plan.queue_id == queue.id) {
+fn stage_on_host(port: &Port, direction: Direction, queue: &Queue, region: &crate::memory::Region) -> Result<()> {
+    let plan = port.plans.iter().find(|plan| plan.queue_id == queue.id);
+    if let (Direction::Rx, Some(plan)) = (direction, plan) {
         return Err(Error::new(
             Status::NotSupported,
             format!(
@@ -108,5 +95,5 @@ fn stage_on_host(port: &Port, queue: &Queue, region: &crate::memory::Region) -> 
         ));
     }
     region.stage_on_host()?;
-    queue.copier.start(region.backing().gpu().expect("device memory is on a GPU"))
+    queue.copier.start(region.backing().gpu().expect("device memory is on a GPU"), direction)
 }

@@ -24,11 +24,13 @@ use crate::task::{QueueTask, Task};
 const MAX_FRAME: usize = 16 * 1024;
 
 #[derive(Debug)]
-pub(super) struct LoopbackDriver;
+pub(super) struct LoopbackDriver {
+    mac: [u8; 6],
+}
 
 pub(super) fn open(port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
     super::driver::prepare_cpu_landing(port, regions)?;
-    Ok(Box::new(LoopbackDriver))
+    Ok(Box::new(LoopbackDriver { mac: port_mac(port.id) }))
 }
 
 /// Packets an RX queue's inbox holds at least; and at least two of the
@@ -59,6 +61,10 @@ impl PortDriver for LoopbackDriver {
             Task::receiver(p, q, Box::new(receiver)).polling()
         });
         carriers.chain(receivers).collect()
+    }
+
+    fn mac_address(&self) -> Option<[u8; 6]> {
+        Some(self.mac)
     }
 }
 
@@ -141,7 +147,7 @@ fn carry(mut steer: Steer<'_>, tx: &Queue, burst: &Burst, inboxes: &Inboxes, fra
             continue;
         }
         let mut at = 0;
-        for piece in (0..crate::burst::MAX_SEGMENTS).filter_map(|s| packet.segment(s)) {
+        for piece in (0..crate::burst::MAX_SEGMENTS).filter_map(|s| packet.sendable_segment(s)) {
             frame[at..at + piece.len()].copy_from_slice(piece);
             at += piece.len();
         }

@@ -495,16 +495,24 @@ impl Burst {
         self.meta().completion.is_some()
     }
 
-    /// The copies that bring the burst's segments from a `device` region's
-    /// staging twin into their device buffers: (source, destination, bytes).
+    /// The copies between the burst's `device` segments and their regions'
+    /// staging twins, (source, destination, bytes): twin to device for a
+    /// received burst, device to twin for one to send.
     #[cfg(feature = "cuda")]
-    pub(crate) fn staged_copies(&self, out: &mut Vec<(crate::memory::DevicePtr, crate::memory::DevicePtr, usize)>) {
+    pub(crate) fn staged_copies(
+        &self,
+        direction: crate::queue::Direction,
+        out: &mut Vec<(crate::memory::DevicePtr, crate::memory::DevicePtr, usize)>,
+    ) {
         let meta = self.meta();
         for column in &meta.segments {
             let region = self.home.regions.get(column.region);
             for (token, &len) in column.buffers.iter().zip(&column.lengths).filter(|(t, _)| !t.is_released()) {
-                let Some((src, dst)) = region.staged_copy(token, len as usize) else { break };
-                out.push((src, dst, len as usize));
+                let Some((twin, device)) = region.staged_copy(token, len as usize) else { break };
+                out.push(match direction {
+                    crate::queue::Direction::Rx => (twin, device, len as usize),
+                    crate::queue::Direction::Tx => (device, twin, len as usize),
+                });
             }
         }
     }
@@ -688,6 +696,19 @@ impl<'a> Packet<'a> {
         }
     }
 
+    /// Segment `index` as a backend that sends with the CPU reads it: host
+    /// bytes, or a `device` segment's copy in its region's staging twin
+    /// (`send_tx_burst` starts the copy; the sender waits for it).
+    pub(crate) fn sendable_segment(&self, index: usize) -> Option<&'a [u8]> {
+        let column = self.meta.segments.get(index)?;
+        let token = &column.buffers[self.index];
+        if token.is_released() {
+            return None;
+        }
+        let (offset, len) = (usize::from(column.offsets[self.index]), column.lengths[self.index] as usize);
+        self.regions.get(column.region).host_bytes(token)?.get(offset..offset + len)
+    }
+
     /// Segment `index` where it lives: host bytes, or a device slice.
     pub fn segment_memory(&self, index: usize) -> Option<SegmentMemory<'a>> {
         let column = self.meta.segments.get(index)?;
@@ -785,14 +806,17 @@ pub struct PacketMut<'a> {
 
 impl PacketMut<'_> {
     /// The whole host buffer of segment `index` (its region's `buf_size`
-    /// bytes); `None` when absent or not host memory.
+    /// bytes); `None` when absent or not host memory. A `device` segment's
+    /// staging twin is the engine's, not the application's: what is sent is
+    /// what the device buffer holds.
     pub fn segment_buffer(&mut self, index: usize) -> Option<&mut [u8]> {
         let column = self.meta.segments.get_mut(index)?;
         let token = &mut column.buffers[self.index];
-        if token.is_released() {
+        let region = self.regions.get(column.region);
+        if token.is_released() || region.backing().host_base().is_none() {
             return None;
         }
-        self.regions.get(column.region).host_bytes_mut(token)
+        region.host_bytes_mut(token)
     }
 
     /// Sets the length of each segment, in order (DAQIRI's `set_packet_lengths`).

@@ -23,6 +23,38 @@ pub fn new_stream(ordinal: u32) -> Result<Arc<CudaStream>, Error> {
     context(ordinal)?.new_stream().map_err(|e| cuda_error(format!("creating a stream on GPU {ordinal}"), e))
 }
 
+/// A stream the application made with CUDA's runtime or driver API (a
+/// `cudaStream_t`, as DAQIRI's `set_reorder_cuda_stream` takes it) on the
+/// primary context of one of the GPUs, borrowed: the engine never destroys
+/// it. Null is the legacy default stream of GPU 0.
+///
+/// # Safety
+///
+/// `stream` is null or a live stream, and stays alive while the returned
+/// wrapper (or a plan given it) is used.
+pub unsafe fn borrowed_stream(stream: cudarc::driver::sys::CUstream) -> Result<Arc<CudaStream>, Error> {
+    if stream.is_null() {
+        // SAFETY: the null stream is every context's legacy default stream.
+        return Ok(unsafe { context(0)?.wrap_borrowed_stream(stream) });
+    }
+    let mut owner = std::ptr::null_mut();
+    // SAFETY: a live stream by this function's contract; `owner` is writable.
+    unsafe { cudarc::driver::sys::cuStreamGetCtx(stream, &mut owner) }
+        .result()
+        .map_err(|e| cuda_error("asking which context a stream belongs to", e))?;
+    for ordinal in 0..gpu_count()? as u32 {
+        let ctx = context(ordinal)?;
+        if ctx.cu_ctx() == owner {
+            // SAFETY: a live stream of this context, by this function's contract.
+            return Ok(unsafe { ctx.wrap_borrowed_stream(stream) });
+        }
+    }
+    Err(Error::new(
+        Status::InvalidParameter,
+        "the stream belongs to a CUDA context that is no GPU's primary context: create it with cudaStreamCreate (the runtime uses the primary context) or on cuDevicePrimaryCtxRetain's context",
+    ))
+}
+
 /// Makes GPU `ordinal`'s context current on the calling thread, for threads
 /// that hand device memory to a library which expects one (cuFile).
 pub fn bind_thread(ordinal: u32) -> Result<(), Error> {

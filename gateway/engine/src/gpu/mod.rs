@@ -13,7 +13,7 @@ mod shareable;
 mod staging;
 
 pub use by_sequence::{SequenceLayout, launch_by_sequence, launch_gather};
-pub use context::{bind_thread, gpu_count, memory_info, new_stream};
+pub use context::{bind_thread, borrowed_stream, gpu_count, memory_info, new_stream};
 /// The CUDA bindings the GPU types come from, for applications that pass
 /// their own streams and events.
 pub use cudarc;

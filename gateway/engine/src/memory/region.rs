@@ -63,9 +63,10 @@ pub struct Region {
     #[cfg(feature = "dpdk")]
     device_pool: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
     backing: Backing,
-    /// A `device` region a CPU backend receives into: pinned host memory of
-    /// the same layout where the CPU lands each buffer's bytes, copied to
-    /// the device buffer of the same index when its burst is delivered.
+    /// A `device` region a CPU backend receives into or sends from: pinned
+    /// host memory of the same layout where the CPU lands each buffer's
+    /// bytes, copied to the device buffer of the same index when its burst
+    /// is delivered (or from it, when a burst is sent).
     staging: StagingTwin,
 }
 
@@ -225,11 +226,17 @@ impl Region {
     /// The host bytes of a buffer the caller owns. Panics for memory the CPU
     /// cannot read: backends check their queues' regions at open.
     pub(crate) fn bytes<'a>(&'a self, token: &'a BufToken) -> &'a [u8] {
-        let ptr = self.host_buffer(token).expect("backend opened on CPU-addressable regions only");
+        self.host_bytes(token).expect("backend opened on CPU-addressable regions only")
+    }
+
+    /// As [`bytes`](Self::bytes), `None` for memory the CPU cannot read (a
+    /// `device` region without its staging twin).
+    pub(crate) fn host_bytes<'a>(&'a self, token: &'a BufToken) -> Option<&'a [u8]> {
+        let ptr = self.host_buffer(token)?;
         // SAFETY: the token proves exclusive ownership of this buffer, which lies
         // inside the mapping (`host_buffer` checks the index); the shared borrow of
         // the token keeps any `&mut` to the same bytes from existing meanwhile.
-        unsafe { std::slice::from_raw_parts(ptr.as_ptr(), self.buf_size) }
+        Some(unsafe { std::slice::from_raw_parts(ptr.as_ptr(), self.buf_size) })
     }
 
     /// The host bytes of a buffer the caller owns, writable.
@@ -268,7 +275,7 @@ impl Region {
     }
 
     /// Gives a `device` region its pinned staging twin (once), so a backend
-    /// that writes with the CPU can land packets for it.
+    /// that reads and writes with the CPU can land and send its packets.
     pub(crate) fn stage_on_host(&self) -> Result<(), Error> {
         let Some(gpu) = self.backing.gpu() else { return Ok(()) };
         if self.backing.host_base().is_some() {

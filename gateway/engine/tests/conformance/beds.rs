@@ -5,7 +5,7 @@ use std::io::Read;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use daqiri::{Engine, PacketMut};
+use daqiri::{Burst, Engine, PacketMut};
 use daqiri_config::testing::{TestConfig, tx};
 
 #[cfg(any(feature = "dpdk", feature = "af_xdp"))]
@@ -73,10 +73,15 @@ pub trait Bed {
         "tx_mem"
     }
 
-    /// Writes `payload` into a TX packet as the bed's wire carries it: the
-    /// payload alone on sockets, in a UDP frame to [`TX_PORT`] on raw backends.
+    /// `payload` as the bed's wire carries it: alone on sockets, in a UDP
+    /// frame to [`TX_PORT`] on raw backends.
+    fn tx_bytes(&self, payload: &[u8]) -> Vec<u8> {
+        payload.to_vec()
+    }
+
+    /// Writes `payload` into a TX packet as [`tx_bytes`](Self::tx_bytes) says.
     fn write_tx(&self, packet: &mut PacketMut<'_>, payload: &[u8]) {
-        packet.write(payload).expect("the payload fits");
+        packet.write(&self.tx_bytes(payload)).expect("the payload fits");
     }
 
     /// An independent reader at the far end of the bed's wire.
@@ -106,8 +111,9 @@ pub trait Reader {
     /// socket server answers its last peer); returns once it is.
     fn attach(&mut self, _engine: &Engine) {}
 
-    /// The next payload (a byte stream: the next bytes) that arrives within
-    /// `within`.
+    /// What next arrives within `within`, as the wire carries it: a raw
+    /// backend's frame, a datagram's or message's payload, a byte stream's
+    /// next bytes (what [`Bed::tx_bytes`] makes of a payload).
     fn next(&mut self, engine: &Engine, within: Duration) -> Option<Vec<u8>>;
 }
 
@@ -327,8 +333,8 @@ impl Bed for Loopback {
     fn tx_config(&self) -> TestConfig {
         self.config()
     }
-    fn write_tx(&self, packet: &mut PacketMut<'_>, payload: &[u8]) {
-        packet.write_udp_frame(&tx_frame([2, 0, 0, 0, 0, 2]), payload).expect("the frame fits");
+    fn tx_bytes(&self, payload: &[u8]) -> Vec<u8> {
+        tx_frame_bytes([2, 0, 0, 0, 0, 2], payload)
     }
     fn tx_reader(&self) -> Box<dyn Reader> {
         Box::new(LoopbackReader)
@@ -344,7 +350,7 @@ impl Reader for LoopbackReader {
         loop {
             if let Some(burst) = engine.get_rx_burst(0, 0).expect("port 0 queue 0") {
                 assert_eq!(burst.num_packets(), 1, "one frame per burst of one");
-                return Some(burst.packet(0).data()[RAW_HEADERS..].to_vec());
+                return Some(burst.packet(0).data().to_vec());
             }
             if Instant::now() >= deadline {
                 return None;
@@ -353,16 +359,19 @@ impl Reader for LoopbackReader {
     }
 }
 
-/// The headers of the frames TX scenarios send on raw backends, to `dst_mac`.
-fn tx_frame(dst_mac: [u8; 6]) -> daqiri::headers::UdpFrame {
-    daqiri::headers::UdpFrame {
+/// The frame TX scenarios send on raw backends to `dst_mac`, carrying `payload`.
+fn tx_frame_bytes(dst_mac: [u8; 6], payload: &[u8]) -> Vec<u8> {
+    let frame = daqiri::headers::UdpFrame {
         src_mac: [2, 0, 0, 0, 0, 9],
         dst_mac,
         src_ip: [10, 203, 0, 2].into(),
         dst_ip: [10, 203, 0, 1].into(),
         src_port: 6000,
         dst_port: TX_PORT,
-    }
+    };
+    let mut bytes = vec![0; daqiri::headers::UDP_FRAME_HEADERS + payload.len()];
+    frame.write(&mut bytes, payload).expect("the frame fits");
+    bytes
 }
 
 /// Sends through the engine's own TX queue 0.
@@ -392,7 +401,8 @@ impl Sender for TxQueueSender {
             src_port: self.0,
             dst_port: 5000,
         };
-        send_one(engine, |packet| {
+        send_one(engine, |burst| {
+            let mut packet = burst.packet_mut(0);
             packet.write_udp_frame(&frame, payload).expect("the frame fits");
         });
     }
@@ -400,14 +410,14 @@ impl Sender for TxQueueSender {
 
 /// Sends one packet, written by `write`, on the engine's TX queue 0,
 /// waiting for a burst and for room in the queue as long as it takes.
-pub fn send_one(engine: &Engine, write: impl FnOnce(&mut PacketMut<'_>)) {
+pub fn send_one(engine: &Engine, write: impl FnOnce(&mut Burst)) {
     let mut burst = loop {
         match engine.get_tx_packet_burst(0, 0, 1) {
             Ok(burst) => break burst,
             Err(_) => std::thread::yield_now(),
         }
     };
-    write(&mut burst.packet_mut(0));
+    write(&mut burst);
     let mut pending = burst;
     while let Err(refused) = engine.send_tx_burst(pending) {
         pending = refused.burst;
@@ -421,7 +431,7 @@ mod raw {
     use std::sync::{Arc, OnceLock};
     use std::time::{Duration, Instant};
 
-    use daqiri::{Engine, PacketMut};
+    use daqiri::Engine;
     use daqiri_config::testing::{TestConfig, tx};
 
     use super::{Bed, RAW_HEADERS, Reader, Sender, TX_PORT};
@@ -642,8 +652,8 @@ mod raw {
                 _ => "tx_mem",
             }
         }
-        fn write_tx(&self, packet: &mut PacketMut<'_>, payload: &[u8]) {
-            packet.write_udp_frame(&super::tx_frame([0xff; 6]), payload).expect("the frame fits");
+        fn tx_bytes(&self, payload: &[u8]) -> Vec<u8> {
+            super::tx_frame_bytes([0xff; 6], payload)
         }
         fn tx_reader(&self) -> Box<dyn Reader> {
             Box::new(RawReader(self.far_end()))
@@ -677,7 +687,7 @@ mod raw {
                 let to_tx_port =
                     frame.len() >= RAW_HEADERS && frame[12..14] == [8, 0] && frame[36..38] == TX_PORT.to_be_bytes();
                 if to_tx_port {
-                    return Some(frame[RAW_HEADERS..].to_vec());
+                    return Some(frame);
                 }
             }
         }

@@ -1,12 +1,15 @@
 //! The GPU scenarios (a `cuda` build on the GPU machine): packets landing in
-//! GPU memory, GPU reorder against its oracle, and the CPU writers' refusal
-//! of GPU bytes, on each bed that runs there. `tests/gpu/run.sh` runs them.
+//! GPU memory and sent from it, GPU reorder against its oracle, and the CPU
+//! writers' refusal of GPU bytes, on each bed that runs there.
+//! `tests/gpu/run.sh` runs them.
+
+use std::time::Duration;
 
 use daqiri::{Burst, SegmentMemory, Status};
 use daqiri_config::model::{BitField, MemoryKind, ReorderType};
 use daqiri_config::testing::{plan, rx};
 
-use crate::beds::Bed;
+use crate::beds::{Bed, send_one};
 use crate::outcome::Outcome;
 use crate::scenarios::{
     collect_batches, next_burst, oracle_batch, pace, payload, send_scrambled, start_or_refusal,
@@ -62,6 +65,75 @@ pub fn gpu_landing(bed: &dyn Bed) -> Outcome {
     assert!(got == sent.concat(), "every byte lands in GPU memory, in order");
     stops_with_every_buffer_back(&engine);
     Outcome::Passed
+}
+
+/// A TX queue that sends from a `device` region puts on the wire what the
+/// application wrote into GPU memory (as DAQIRI's programs do, with a copy
+/// of their own), byte-exact and in order, and every buffer of the region
+/// comes back.
+pub fn gpu_tx(bed: &dyn Bed) -> Outcome {
+    const COUNT: u32 = 200;
+    let mut config =
+        bed.tx_config().region("mem", BUFS, bed.buf_size()).rx_queue(rx(0, "mem").core(1).batch(1).timeout_us(100));
+    config.region_mut(bed.tx_region()).kind = MemoryKind::Device;
+    let engine = match start_or_refusal(bed, &config, &["tx.queues[0].memory_regions"]) {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    let mut reader = bed.tx_reader();
+    reader.attach(&engine);
+    // A greeting the reader sent may sit in RX queue 0; it is not under test.
+    while engine.get_rx_burst(0, 0).unwrap().is_some() {}
+    daqiri::gpu::bind_thread(0).expect("GPU 0");
+    let sent: Vec<Vec<u8>> = (0..COUNT).map(|seq| payload(seq, 64 + 7 * seq as usize)).collect();
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let mut stream = Vec::new();
+    for chunk in sent.chunks(16) {
+        for p in chunk {
+            send_one(&engine, |burst| write_to_device(burst, &bed.tx_bytes(p)));
+        }
+        if bed.has_datagrams() {
+            for _ in chunk {
+                got.push(reader.next(&engine, Duration::from_secs(10)).expect("a sent packet arrives"));
+            }
+        } else {
+            // A byte stream may join or cut the packets anywhere: read the chunk's bytes.
+            let until = stream.len() + chunk.iter().map(Vec::len).sum::<usize>();
+            while stream.len() < until {
+                stream.extend(reader.next(&engine, Duration::from_secs(10)).expect("the stream's next bytes"));
+            }
+        }
+    }
+    if bed.has_datagrams() {
+        for (seq, (got, payload)) in got.iter().zip(&sent).enumerate() {
+            let want = bed.tx_bytes(payload);
+            assert!(
+                got == &want,
+                "packet {seq} arrives as written into GPU memory ({} bytes of {})",
+                got.len(),
+                want.len()
+            );
+        }
+    } else {
+        assert!(stream == sent.concat(), "the stream arrives as written into GPU memory ({} bytes)", stream.len());
+    }
+    stops_with_every_buffer_back(&engine);
+    Outcome::Passed
+}
+
+/// Sizes segment 0 of a TX burst's one packet to `bytes` and copies them
+/// into its device buffer, as an application's `cudaMemcpy` does.
+fn write_to_device(burst: &mut Burst, bytes: &[u8]) {
+    let mut packet = burst.packet_mut(0);
+    assert!(packet.segment_buffer(0).is_none(), "a device segment has no host buffer for the application");
+    packet.set_lengths(&[bytes.len()]).expect("the bytes fit");
+    let Some(SegmentMemory::Device(slice)) = burst.packet(0).segment_memory(0) else {
+        panic!("segment 0 is in GPU memory")
+    };
+    // SAFETY: the slice is the packet's own device buffer, `bytes.len()`
+    // long; the copy is synchronous.
+    unsafe { daqiri::gpu::cudarc::driver::result::memcpy_htod_sync(slice.ptr().address(), bytes) }
+        .expect("copied into GPU memory");
 }
 
 /// A GPU reorder plan, fed from pinned landing buffers, places each batch

@@ -35,7 +35,7 @@ macro_rules! scenarios_on {
                 delivery flows_to_queues worker_per_core pools_back_after_drain
                 cpu_reorder writers header_data_split drops_counted_when_stalled
                 flow_reload_loses_nothing isolation tx_byte_exact rss_spread ethernet_steering
-                ethernet_rss_spread ipv4_steering);
+                ethernet_rss_spread ipv4_steering port_mac);
         }
     };
 }
@@ -68,6 +68,7 @@ macro_rules! gpu_scenarios_on {
         mod $module {
             use super::*;
             scenario_test!($bed; []; gpu::gpu_landing);
+            scenario_test!($bed; []; gpu::gpu_tx);
             scenario_test!($bed; []; gpu::gpu_reorder);
             scenario_test!($bed; []; gpu::gpu_writers_refuse);
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use daqiri::{Burst, DropReason, Engine, Status};
-use daqiri_config::model::{EthernetMatch, FlowMatch, PortMatch};
+use daqiri_config::model::{EthernetMatch, FlowMatch, PortMatch, TxOffload};
 use daqiri_config::testing::{TestConfig, rx};
 
 use crate::beds::{Bed, Sender};
@@ -736,15 +736,16 @@ pub fn tx_byte_exact(bed: &dyn Bed) -> Outcome {
     // (or the loopback's RX ring) holds a chunk, not the whole run.
     for (c, chunk) in sent.chunks(32).enumerate() {
         for p in chunk {
-            crate::beds::send_one(&engine, |packet| bed.write_tx(packet, p));
+            crate::beds::send_one(&engine, |burst| bed.write_tx(&mut burst.packet_mut(0), p));
         }
         if bed.has_datagrams() {
-            for (i, want) in chunk.iter().enumerate() {
+            for (i, payload) in chunk.iter().enumerate() {
                 let seq = c * 32 + i;
+                let want = bed.tx_bytes(payload);
                 let got =
                     reader.next(&engine, Duration::from_secs(10)).unwrap_or_else(|| panic!("datagram {seq} arrives"));
                 assert!(
-                    &got == want,
+                    got == want,
                     "datagram {seq} arrives byte-exact and in order (got {} bytes starting {:?})",
                     got.len(),
                     &got[..got.len().min(8)]
@@ -781,6 +782,42 @@ pub fn tx_byte_exact(bed: &dyn Bed) -> Outcome {
             in_use()
         );
         std::thread::sleep(Duration::from_millis(5));
+    }
+    Outcome::Passed
+}
+
+/// The port's Ethernet address (`Engine::mac_address`, DAQIRI's
+/// `get_mac_addr`) is the one the far end of the wire sees: the source of
+/// every frame its TX queue sends with `offloads: [tx_eth_src]`. A port with
+/// no Ethernet of its own answers `NOT_SUPPORTED`.
+pub fn port_mac(bed: &dyn Bed) -> Outcome {
+    const COUNT: u32 = 8;
+    let mut config =
+        bed.tx_config().region("mem", BUFS, bed.buf_size()).rx_queue(rx(0, "mem").core(1).batch(1).timeout_us(100));
+    let mac = match bed.start(&config).expect("the engine starts").mac_address(0) {
+        Ok(mac) => mac,
+        Err(e) => {
+            assert_eq!(e.status, Status::NotSupported, "{e}");
+            assert!(e.message.contains("no Ethernet address of its own"), "{e}");
+            assert_eq!(bed.headers(), 0, "only a port whose packets carry no Ethernet header of ours has no address");
+            return Outcome::NotApplicable(
+                "the kernel frames what the port sends: it has no Ethernet address of its own",
+            );
+        }
+    };
+    assert_ne!(mac, [0; 6], "a port's address is not all zeros");
+    let tx = config.model_mut().interfaces[0].tx.as_mut().expect("the bed's TX queue");
+    tx.queues[0].offloads.push(TxOffload::TxEthSrc);
+    let engine = bed.start(&config).expect("the engine starts with tx_eth_src");
+    assert_eq!(engine.mac_address(0).expect("the port's address"), mac, "the same address each time the port opens");
+    let mut reader = bed.tx_reader();
+    reader.attach(&engine);
+    while engine.get_rx_burst(0, 0).unwrap().is_some() {}
+    for seq in 0..COUNT {
+        crate::beds::send_one(&engine, |burst| bed.write_tx(&mut burst.packet_mut(0), &payload(seq, 64)));
+        let frame = reader.next(&engine, Duration::from_secs(10)).unwrap_or_else(|| panic!("frame {seq} arrives"));
+        assert_eq!(frame[6..12], mac, "frame {seq}'s source is the port's address");
+        assert_eq!(frame[12..], bed.tx_bytes(&payload(seq, 64))[12..], "frame {seq} is otherwise as written");
     }
     Outcome::Passed
 }

@@ -44,6 +44,8 @@ const INBOX_PACKETS: usize = 2048;
 #[derive(Debug)]
 pub(super) struct AfXdpDriver {
     netdev: String,
+    /// The netdev's MAC address when the port opened.
+    mac: Option<[u8; 6]>,
     /// `None` once stopped: dropping it detaches it.
     program: Mutex<Option<SteeringProgram>>,
     /// The sockets' rings until the tasks take them.
@@ -162,6 +164,7 @@ pub(super) fn open(netdev: &str, port: &Port, regions: &RegionTable) -> Result<B
     tracing::info!(interface = %port.name, netdev, xdp = program.mode().as_str(), sockets = ?modes, "AF_XDP port started");
     Ok(Box::new(AfXdpDriver {
         netdev: netdev.to_owned(),
+        mac: netdev_mac(netdev),
         program: Mutex::new(Some(program)),
         sockets: Mutex::new(sockets),
         handles: Mutex::new(handles),
@@ -178,7 +181,7 @@ impl AfXdpDriver {
 impl PortDriver for AfXdpDriver {
     fn tasks(&mut self, port: &Port) -> Vec<Task> {
         let sockets = std::mem::take(&mut *self.sockets.lock().unwrap_or_else(|e| e.into_inner()));
-        let mac = netdev_mac(&self.netdev);
+        let mac = self.mac;
         let rx_sockets = sockets.iter().filter(|s| s.rx.is_some()).count();
         let inboxes = Arc::new(Inboxes::new(port.rx.len(), INBOX_PACKETS, rx_sockets));
         let mut tasks = Vec::new();
@@ -218,6 +221,10 @@ impl PortDriver for AfXdpDriver {
             return Err(e);
         }
         Ok(())
+    }
+
+    fn mac_address(&self) -> Option<[u8; 6]> {
+        self.mac
     }
 
     fn link_stats(&self) -> LinkStats {

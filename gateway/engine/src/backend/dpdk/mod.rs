@@ -307,6 +307,10 @@ impl PortDriver for DpdkDriver {
         self.steering.apply(&self.port, port, table)
     }
 
+    fn mac_address(&self) -> Option<[u8; 6]> {
+        self.port.mac()
+    }
+
     fn link_stats(&self) -> LinkStats {
         LinkStats { nic_counters: self.port.extended_counters(), ..LinkStats::default() }
     }

@@ -410,7 +410,8 @@ impl QueueTask for TcpSender {
         let first = out.packet;
         while out.packet < total {
             let packet = out.burst.packet(out.packet);
-            let Some(piece) = (out.segment < MAX_SEGMENTS).then(|| packet.segment(out.segment)).flatten() else {
+            let Some(piece) = (out.segment < MAX_SEGMENTS).then(|| packet.sendable_segment(out.segment)).flatten()
+            else {
                 out.sent_bytes += packet.len() as u64;
                 (out.packet, out.segment, out.offset) = (out.packet + 1, 0, 0);
                 continue;

@@ -825,7 +825,8 @@ fn send_burst(batch: &mut SendBatch, shared: &Shared, q: &Queue, burst: &Burst, 
     let total = burst.num_packets();
     let (mut done, mut sent, mut bytes) = (0, 0u64, 0u64);
     while done < total {
-        let datagrams = burst.packets().skip(done).map(|p| (0..MAX_SEGMENTS).filter_map(move |s| p.segment(s)));
+        let datagrams =
+            burst.packets().skip(done).map(|p| (0..MAX_SEGMENTS).filter_map(move |s| p.sendable_segment(s)));
         match batch.send(fd, dest, datagrams) {
             Ok(n) => {
                 bytes += burst.packets().skip(done).take(n).map(|p| p.len() as u64).sum::<u64>();
