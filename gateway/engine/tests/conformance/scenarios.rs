@@ -788,28 +788,26 @@ pub fn tx_byte_exact(bed: &dyn Bed) -> Outcome {
 
 /// The port's Ethernet address (`Engine::mac_address`, DAQIRI's
 /// `get_mac_addr`) is the one the far end of the wire sees: the source of
-/// every frame its TX queue sends with `offloads: [tx_eth_src]`. A port with
-/// no Ethernet of its own answers `NOT_SUPPORTED`.
+/// every frame its TX queue sends with `offloads: [tx_eth_src]` (the frames
+/// are written with another source). A port with no Ethernet of its own
+/// answers `NOT_SUPPORTED`.
 pub fn port_mac(bed: &dyn Bed) -> Outcome {
     const COUNT: u32 = 8;
     let mut config =
         bed.tx_config().region("mem", BUFS, bed.buf_size()).rx_queue(rx(0, "mem").core(1).batch(1).timeout_us(100));
-    let mac = match bed.start(&config).expect("the engine starts").mac_address(0) {
-        Ok(mac) => mac,
-        Err(e) => {
-            assert_eq!(e.status, Status::NotSupported, "{e}");
-            assert!(e.message.contains("no Ethernet address of its own"), "{e}");
-            assert_eq!(bed.headers(), 0, "only a port whose packets carry no Ethernet header of ours has no address");
-            return Outcome::NotApplicable(
-                "the kernel frames what the port sends: it has no Ethernet address of its own",
-            );
-        }
-    };
-    assert_ne!(mac, [0; 6], "a port's address is not all zeros");
+    if let Err(e) = bed.start(&config).expect("the engine starts").mac_address(0) {
+        assert_eq!(e.status, Status::NotSupported, "{e}");
+        assert!(e.message.contains("no Ethernet address of its own"), "{e}");
+        assert_eq!(bed.headers(), 0, "only a port whose packets carry no Ethernet header of ours has no address");
+        return Outcome::NotApplicable("the kernel frames what the port sends: it has no Ethernet address of its own");
+    }
     let tx = config.model_mut().interfaces[0].tx.as_mut().expect("the bed's TX queue");
     tx.queues[0].offloads.push(TxOffload::TxEthSrc);
     let engine = bed.start(&config).expect("the engine starts with tx_eth_src");
-    assert_eq!(engine.mac_address(0).expect("the port's address"), mac, "the same address each time the port opens");
+    // Read from the port that sends: a device may take a new address each
+    // time it is made (DPDK's net_tap does).
+    let mac = engine.mac_address(0).expect("the port's address");
+    assert_ne!(bed.tx_bytes(&payload(0, 64))[6..12], mac, "the frames are written with another source");
     let mut reader = bed.tx_reader();
     reader.attach(&engine);
     while engine.get_rx_burst(0, 0).unwrap().is_some() {}
