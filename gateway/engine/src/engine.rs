@@ -365,21 +365,15 @@ impl Engine {
         plan: &str,
         stream: std::sync::Arc<cudarc::driver::CudaStream>,
     ) -> Result<()> {
-        self.gpu_plan(port, plan)?.set_stream(stream)
-    }
-
-    /// Reorder plan `plan` of port `port`, which must run on a GPU.
-    #[cfg(feature = "cuda")]
-    fn gpu_plan(&self, port: u16, plan: &str) -> Result<&crate::reorder::GpuPlan> {
         let p = self.port(port)?;
         let found = p.plans.iter().find(|candidate| candidate.name == plan).ok_or_else(|| {
             let names: Vec<_> = p.plans.iter().map(|c| format!("\"{}\"", c.name)).collect();
             Error::invalid(format!("port {port} has no reorder plan \"{plan}\"; its plans: [{}]", names.join(", ")))
         })?;
-        found
-            .gpu
-            .as_ref()
-            .ok_or_else(|| Error::invalid(format!("reorder plan \"{plan}\" is reorder_type cpu: it runs no kernels")))
+        let gpu = found.gpu.as_ref().ok_or_else(|| {
+            Error::invalid(format!("reorder plan \"{plan}\" is reorder_type cpu: it runs no kernels"))
+        })?;
+        gpu.set_stream(stream)
     }
 
     /// The local address a socket port is bound to (`None` for other backends).

@@ -81,8 +81,9 @@ pub(crate) fn prepare_cpu_landing(port: &Port, regions: &RegionTable) -> Result<
 /// its pinned twin. A GPU reorder plan reads packets where they land, before
 /// any burst exists, so its queue must land in `host_pinned` instead.
 fn stage_on_host(port: &Port, direction: Direction, queue: &Queue, region: &crate::memory::Region) -> Result<()> {
-    let plan = port.plans.iter().find(|plan| plan.queue_id == queue.id);
-    if let (Direction::Rx, Some(plan)) = (direction, plan) {
+    if direction == Direction::Rx
+        && let Some(plan) = port.plans.iter().find(|plan| plan.queue_id == queue.id)
+    {
         return Err(Error::new(
             Status::NotSupported,
             format!(

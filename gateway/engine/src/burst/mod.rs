@@ -700,36 +700,32 @@ impl<'a> Packet<'a> {
     /// bytes, or a `device` segment's copy in its region's staging twin
     /// (`send_tx_burst` starts the copy; the sender waits for it).
     pub(crate) fn sendable_segment(&self, index: usize) -> Option<&'a [u8]> {
-        let column = self.meta.segments.get(index)?;
-        let token = &column.buffers[self.index];
-        if token.is_released() {
-            return None;
-        }
-        let (offset, len) = (usize::from(column.offsets[self.index]), column.lengths[self.index] as usize);
-        self.regions.get(column.region).host_bytes(token)?.get(offset..offset + len)
+        let (region, token, offset, len) = self.held_segment(index)?;
+        self.regions.get(region).host_bytes(token)?.get(offset..offset + len)
     }
 
     /// Segment `index` where it lives: host bytes, or a device slice.
     pub fn segment_memory(&self, index: usize) -> Option<SegmentMemory<'a>> {
-        let column = self.meta.segments.get(index)?;
-        let token = &column.buffers[self.index];
-        if token.is_released() {
-            return None;
-        }
-        let (offset, len) = (usize::from(column.offsets[self.index]), column.lengths[self.index] as usize);
-        Some(self.regions.get(column.region).segment(token, offset, len))
+        let (region, token, offset, len) = self.held_segment(index)?;
+        Some(self.regions.get(region).segment(token, offset, len))
     }
 
     /// Segment `index`'s region, its byte offset in the region and its
     /// length; `None` when absent or released.
     pub(crate) fn segment_place(&self, index: usize) -> Option<(u16, usize, u32)> {
+        let (region, token, offset, len) = self.held_segment(index)?;
+        Some((region, self.regions.get(region).byte_offset(token, offset), len as u32))
+    }
+
+    /// Segment `index`'s region, buffer, offset in the buffer and length;
+    /// `None` when absent or released.
+    fn held_segment(&self, index: usize) -> Option<(u16, &'a BufToken, usize, usize)> {
         let column = self.meta.segments.get(index)?;
         let token = &column.buffers[self.index];
         if token.is_released() {
             return None;
         }
-        let offset = self.regions.get(column.region).byte_offset(token, usize::from(column.offsets[self.index]));
-        Some((column.region, offset, column.lengths[self.index]))
+        Some((column.region, token, usize::from(column.offsets[self.index]), column.lengths[self.index] as usize))
     }
 
     /// Segments present.

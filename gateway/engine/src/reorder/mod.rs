@@ -31,8 +31,6 @@ use crate::burst::{BurstShape, EngineId, MetaPool};
 use crate::error::Result;
 use crate::memory::RegionTable;
 
-#[cfg(feature = "cuda")]
-pub(crate) use gpu_plan::GpuPlan;
 pub use replay::Replay;
 pub(crate) use window::Reorderer;
 
