@@ -18,6 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 if [[ ${1:-} == --pack ]]; then
     cd "$here/../.."
+    source tests/bench/lib.sh
     out=${2:-target/daqiri-raw-bench}
     rm -rf "$out" && mkdir -p "$out/daqiri/bin" "$out/daqiri/lib"
     tests/capi/daqiri_programs.sh --pack "$out/ours" --release >/dev/null
@@ -28,9 +29,8 @@ if [[ ${1:-} == --pack ]]; then
     # DPDK's libraries and every other library it links that a machine
     # without DPDK or rdma-core lacks (not libc's, not CUDA's: the GPU
     # machine has those).
-    LD_LIBRARY_PATH=$dpdk/lib:$(tests/reference/build.sh cuda)/lib/stubs ldd "$theirs" | awk '/=> \// {print $3}' |
-        { grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux.*)\.so|/libcu' || true; } |
-        while read -r lib; do cp -L "$lib" "$out/daqiri/lib/"; done
+    LD_LIBRARY_PATH=$dpdk/lib:$(tests/reference/build.sh cuda)/lib/stubs \
+        copy_linked_libraries "$out/daqiri/lib" '/(libstdc\+\+|libgcc_s)\.so|/libcu' "$theirs"
     # EAL loads every plugin in the folder DPDK was built to use; the
     # software loopback needs the ring mempool and the buses (one file each:
     # EAL would load a copy under each of a plugin's names).
@@ -38,8 +38,8 @@ if [[ ${1:-} == --pack ]]; then
     mkdir -p "$out/daqiri/pmds"
     for plugin in librte_mempool_ring librte_bus_pci librte_bus_vdev; do
         cp -L "$pmds/$plugin.so" "$out/daqiri/pmds/"
-        LD_LIBRARY_PATH=$dpdk/lib ldd "$pmds/$plugin.so" | awk -v dpdk="$dpdk/lib/" 'index($3, dpdk) == 1 {print $3}' |
-            while read -r lib; do cp -L "$lib" "$out/daqiri/lib/"; done
+        LD_LIBRARY_PATH=$dpdk/lib copy_linked_libraries "$out/daqiri/lib" '/(libstdc\+\+|libgcc_s)\.so|/libcu' \
+            "$pmds/$plugin.so"
     done
     echo "$pmds" > "$out/daqiri/pmds-path"
     cp "$0" "$out/run.sh"

@@ -1,4 +1,4 @@
-# Shared by the receive benchmarks (sourced, not run).
+# Shared by the benchmarks and the packers of programs for the GPU machine (sourced, not run).
 
 # The socket engine as every receive benchmark runs it: a UDP server socket
 # on ip:port, one RX queue polled directly by the application, 64 MiB of buffers.
@@ -112,4 +112,17 @@ daqiri_reference_env() { # a DAQIRI binary
     export LD_LIBRARY_PATH=$(tests/reference/build.sh cuda)/lib/stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     ldd "$1" | grep -q 'not found' && { echo "$1: libraries not found:" >&2; ldd "$1" | grep 'not found' >&2; return 1; }
     return 0
+}
+
+# Copies into `dest` every library `ldd` names for the binaries given, but
+# libc's and those whose path `skip` (an extended regex, may be empty)
+# matches: what a machine without them needs beside a packed binary.
+copy_linked_libraries() { # dest skip binary...
+    local dest=$1 skip=$2 lib
+    shift 2
+    ldd "$@" | awk '/=> \// {print $3}' | sort -u |
+        { grep -v -E "/(libc|libm|libpthread|libdl|librt|ld-linux.*)\.so${skip:+|$skip}" || true; } |
+        while read -r lib; do
+            [[ -e $dest/$(basename "$lib") ]] || cp -L "$lib" "$dest/"
+        done
 }

@@ -14,6 +14,7 @@
 # the GPU machine (tests/gpu/build.sh), instead of running anything here.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/bench/lib.sh
 pack="" pack_profile=()
 if [[ ${1:-} == --pack ]]; then
     pack=${2:?--pack takes a folder}
@@ -63,9 +64,7 @@ if [[ -n $pack ]]; then
     strip --strip-debug "$pack"/lib/libdaqiri.so.?
     # The libraries the programs link besides libdaqiri, the C++ runtime
     # and CUDA's (the GPU machine has those: daqiri_programs_gpu.sh finds them).
-    ldd "$work/build/examples/${on_gpu[0]}" | awk '/=> \// {print $3}' |
-        { grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux.*)\.so|/libcu|/libdaqiri' || true; } |
-        while read -r lib; do cp -L "$lib" "$pack/lib/"; done
+    copy_linked_libraries "$pack/lib" '/(libstdc\+\+|libgcc_s)\.so|/libcu|/libdaqiri' "$work/build/examples/${on_gpu[0]}"
     cp "$source/examples/daqiri_bench_raw_sw_loopback.yaml" "$source/examples/daqiri_example_pcap_writer_sw_loopback.yaml" \
         "$pack/configs/"
     cp tests/capi/daqiri_programs_gpu.sh "$pack/run.sh"
