@@ -10,10 +10,10 @@ use daqiri_config::{Document, InterfaceBackend, ValidConfig};
 
 use crate::backend::{self, PortDriver};
 use crate::burst::{Burst, EngineId, PacketSlot};
+use crate::direction::Direction;
 use crate::error::{Error, Result, Status};
 use crate::memory::{Region, RegionTable};
 use crate::port::Port;
-use crate::queue::Direction;
 use crate::reload::ReloadChange;
 use crate::runtime_flows::RuntimeFlows;
 use crate::state::EngineState;

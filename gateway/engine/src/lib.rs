@@ -55,6 +55,7 @@
 mod backend;
 mod burst;
 mod delivery;
+mod direction;
 mod engine;
 mod error;
 mod flow;
@@ -86,13 +87,14 @@ pub mod writer;
 
 pub use backend::{AfXdpLink, AfXdpSocket, IngestRing, LinkStats, QueueConnection, RoceLink};
 pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, flags};
+pub use direction::Direction;
 pub use engine::{Engine, SendError};
 pub use error::{Error, Result, Status};
 pub use memory::{
     Backing, DevicePtr, DeviceSlice, GpuBacking, HugepageInfo, Mapping, Region, SegmentMemory, give_back_freed_heap,
 };
 pub use missing_slots::MissingSlots;
-pub use queue::{Direction, WorkerThread};
+pub use queue::WorkerThread;
 pub use reload::ReloadChange;
 pub use reorder::PlanStats;
 pub use sharing::{SegmentLocation, SharedRegion};

@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use daqiri_config::{InterfaceBackend, ValidConfig};
 
 use crate::burst::{EngineId, PacketFields};
+use crate::direction::Direction;
 use crate::error::Result;
 use crate::flow::FlowTable;
 use crate::memory::RegionTable;
-use crate::queue::{Direction, Queue};
+use crate::queue::Queue;
 use crate::reorder::Plan;
 use crate::stats::QueueStats;
 

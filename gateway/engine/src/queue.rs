@@ -16,25 +16,6 @@ use crate::stats::{DropReason, QueueStats};
 /// Most packets one direct-mode poll can return (a socket's UDP GRO batch).
 pub(crate) const DIRECT_BURST_PACKETS: usize = 512;
 
-/// Which way a queue moves packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Direction {
-    /// Receive.
-    Rx,
-    /// Transmit.
-    Tx,
-}
-
-impl Direction {
-    /// `rx` or `tx`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Direction::Rx => "rx",
-            Direction::Tx => "tx",
-        }
-    }
-}
-
 /// One queue of a port, either direction.
 #[derive(Debug)]
 pub(crate) struct Queue {

@@ -8,9 +8,9 @@
 use std::sync::{Mutex, OnceLock};
 
 use crate::burst::Burst;
+use crate::direction::Direction;
 use crate::error::Result;
 use crate::gpu::Stager;
-use crate::queue::Direction;
 
 /// Started once the queue's first `device` region is staged.
 #[derive(Debug)]

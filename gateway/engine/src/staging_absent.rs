@@ -2,8 +2,8 @@
 //! stages and nothing is copied.
 
 use crate::burst::Burst;
+use crate::direction::Direction;
 use crate::error::Result;
-use crate::queue::Direction;
 
 /// Never started.
 #[derive(Debug)]

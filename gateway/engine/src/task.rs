@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use crate::direction::Direction;
 use crate::port::Port;
-use crate::queue::{Direction, Queue};
+use crate::queue::Queue;
 
 /// One queue's share of a worker: an RX poll (receive, steer, assemble) or a
 /// TX send (drain the ring onto the wire). Tasks never block longer than the

@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
+use crate::direction::Direction;
 use crate::error::{Error, Result, Status};
 use crate::flow::FlowTable;
 use crate::memory::RegionTable;
 use crate::port::Port;
-use crate::queue::{Direction, Queue};
+use crate::queue::Queue;
 use crate::task::Task;
 
 use super::link::LinkStats;

@@ -501,7 +501,7 @@ impl Burst {
     #[cfg(feature = "cuda")]
     pub(crate) fn staged_copies(
         &self,
-        direction: crate::queue::Direction,
+        direction: crate::direction::Direction,
         out: &mut Vec<(crate::memory::DevicePtr, crate::memory::DevicePtr, usize)>,
     ) {
         let meta = self.meta();
@@ -510,8 +510,8 @@ impl Burst {
             for (token, &len) in column.buffers.iter().zip(&column.lengths).filter(|(t, _)| !t.is_released()) {
                 let Some((twin, device)) = region.staged_copy(token, len as usize) else { break };
                 out.push(match direction {
-                    crate::queue::Direction::Rx => (twin, device, len as usize),
-                    crate::queue::Direction::Tx => (device, twin, len as usize),
+                    crate::direction::Direction::Rx => (twin, device, len as usize),
+                    crate::direction::Direction::Tx => (device, twin, len as usize),
                 });
             }
         }

@@ -11,9 +11,9 @@ use cudarc::driver::CudaEvent;
 
 use super::GpuReorder;
 use crate::burst::{Burst, Completion};
+use crate::direction::Direction;
 use crate::error::Result;
 use crate::memory::DevicePtr;
-use crate::queue::Direction;
 
 /// The copier of one queue: for RX, used by the worker that delivers to it;
 /// for TX, by the application threads that send on it.
