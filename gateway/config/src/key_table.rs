@@ -114,7 +114,11 @@ pub const KEYS: &[KeyRow] = &[
         Partly,
         "DPDK NICs with a clock, as PTP-epoch nanoseconds; refused on other backends",
     ),
-    row("interfaces[].rx.dynamic_flow_capacity", Honoured, "flows added at runtime (`add_rx_flow_async`)"),
+    row(
+        "interfaces[].rx.dynamic_flow_capacity",
+        Honoured,
+        "bounds the flows added at runtime (`add_rx_flow_async`); 0, as in DAQIRI, still takes them, up to 1024",
+    ),
     row("interfaces[].rx.flex_items", Refused, "flex items program a NIC's parser"),
     row(
         "interfaces[].rx.queues[]",

@@ -37,6 +37,17 @@ impl InterfaceBackend {
             InterfaceBackend::AfXdp => "af_xdp",
         }
     }
+
+    /// Whether it carries whole Ethernet frames (`stream_type: raw`).
+    pub const fn is_raw(self) -> bool {
+        matches!(
+            self,
+            InterfaceBackend::Dpdk
+                | InterfaceBackend::IbverbsRaw
+                | InterfaceBackend::SoftwareLoopback
+                | InterfaceBackend::AfXdp
+        )
+    }
 }
 
 /// Resolved socket endpoints of an interface.

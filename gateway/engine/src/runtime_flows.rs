@@ -1,5 +1,6 @@
 //! RX flows added and deleted while the engine runs (DAQIRI's dynamic flows,
-//! up to `rx.dynamic_flow_capacity` per interface).
+//! up to `rx.dynamic_flow_capacity` per raw interface, or
+//! `model::DEFAULT_RUNTIME_FLOWS` where that is 0, as DAQIRI allows them there too).
 //!
 //! Each edit becomes a whole new config, validated exactly as a file would
 //! be, and reaches the drivers through the same live flow swap as a flow
@@ -7,7 +8,7 @@
 //! flow gets the checks, priorities and make-before-break of a configured
 //! one. Flows added at runtime outlive config reloads that still allow them.
 
-use daqiri_config::model::Flow;
+use daqiri_config::model::{Flow, RxConfig};
 use daqiri_config::{Report, ValidConfig, YamlPath};
 
 use crate::error::{Error, Result, Status};
@@ -29,24 +30,31 @@ impl RuntimeFlows {
     }
 
     /// `running` with `flow` appended to `port`'s RX flows, checked against
-    /// the interface's `dynamic_flow_capacity` and validated whole.
+    /// the interface's runtime flow limit and validated whole.
     pub(crate) fn with_added(&self, running: &ValidConfig, port: usize, flow: &Flow) -> Result<ValidConfig> {
         let iface = &running.config().interfaces[port];
-        let capacity = iface.rx.as_ref().map_or(0, |rx| rx.dynamic_flow_capacity) as usize;
-        if capacity == 0 {
+        if !running.backend(port).is_raw() {
             return Err(Error::new(
                 Status::NotSupported,
                 format!(
-                    "interface \"{}\" takes no flows at runtime: its rx.dynamic_flow_capacity is 0; set it to how many flows may be added (stream_type raw)",
+                    "interface \"{}\" takes no flows at runtime: dynamic flows exist only for raw streams",
                     iface.name
                 ),
             ));
         }
-        if self.per_port[port].len() >= capacity {
+        let no_rx = RxConfig::default();
+        let rx = iface.rx.as_ref().unwrap_or(&no_rx);
+        let limit = rx.runtime_flow_limit() as usize;
+        if self.per_port[port].len() >= limit {
+            let bound = if rx.dynamic_flow_capacity == 0 {
+                "the bound for an rx.dynamic_flow_capacity of 0"
+            } else {
+                "its rx.dynamic_flow_capacity"
+            };
             return Err(Error::new(
                 Status::NoSpaceAvailable,
                 format!(
-                    "interface \"{}\" holds {capacity} runtime flows, its rx.dynamic_flow_capacity; delete one first or raise the capacity",
+                    "interface \"{}\" holds {limit} runtime flows, {bound}; delete one first or raise rx.dynamic_flow_capacity",
                     iface.name
                 ),
             ));

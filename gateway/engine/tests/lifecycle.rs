@@ -284,11 +284,26 @@ fn flows_added_at_runtime_steer_count_against_capacity_and_outlive_reloads() {
 }
 
 #[test]
-fn runtime_flows_need_a_dynamic_flow_capacity() {
-    let engine = start(&loopback(1, 0, 200));
-    let flow: daqiri::config::model::Flow =
-        serde_yaml::from_str("{ name: b, id: 2, action: { type: queue, id: 1 } }").unwrap();
-    let err = engine.add_flow(0, flow).unwrap_err();
-    assert_eq!(err.status, Status::NotSupported);
-    assert!(err.message.contains("rx.dynamic_flow_capacity is 0"), "{err}");
+fn runtime_flows_are_allowed_at_a_dynamic_flow_capacity_of_0_as_in_daqiri() {
+    // DAQIRI's 0 means "no DPDK template table", not "no dynamic flows"; its
+    // dynamic-flow example's config has 0. Ours bounds them by DEFAULT_RUNTIME_FLOWS there.
+    let engine = start(&loopback(1, 0, 200).isolated());
+    let flow = |id: u32| -> daqiri::config::model::Flow {
+        serde_yaml::from_str(&format!(
+            "{{ name: f{id}, id: {id}, action: {{ type: queue, id: 1 }}, match: {{ udp_dst: {} }} }}",
+            6000 + id
+        ))
+        .unwrap()
+    };
+    engine.add_flow(0, flow(2)).unwrap();
+    send(&engine, 1, 6002, b"steered");
+    assert_eq!(receive(&engine, 1, Duration::from_secs(2)).unwrap().packet(0).flow_id(), Some(2));
+    let limit = daqiri::config::model::DEFAULT_RUNTIME_FLOWS;
+    for id in 3..limit + 2 {
+        engine.add_flow(0, flow(id)).unwrap();
+    }
+    let full = engine.add_flow(0, flow(limit + 2)).unwrap_err();
+    assert_eq!(full.status, Status::NoSpaceAvailable, "{full}");
+    assert!(full.message.contains(&format!("holds {limit} runtime flows")), "{full}");
+    assert!(full.message.contains("rx.dynamic_flow_capacity of 0"), "{full}");
 }

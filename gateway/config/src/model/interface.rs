@@ -124,7 +124,8 @@ pub struct RxConfig {
     /// Only matched packets reach queues; the rest go back to the kernel.
     #[serde(default)]
     pub flow_isolation: bool,
-    /// Template-table capacity for dynamic flows; 0 disables.
+    /// Flows that may be added at runtime; 0 (DAQIRI's default: no DPDK
+    /// template table) leaves them allowed, up to [`DEFAULT_RUNTIME_FLOWS`].
     #[serde(default)]
     pub dynamic_flow_capacity: u32,
     /// Per-packet NIC timestamps.
@@ -133,6 +134,23 @@ pub struct RxConfig {
     /// Reorder/aggregation plans.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reorder_configs: Vec<ReorderConfig>,
+}
+
+/// How many flows an interface takes at runtime when its
+/// `dynamic_flow_capacity` is 0: DAQIRI still allows dynamic flows there
+/// (without a template table), and a bound keeps an API client from growing
+/// the flow table without end.
+pub const DEFAULT_RUNTIME_FLOWS: u32 = 1024;
+
+impl RxConfig {
+    /// How many flows may be added at runtime: `dynamic_flow_capacity`, or
+    /// [`DEFAULT_RUNTIME_FLOWS`] when that is 0.
+    pub fn runtime_flow_limit(&self) -> u32 {
+        match self.dynamic_flow_capacity {
+            0 => DEFAULT_RUNTIME_FLOWS,
+            capacity => capacity,
+        }
+    }
 }
 
 /// `tx` of an interface.

@@ -17,13 +17,7 @@ pub(super) struct InterfaceCtx<'a> {
 
 impl InterfaceCtx<'_> {
     pub fn is_raw(&self) -> bool {
-        matches!(
-            self.backend,
-            InterfaceBackend::Dpdk
-                | InterfaceBackend::IbverbsRaw
-                | InterfaceBackend::SoftwareLoopback
-                | InterfaceBackend::AfXdp
-        )
+        self.backend.is_raw()
     }
 
     pub fn transport(&self) -> Option<Transport> {

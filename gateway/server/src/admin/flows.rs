@@ -25,8 +25,12 @@ use super::{AdminState, ApiError};
 pub(crate) struct FlowList {
     /// The interface.
     interface: String,
-    /// How many flows may be added at runtime (`rx.dynamic_flow_capacity`).
+    /// The config's `rx.dynamic_flow_capacity` (0: DAQIRI's default).
     dynamic_flow_capacity: u32,
+    /// How many flows may be added at runtime: the capacity, or the
+    /// engine's own bound where it is 0; 0 when the interface takes none
+    /// (socket streams).
+    runtime_flow_limit: u32,
     /// The flows in match order: the config's, then those added at runtime.
     flows: Vec<FlowEntry>,
 }
@@ -178,6 +182,10 @@ fn flow_list(engine: &Engine, port: u16) -> Result<FlowList, ApiError> {
     Ok(FlowList {
         interface: iface.name.clone(),
         dynamic_flow_capacity: iface.rx.as_ref().map_or(0, |rx| rx.dynamic_flow_capacity),
+        runtime_flow_limit: match &iface.rx {
+            Some(rx) if config.backend(port as usize).is_raw() => rx.runtime_flow_limit(),
+            _ => 0,
+        },
         flows,
     })
 }

@@ -223,12 +223,26 @@ async fn captures_refuse_to_start_below_the_free_space_floor() {
 }
 
 #[tokio::test]
+async fn a_dynamic_flow_capacity_of_0_still_takes_flows_as_in_daqiri() {
+    let (router, ..) = app_with_token(None);
+    let flows = "/api/v1/interfaces/lo/flows";
+    let (status, list) = send(&router, "GET", flows, None, "").await;
+    assert_eq!((status, list["dynamic_flow_capacity"].as_u64()), (StatusCode::OK, Some(0)), "{list}");
+    let limit = u64::from(daqiri::config::model::DEFAULT_RUNTIME_FLOWS);
+    assert_eq!(list["runtime_flow_limit"].as_u64(), Some(limit), "{list}");
+    let flow = r#"{"name": "late", "id": 42, "action": {"type": "queue", "id": 0}, "match": {"udp_dst": 9000}}"#;
+    let (status, answer) = send(&router, "POST", flows, None, flow).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+}
+
+#[tokio::test]
 async fn flows_are_added_and_deleted_at_runtime_and_survive_a_restart() {
     let config = CONFIG.replace("rx: { queues:", "rx: { dynamic_flow_capacity: 1, queues:");
     let (router, _, state, _captures) = app_with_config(&config, 0, tokens::Tokens::default());
     let flows = "/api/v1/interfaces/lo/flows";
     let (status, list) = send(&router, "GET", flows, None, "").await;
     assert_eq!((status, list["dynamic_flow_capacity"].as_u64()), (StatusCode::OK, Some(1)), "{list}");
+    assert_eq!(list["runtime_flow_limit"].as_u64(), Some(1), "{list}");
     assert_eq!(list["flows"], serde_json::json!([]));
 
     let flow = r#"{"name": "late", "id": 42, "action": {"type": "queue", "id": 0}, "match": {"udp_dst": "9000-9009"}}"#;
