@@ -16,9 +16,13 @@ source tests/bench/lib.sh
 rounds=${ROUNDS:-3} seconds=${SECONDS_EACH:-5} sizes=${SIZES:-64 1024}
 [[ $EUID == 0 ]] || { echo "daqiri_socket_libraries: needs root (network namespaces)" >&2; exit 1; }
 tests/capi/daqiri_programs.sh >/dev/null
-ours=target/capi/daqiri-programs/build/examples/daqiri_bench_socket
+# The programs link the test build of libdaqiri (its RUNPATH); the optimised
+# one goes first on the library path, as DAQIRI's own is a release build.
+release=$(gateway/capi/package.sh target/capi/prefix-cuda-release --release --features cuda)
 theirs=$(tests/reference/build.sh daqiri)/bin/daqiri_bench_socket
 daqiri_reference_env "$theirs"
+ours=(env "LD_LIBRARY_PATH=$release/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    target/capi/daqiri-programs/build/examples/daqiri_bench_socket)
 source=$(ls -d target/capi/daqiri-programs/daqiri-*)
 work=target/bench/daqiri-socket-libraries
 mkdir -p "$work"
@@ -29,9 +33,10 @@ config() { # proto size out
 }
 
 # One run: "server_rate client_rate server_delivered client_delivered".
-run() { # binary config
-    local log=$work/run.log
-    unshare --net bash -c 'ip link set lo up && exec timeout 60 "$@"' run "$1" "$2" --seconds "$seconds" --mode both \
+run() { # config command...
+    local log=$work/run.log config=$1
+    shift
+    unshare --net bash -c 'ip link set lo up && exec timeout 60 "$@"' run "$@" "$config" --seconds "$seconds" --mode both \
         > "$log" 2>&1 || { tail -5 "$log" >&2; return 1; }
     python3 - "$log" <<'PY'
 import re, sys
@@ -51,9 +56,9 @@ for proto in udp tcp; do
         config "$proto" "$size" "$cfg"
         for ((round = 1; round <= rounds; round++)); do
             for library in libdaqiri DAQIRI; do
-                binary=$ours
-                [[ $library == DAQIRI ]] && binary=$theirs
-                read -r server client to_server to_client < <(run "$binary" "$cfg")
+                binary=("${ours[@]}")
+                [[ $library == DAQIRI ]] && binary=("$theirs")
+                read -r server client to_server to_client < <(run "$cfg" "${binary[@]}")
                 delivered="$to_server, $to_client"
                 [[ $proto == tcp ]] && delivered="(a stream)"
                 echo "| $proto | $size B | $round | $library | $server | $client | $delivered |"

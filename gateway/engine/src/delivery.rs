@@ -239,6 +239,12 @@ impl Assembler {
         self.pending.is_some() || self.start_burst(queue)
     }
 
+    /// Whether a burst waits for ring space: the application makes room
+    /// without notice, so the task must keep looking.
+    pub(crate) fn holds_back(&self) -> bool {
+        self.stalled.is_some()
+    }
+
     /// Adds a packet for `queue`; a full burst is handed over at once.
     /// Without a free metadata entry the packet is dropped and counted. A
     /// packet of a reordered flow goes to its plan instead.
@@ -256,6 +262,10 @@ impl Assembler {
             return;
         }
         let burst = self.pending.as_mut().expect("started above");
+        // A burst `ready` began ahead of its packets times out from its first.
+        if burst.num_packets() == 0 && self.full_ring == FullRing::HoldBack {
+            self.started = Instant::now();
+        }
         burst.push(slot);
         if burst.is_full() {
             self.hand_over(queue);
@@ -333,7 +343,8 @@ impl Assembler {
     /// Hands over a partial burst, and emits batches, whose timeout has
     /// passed. Once packets pause, the entries at hand go back to the pool.
     pub(crate) fn flush_if_due(&mut self, queue: &Queue, now: Instant, regions: &RegionTable) {
-        if let (Some(timeout), Some(_)) = (queue.timeout, &self.pending)
+        if let (Some(timeout), Some(pending)) = (queue.timeout, &self.pending)
+            && pending.num_packets() > 0
             && now.duration_since(self.started) >= timeout
         {
             self.flush(queue);
@@ -385,7 +396,9 @@ impl Assembler {
     }
 
     fn hand_over(&mut self, queue: &Queue) {
-        let Some(burst) = self.pending.take() else { return };
+        // An empty burst (begun by `ready`, no packet came) is no burst: the
+        // application would get one with nothing in it.
+        let Some(burst) = self.pending.take_if(|b| b.num_packets() > 0) else { return };
         match self.full_ring {
             FullRing::Drop => {
                 queue.deliver(burst);

@@ -313,7 +313,9 @@ impl Engine {
                 format!("TX queue \"{}\" ring is full; retry once the worker catches up", q.name),
             ),
             burst,
-        })
+        })?;
+        q.ring_doorbell();
+        Ok(())
     }
 
     /// Discards every burst waiting in an RX queue; returns the packets discarded.

@@ -45,7 +45,7 @@
 // Unsafe code is allowed only in the modules that wrap a kernel or C
 // interface: memory/mapping.rs (mmap, mbind), memory/region.rs (buffer
 // slices), backend/socket/sys.rs (recvmmsg, sendmmsg, socket options),
-// backend/dpdk/rte (DPDK), backend/af_xdp/xsk.rs (UMEM, socket options) and
+// doorbell.rs (eventfd) and sleep.rs (ppoll), backend/dpdk/rte (DPDK), backend/af_xdp/xsk.rs (UMEM, socket options) and
 // the map layouts of backend/af_xdp/program.rs, the CUDA and cuFile
 // wrappers, and reorder/fp16_x86.rs (F16C, called once the CPU is known to
 // have it).
@@ -56,6 +56,7 @@ mod backend;
 mod burst;
 mod delivery;
 mod direction;
+mod doorbell;
 mod engine;
 mod error;
 mod flow;
@@ -75,6 +76,7 @@ mod reload;
 pub mod reorder;
 mod runtime_flows;
 mod sharing;
+mod sleep;
 mod snapshot;
 #[cfg_attr(not(feature = "cuda"), path = "staging_absent.rs")]
 mod staging;

@@ -1,13 +1,15 @@
 //! RX and TX queues: the burst ring between a worker and the application,
 //! the queue's burst metadata pool and its counters.
 
-use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crossbeam_queue::ArrayQueue;
 use daqiri_config::model::{PollMode, Queue as QueueConfig, TxOffload};
 
 use crate::burst::{Burst, BurstShape, EngineId, MetaPool, PacketFields};
+use crate::doorbell::Doorbell;
 use crate::error::{Error, Result, Status};
 use crate::memory::RegionTable;
 use crate::staging::QueueCopier;
@@ -39,10 +41,13 @@ pub(crate) struct Queue {
     #[cfg_attr(not(feature = "af_xdp"), allow(dead_code))]
     pub(crate) busy_poll_us: Option<u32>,
     /// The worker thread that runs this queue, once started (none in direct mode).
-    pub(crate) worker: std::sync::OnceLock<WorkerThread>,
+    pub(crate) worker: OnceLock<WorkerThread>,
     /// RX into a `device` region through a CPU backend: copies each burst's
     /// staged segments to the GPU as it is delivered.
     pub(crate) copier: QueueCopier,
+    /// TX: rung by `send_tx_burst`, so a sleeping worker wakes; made the
+    /// first time a worker would sleep on it (`None` inside: no eventfd).
+    doorbell: OnceLock<Option<Doorbell>>,
 }
 
 impl Queue {
@@ -96,9 +101,26 @@ impl Queue {
             fill_eth_src: config.offloads.contains(&TxOffload::TxEthSrc),
             pacing_mbps: config.pacing_mbps.filter(|&mbps| mbps > 0),
             busy_poll_us: config.busy_poll_us,
-            worker: std::sync::OnceLock::new(),
+            worker: OnceLock::new(),
             copier: QueueCopier::new(),
+            doorbell: OnceLock::new(),
         })
+    }
+
+    /// The queue's doorbell, for a worker about to sleep.
+    pub(crate) fn doorbell(&self) -> Option<&Doorbell> {
+        self.doorbell.get_or_init(Doorbell::new).as_ref()
+    }
+
+    /// Wakes the worker sleeping on this queue's doorbell, if one is; call
+    /// after a burst went into the ring.
+    pub(crate) fn ring_doorbell(&self) {
+        // Pairs with the fence in `Doorbell::arm`: a worker that armed
+        // after our look at the lock sees the burst on its last look.
+        fence(Ordering::SeqCst);
+        if let Some(Some(doorbell)) = self.doorbell.get() {
+            doorbell.ring();
+        }
     }
 
     /// Hands a finished RX burst to the application; a full ring drops it

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::direction::Direction;
 use crate::port::Port;
 use crate::queue::Queue;
+use crate::sleep::SleepSet;
 
 /// One queue's share of a worker: an RX poll (receive, steer, assemble) or a
 /// TX send (drain the ring onto the wire). Tasks never block longer than the
@@ -16,6 +17,15 @@ pub(crate) trait QueueTask: Send {
     /// with nothing ready may block in the kernel up to that long (only a
     /// task alone on its worker is given one).
     fn poll(&mut self, port: &Port, wait: Option<Duration>) -> usize;
+
+    /// Adds to `set` what this task's next work will wake: its socket, its
+    /// queue's doorbell (armed). Whether it could: a task whose work can
+    /// come unannounced (a ring fed by memory, a burst held back, pacing)
+    /// answers false and its worker keeps polling.
+    fn sleeps_on(&self, port: &Port, set: &mut SleepSet) -> bool {
+        let _ = (port, set);
+        false
+    }
 
     /// Winds down once the engine stops: delivers or gives back what it holds.
     fn finish(&mut self, port: &Port) {
@@ -88,6 +98,14 @@ impl Task {
         self.max_wait = None;
         self
     }
+}
+
+/// What a sender whose only work is its ring's bursts sleeps on: the
+/// queue's doorbell, unless a pacer holds bursts back by time.
+pub(crate) fn sender_sleeps_on(queue: &Queue, paced: bool, set: &mut SleepSet) -> bool {
+    let Some(doorbell) = queue.doorbell().filter(|_| !paced) else { return false };
+    set.doorbell(doorbell);
+    true
 }
 
 /// How long a worker may block in the kernel before it must look at its

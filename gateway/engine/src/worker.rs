@@ -10,6 +10,7 @@ use crossbeam_utils::Backoff;
 
 use crate::error::{Error, Result, Status};
 use crate::queue::WorkerThread;
+use crate::sleep::{SleepSet, idle};
 use crate::state::EngineState;
 use crate::task::Task;
 
@@ -53,24 +54,47 @@ pub(crate) fn start(engine: &Arc<EngineState>, tasks: Vec<Task>) -> Result<Vec<J
 }
 
 /// The generic worker loop: polls each task in turn until the engine stops,
-/// idles while none moved a packet, then lets each task wind down.
+/// idles while none moved a packet, then lets each task wind down. A task
+/// alone that can block does so in its own poll; otherwise an idle worker
+/// sleeps on what all its tasks name (`QueueTask::sleeps_on`), or spins
+/// and naps where one cannot.
 fn run(engine: &EngineState, mut tasks: Vec<Task>) {
     let wait = match &tasks[..] {
         [only] => only.max_wait,
         _ => None,
     };
+    // The timeouts of partial bursts bound a sleep, as they bound a task's own wait.
+    let longest_sleep = tasks.iter().filter_map(|t| t.max_wait).min().unwrap_or(crate::task::poll_interval([]));
+    let mut sleep = SleepSet::default();
     let backoff = Backoff::new();
     while !engine.stopping() {
-        let moved: usize = tasks.iter_mut().map(|t| t.work.poll(&engine.ports[usize::from(t.port)], wait)).sum();
-        if moved > 0 {
+        if poll_all(engine, &mut tasks, wait) > 0 {
             backoff.reset();
-        } else if wait.is_none() {
+        } else if wait.is_some() {
+        } else if backoff.is_completed() && gather(engine, &tasks, &mut sleep) {
+            // Armed: one more look, so a burst queued just before is not slept past.
+            if poll_all(engine, &mut tasks, None) > 0 {
+                backoff.reset();
+            } else {
+                sleep.sleep(longest_sleep);
+            }
+        } else {
             idle(&backoff);
         }
     }
     for task in &mut tasks {
         task.work.finish(&engine.ports[usize::from(task.port)]);
     }
+}
+
+fn poll_all(engine: &EngineState, tasks: &mut [Task], wait: Option<Duration>) -> usize {
+    tasks.iter_mut().map(|t| t.work.poll(&engine.ports[usize::from(t.port)], wait)).sum()
+}
+
+/// Gathers what every task sleeps on; false when one cannot say.
+fn gather(engine: &EngineState, tasks: &[Task], set: &mut SleepSet) -> bool {
+    set.clear();
+    tasks.iter().all(|t| t.work.sleeps_on(&engine.ports[usize::from(t.port)], set))
 }
 
 /// Files this thread under every queue its tasks serve.
@@ -111,13 +135,4 @@ fn spawn(name: String, core: Option<u32>, body: impl FnOnce(Option<u32>) + Send 
             body(pinned);
         })
         .map_err(|e| Error::io(Status::InternalError, "cannot spawn worker thread", e))
-}
-
-/// Spins briefly, then sleeps, while a worker has nothing to do.
-pub(crate) fn idle(backoff: &Backoff) {
-    if backoff.is_completed() {
-        std::thread::sleep(Duration::from_micros(50));
-    } else {
-        backoff.snooze();
-    }
 }

@@ -14,7 +14,10 @@ mod scalar;
 pub use flow::{
     ActionType, Ecpri, EthernetMatch, FlexItem, Flow, FlowAction, FlowClass, FlowMatch, Tunnel, TunnelType, parse_mac,
 };
-pub use interface::{DEFAULT_RUNTIME_FLOWS, Interface, RoceConfig, RoceIngest, RxConfig, SocketConfig, SocketMode, TransportMode, TxConfig};
+pub use interface::{
+    DEFAULT_RUNTIME_FLOWS, Interface, RoceConfig, RoceIngest, RxConfig, SocketConfig, SocketMode, TransportMode,
+    TxConfig,
+};
 pub use memory::{MemoryAccess, MemoryKind, MemoryRegion};
 pub use queue::{PollMode, Queue, TxOffload};
 pub use reorder::{

@@ -17,8 +17,9 @@ use crate::memory::RegionTable;
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::queue::Queue;
+use crate::sleep::SleepSet;
 use crate::stats::DropReason;
-use crate::task::{QueueTask, Task};
+use crate::task::{QueueTask, Task, sender_sleeps_on};
 
 /// Largest frame the loop carries (jumbo).
 const MAX_FRAME: usize = 16 * 1024;
@@ -88,6 +89,10 @@ impl QueueTask for Carrier {
             self.inboxes.whole_burst(|| carry(steer, q, &burst, &self.inboxes, &mut self.frame));
         }
         moved
+    }
+
+    fn sleeps_on(&self, port: &Port, set: &mut SleepSet) -> bool {
+        sender_sleeps_on(&port.tx[self.queue], self.pacer.is_some(), set)
     }
 
     fn finish(&mut self, port: &Port) {

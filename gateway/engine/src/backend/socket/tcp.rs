@@ -22,7 +22,7 @@
 
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,8 +39,9 @@ use crate::delivery::{Assembler, FullRing};
 use crate::error::{Error, Result, Status};
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
+use crate::sleep::SleepSet;
 use crate::stats::DropReason;
-use crate::task::{QueueTask, Task};
+use crate::task::{QueueTask, Task, sender_sleeps_on};
 
 /// Reads per receive poll, so a busy stream leaves its core's other queues a turn.
 const READS_PER_POLL: usize = 64;
@@ -363,6 +364,19 @@ impl QueueTask for TcpReceiver {
         reads
     }
 
+    fn sleeps_on(&self, _port: &Port, set: &mut SleepSet) -> bool {
+        if self.assembler.holds_back() {
+            return false;
+        }
+        match (self.connection.current(), &self.connection.shared.listener) {
+            (Some(stream), _) => set.watch(stream.as_raw_fd(), libc::POLLIN),
+            (None, Some(listener)) => set.watch(listener.as_raw_fd(), libc::POLLIN),
+            // A client reconnects on its own schedule.
+            (None, None) => return false,
+        }
+        true
+    }
+
     fn finish(&mut self, port: &Port) {
         let queue = &port.rx[0];
         self.assembler.finish(queue, &port.regions);
@@ -439,6 +453,16 @@ impl QueueTask for TcpSender {
             q.stats.delivered(done.packet.min(total) as u64, done.sent_bytes);
         }
         (done.packet - first).max(1)
+    }
+
+    fn sleeps_on(&self, port: &Port, set: &mut SleepSet) -> bool {
+        if self.outgoing.is_none() {
+            return sender_sleeps_on(&port.tx[self.queue], self.pacer.is_some(), set);
+        }
+        // A burst part written waits for room in the socket (or a connection).
+        let Some(stream) = self.connection.current() else { return false };
+        set.watch(stream.as_raw_fd(), libc::POLLOUT);
+        true
     }
 
     /// A burst cut short by the stop: its unsent packets are counted.

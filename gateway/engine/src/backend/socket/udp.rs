@@ -3,7 +3,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -27,8 +27,9 @@ use crate::pacing::{self, Pacer};
 use crate::port::DirectPoll;
 use crate::port::Port;
 use crate::queue::Queue;
+use crate::sleep::SleepSet;
 use crate::stats::DropReason;
-use crate::task::{QueueTask, Task};
+use crate::task::{QueueTask, Task, sender_sleeps_on};
 
 /// Counts what a socket's buffer dropped: the exact part and the estimate apart.
 fn count_dropped(p: &Port, dropped: Dropped) {
@@ -752,6 +753,14 @@ impl QueueTask for UdpReceiver {
         datagrams
     }
 
+    fn sleeps_on(&self, _port: &Port, set: &mut SleepSet) -> bool {
+        set.watch(self.shared.socket_of(self.queue).as_raw_fd(), libc::POLLIN);
+        if self.peer.is_some() {
+            set.watch(self.shared.peer_fd().as_raw_fd(), libc::POLLIN);
+        }
+        true
+    }
+
     fn finish(&mut self, port: &Port) {
         self.drain_backlog(port);
         crate::delivery::finish_all(&mut self.assemblers, &port.rx, &port.regions);
@@ -817,6 +826,9 @@ impl QueueTask for UdpSender {
         };
         send_burst(&mut self.batch, &self.shared, q, &burst, dest.as_ref());
         packets
+    }
+    fn sleeps_on(&self, port: &Port, set: &mut SleepSet) -> bool {
+        sender_sleeps_on(&port.tx[self.queue], self.pacer.is_some(), set)
     }
 }
 
