@@ -69,7 +69,7 @@ GPU_SCENARIOS = {
     "gpu_landing": "packets land in a device region, byte-exact, buffers back",
     "gpu_tx": "packets sent from a device region, byte-exact, buffers back",
     "gpu_reorder": "GPU reorder from pinned landing equals the oracle",
-    "gpu_writers_refuse": "raw and pcap writers refuse GPU bytes with NOT_SUPPORTED",
+    "gpu_writers": "raw and pcap writers write GPU bytes, copied to the host",
 }
 
 

@@ -265,7 +265,33 @@ int main(int argc, char **argv) {
     CHECK_STATUS(daqiri::daqiri_write_raw_to_file(answer, "relative/dir", "raw", 0), INVALID_PARAMETER);
     std::printf("pcap_packets %lld\n", static_cast<long long>(daqiri::get_num_packets(kept) + daqiri::get_num_packets(second)));
     std::printf("raw_packets %lld\n", static_cast<long long>(daqiri::get_num_packets(answer)));
+    // Asynchronous writes: the burst is lent to a writer thread until poll or wait sees the end.
+    const auto second_packets = static_cast<uint32_t>(daqiri::get_num_packets(second));
+    const auto answer_packets = static_cast<uint32_t>(daqiri::get_num_packets(answer));
+    daqiri::FileWriteHandle *pcap_write = nullptr;
+    daqiri::FileWriteHandle *raw_write = nullptr;
+    daqiri::FileWriteHandle *unused = nullptr;
+    CHECK_STATUS(daqiri::daqiri_write_pcap_to_file_async(second, out, "rx_async", &pcap_write), SUCCESS);
+    CHECK_STATUS(daqiri::daqiri_write_raw_to_file_async(answer, out, "raw_async", 4, &raw_write), SUCCESS);
+    CHECK(pcap_write != nullptr && raw_write != nullptr && pcap_write != raw_write);
+    CHECK(daqiri::get_packet_ptr(answer, 0) == nullptr);
+    CHECK(std::strstr(daqiri::last_error(), "being written") != nullptr);
+    CHECK_STATUS(daqiri::daqiri_write_raw_to_file_async(answer, out, "twice", 0, &unused), NOT_READY);
+    CHECK_STATUS(daqiri::daqiri_write_pcap_to_file_async(kept, out, "x", nullptr), NULL_PTR);
+    // Freed while written: its packets go back when the write ends, which still writes them all.
     CHECK_STATUS(daqiri::free_all_packets_and_burst_rx(second), SUCCESS);
+    daqiri::FileWriteStatus status{};
+    CHECK_STATUS(daqiri::daqiri_file_write_wait(pcap_write, &status), SUCCESS);
+    CHECK(status.completed_packets == second_packets && status.failed_packets == 0 && status.bytes_written > 0);
+    CHECK_STATUS(daqiri::daqiri_file_write_wait(raw_write, &status), SUCCESS);
+    CHECK(status.completed_packets == answer_packets && status.failed_packets == 0);
+    CHECK_STATUS(daqiri::daqiri_file_write_poll(raw_write, &status), SUCCESS);
+    CHECK(daqiri::get_packet_ptr(answer, 0) != nullptr);  // given back by the wait
+    CHECK_STATUS(daqiri::daqiri_file_write_destroy(pcap_write), SUCCESS);
+    CHECK_STATUS(daqiri::daqiri_file_write_destroy(raw_write), SUCCESS);
+    CHECK_STATUS(daqiri::daqiri_file_write_destroy(raw_write), INVALID_PARAMETER);
+    CHECK_STATUS(daqiri::daqiri_file_write_poll(pcap_write, &status), INVALID_PARAMETER);
+    std::printf("pcap_async_packets %u\n", second_packets);
     CHECK_STATUS(daqiri::free_rx_burst(answer), SUCCESS);
     misuse(kept, server);
   }

@@ -42,10 +42,10 @@ cmake -S tests/capi/daqiri_programs -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE
     -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath,$prefix/lib:$cuda/lib" >/dev/null
 cmake --build "$work/build" --target daqiri_bench_socket >/dev/null
 bench=$work/build/examples/daqiri_bench_socket
-# These build unchanged too. The first two run on the GPU machine (their
+# These build unchanged too. The first three run on the GPU machine (their
 # software-loopback configs send from GPU memory: --pack below), the reorder
 # benchmark below; the others' configs need a NIC (docs/coming-from-daqiri.md).
-on_gpu=(daqiri_bench_raw_gpudirect daqiri_example_pcap_writer)
+on_gpu=(daqiri_bench_raw_gpudirect daqiri_example_pcap_writer daqiri_example_gds_write)
 built_only=(daqiri_bench_raw_hds daqiri_example_dynamic_rx_flow daqiri_bench_raw_reorder_quantize)
 for target in "${on_gpu[@]}" daqiri_bench_raw_reorder_seq "${built_only[@]}"; do
     cmake --build "$work/build" --target "$target" >/dev/null
@@ -66,8 +66,9 @@ if [[ -n $pack ]]; then
     # and CUDA's (the GPU machine has those: daqiri_programs_gpu.sh finds them).
     copy_linked_libraries "$pack/lib" '/(libstdc\+\+|libgcc_s)\.so|/libcu|/libdaqiri' "$work/build/examples/${on_gpu[0]}"
     cp "$source/examples/daqiri_bench_raw_sw_loopback.yaml" "$source/examples/daqiri_example_pcap_writer_sw_loopback.yaml" \
-        "$pack/configs/"
+        "$source/examples/daqiri_example_gds_write_sw_loopback.yaml" "$pack/configs/"
     cp tests/capi/daqiri_programs_gpu.sh "$pack/run.sh"
+    cp tests/capi/gds_write_check.py "$pack/"
     echo "daqiri_programs: packed ${on_gpu[*]} for the GPU machine in $pack ($(du -sh "$pack" | cut -f1))"
     exit 0
 fi
@@ -240,3 +241,13 @@ print(f"daqiri_programs: daqiri_bench_raw_reorder_seq: {batches} aggregates of 1
       f"(batch ids {rx['first_batch_id']}..{rx['last_batch_id']}), each ReorderBurstInfo read; "
       f"{sent} sent, {dropped} counted dropped")
 PY
+
+# DAQIRI's GDS-write example with its software-loopback config (the file
+# writers, synchronous and asynchronous; gds_write_check.py says what is
+# checked). Its GPU memory is host memory where no GPU is (the GPU machine
+# runs it with GPU memory: --pack); nothing else changes.
+config=$work/daqiri_example_gds_write_sw_loopback.yaml
+tests/capi/fold_cores.py "$source/examples/daqiri_example_gds_write_sw_loopback.yaml" "$config"
+nvidia-smi -L >/dev/null 2>&1 || sed -i 's/kind: "device"/kind: "host"/' "$config"
+rm -rf "$work/gds" && mkdir -p "$work/gds"
+tests/capi/gds_write_check.py "$work/build/examples/daqiri_example_gds_write" "$config" "$work/gds"

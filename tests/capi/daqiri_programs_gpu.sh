@@ -137,3 +137,8 @@ assert records == packets and packet_bytes == packets * length, (records, packet
 assert packets > 0
 print(f"daqiri_programs (GPU): pcap-writer example: {packets} frames of {length} B sent from GPU memory, captured from it, each as written")
 PY
+
+# The GDS-write example with its software-loopback config, GPU memory both
+# ways (gds_write_check.py says what is checked). Our writers copy GPU
+# segments to the host: no GDS needed.
+python3 gds_write_check.py bin/daqiri_example_gds_write configs/daqiri_example_gds_write_sw_loopback.yaml "$out"

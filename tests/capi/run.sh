@@ -48,25 +48,38 @@ for test in "$work/api_test_pkgconfig" "$work/cmake/api_test_shared" "$work/cmak
     tail -1 "$out/stdout"
     pcap_packets=$(sed -n 's/^pcap_packets //p' "$out/stdout")
     raw_packets=$(sed -n 's/^raw_packets //p' "$out/stdout")
-    tshark -r "$out/rx.pcap" -T fields -e ip.src -e udp.srcport -e ip.dst -e udp.dstport -e data.data \
-        2>/dev/null > "$out/rx.fields"
-    python3 - "$out" "$pcap_packets" "$raw_packets" <<'PY'
-import pathlib, sys
-out, pcap_packets, raw_packets = pathlib.Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    async_packets=$(sed -n 's/^pcap_async_packets //p' "$out/stdout")
+    for pcap in rx rx_async; do
+        tshark -r "$out/$pcap.pcap" -T fields -e ip.src -e udp.srcport -e ip.dst -e udp.dstport -e data.data \
+            2>/dev/null > "$out/$pcap.fields"
+    done
+    python3 - "$out" "$pcap_packets" "$raw_packets" "$async_packets" <<'PY'
+import pathlib, re, sys
+out = pathlib.Path(sys.argv[1])
+pcap_packets, raw_packets, async_packets = map(int, sys.argv[2:5])
 def payload(seq):  # api_test.cpp's fill()
     return seq.to_bytes(4, "big") + bytes((seq * 7 + i) & 0xFF for i in range(4, 1000))
-rows = [line.split("\t") for line in (out / "rx.fields").read_text().splitlines()]
-assert len(rows) == pcap_packets, f"tshark read {len(rows)} packets, api_test wrote {pcap_packets}"
-for src, sport, dst, dport, data in rows:
-    assert (src, sport, dst, dport) == ("127.0.0.1", "47802", "127.0.0.1", "47801"), (src, sport, dst, dport)
-    body = bytes.fromhex(data)
-    assert body == payload(int.from_bytes(body[:4], "big")), "a pcap payload differs from what was sent"
-raw = sorted(out.glob("raw_*"), key=lambda p: int(p.name.split("_")[1]))
+def frames(name, count):
+    rows = [line.split("\t") for line in (out / f"{name}.fields").read_text().splitlines()]
+    assert len(rows) == count, f"tshark read {len(rows)} packets from {name}.pcap, api_test wrote {count}"
+    for src, sport, dst, dport, data in rows:
+        assert (src, sport, dst, dport) == ("127.0.0.1", "47802", "127.0.0.1", "47801"), (src, sport, dst, dport)
+        body = bytes.fromhex(data)
+        assert body == payload(int.from_bytes(body[:4], "big")), f"a payload in {name}.pcap differs from what was sent"
+    return len(rows)
+rows = frames("rx", pcap_packets)
+frames("rx_async", async_packets)
+def raw_files(prefix):
+    found = [p for p in out.iterdir() if re.fullmatch(rf"{prefix}_\d+", p.name)]
+    return sorted(found, key=lambda p: int(p.name.rsplit("_", 1)[1]))
+raw = raw_files("raw")
 assert len(raw) == raw_packets, f"{len(raw)} raw files, {raw_packets} packets"
 for path in raw:
     body = path.read_bytes()
     assert len(body) == 996, f"{path.name}: {len(body)} bytes past the 4-byte offset"
     assert any(body == payload(seq)[4:] for seq in range(1000, 1064)), f"{path.name} differs"
-print(f"capi: {out.name}: tshark read {len(rows)} frames, {len(raw)} raw files, bytes as sent")
+written_later = [p.read_bytes() for p in raw_files("raw_async")]
+assert written_later == [p.read_bytes() for p in raw], "the asynchronous raw files differ from the synchronous ones"
+print(f"capi: {out.name}: tshark read {rows} + {async_packets} frames (sync, async), {len(raw)} raw files twice, bytes as sent")
 PY
 done

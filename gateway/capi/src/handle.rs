@@ -10,7 +10,7 @@
 
 use std::ffi::c_void;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_queue::SegQueue;
 use daqiri::{Burst, Error, Status};
@@ -70,6 +70,10 @@ pub struct BurstParams {
     /// The engine's burst: an RX burst's packets, or a TX burst's once
     /// `get_tx_packet_burst` filled it.
     pub(crate) burst: Option<Burst>,
+    /// While an asynchronous file write holds the burst: that write's
+    /// lending id (0 when none), so it gives the burst back only to the
+    /// handle it came from, and only if the program has not freed it since.
+    pub(crate) lent_to: u64,
 }
 
 // SAFETY: the raw pointer is a CUDA event handle, usable from any thread;
@@ -87,23 +91,28 @@ impl BurstParams {
             role: Role::Tx,
             conn_id: 0,
             burst: None,
+            lent_to: 0,
         }
     }
 
     /// The burst, or why there is none yet.
     pub(crate) fn burst(&self) -> daqiri::Result<&Burst> {
-        self.burst.as_ref().ok_or_else(|| no_packets(self.role))
+        self.burst.as_ref().ok_or_else(|| no_packets(self.role, self.lent_to))
     }
 
     /// The burst, mutably.
     pub(crate) fn burst_mut(&mut self) -> daqiri::Result<&mut Burst> {
-        let role = self.role;
-        self.burst.as_mut().ok_or_else(|| no_packets(role))
+        let (role, lent_to) = (self.role, self.lent_to);
+        self.burst.as_mut().ok_or_else(|| no_packets(role, lent_to))
     }
 }
 
-fn no_packets(role: Role) -> Error {
+fn no_packets(role: Role, lent_to: u64) -> Error {
     match role {
+        _ if lent_to != 0 => Error::new(
+            Status::NotReady,
+            "this burst is being written to a file (daqiri_write_*_to_file_async): poll or wait on its FileWriteHandle first",
+        ),
         Role::Tx => Error::invalid("this TX burst has no packets yet: call get_tx_packet_burst first"),
         Role::Rx => Error::invalid("this burst holds no packets"),
     }
@@ -155,6 +164,7 @@ pub(crate) fn release(handle: &mut BurstParams) -> bool {
         return false;
     }
     handle.burst = None;
+    handle.lent_to = 0;
     handle.hdr = BurstHeader::default();
     handle.event = std::ptr::null_mut();
     handle.conn_id = 0;
@@ -187,6 +197,27 @@ pub(crate) fn resolve(pointer: *mut BurstParams) -> daqiri::Result<&'static mut 
         ));
     }
     Ok(handle)
+}
+
+/// Lends the handle's burst to an asynchronous write: takes it out and
+/// marks the handle, returning the burst and the lending id.
+pub(crate) fn lend(handle: &mut BurstParams) -> daqiri::Result<(usize, u64, Burst)> {
+    static LENDS: AtomicU64 = AtomicU64::new(1);
+    let burst = handle.burst.take().ok_or_else(|| no_packets(handle.role, handle.lent_to))?;
+    let id = LENDS.fetch_add(1, Ordering::Relaxed);
+    handle.lent_to = id;
+    Ok((std::ptr::from_mut(handle) as usize, id, burst))
+}
+
+/// Gives a lent burst back to the handle at `address` if that handle is
+/// still live and still lent to `id`; otherwise the program freed it
+/// meanwhile, and the burst is dropped, its packets going back now.
+pub(crate) fn give_back(address: usize, id: u64, burst: Burst) {
+    let handle = at(address);
+    if handle.state.load(Ordering::Acquire) == LIVE && handle.lent_to == id {
+        handle.burst = Some(burst);
+        handle.lent_to = 0;
+    }
 }
 
 /// The handle at a checked address.

@@ -20,6 +20,7 @@
 mod args;
 mod bursts;
 mod connections;
+mod file_writes;
 mod flows;
 mod free;
 #[cfg(feature = "cuda")]

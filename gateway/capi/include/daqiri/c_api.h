@@ -182,6 +182,25 @@ int32_t daqiri_gw_write_raw_to_file(daqiri_gw_burst *burst, const char *absolute
                                     size_t packet_data_offset);
 int32_t daqiri_gw_write_pcap_to_file(daqiri_gw_burst *burst, const char *absolute_path, const char *file_prefix);
 
+/* Asynchronous writes: the burst goes to a writer thread and comes back once
+ * poll or wait sees the write end; meanwhile calls on it answer NOT_READY.
+ * Freeing it early is safe: its packets go back when the write ends. */
+typedef struct daqiri_gw_file_write daqiri_gw_file_write;
+typedef struct daqiri_gw_file_write_status {
+  uint32_t completed_packets;
+  uint32_t failed_packets;
+  uint64_t bytes_written;
+} daqiri_gw_file_write_status;
+int32_t daqiri_gw_write_raw_to_file_async(daqiri_gw_burst *burst, const char *absolute_path, const char *file_prefix,
+                                          size_t packet_data_offset, daqiri_gw_file_write **handle);
+int32_t daqiri_gw_write_pcap_to_file_async(daqiri_gw_burst *burst, const char *absolute_path,
+                                           const char *file_prefix, daqiri_gw_file_write **handle);
+/* SUCCESS once ended well, NOT_READY while running, else the write's error. */
+int32_t daqiri_gw_file_write_poll(daqiri_gw_file_write *handle, daqiri_gw_file_write_status *status);
+int32_t daqiri_gw_file_write_wait(daqiri_gw_file_write *handle, daqiri_gw_file_write_status *status);
+/* Waits if still running; the handle is gone after. */
+int32_t daqiri_gw_file_write_destroy(daqiri_gw_file_write *handle);
+
 #ifdef __cplusplus
 }
 #endif

@@ -285,6 +285,26 @@ inline Status daqiri_write_pcap_to_file(BurstParams *burst, const std::string &a
                                         const std::string &file_prefix) {
   return detail::status(daqiri_gw_write_pcap_to_file(burst, absolute_path.c_str(), file_prefix.c_str()));
 }
+inline Status daqiri_write_raw_to_file_async(BurstParams *burst, const std::string &absolute_path,
+                                             const std::string &file_prefix, uint64_t packet_data_offset,
+                                             FileWriteHandle **handle) {
+  return detail::status(daqiri_gw_write_raw_to_file_async(burst, absolute_path.c_str(), file_prefix.c_str(),
+                                                          static_cast<size_t>(packet_data_offset), handle));
+}
+inline Status daqiri_write_pcap_to_file_async(BurstParams *burst, const std::string &absolute_path,
+                                              const std::string &file_prefix, FileWriteHandle **handle) {
+  return detail::status(
+      daqiri_gw_write_pcap_to_file_async(burst, absolute_path.c_str(), file_prefix.c_str(), handle));
+}
+inline Status daqiri_file_write_poll(FileWriteHandle *handle, FileWriteStatus *status) {
+  return detail::status(daqiri_gw_file_write_poll(handle, status));
+}
+inline Status daqiri_file_write_wait(FileWriteHandle *handle, FileWriteStatus *status) {
+  return detail::status(daqiri_gw_file_write_wait(handle, status));
+}
+inline Status daqiri_file_write_destroy(FileWriteHandle *handle) {
+  return detail::status(daqiri_gw_file_write_destroy(handle));
+}
 
 }  // namespace daqiri
 

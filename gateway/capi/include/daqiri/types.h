@@ -50,6 +50,10 @@ constexpr uint32_t DAQIRI_BURST_FLAG_REORDER_TIMEOUT = DAQIRI_GW_BURST_FLAG_REOR
 
 using ReorderBurstInfo = ::daqiri_gw_reorder_info;
 
+/* Asynchronous file writes (daqiri_write_*_to_file_async). */
+using FileWriteHandle = ::daqiri_gw_file_write;
+using FileWriteStatus = ::daqiri_gw_file_write_status;
+
 /* Dynamic RX flows (add_rx_flow_async ...). A flow's fields are those of an
  * rx.flows entry of the config; the library gives its FlowId. */
 enum class FlowType { QUEUE, VLAN_PUSH, VLAN_POP, TUNNEL_ENCAP, TUNNEL_DECAP };

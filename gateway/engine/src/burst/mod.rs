@@ -696,6 +696,28 @@ impl<'a> Packet<'a> {
         }
     }
 
+    /// Segment `index`'s bytes for the CPU: host bytes in place, GPU bytes
+    /// copied from the device once the GPU's work is done (a CUDA build;
+    /// without one, `NOT_SUPPORTED`). `None` when absent or released. A
+    /// synchronous copy per call: for writers and tools, not the data path.
+    pub fn segment_to_host(&self, index: usize) -> crate::Result<Option<std::borrow::Cow<'a, [u8]>>> {
+        let Some((region, token, offset, len)) = self.held_segment(index) else { return Ok(None) };
+        let region = self.regions.get(region);
+        match region.segment(token, offset, len) {
+            SegmentMemory::Host(bytes) => Ok(Some(std::borrow::Cow::Borrowed(bytes))),
+            #[cfg(feature = "cuda")]
+            SegmentMemory::Device(slice) => {
+                let gpu = region.backing().gpu().unwrap_or(0);
+                Ok(Some(std::borrow::Cow::Owned(crate::gpu::copy_to_host(gpu, slice)?)))
+            }
+            #[cfg(not(feature = "cuda"))]
+            SegmentMemory::Device(_) => Err(crate::Error::new(
+                crate::Status::NotSupported,
+                format!("segment {index} lies in GPU memory, and this build has no CUDA to copy it to the host"),
+            )),
+        }
+    }
+
     /// Segment `index` as a backend that sends with the CPU reads it: host
     /// bytes, or a `device` segment's copy in its region's staging twin
     /// (`send_tx_burst` starts the copy; the sender waits for it).

@@ -16,6 +16,10 @@
 //!
 //! All have a synchronous call and an asynchronous one that takes the burst
 //! and returns a [`FileWriteHandle`] to wait on, which hands the burst back.
+//! The raw and pcap writers read GPU segments through a copy to the host (a
+//! CUDA build), as DAQIRI's writers do through GDS.
+
+use std::borrow::Cow;
 
 #[cfg(feature = "cuda")]
 mod gds;
@@ -38,27 +42,24 @@ pub struct WriteSummary {
     pub bytes: u64,
 }
 
-/// Refuses a burst any of whose segments lies in GPU memory, before a byte
-/// is written: these writers read host memory, and a packet written without
-/// its device segments would be a silent loss.
-pub(crate) fn host_only(burst: &crate::Burst, writer: &str) -> crate::Result<()> {
-    for (index, packet) in burst.packets().enumerate() {
-        for segment in 0..crate::MAX_SEGMENTS {
-            if let Some(crate::SegmentMemory::Device(_)) = packet.segment_memory(segment) {
-                return Err(crate::Error::new(
-                    crate::Status::NotSupported,
-                    format!(
-                        "packet {index} segment {segment} lies in GPU memory, which the {writer} cannot read: write bursts in device regions with the GDS writer (a cuda build)"
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The logical bytes of a packet: its segments in order.
-pub(crate) fn logical_packet<'a>(packet: &crate::Packet<'a>) -> impl Iterator<Item = &'a [u8]> + Clone + use<'a> {
-    let packet = *packet;
-    (0..crate::MAX_SEGMENTS).filter_map(move |s| packet.segment(s))
+/// Every packet of `burst` as the CPU reads it, its segments in order:
+/// host segments in place, GPU segments copied to the host, all of them
+/// before a byte is written, so a failed copy (or a build without CUDA,
+/// `NOT_SUPPORTED`) writes nothing. The copy is the bounce buffer cuFile's
+/// compatibility mode would use; `GdsWriter` writes from GPU memory directly.
+pub(crate) fn host_packets<'a>(burst: &'a crate::Burst, writer: &str) -> crate::Result<Vec<Vec<Cow<'a, [u8]>>>> {
+    // An RX burst's copy into GPU memory may still run.
+    burst.wait_ready();
+    burst
+        .packets()
+        .enumerate()
+        .map(|(index, packet)| {
+            (0..crate::MAX_SEGMENTS)
+                .filter_map(|s| packet.segment_to_host(s).transpose())
+                .collect::<crate::Result<Vec<_>>>()
+                .map_err(|e| {
+                    crate::Error::new(e.status, format!("the {writer} cannot read packet {index}: {}", e.message))
+                })
+        })
+        .collect()
 }

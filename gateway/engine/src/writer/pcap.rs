@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{FileWriteHandle, WriteSummary, host_only, logical_packet};
+use super::{FileWriteHandle, WriteSummary, host_packets};
 use crate::burst::Burst;
 use crate::error::{Error, Result, Status};
 use crate::headers;
@@ -147,12 +147,13 @@ impl PcapWriter {
     }
 
     /// Appends every packet of a burst and flushes, so the file is whole on
-    /// disk. A burst with segments in GPU memory is refused (`NOT_SUPPORTED`) whole.
+    /// disk. GPU segments are copied to the host first (a CUDA build;
+    /// refused whole, `NOT_SUPPORTED`, without one).
     pub fn write_burst(&mut self, burst: &Burst) -> Result<WriteSummary> {
-        host_only(burst, "pcap writer")?;
+        let packets = host_packets(burst, "pcap writer")?;
         let mut summary = WriteSummary::default();
-        for packet in burst.packets() {
-            summary.bytes += self.write_packet(logical_packet(&packet), SystemTime::now())?;
+        for pieces in &packets {
+            summary.bytes += self.write_packet(pieces.iter().map(|p| &p[..]), SystemTime::now())?;
             summary.packets += 1;
         }
         self.flush()?;
@@ -169,16 +170,16 @@ impl PcapWriter {
                 "synthesised frames are IPv4 only; write IPv6 streams as raw",
             ));
         };
-        host_only(burst, "pcap writer")?;
+        let packets = host_packets(burst, "pcap writer")?;
         let mut summary = WriteSummary::default();
         let mut frame = std::mem::take(&mut self.scratch);
-        for packet in burst.packets() {
+        for (packet, pieces) in burst.packets().zip(&packets) {
             let Some(SocketAddr::V4(source)) = packet.source() else {
                 return Err(Error::invalid(
                     "a packet has no IPv4 sender: only datagrams received on a UDP socket can be written as frames",
                 ));
             };
-            headers::synthesize_udp_frame(&mut frame, source, local, logical_packet(&packet))?;
+            headers::synthesize_udp_frame(&mut frame, source, local, pieces.iter().map(|p| &p[..]))?;
             summary.bytes += self.write_packet(std::iter::once(&frame[..]), SystemTime::now())?;
             summary.packets += 1;
         }
@@ -228,6 +229,18 @@ impl PcapWriter {
     pub fn append_async(path: impl AsRef<Path>, resolution: PcapResolution, burst: Burst) -> Result<FileWriteHandle> {
         let path = path.as_ref().to_path_buf();
         FileWriteHandle::spawn(burst, move |b| PcapWriter::open(&path, resolution, None)?.write_burst(b))
+    }
+
+    /// As [`append_async`](Self::append_async), a UDP socket's datagrams
+    /// framed as [`write_burst_as_udp`](Self::write_burst_as_udp) frames them.
+    pub fn append_as_udp_async(
+        path: impl AsRef<Path>,
+        resolution: PcapResolution,
+        burst: Burst,
+        local: SocketAddr,
+    ) -> Result<FileWriteHandle> {
+        let path = path.as_ref().to_path_buf();
+        FileWriteHandle::spawn(burst, move |b| PcapWriter::open(&path, resolution, None)?.write_burst_as_udp(b, local))
     }
 }
 

@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{FileWriteHandle, WriteSummary, host_only, logical_packet};
+use super::{FileWriteHandle, WriteSummary, host_packets};
 use crate::burst::Burst;
 use crate::error::{Error, Result, Status};
 
@@ -32,17 +32,18 @@ impl RawWriter {
         name.into()
     }
 
-    /// Writes every packet of the burst, truncating existing files. A burst
-    /// with segments in GPU memory is refused (`NOT_SUPPORTED`) whole.
+    /// Writes every packet of the burst, truncating existing files; GPU
+    /// segments are copied to the host first (a CUDA build; refused whole,
+    /// `NOT_SUPPORTED`, without one).
     pub fn write(&self, burst: &Burst) -> Result<WriteSummary> {
-        host_only(burst, "raw writer")?;
+        let packets = host_packets(burst, "raw writer")?;
         let mut summary = WriteSummary::default();
-        for (index, packet) in burst.packets().enumerate() {
+        for (index, pieces) in packets.iter().enumerate() {
             let path = self.path(index);
             let fail = |e| Error::io(Status::GenericFailure, format!("cannot write {}", path.display()), e);
             let mut file = File::create(&path).map_err(fail)?;
             let mut skip = self.packet_data_offset;
-            for piece in logical_packet(&packet) {
+            for piece in pieces {
                 let cut = skip.min(piece.len());
                 skip -= cut;
                 let piece = &piece[cut..];

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use daqiri::{Burst, SegmentMemory, Status};
+use daqiri::{Burst, SegmentMemory};
 use daqiri_config::model::{BitField, MemoryKind, ReorderType};
 use daqiri_config::testing::{plan, rx};
 
@@ -170,9 +170,10 @@ pub fn gpu_reorder(bed: &dyn Bed) -> Outcome {
     Outcome::Passed
 }
 
-/// The raw and pcap writers refuse a burst whose bytes lie in GPU memory
-/// with `NOT_SUPPORTED` naming the segment, and write nothing of it.
-pub fn gpu_writers_refuse(bed: &dyn Bed) -> Outcome {
+/// The raw and pcap writers write a burst whose bytes lie in GPU memory,
+/// copied to the host first: every file and record equals the bytes the
+/// GPU holds.
+pub fn gpu_writers(bed: &dyn Bed) -> Outcome {
     let engine = match landing_in_gpu_memory(bed, 4) {
         Ok(engine) => engine,
         Err(refused) => return refused,
@@ -182,18 +183,25 @@ pub fn gpu_writers_refuse(bed: &dyn Bed) -> Outcome {
         sender.send(&engine, &payload(seq, 300));
     }
     let burst = next_burst(&engine);
+    let held: Vec<Vec<u8>> = (0..burst.num_packets()).map(|i| device_bytes(&burst, i)).collect();
     let dir = tempfile::tempdir().unwrap();
     let raw = daqiri::writer::RawWriter::new(dir.path(), "pkt", 0).unwrap();
-    let err = raw.write(&burst).expect_err("the raw writer cannot read GPU memory");
-    assert_eq!(err.status, Status::NotSupported, "{err}");
-    assert!(err.message.contains("packet 0 segment 0 lies in GPU memory"), "{err}");
-    assert!(!raw.path(0).exists(), "nothing is written");
+    assert_eq!(raw.write(&burst).expect("the raw writer writes GPU bytes").packets, held.len() as u64);
+    for (i, bytes) in held.iter().enumerate() {
+        assert!(std::fs::read(raw.path(i)).unwrap() == *bytes, "raw file {i} equals the GPU's bytes");
+    }
     let pcap_path = dir.path().join("c.pcap");
     let mut pcap =
         daqiri::writer::PcapWriter::create(&pcap_path, daqiri::writer::PcapResolution::Micros, None).unwrap();
-    let err = pcap.write_burst(&burst).expect_err("the pcap writer cannot read GPU memory");
-    assert_eq!(err.status, Status::NotSupported, "{err}");
+    pcap.write_burst(&burst).expect("the pcap writer writes GPU bytes");
     drop(pcap);
-    assert_eq!(std::fs::metadata(&pcap_path).unwrap().len(), 24, "the file holds its header and no record");
+    let file = std::fs::read(&pcap_path).unwrap();
+    let mut at = 24;
+    for (i, bytes) in held.iter().enumerate() {
+        let incl = u32::from_le_bytes(file[at + 8..at + 12].try_into().unwrap()) as usize;
+        assert!(file[at + 16..at + 16 + incl] == bytes[..], "pcap record {i} equals the GPU's bytes");
+        at += 16 + incl;
+    }
+    assert_eq!(at, file.len(), "one record per packet");
     Outcome::Passed
 }

@@ -70,7 +70,7 @@ macro_rules! gpu_scenarios_on {
             scenario_test!($bed; []; gpu::gpu_landing);
             scenario_test!($bed; []; gpu::gpu_tx);
             scenario_test!($bed; []; gpu::gpu_reorder);
-            scenario_test!($bed; []; gpu::gpu_writers_refuse);
+            scenario_test!($bed; []; gpu::gpu_writers);
         }
     };
 }
