@@ -8,6 +8,7 @@
 #include <daqiri/daqiri.h>
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -247,6 +248,13 @@ int main(int argc, char **argv) {
   CHECK_STATUS(daqiri::socket_get_server_conn_id("127.0.0.1", 47801, &server), SUCCESS);
   CHECK_STATUS(daqiri::socket_connect_to_server("127.0.0.1", 47801, "127.0.0.1", &client), SUCCESS);
   CHECK(server != 0 && client != 0 && server != client);
+  // Socket options: set on the connection's sockets; the kernel's refusals come back as statuses.
+  const int rcvbuf = 1 << 20;
+  CHECK_STATUS(daqiri::socket_setsockopt(server, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), SUCCESS);
+  CHECK_STATUS(daqiri::socket_setsockopt(client, SOL_SOCKET, SO_SNDBUF, &rcvbuf, sizeof rcvbuf), SUCCESS);
+  CHECK_STATUS(daqiri::socket_setsockopt(server, SOL_SOCKET, 9999, &rcvbuf, sizeof rcvbuf), GENERIC_FAILURE);
+  CHECK_STATUS(daqiri::socket_setsockopt(server, SOL_SOCKET, SO_RCVBUF, nullptr, sizeof rcvbuf), NULL_PTR);
+  CHECK_STATUS(daqiri::socket_setsockopt(0x1234, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), INVALID_PARAMETER);
 
   // Client to server, one packet per burst as DAQIRI's socket bench sends, then 8 per burst.
   CHECK(send_packets(client, kPackets, 1, 0) == kPackets);

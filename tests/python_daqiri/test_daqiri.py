@@ -154,6 +154,23 @@ def test_udp_bursts_both_ways(engine, tmp_path):
     assert frames == 8
 
 
+def test_socket_options_take_every_value_form(engine):
+    import socket
+
+    status, server = daqiri.socket_get_server_conn_id("127.0.0.1", SERVER_PORT)
+    assert status == daqiri.Status.SUCCESS
+    ok = daqiri.Status.SUCCESS
+    assert daqiri.socket_setsockopt(server, socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20) == ok
+    assert daqiri.socket_setsockopt(server, socket.SOL_SOCKET, socket.SO_REUSEADDR, True) == ok
+    assert daqiri.socket_setsockopt(server, socket.SOL_SOCKET, socket.SO_RCVBUF, struct.pack("i", 1 << 20)) == ok
+    assert daqiri.socket_setsockopt(server, socket.SOL_SOCKET, socket.SO_RCVBUF, bytearray(struct.pack("i", 4096))) == ok
+    # The kernel's refusal comes back as a status, its reason in the log; a foreign id is named.
+    assert daqiri.socket_setsockopt(server, socket.SOL_SOCKET, 9999, 1) == daqiri.Status.GENERIC_FAILURE
+    assert daqiri.socket_setsockopt(12345, socket.SOL_SOCKET, socket.SO_RCVBUF, 1) == daqiri.Status.INVALID_PARAMETER
+    with pytest.raises(TypeError):
+        daqiri.socket_setsockopt(server, socket.SOL_SOCKET, socket.SO_RCVBUF, 1.5)
+
+
 def test_misuse_answers_a_status(engine):
     status, server = daqiri.socket_get_server_conn_id("127.0.0.1", SERVER_PORT)
     status, client = daqiri.socket_connect_to_server("127.0.0.1", SERVER_PORT)

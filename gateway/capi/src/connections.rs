@@ -7,7 +7,7 @@
 //! to an address, `socket_connect_to_server` the client interface aimed at
 //! one, and bursts of that id are the interface's.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 use std::net::IpAddr;
 
 use daqiri::{Engine, Error, Status};
@@ -156,6 +156,35 @@ pub unsafe extern "C" fn daqiri_gw_socket_get_port_queue(conn_id: usize, port: *
         }
         Err(e) => status::fail(CALL, e),
     }
+}
+
+/// Sets a socket option on connection `conn_id`'s sockets (DAQIRI's
+/// `socket_setsockopt`): `optval` holds `optlen` bytes as `setsockopt(2)`
+/// takes them. The option is kept for the sockets the interface opens later
+/// (a TCP reconnect, a UDP server's peer socket); a TCP interface between
+/// connections keeps it for the next, where DAQIRI answers `CONNECT_FAILURE`.
+///
+/// # Safety
+/// `optval` points to `optlen` readable bytes (or is null with `optlen` 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn daqiri_gw_socket_setsockopt(
+    conn_id: usize,
+    level: i32,
+    optname: i32,
+    optval: *const c_void,
+    optlen: usize,
+) -> i32 {
+    if optval.is_null() && optlen != 0 {
+        return status::fail("socket_setsockopt", Error::new(Status::NullPtr, "optval is null and optlen is not 0"));
+    }
+    let value: &[u8] = if optlen == 0 {
+        &[]
+    } else {
+        // SAFETY: non-null, `optlen` readable bytes by the C contract.
+        unsafe { std::slice::from_raw_parts(optval.cast::<u8>(), optlen) }
+    };
+    let set = with_engine(|engine| engine.set_socket_option(port_of(engine, conn_id, None)?, level, optname, value));
+    status_of("socket_setsockopt", set)
 }
 
 /// The port of an interface name or address; -1 when none has it.

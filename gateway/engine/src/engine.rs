@@ -162,6 +162,28 @@ impl Engine {
         })
     }
 
+    /// Sets option (`level`, `name`) to `value` (its bytes, as
+    /// `setsockopt(2)` takes them) on the sockets of socket port `port`
+    /// (DAQIRI's `socket_setsockopt`), and on those it opens later: a TCP
+    /// connection accepted or made again, a UDP server's peer socket. A TCP
+    /// port between connections keeps it for the next (DAQIRI answers
+    /// `CONNECT_FAILURE`). Other ports have no socket: `NOT_SUPPORTED`.
+    pub fn set_socket_option(&self, port: u16, level: i32, name: i32, value: &[u8]) -> Result<()> {
+        let p = self.port(port)?;
+        let set =
+            self.drivers[port as usize].set_socket_option(level, name, value).ok_or_else(|| no_socket(port, p))?;
+        set.map_err(|e| on_port(e, port, p))
+    }
+
+    /// Option (`level`, `name`) of socket port `port`'s socket (a TCP
+    /// port's connection: `NOT_READY` between connections), as the kernel
+    /// holds it; DAQIRI has no such call.
+    pub fn socket_option(&self, port: u16, level: i32, name: i32) -> Result<Vec<u8>> {
+        let p = self.port(port)?;
+        let read = self.drivers[port as usize].socket_option(level, name).ok_or_else(|| no_socket(port, p))?;
+        read.map_err(|e| on_port(e, port, p))
+    }
+
     fn port(&self, port: u16) -> Result<&Port> {
         self.inner.ports.get(port as usize).ok_or_else(|| {
             Error::invalid(format!(
@@ -521,4 +543,17 @@ impl Drop for Engine {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+fn no_socket(port: u16, p: &Port) -> Error {
+    Error::new(
+        Status::NotSupported,
+        format!("port {port} (\"{}\") is a {} port: it has no socket to set options on", p.name, p.backend.as_str()),
+    )
+}
+
+/// `error`, its message saying which port (its OS error kept).
+fn on_port(mut error: Error, port: u16, p: &Port) -> Error {
+    error.message = format!("port {port} (\"{}\"): {}", p.name, error.message);
+    error
 }

@@ -553,3 +553,43 @@ fn ipv4_dst_needs_a_socket_bound_to_one_address() {
     };
     assert_eq!(burst.packets().next().unwrap().flow_id(), Some(9));
 }
+
+#[test]
+fn socket_options_reach_the_sockets_and_the_connections_made_later() {
+    let int = |v: i32| v.to_ne_bytes();
+    let read = |engine: &Engine, port: u16, name: i32| -> i32 {
+        let bytes = engine.socket_option(port, libc::SOL_SOCKET, name).unwrap();
+        i32::from_ne_bytes(bytes[..4].try_into().unwrap())
+    };
+    // UDP: the interface socket, at once (the kernel doubles SO_RCVBUF for its bookkeeping).
+    let server = free_udp_port();
+    let udp =
+        Engine::from_yaml(&TestConfig::udp_server(server).region("rx", 64, 2048).rx_queue(rx(0, "rx").batch(1)).yaml())
+            .unwrap();
+    udp.set_socket_option(0, libc::SOL_SOCKET, libc::SO_RCVBUF, &int(65536)).unwrap();
+    assert_eq!(read(&udp, 0, libc::SO_RCVBUF), 2 * 65536);
+    let refused = udp.set_socket_option(0, libc::SOL_SOCKET, 9999, &int(1)).unwrap_err();
+    assert_eq!(refused.status, daqiri::Status::GenericFailure, "{refused}");
+    assert!(refused.message.contains("port 0") && refused.message.contains("option 9999"), "{refused}");
+    assert!(refused.io_error().is_some(), "the kernel's reason is kept: {refused}");
+
+    // TCP: set before any connection, it reaches the connection once made.
+    let (port, tcp) = one_tcp_server();
+    assert_eq!(tcp.socket_option(0, libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap_err().status, daqiri::Status::NotReady);
+    tcp.set_socket_option(0, libc::SOL_SOCKET, libc::SO_RCVBUF, &int(98304)).unwrap();
+    let _client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tcp.socket_option(0, libc::SOL_SOCKET, libc::SO_RCVBUF).is_err() {
+        assert!(Instant::now() < deadline, "the server never accepted the connection");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(read(&tcp, 0, libc::SO_RCVBUF), 2 * 98304);
+}
+
+#[test]
+fn a_port_without_sockets_has_no_socket_options() {
+    let engine = Engine::from_yaml(&TestConfig::loopback().region("m", 64, 2048).rx_queue(rx(0, "m")).yaml()).unwrap();
+    let err = engine.set_socket_option(0, libc::SOL_SOCKET, libc::SO_RCVBUF, &1i32.to_ne_bytes()).unwrap_err();
+    assert_eq!(err.status, daqiri::Status::NotSupported, "{err}");
+    assert!(err.message.contains("no socket"), "{err}");
+}

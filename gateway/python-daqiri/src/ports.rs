@@ -1,7 +1,9 @@
 //! Ports, traffic switches and socket connections.
 
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
 
 use crate::cstr::c_string;
 use crate::status::Status;
@@ -98,6 +100,35 @@ fn socket_get_port_queue(conn_id: usize) -> (Status, u16, u16) {
     (Status::of(code), port, queue)
 }
 
+/// Sets a socket option on the connection's sockets (kept for those it
+/// opens later): `value` a bool or int (a C int), a str (its UTF-8 bytes),
+/// or bytes or another buffer, as `setsockopt(2)` takes them.
+#[pyfunction]
+fn socket_setsockopt(
+    py: Python<'_>,
+    conn_id: usize,
+    level: i32,
+    optname: i32,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<Status> {
+    let bytes: Vec<u8> = if value.is_instance_of::<PyBool>() {
+        i32::from(value.extract::<bool>()?).to_ne_bytes().to_vec()
+    } else if value.is_instance_of::<PyInt>() {
+        value.extract::<i32>()?.to_ne_bytes().to_vec()
+    } else if let Ok(text) = value.cast::<PyString>() {
+        text.to_str()?.as_bytes().to_vec()
+    } else if let Ok(buffer) = PyBuffer::<u8>::get(value) {
+        buffer.to_vec(py)?
+    } else {
+        return Err(PyTypeError::new_err("value must be a bool, an int, a str, bytes or another buffer of bytes"));
+    };
+    // SAFETY: a live buffer of `bytes.len()` bytes.
+    let code = py.detach(|| unsafe {
+        daqiri_capi::daqiri_gw_socket_setsockopt(conn_id, level, optname, bytes.as_ptr().cast(), bytes.len())
+    });
+    Ok(Status::of(code))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for f in [
         wrap_pyfunction!(get_port_id, m)?,
@@ -110,6 +141,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(socket_connect_to_server, m)?,
         wrap_pyfunction!(socket_get_server_conn_id, m)?,
         wrap_pyfunction!(socket_get_port_queue, m)?,
+        wrap_pyfunction!(socket_setsockopt, m)?,
     ] {
         m.add_function(f)?;
     }

@@ -176,6 +176,10 @@ int32_t daqiri_gw_socket_get_server_conn_id(const char *server_addr, uint16_t se
 int32_t daqiri_gw_socket_connect_to_server(const char *server_addr, uint16_t server_port,
                                            const char *client_addr, uintptr_t *conn_id);
 int32_t daqiri_gw_socket_get_port_queue(uintptr_t conn_id, uint16_t *port, uint16_t *queue);
+/* setsockopt(2) on the connection's sockets, kept for those opened later
+ * (a TCP reconnect, a UDP server's peer socket). */
+int32_t daqiri_gw_socket_setsockopt(uintptr_t conn_id, int32_t level, int32_t optname, const void *optval,
+                                    size_t optlen);
 
 /* Writers */
 int32_t daqiri_gw_write_raw_to_file(daqiri_gw_burst *burst, const char *absolute_path, const char *file_prefix,

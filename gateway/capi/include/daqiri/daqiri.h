@@ -274,6 +274,9 @@ inline Status socket_connect_to_server(const std::string &server_addr, uint16_t 
 inline Status socket_get_port_queue(uintptr_t conn_id, uint16_t *port, uint16_t *queue) {
   return detail::status(daqiri_gw_socket_get_port_queue(conn_id, port, queue));
 }
+inline Status socket_setsockopt(uintptr_t conn_id, int level, int optname, const void *optval, size_t optlen) {
+  return detail::status(daqiri_gw_socket_setsockopt(conn_id, level, optname, optval, optlen));
+}
 
 /* Writers */
 inline Status daqiri_write_raw_to_file(BurstParams *burst, const std::string &absolute_path,

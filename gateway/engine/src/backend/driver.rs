@@ -37,6 +37,20 @@ pub(crate) trait PortDriver: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Sets a socket option on the port's sockets, kept for those it opens
+    /// later (DAQIRI's `socket_setsockopt`); `None` for a port without sockets.
+    fn set_socket_option(&self, level: i32, name: i32, value: &[u8]) -> Option<Result<()>> {
+        let _ = (level, name, value);
+        None
+    }
+
+    /// A socket option of the port's socket (a TCP port's connection), as
+    /// the kernel holds it; `None` for a port without sockets.
+    fn socket_option(&self, level: i32, name: i32) -> Option<Result<Vec<u8>>> {
+        let _ = (level, name);
+        None
+    }
+
     /// Counters and state below the queues.
     fn link_stats(&self) -> LinkStats {
         LinkStats::default()

@@ -13,6 +13,7 @@
 
 mod buffers;
 mod kernel_drops;
+mod options;
 mod peer;
 mod reuseport;
 mod sys;

@@ -428,6 +428,32 @@ fn set_int_option(socket: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int,
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
+/// Sets any option from its bytes, as `setsockopt(2)` takes them.
+pub(crate) fn set_option(
+    socket: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &[u8],
+) -> io::Result<()> {
+    let len = libc::socklen_t::try_from(value.len()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: passes a live buffer with its exact length; the kernel copies it.
+    let rc = unsafe { libc::setsockopt(socket.as_raw_fd(), level, name, value.as_ptr().cast(), len) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+/// Reads any option's bytes (at most 256), as `getsockopt(2)` gives them.
+pub(crate) fn get_option(socket: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int) -> io::Result<Vec<u8>> {
+    let mut value = vec![0u8; 256];
+    let mut len = value.len() as libc::socklen_t;
+    // SAFETY: a live buffer of `len` bytes and a live length the kernel updates.
+    let rc = unsafe { libc::getsockopt(socket.as_raw_fd(), level, name, value.as_mut_ptr().cast(), &raw mut len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    value.truncate(len as usize);
+    Ok(value)
+}
+
 /// The path MTU of a connected socket (`IP_MTU` / `IPV6_MTU`).
 pub(crate) fn path_mtu(socket: BorrowedFd<'_>, ipv6: bool) -> io::Result<usize> {
     let (level, name) = if ipv6 { (libc::IPPROTO_IPV6, libc::IPV6_MTU) } else { (libc::IPPROTO_IP, libc::IP_MTU) };

@@ -22,7 +22,7 @@
 
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,7 @@ use daqiri_config::model::SocketMode;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use super::buffers::SOCKET_BUFFER_BYTES;
+use super::options::{self, SocketOptions};
 use super::sys;
 use crate::backend::LinkStats;
 use crate::backend::PortDriver;
@@ -70,6 +71,8 @@ struct Shared {
     /// The live connection, shared by the receiver and the senders.
     stream: Mutex<Option<Arc<TcpStream>>>,
     max_read: Option<usize>,
+    /// Options the application set, for each connection.
+    options: SocketOptions,
 }
 
 #[derive(Debug)]
@@ -111,6 +114,7 @@ impl TcpDriver {
                 remote,
                 stream: Mutex::new(None),
                 max_read: port.config_max_payload(),
+                options: SocketOptions::default(),
             }),
         })
     }
@@ -141,6 +145,26 @@ impl PortDriver for TcpDriver {
             tasks.push(Task::sender(p, q, Box::new(sender)));
         }
         tasks
+    }
+
+    /// The connection, and every connection after (set between
+    /// connections, it waits for the next).
+    fn set_socket_option(&self, level: i32, name: i32, value: &[u8]) -> Option<Result<()>> {
+        let shared = &*self.shared;
+        let live = |apply: &mut dyn FnMut(BorrowedFd<'_>) -> Result<()>| match shared.current() {
+            Some(stream) => apply(stream.as_fd()),
+            None => Ok(()),
+        };
+        Some(shared.options.set(live, level, name, value))
+    }
+
+    fn socket_option(&self, level: i32, name: i32) -> Option<Result<Vec<u8>>> {
+        Some(match self.shared.current() {
+            Some(stream) => options::read(stream.as_fd(), level, name),
+            None => {
+                Err(Error::new(Status::NotReady, "no TCP connection now: its options are read from the connection"))
+            }
+        })
     }
 
     fn link_stats(&self) -> LinkStats {
@@ -237,6 +261,7 @@ impl Connection {
         let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
         let stream = Arc::new(stream);
         shared.set(Some(Arc::clone(&stream)));
+        shared.options.apply(name, stream.as_fd());
         Some(stream)
     }
 

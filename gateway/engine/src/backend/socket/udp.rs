@@ -13,6 +13,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::buffers::tune;
 use super::kernel_drops::{Dropped, KernelDrops};
+use super::options::{self, SocketOptions};
 use super::peer;
 use super::sys::{self, RecvBatch, RecvMeta, SendBatch};
 use crate::backend::LinkStats;
@@ -69,6 +70,8 @@ struct Shared {
     /// Server mode: the socket connected to the first peer, once there is
     /// one (the receiver reads it; the driver reads its counters).
     peer_socket: OnceLock<Socket>,
+    /// Options the application set, for the peer socket when it opens.
+    options: SocketOptions,
     /// A server whose indirect RX queues name several cores: a socket per queue.
     group: Option<Group>,
 }
@@ -152,6 +155,7 @@ impl UdpDriver {
                 gso_max_segment,
                 gro,
                 peer_socket: OnceLock::new(),
+                options: SocketOptions::default(),
                 group,
             }),
         })
@@ -280,6 +284,23 @@ impl PortDriver for UdpDriver {
         let old = port.flows.swap(table);
         group.other_table.store(old);
         Ok(())
+    }
+
+    /// The interface's socket, a server group's, and the peer socket once connected.
+    fn set_socket_option(&self, level: i32, name: i32, value: &[u8]) -> Option<Result<()>> {
+        let shared = &*self.shared;
+        let live = |apply: &mut dyn FnMut(BorrowedFd<'_>) -> Result<()>| {
+            let grouped = shared.group.iter().flat_map(|g| &g.sockets);
+            std::iter::once(&shared.socket)
+                .chain(grouped)
+                .chain(shared.peer_socket.get())
+                .try_for_each(|s| apply(s.as_fd()))
+        };
+        Some(shared.options.set(live, level, name, value))
+    }
+
+    fn socket_option(&self, level: i32, name: i32) -> Option<Result<Vec<u8>>> {
+        Some(options::read(self.shared.socket.as_fd(), level, name))
     }
 
     /// The receive buffers of the interface's sockets and, once connected,
@@ -630,6 +651,7 @@ impl UdpReceiver {
                 if self.shared.peer_socket.set(socket).is_err() {
                     unreachable!("a peer socket is connected once per engine");
                 }
+                self.shared.options.apply(&p.name, self.shared.peer_fd());
                 self.peer = Some(PeerSocket {
                     kernel_drops: KernelDrops::default(),
                     interface_drained: false,
