@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use daqiri::writer::{FileWriteHandle, PcapResolution, PcapWriter, WriteSummary};
 use daqiri::{Error, Status};
@@ -52,10 +52,10 @@ enum State {
     Ended(daqiri::Result<WriteSummary>),
 }
 
-static WRITES: Mutex<Option<HashMap<usize, Write>>> = Mutex::new(None);
+static WRITES: LazyLock<Mutex<HashMap<usize, Write>>> = LazyLock::new(Mutex::default);
 static NEXT_ID: AtomicUsize = AtomicUsize::new(1);
 
-fn writes() -> MutexGuard<'static, Option<HashMap<usize, Write>>> {
+fn writes() -> MutexGuard<'static, HashMap<usize, Write>> {
     WRITES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -76,7 +76,7 @@ fn submit(
         // handle is left empty, to be freed.
         let state = State::Running(start(lent).inspect_err(|_| h.lent_to = 0)?);
         let key = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        writes().get_or_insert_with(HashMap::new).insert(key, Write { from: (address, id), packets, state });
+        writes().insert(key, Write { from: (address, id), packets, state });
         // SAFETY: `out` is non-null (checked above) and points to the
         // program's FileWriteHandle* variable, as the call's contract says.
         unsafe { *out = key as *mut FileWrite };
@@ -149,12 +149,22 @@ fn settle(write: &mut Write, block: bool) -> Option<&daqiri::Result<WriteSummary
     }
 }
 
-/// Polls or waits on a write, filling `*status` when given.
+/// Polls or waits on a write, filling `*status` when given. A wait blocks
+/// with the write out of the table, so other threads' writes are not held
+/// up by the table's lock meanwhile (a write handle is its program
+/// thread's, as a burst is).
 fn check(call: &str, handle: *mut FileWrite, status: *mut FileWriteStatus, block: bool) -> i32 {
-    let mut table = writes();
-    let Some(write) = table.get_or_insert_with(HashMap::new).get_mut(&(handle as usize)) else {
+    let key = handle as usize;
+    let Some(mut write) = writes().remove(&key) else {
         return fail(call, unknown(handle));
     };
+    let code = report(call, &mut write, status, block);
+    writes().insert(key, write);
+    code
+}
+
+/// The write's status code, settling it first (waiting when `block`).
+fn report(call: &str, write: &mut Write, status: *mut FileWriteStatus, block: bool) -> i32 {
     let packets = write.packets;
     let (code, summary) = match settle(write, block) {
         None => return fail(call, Error::new(Status::NotReady, "the write is still running")),
@@ -198,7 +208,7 @@ pub extern "C" fn daqiri_gw_file_write_wait(handle: *mut FileWrite, status: *mut
 #[unsafe(no_mangle)]
 pub extern "C" fn daqiri_gw_file_write_destroy(handle: *mut FileWrite) -> i32 {
     let call = "daqiri_file_write_destroy";
-    let removed = writes().get_or_insert_with(HashMap::new).remove(&(handle as usize));
+    let removed = writes().remove(&(handle as usize));
     let Some(mut write) = removed else { return fail(call, unknown(handle)) };
     settle(&mut write, true);
     SUCCESS
