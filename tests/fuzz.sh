@@ -8,6 +8,7 @@
 #                hellos, scribbles over its ring) leave nothing held
 #
 #   tests/fuzz.sh [--seconds N] [--execs N] [--instances N] [--jobs N] [--fresh] [TARGET...]
+#   tests/fuzz.sh --build-only     builds the targets and stops
 #
 # Each target runs for N seconds (default 60), or until N executions per
 # instance, as --instances AFL++ instances sharing one corpus (default 1);
@@ -25,6 +26,7 @@ seconds=60
 execs=""
 jobs=$(nproc)
 fresh=0
+build_only=0
 instances=1
 targets=()
 while (($#)); do
@@ -34,7 +36,8 @@ while (($#)); do
         --jobs) jobs=$2; shift 2 ;;
         --instances) instances=$2; shift 2 ;;
         --fresh) fresh=1; shift ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --build-only) build_only=1; shift ;;
+        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) targets+=("$1"); shift ;;
     esac
@@ -51,6 +54,7 @@ if ! cargo afl --version >/dev/null 2>&1; then
 fi
 echo "fuzz: building the targets with AFL instrumentation" >&2
 (cd fuzz && cargo afl build --release --locked --quiet)
+((build_only)) && exit 0
 
 runs=target/fuzz
 seeds=$runs/seeds

@@ -10,6 +10,9 @@
 # and everything else in the image is the Dockerfile's own runtime stage.
 #
 #   image.sh build VARIANT     builds the variant's image; prints its name
+#   image.sh artifacts VARIANT...  only builds what the variants' images take
+#                              from here (release binaries, wheel, DPDK), so
+#                              a later build finds them kept
 #   image.sh archive VARIANT FILE   the image as an OCI archive (for containerd)
 #   image.sh tag VARIANT       prints the image's name without building it
 # VARIANT: socket (sockets only) or bypass (dpdk,af_xdp,rdma), both
@@ -178,16 +181,26 @@ build_wheel() {
         --manifest-path gateway/python/Cargo.toml --out "$out" >&2)
 }
 
-# The variant's artifacts where its Dockerfile's prebuilt stage takes them.
-prebuilt() {
-    local variant=$1 kept
+# Builds the variant's artifacts unless kept; sets `kept` (and, for bypass,
+# `dpdk_stage`) to where they are.
+artifacts() {
+    local variant=$1
     if [[ $variant == consumer ]]; then
         kept_artifacts consumer build_wheel
-        rm -rf "$root/target/image/wheels"
-        install -D -m 0644 "$kept"/*.whl -t "$root/target/image/wheels"
     else
         [[ $variant == bypass ]] && image_dpdk
         kept_artifacts "$variant" build_binaries "$variant"
+    fi
+}
+
+# The variant's artifacts where its Dockerfile's prebuilt stage takes them.
+prebuilt() {
+    local variant=$1 kept
+    artifacts "$variant"
+    if [[ $variant == consumer ]]; then
+        rm -rf "$root/target/image/wheels"
+        install -D -m 0644 "$kept"/*.whl -t "$root/target/image/wheels"
+    else
         rm -rf "$root/target/image/prebuilt" "$root/target/image/dpdk"
         install -D -m 0755 "$kept/daqiri-gateway" "$kept/daqiri-operator" -t "$root/target/image/prebuilt"
         if [[ $variant == bypass ]]; then
@@ -233,6 +246,10 @@ build() {
 
 case ${1:-} in
 build) build "${2:?variant}" ;;
+artifacts)
+    shift
+    for variant in "${@:?variant}"; do artifacts "$variant"; done
+    ;;
 archive)
     name=$(tag "${2:?variant}")
     rm -f "${3:?file}"
@@ -240,7 +257,7 @@ archive)
     ;;
 tag) tag "${2:?variant}" ;;
 *)
-    echo "usage: $0 build VARIANT | archive VARIANT FILE | tag VARIANT" >&2
+    echo "usage: $0 build VARIANT | artifacts VARIANT... | archive VARIANT FILE | tag VARIANT" >&2
     exit 2
     ;;
 esac
