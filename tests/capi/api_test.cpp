@@ -8,6 +8,7 @@
 #include <daqiri/daqiri.h>
 
 #include <arpa/inet.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -52,6 +53,22 @@ daqiri:
       socket_config: { mode: client, local_addr: "udp://127.0.0.1:47802", remote_addr: "udp://127.0.0.1:47801" }
       rx: { queues: [{ name: crx, id: 0, cpu_core: 1, batch_size: 8, memory_regions: [client_mem] }] }
       tx: { queues: [{ name: ctx, id: 0, cpu_core: 1, batch_size: 8, memory_regions: [client_mem] }] }
+)";
+
+// A software loopback: DAQIRI runs it in its DPDK engine, whose EAL pins
+// the thread that called init to master_core.
+const char *kLoopbackConfig = R"(
+daqiri:
+  cfg:
+    version: 1
+    stream_type: raw
+    loopback: sw
+    master_core: 1
+    memory_regions: [{ name: m, kind: host, num_bufs: 64, buf_size: 2048 }]
+    interfaces:
+    - name: lo
+      address: loopback
+      rx: { queues: [{ name: r, id: 0, cpu_core: 0, batch_size: 8, memory_regions: [m] }] }
 )";
 
 constexpr int kPackets = 64;
@@ -208,6 +225,27 @@ void misuse(daqiri::BurstParams *rx, uintptr_t server_conn) {
 
 }  // namespace
 
+// master_core pins the caller of daqiri_init only where DAQIRI's DPDK
+// engine would (raw interfaces); on sockets, as DAQIRI's socket engine,
+// the thread stays where it was, and so do the threads it starts later.
+void master_core_pins_where_daqiris_dpdk_engine_would() {
+  cpu_set_t before, after;
+  CHECK(sched_getaffinity(0, sizeof(before), &before) == 0);
+  if (CPU_COUNT(&before) < 2 || !CPU_ISSET(1, &before)) {
+    std::printf("skipped: master_core pinning needs cores 0 and 1\n");
+    return;
+  }
+  std::string socket_config(kConfig);
+  socket_config.insert(socket_config.find("    stream_type"), "    master_core: 1\n");
+  CHECK_STATUS(daqiri::daqiri_init_from_yaml_string(socket_config.c_str()), SUCCESS);
+  CHECK(sched_getaffinity(0, sizeof(after), &after) == 0 && CPU_EQUAL(&before, &after));
+  daqiri::shutdown();
+  CHECK_STATUS(daqiri::daqiri_init_from_yaml_string(kLoopbackConfig), SUCCESS);
+  CHECK(sched_getaffinity(0, sizeof(after), &after) == 0 && CPU_COUNT(&after) == 1 && CPU_ISSET(1, &after));
+  daqiri::shutdown();
+  sched_setaffinity(0, sizeof(before), &before);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s OUTPUT_DIR\n", argv[0]);
@@ -316,6 +354,8 @@ int main(int argc, char **argv) {
   CHECK_STATUS(daqiri::daqiri_init_from_yaml_string(kConfig), SUCCESS);
   CHECK_STATUS(daqiri::socket_get_server_conn_id("127.0.0.1", 47801, &server), SUCCESS);
   daqiri::shutdown();
+
+  master_core_pins_where_daqiris_dpdk_engine_would();
 
   std::printf("%d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwapOption, Guard};
 use daqiri::{Engine, Error, Status};
-use daqiri_config::model::EngineConfig;
+use daqiri_config::{InterfaceBackend, ValidConfig};
 
 use crate::logging;
 use crate::status::{self, SUCCESS};
@@ -58,7 +58,7 @@ fn init(call: &str, source: Source<'_>) -> i32 {
         Ok(engine) => {
             let config = engine.config();
             logging::follow(config.config());
-            pin_to_master_core(config.config());
+            pin_to_master_core(&config);
             ENGINE.store(Some(Arc::new(engine)));
             SUCCESS
         }
@@ -66,11 +66,20 @@ fn init(call: &str, source: Source<'_>) -> i32 {
     }
 }
 
-/// `master_core` is the thread that started the engine, as DAQIRI's DPDK
-/// engine pins its main lcore: the engine's own threads run on the queues'
-/// `cpu_core`s, and the application's control thread here.
-fn pin_to_master_core(config: &EngineConfig) {
-    if let Some(core) = config.master_core
+/// `master_core` is the thread that started the engine where DAQIRI's
+/// DPDK engine would run the config (raw interfaces: DPDK, the software
+/// loopback, and AF_XDP in its place): its EAL pins the main lcore there.
+/// DAQIRI's socket, ibverbs and RDMA engines leave the thread where it is,
+/// and so do we: threads the application starts later inherit the pin,
+/// which on a socket config would crowd them onto one core.
+fn pin_to_master_core(config: &ValidConfig) {
+    let raw = (0..config.config().interfaces.len()).any(|index| {
+        matches!(
+            config.backend(index),
+            InterfaceBackend::Dpdk | InterfaceBackend::SoftwareLoopback | InterfaceBackend::AfXdp
+        )
+    });
+    if let Some(core) = config.config().master_core.filter(|_| raw)
         && !core_affinity::set_for_current(core_affinity::CoreId { id: core.0 as usize })
     {
         tracing::warn!(core = core.0, "master_core: cannot pin the thread that called daqiri_init");
