@@ -19,8 +19,14 @@ if [[ $ignored == --run-ignored=all ]]; then
     setsid ionice -c 3 chrt --idle 0 bash -c \
         'tests/k8s/image.sh artifacts bypass socket consumer && tests/fuzz.sh --build-only' >"$builds_log" 2>&1 &
     builds=$!
-    trap stop_builds EXIT
 fi
+s3_dir=""
+# What runs in the background goes with the suite, however it ends.
+cleanup() {
+    stop_builds
+    [[ -z $s3_dir ]] || tests/s3/server.sh stop "$s3_dir"
+}
+trap cleanup EXIT
 wait_builds() {
     [[ -n $builds ]] || return 0
     step "waiting for the background builds"
@@ -42,6 +48,12 @@ cargo clippy --workspace --all-targets --all-features --quiet -- -D warnings
 # The conformance suite runs once, below, with every backend built in; the
 # operator's cluster suite right after this, against a control plane of its own,
 # and the image checks once the images are built.
+# The S3 server the S3 writer's tests upload to, for every step below
+# (SeaweedFS, built once per pinned version and cached; tests/s3/server.sh).
+step S3 server
+s3_dir=target/s3
+DAQIRI_TEST_S3_ENDPOINT=$(tests/s3/server.sh start "$s3_dir")
+export DAQIRI_TEST_S3_ENDPOINT
 step workspace tests
 cargo nextest run --workspace --no-fail-fast "$ignored" \
     -E 'not binary_id(daqiri::conformance) and not binary_id(daqiri-operator::cluster) and not binary_id(daqiri-operator::image) and not binary_id(daqiri-operator::e2e)'
@@ -84,11 +96,11 @@ tests/under_load.sh --runs 2
 # cached; see tests/k8s/control-plane.sh). It needs no root.
 step cluster
 control_plane=target/k8s/run
-trap 'tests/k8s/control-plane.sh stop "$control_plane"; stop_builds' EXIT
+trap 'tests/k8s/control-plane.sh stop "$control_plane"; cleanup' EXIT
 DAQIRI_TEST_KUBECONFIG=$(tests/k8s/control-plane.sh start "$control_plane") \
     cargo nextest run -p daqiri-operator --test cluster --run-ignored=all --no-fail-fast
 tests/k8s/control-plane.sh stop "$control_plane"
-trap stop_builds EXIT
+trap cleanup EXIT
 # The kernel-bypass backends, built together: DPDK on its virtual devices
 # and AF_XDP over veth pairs with our XDP program (setup.sh installed clang
 # and the BPF headers). DPDK is 25.11 LTS, the release DAQIRI builds on
@@ -136,7 +148,7 @@ if [[ $ignored == --run-ignored=all ]]; then
     # plugin hands out) and the Python consumer image (gateway/python/Dockerfile).
     tests/k8s/image.sh build consumer >/dev/null
     nodes=target/k8s/nodes
-    trap 'tests/k8s/nodes.sh down "$nodes"; stop_builds' EXIT
+    trap 'tests/k8s/nodes.sh down "$nodes"; cleanup' EXIT
     nodes_kubeconfig=$(tests/k8s/nodes.sh up "$nodes" 2)
     for variant in socket bypass consumer; do
         tests/k8s/image.sh archive $variant target/k8s/$variant-image.tar
@@ -145,7 +157,7 @@ if [[ $ignored == --run-ignored=all ]]; then
     DAQIRI_TEST_NODES_KUBECONFIG=$nodes_kubeconfig \
         cargo nextest run -p daqiri-operator --test e2e --run-ignored=all --no-fail-fast
     tests/k8s/nodes.sh down "$nodes"
-    trap stop_builds EXIT
+    trap cleanup EXIT
 else
     echo "run.sh: the image build, its checks and the nodes' end-to-end suite are SKIPPED: they need root" >&2
 fi

@@ -14,6 +14,8 @@ command -v tshark >/dev/null || need_apt+=(tshark)
 command -v ethtool >/dev/null || need_apt+=(ethtool)
 command -v capinfos >/dev/null || need_apt+=(tshark)
 command -v prometheus >/dev/null || need_apt+=(prometheus)
+# curl reads the S3 writer's objects back, signing with AWS SigV4 itself.
+command -v curl >/dev/null || need_apt+=(curl)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
 # libdaqiri's tests (tests/capi, tests/python_daqiri): C and C++ programs

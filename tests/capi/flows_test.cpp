@@ -4,6 +4,8 @@
 // deleted while traffic runs, every completion polled. Prints "ok" or "FAIL ...".
 #include <daqiri/daqiri.h>
 
+#include "check.h"
+
 #include <arpa/inet.h>
 
 #include <chrono>
@@ -15,16 +17,6 @@
 #include <vector>
 
 namespace {
-
-int failures = 0;
-
-#define CHECK(cond)                                                                                 \
-  do {                                                                                              \
-    if (!(cond)) {                                                                                  \
-      ++failures;                                                                                   \
-      std::printf("FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond, daqiri::last_error()); \
-    }                                                                                               \
-  } while (0)
 
 const char *kConfig = R"(
 daqiri:

@@ -5,9 +5,10 @@
 # static, and run (tests/capi/api_test.cpp: UDP bursts both ways between a
 # server and a client interface, the writers, and the misuses DAQIRI leaves
 # undefined), and DAQIRI's dynamic RX flows on a software-loopback port
-# (tests/capi/flows_test.cpp). The pcap it writes is read back by tshark,
-# its raw files by Python; package.sh checks the library exports what its
-# headers declare.
+# (tests/capi/flows_test.cpp), and its S3 writer against a real S3 server
+# (tests/capi/s3_test.cpp). The pcap it writes is read back by tshark, its
+# raw files by Python, its S3 objects by curl; package.sh checks the library
+# exports what its headers declare.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=target/capi
@@ -83,3 +84,38 @@ assert written_later == [p.read_bytes() for p in raw], "the asynchronous raw fil
 print(f"capi: {out.name}: tshark read {rows} + {async_packets} frames (sync, async), {len(raw)} raw files twice, bytes as sent")
 PY
 done
+
+# DAQIRI's S3 raw writer against the suite's S3 server (tests/run.sh starts
+# it: tests/s3/server.sh), each object read back by curl, which signs with
+# AWS SigV4 itself, and compared with what the program sent.
+g++ -std=c++17 -Wall -Wextra -Werror -o "$work/s3_test" tests/capi/s3_test.cpp \
+    $(pkg-config --cflags --libs daqiri) -Wl,-rpath,"$prefix/lib"
+if [[ -z ${DAQIRI_TEST_S3_ENDPOINT:-} ]]; then
+    echo "capi: s3_test SKIPPED: no S3 server (DAQIRI_TEST_S3_ENDPOINT; tests/run.sh starts one with tests/s3/server.sh)" >&2
+    exit 0
+fi
+read -r access secret < <(tests/s3/server.sh credentials)
+bucket=capi-$$
+s3_get() { # path out: the HTTP status
+    curl -s -o "$2" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" --user "$access:$secret" \
+        -X "${3:-GET}" "$DAQIRI_TEST_S3_ENDPOINT/$1"
+}
+[[ $(s3_get "$bucket" /dev/null PUT) == 200 ]] || { echo "capi: cannot create bucket $bucket" >&2; exit 1; }
+out=$work/out/s3_test
+rm -rf "$out" && mkdir -p "$out"
+AWS_ACCESS_KEY_ID=$access AWS_SECRET_ACCESS_KEY=$secret "$work/s3_test" "$DAQIRI_TEST_S3_ENDPOINT" "$bucket" \
+    > "$out/stdout" 2>&1 || { echo "capi: s3_test failed:" >&2; cat "$out/stdout" >&2; exit 1; }
+objects=$(sed -n 's/^s3_objects //p' "$out/stdout")
+for ((i = 0; i < objects; i++)); do
+    [[ $(s3_get "$bucket/capi/run1/packet_$i" "$out/packet_$i") == 200 ]] || { echo "capi: object $i missing" >&2; exit 1; }
+done
+python3 - "$out" "$objects" <<'PY'
+import pathlib, sys
+out, objects = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+assert objects == 16, f"s3_test uploaded {objects} objects of 16"
+for i in range(objects):  # s3_test.cpp's payload(i, b), payload_len(i)
+    want = bytes((b * 13 + i) & 0xFF for b in range(200 + 37 * i))
+    got = (out / f"packet_{i}").read_bytes()
+    assert got == want, f"object {i}: {len(got)} bytes read back, {len(want)} sent, or they differ"
+print(f"capi: s3_test: {objects} objects read back by curl, bytes as sent")
+PY

@@ -29,6 +29,7 @@ mod handle;
 mod lifecycle;
 mod logging;
 mod reorder_stream;
+mod s3_writes;
 mod stats_text;
 mod status;
 mod tx;

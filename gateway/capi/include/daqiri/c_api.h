@@ -205,6 +205,34 @@ int32_t daqiri_gw_file_write_wait(daqiri_gw_file_write *handle, daqiri_gw_file_w
 /* Waits if still running; the handle is gone after. */
 int32_t daqiri_gw_file_write_destroy(daqiri_gw_file_write *handle);
 
+/* S3: each packet of a burst to an object <object_prefix>_<index>, staged
+ * before the submit returns (the burst stays the caller's), uploaded by the
+ * writer's threads, at most max_inflight_uploads at a time, max_staged_bytes
+ * staged over all of a writer's uploads in flight. Credentials from the
+ * environment (AWS_ACCESS_KEY_ID ..., a web-identity token file, instance
+ * metadata); endpoint_override may be empty (AWS). */
+typedef struct daqiri_gw_s3_writer daqiri_gw_s3_writer;
+typedef struct daqiri_gw_s3_write daqiri_gw_s3_write;
+typedef struct daqiri_gw_s3_write_status {
+  uint32_t completed_objects;
+  uint32_t failed_objects;
+  uint64_t bytes_uploaded;
+} daqiri_gw_s3_write_status;
+int32_t daqiri_gw_s3_writer_create(const char *bucket, const char *region, const char *endpoint_override,
+                                   bool path_style, uint32_t max_inflight_uploads, uint64_t max_staged_bytes,
+                                   daqiri_gw_s3_writer **writer);
+int32_t daqiri_gw_write_raw_to_s3_objects_async(daqiri_gw_s3_writer *writer, daqiri_gw_burst *burst,
+                                                const char *object_prefix, uint64_t packet_data_offset,
+                                                daqiri_gw_s3_write **handle);
+/* SUCCESS once every object is uploaded, NOT_READY while some are in flight,
+ * else the first failure (the store's reason in daqiri_gw_last_error). */
+int32_t daqiri_gw_s3_write_poll(daqiri_gw_s3_write *handle, daqiri_gw_s3_write_status *status);
+int32_t daqiri_gw_s3_write_wait(daqiri_gw_s3_write *handle, daqiri_gw_s3_write_status *status);
+/* Waits if uploads are in flight; the handle is gone after. */
+int32_t daqiri_gw_s3_write_destroy(daqiri_gw_s3_write *handle);
+/* Writes already submitted go on. */
+int32_t daqiri_gw_s3_writer_destroy(daqiri_gw_s3_writer *writer);
+
 #ifdef __cplusplus
 }
 #endif

@@ -308,6 +308,27 @@ inline Status daqiri_file_write_wait(FileWriteHandle *handle, FileWriteStatus *s
 inline Status daqiri_file_write_destroy(FileWriteHandle *handle) {
   return detail::status(daqiri_gw_file_write_destroy(handle));
 }
+inline Status daqiri_s3_writer_create(const S3WriterConfig &config, S3Writer **writer) {
+  return detail::status(daqiri_gw_s3_writer_create(config.bucket.c_str(), config.region.c_str(),
+                                                   config.endpoint_override.c_str(), config.path_style,
+                                                   config.max_inflight_uploads, config.max_staged_bytes, writer));
+}
+inline Status daqiri_write_raw_to_s3_objects_async(S3Writer *writer, BurstParams *burst,
+                                                   const std::string &object_prefix, uint64_t packet_data_offset,
+                                                   S3WriteHandle **handle) {
+  return detail::status(
+      daqiri_gw_write_raw_to_s3_objects_async(writer, burst, object_prefix.c_str(), packet_data_offset, handle));
+}
+inline Status daqiri_s3_write_poll(S3WriteHandle *handle, S3WriteStatus *status) {
+  return detail::status(daqiri_gw_s3_write_poll(handle, status));
+}
+inline Status daqiri_s3_write_wait(S3WriteHandle *handle, S3WriteStatus *status) {
+  return detail::status(daqiri_gw_s3_write_wait(handle, status));
+}
+inline Status daqiri_s3_write_destroy(S3WriteHandle *handle) {
+  return detail::status(daqiri_gw_s3_write_destroy(handle));
+}
+inline Status daqiri_s3_writer_destroy(S3Writer *writer) { return detail::status(daqiri_gw_s3_writer_destroy(writer)); }
 
 }  // namespace daqiri
 

@@ -54,6 +54,21 @@ using ReorderBurstInfo = ::daqiri_gw_reorder_info;
 using FileWriteHandle = ::daqiri_gw_file_write;
 using FileWriteStatus = ::daqiri_gw_file_write_status;
 
+/* The S3 raw writer (daqiri_s3_writer_create ...). */
+using S3Writer = ::daqiri_gw_s3_writer;
+using S3WriteHandle = ::daqiri_gw_s3_write;
+using S3WriteStatus = ::daqiri_gw_s3_write_status;
+struct S3WriterConfig {
+  std::string bucket;
+  std::string region;
+  std::string endpoint_override;
+  bool path_style = false;
+  /* No AWS SDK here to initialise: kept for DAQIRI's programs, no effect. */
+  bool aws_sdk_already_initialized = false;
+  uint32_t max_inflight_uploads = 8;
+  uint64_t max_staged_bytes = 1ULL << 30;
+};
+
 /* Dynamic RX flows (add_rx_flow_async ...). A flow's fields are those of an
  * rx.flows entry of the config; the library gives its FlowId. */
 enum class FlowType { QUEUE, VLAN_PUSH, VLAN_POP, TUNNEL_ENCAP, TUNNEL_DECAP };

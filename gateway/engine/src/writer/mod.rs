@@ -11,6 +11,8 @@
 //!   not; a torn last record (a writer killed mid-write) is cut off first, so
 //!   the file always reads to its last whole record.
 //!
+//! - [`S3Writer`] (the `s3` feature) uploads each packet as an S3 object,
+//!   `<prefix>_<index>`, as DAQIRI's `daqiri_write_raw_to_s3_objects_async`.
 //! - [`GdsWriter`] (CUDA builds) writes bursts whose segments live in GPU
 //!   memory to one raw or pcap file through GPUDirect Storage (cuFile).
 //!
@@ -26,12 +28,16 @@ mod gds;
 mod handle;
 mod pcap;
 mod raw;
+#[cfg(feature = "s3")]
+mod s3;
 
 #[cfg(feature = "cuda")]
 pub use gds::{GdsFormat, GdsMode, GdsWriteHandle, GdsWriter};
 pub use handle::FileWriteHandle;
 pub use pcap::{DEFAULT_SNAPLEN, PcapResolution, PcapWriter};
 pub use raw::RawWriter;
+#[cfg(feature = "s3")]
+pub use s3::{MAX_SINGLE_PUT_BYTES, S3Config, S3Upload, S3UploadStatus, S3Writer};
 
 /// What one write did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test binary uses its own share of these
 
+pub mod split_loop;
 pub mod veth;
 
 /// A free UDP port on 127.0.0.1, so parallel tests do not collide.
