@@ -6,7 +6,9 @@ through DAQIRI's calls; the misuses DAQIRI leaves undefined answer a status
 DAQIRI's module takes works. Run by tests/python_daqiri/run.sh.
 """
 
+import os
 import struct
+import subprocess
 import threading
 import time
 
@@ -310,5 +312,78 @@ def test_reorder_aggregates_carry_daqiri_burst_info():
             seen[info.batch_id] = True
             assert daqiri.free_all_packets_and_burst_rx(aggregate) == daqiri.Status.SUCCESS
         assert sorted(seen) == [0, 1]
+    finally:
+        daqiri.shutdown()
+
+
+def test_s3_writer_uploads_each_packet_as_an_object():
+    """DAQIRI's S3Writer on the suite's S3 server (tests/s3/server.sh): a
+    looped-back burst of 8 frames written sync and async from past their
+    42-byte headers, every object read back by curl (AWS SigV4) as sent."""
+    endpoint = os.environ.get("DAQIRI_TEST_S3_ENDPOINT")
+    if not endpoint:
+        pytest.skip("no S3 server: DAQIRI_TEST_S3_ENDPOINT (tests/run.sh starts one with tests/s3/server.sh)")
+    access, secret = subprocess.run(["tests/s3/server.sh", "credentials"], capture_output=True, text=True,
+                                    check=True).stdout.split()
+    os.environ.update(AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret)
+
+    def s3(method: str, path: str) -> bytes:
+        out = subprocess.run(["curl", "-sf", "-X", method, "--aws-sigv4", "aws:amz:us-east-1:s3",
+                              "--user", f"{access}:{secret}", f"{endpoint}/{path}"], capture_output=True, check=True)
+        return out.stdout
+
+    bucket = f"python-{os.getpid()}"
+    s3("PUT", bucket)
+    cfg = {
+        "version": 1, "stream_type": "raw", "loopback": "sw",
+        "memory_regions": [{"name": "m", "kind": "host", "num_bufs": 64, "buf_size": 2048}],
+        "interfaces": [{
+            "name": "lo", "address": "loopback",
+            "tx": {"queues": [{"name": "t", "id": 0, "cpu_core": 0, "batch_size": 8, "memory_regions": ["m"]}]},
+            "rx": {"queues": [{"name": "r", "id": 0, "cpu_core": 1, "batch_size": 8, "timeout_us": 1000,
+                               "memory_regions": ["m"]}]},
+        }],
+    }
+
+    def payload(i: int) -> bytes:
+        return bytes((b * 11 + i) & 0xFF for b in range(300 + 50 * i))
+
+    assert daqiri.daqiri_init(cfg) == daqiri.Status.SUCCESS, daqiri.last_error()
+    try:
+        tx = daqiri.create_tx_burst_params()
+        daqiri.set_header(tx, 0, 0, 8, 1)
+        assert daqiri.get_tx_packet_burst(tx) == daqiri.Status.SUCCESS
+        for i in range(8):
+            frame = bytes(42) + payload(i)
+            assert daqiri.copy_buffer_to_packet(tx, i, frame) == daqiri.Status.SUCCESS
+            assert daqiri.set_packet_lengths(tx, i, [len(frame)]) == daqiri.Status.SUCCESS
+        assert daqiri.send_tx_burst(tx) == daqiri.Status.SUCCESS
+        deadline = time.monotonic() + 10
+        status, burst = daqiri.get_rx_burst(0, 0)
+        while status != daqiri.Status.SUCCESS and time.monotonic() < deadline:
+            time.sleep(0.001)
+            status, burst = daqiri.get_rx_burst(0, 0)
+        assert status == daqiri.Status.SUCCESS
+
+        config = daqiri.S3WriterConfig()
+        config.bucket, config.region, config.endpoint_override, config.path_style = bucket, "us-east-1", endpoint, True
+        writer = daqiri.S3Writer(config)
+        status = writer.write_raw_objects(burst, "sync/packet", packet_data_offset=42)
+        assert (status.completed_objects, status.failed_objects) == (8, 0)
+        assert status.bytes_uploaded == sum(len(payload(i)) for i in range(8))
+        handle = writer.write_raw_objects_async(burst, "async/packet", 42)
+        assert daqiri.free_all_packets_and_burst_rx(burst) == daqiri.Status.SUCCESS  # staged already
+        assert handle.wait().completed_objects == 8
+        code, counts = handle.poll()
+        assert (code, counts.completed_objects) == (daqiri.Status.SUCCESS, 8)
+        assert handle.destroy() == daqiri.Status.SUCCESS
+        with pytest.raises(RuntimeError, match="already been destroyed"):
+            handle.poll()
+        for prefix in ("sync", "async"):
+            for i in range(8):
+                assert s3("GET", f"{bucket}/{prefix}/packet_{i}") == payload(i), f"{prefix} object {i}"
+        assert writer.destroy() == daqiri.Status.SUCCESS
+        with pytest.raises(RuntimeError, match="bucket is empty"):
+            daqiri.S3Writer(daqiri.S3WriterConfig())
     finally:
         daqiri.shutdown()

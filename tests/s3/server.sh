@@ -67,7 +67,7 @@ start() {
 EOF
     setsid "$weed" server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
         -master.port="$master" -volume.port="$volume" -filer.port="$filer" \
-        -master.volumeSizeLimitMB=64 -volume.max=8 \
+        -master.volumeSizeLimitMB=64 -volume.max=200 \
         -s3 -s3.port="$s3" -s3.config="$dir/identities.json" >"$dir/weed.log" 2>&1 &
     echo $! >"$dir/pid"
     deadline=$((SECONDS + 120))

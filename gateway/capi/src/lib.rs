@@ -46,6 +46,7 @@ pub use gpu_kernels::*;
 pub use handle::{BurstFields, BurstHeader, BurstParams};
 pub use lifecycle::*;
 pub use reorder_stream::*;
+pub use s3_writes::*;
 pub use status::{daqiri_gw_last_error, daqiri_gw_status_name};
 pub use tx::*;
 pub use writers::*;

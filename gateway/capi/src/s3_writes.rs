@@ -35,12 +35,14 @@ pub struct S3WriteStatus {
 
 /// The opaque writer C holds: an id in [`WRITERS`].
 #[repr(C)]
+#[derive(Debug)]
 pub struct S3WriterHandle {
     _opaque: [u8; 0],
 }
 
 /// The opaque write C holds: an id in [`UPLOADS`].
 #[repr(C)]
+#[derive(Debug)]
 pub struct S3WriteHandle {
     _opaque: [u8; 0],
 }

@@ -12,6 +12,7 @@ mod bursts;
 mod cstr;
 mod lifecycle;
 mod ports;
+mod s3;
 mod status;
 mod transfer;
 
@@ -40,5 +41,6 @@ fn daqiri(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bursts::register(m)?;
     transfer::register(m)?;
     ports::register(m)?;
+    s3::register(m)?;
     Ok(())
 }

@@ -56,6 +56,11 @@ fn status_name(code: i32) -> String {
 /// Why the calling thread's last call failed ("" when none did).
 #[pyfunction]
 fn last_error() -> String {
+    last_error_text()
+}
+
+/// libdaqiri's message for the calling thread's last failure.
+pub(crate) fn last_error_text() -> String {
     // SAFETY: last_error returns this thread's live C string.
     unsafe { CStr::from_ptr(daqiri_capi::daqiri_gw_last_error()) }.to_string_lossy().into_owned()
 }
