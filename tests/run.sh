@@ -58,9 +58,6 @@ step workspace tests
 cargo nextest run --workspace --no-fail-fast "$ignored" \
     -E 'not binary_id(daqiri::conformance) and not binary_id(daqiri-operator::cluster) and not binary_id(daqiri-operator::image) and not binary_id(daqiri-operator::e2e)'
 cargo test --workspace --doc
-# The Python client (PyO3, built by maturin) against a running gateway.
-step python client
-tests/python/run.sh
 # DAQIRI's C and C++ API (libdaqiri, gateway/capi): installed, found by
 # pkg-config and CMake, linked shared and static, run with UDP traffic.
 step C API
@@ -87,10 +84,6 @@ step config diff
 config_diff=0
 tests/reference/config_diff.py --mutants 200 --show 1 --gateway target/debug/daqiri-gateway || config_diff=$?
 ((config_diff == 0 || config_diff == 3)) || exit "$config_diff"
-# The tests that compare exact counts, again beside four busy loops: they
-# must account for every drop by its reason, never assume a quiet machine.
-step under load
-tests/under_load.sh --runs 2
 # The operator, the chart and its RBAC against a real kube-apiserver,
 # kube-controller-manager and etcd on loopback (built once per release and
 # cached; see tests/k8s/control-plane.sh). It needs no root.
@@ -133,12 +126,21 @@ if [[ $ignored == --run-ignored=all ]]; then
 else
     echo "run.sh: the VM test bed's suite (soft-RoCE, the VM's conformance rows) is SKIPPED: it needs root" >&2
 fi
+# The Python client (PyO3) against a running gateway: the consumer image's
+# wheel, built in the background with the images' binaries.
+wait_builds
+step python client
+tests/python/run.sh
+# The tests that compare exact counts (the Python client's among them), again
+# beside four busy loops: they must account for every drop by its reason,
+# never assume a quiet machine.
+step under load
+tests/under_load.sh --runs 2
 # The appliance's images from the Dockerfile, both variants, built by buildah
 # (tests/k8s/image.sh: a runtime base from Debian's packages, release binaries
 # from a cargo target dir cached under the user cache), then run by runc as a
 # kubelet would run them. Building and running images needs root.
 if [[ $ignored == --run-ignored=all ]]; then
-    wait_builds
     step images and end to end
     images="$(tests/k8s/image.sh build socket) $(tests/k8s/image.sh build bypass)"
     DAQIRI_TEST_IMAGES=$images cargo nextest run -p daqiri-operator --test image --run-ignored=all --no-fail-fast

@@ -236,7 +236,9 @@ assert rx["reorder_info_success"] == batches and rx["reorder_info_errors"] == rx
 # application did not see were dropped by a counted reason or in flight at the stop.
 unseen = rx["last_batch_id"] - rx["first_batch_id"] + 1 - batches
 assert 0 <= unseen * 1024 <= dropped + 4 * 1024, (rx, dropped)
-assert sent == delivered + dropped, (sent, delivered, dropped)
+# The program prints the counters with the engine still running: a TX burst
+# the loopback had not yet delivered or dropped is in flight, not lost.
+assert 0 <= sent - delivered - dropped <= 4 * 1024, (sent, delivered, dropped)
 print(f"daqiri_programs: daqiri_bench_raw_reorder_seq: {batches} aggregates of 1024 packets "
       f"(batch ids {rx['first_batch_id']}..{rx['last_batch_id']}), each ReorderBurstInfo read; "
       f"{sent} sent, {dropped} counted dropped")

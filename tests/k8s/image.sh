@@ -13,6 +13,9 @@
 #   image.sh artifacts VARIANT...  only builds what the variants' images take
 #                              from here (release binaries, wheel, DPDK), so
 #                              a later build finds them kept
+#   image.sh wheel             the consumer image's daqiri_gateway wheel (built
+#                              unless kept); prints its path (tests/python/run.sh
+#                              tests the wheel the image ships)
 #   image.sh archive VARIANT FILE   the image as an OCI archive (for containerd)
 #   image.sh tag VARIANT       prints the image's name without building it
 # VARIANT: socket (sockets only) or bypass (dpdk,af_xdp,rdma), both
@@ -255,9 +258,14 @@ archive)
     rm -f "${3:?file}"
     buildah push --quiet "$name" "oci-archive:$3:$name" >/dev/null
     ;;
+wheel)
+    artifacts consumer
+    wheels=("$kept"/*.whl)
+    echo "${wheels[0]}"
+    ;;
 tag) tag "${2:?variant}" ;;
 *)
-    echo "usage: $0 build VARIANT | artifacts VARIANT... | archive VARIANT FILE | tag VARIANT" >&2
+    echo "usage: $0 build VARIANT | artifacts VARIANT... | wheel | archive VARIANT FILE | tag VARIANT" >&2
     exit 2
     ;;
 esac
