@@ -144,6 +144,7 @@ impl GatewayClient {
         let body = json!({
             "format": policy.format, "interface": interface, "flow": flow_id, "name": name,
             "snaplen": policy.snaplen, "rotate_bytes": policy.rotate_bytes, "rotate_files": policy.rotate_files,
+            "destination": policy.destination,
         });
         let request = self.authorised(self.http.post(self.url(ip, "/api/v1/captures"))).json(&body);
         let _started: serde_json::Value = self.call(ip, request).await?;

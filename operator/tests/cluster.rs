@@ -106,6 +106,7 @@ chart_values! {
     the_chart_installs_with_network_policy_values_through_a_real_api_server => "network-policy",
     the_chart_installs_with_roce_values_through_a_real_api_server => "roce",
     the_chart_installs_with_servicemonitor_values_through_a_real_api_server => "servicemonitor",
+    the_chart_installs_with_s3_captures_values_through_a_real_api_server => "s3-captures",
     the_chart_installs_with_socket_only_values_through_a_real_api_server => "socket-only",
     the_chart_installs_with_sriov_hugepages_gpu_values_through_a_real_api_server => "sriov-hugepages-gpu",
 }

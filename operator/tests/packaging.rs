@@ -69,7 +69,7 @@ fn validate(manifests: &str, samples: &[PathBuf]) -> String {
     report
 }
 
-const VALUES: [Option<&str>; 8] = [
+const VALUES: [Option<&str>; 9] = [
     None,
     Some("ci/socket-only.yaml"),
     Some("ci/sriov-hugepages-gpu.yaml"),
@@ -78,6 +78,7 @@ const VALUES: [Option<&str>; 8] = [
     Some("ci/network-policy.yaml"),
     Some("ci/roce.yaml"),
     Some("ci/consumers.yaml"),
+    Some("ci/s3-captures.yaml"),
 ];
 
 #[test]
@@ -154,6 +155,19 @@ fn values_files_shape_the_gateway_pod() {
     ] {
         assert!(consumers.contains(needle), "consumers values: missing {needle}");
     }
+    let s3 = render(Some("ci/s3-captures.yaml"));
+    for needle in [
+        "- --capture-s3-endpoint=http://minio.storage.svc:9000",
+        "- --capture-s3-region=eu-central-1",
+        "- --capture-s3-path-style",
+        "- --capture-s3-part-mb=16",
+        "- --capture-s3-inflight=4",
+        "- --capture-s3-retry-s=30",
+        r#"valueFrom: { secretKeyRef: { name: "daqiri-capture-s3", key: AWS_ACCESS_KEY_ID } }"#,
+        r#"valueFrom: { secretKeyRef: { name: "daqiri-capture-s3", key: AWS_SECRET_ACCESS_KEY } }"#,
+    ] {
+        assert!(s3.contains(needle), "s3 values: missing {needle}");
+    }
     let socket = render(Some("ci/socket-only.yaml"));
     for needle in [
         "hostNetwork: true",
@@ -165,7 +179,16 @@ fn values_files_shape_the_gateway_pod() {
     ] {
         assert!(socket.contains(needle), "socket values: missing {needle}");
     }
-    for absent in ["pci-15b3", "priorityClassName", "devinfo", "apply-crds", "PodDisruptionBudget", "consumer-socket"] {
+    for absent in [
+        "pci-15b3",
+        "priorityClassName",
+        "devinfo",
+        "apply-crds",
+        "PodDisruptionBudget",
+        "consumer-socket",
+        "capture-s3-endpoint",
+        "AWS_ACCESS_KEY_ID",
+    ] {
         assert!(!socket.contains(absent), "socket values: {absent} should not render");
     }
     assert!(!socket.contains("grafana_dashboard"), "dashboards disabled");

@@ -7,6 +7,8 @@
 #   server.sh build       builds `weed` once per pinned version; prints its path
 #   server.sh start DIR   starts it with its data in DIR; prints the endpoint URL
 #   server.sh stop DIR    stops it and removes DIR
+#   server.sh pause DIR   stops it, keeping its data (a store that went away)
+#   server.sh resume DIR  starts it again on its data, at the same endpoint
 #
 # The binary is cached by the hash of the module's files under the user cache
 # ($XDG_CACHE_HOME or ~/.cache, daqiri-gateway/seaweedfs/), as the control
@@ -56,19 +58,26 @@ PY
 }
 
 start() {
-    local dir=$1 weed s3 master volume filer deadline
-    weed=$(build)
+    local dir=$1
     rm -rf "$dir" && mkdir -p "$dir/data"
     dir=$(cd "$dir" && pwd)
-    s3=$(free_port) master=$(free_port) volume=$(free_port) filer=$(free_port)
+    echo "$(free_port) $(free_port) $(free_port) $(free_port)" >"$dir/ports"
     cat >"$dir/identities.json" <<EOF
 {"identities": [{"name": "daqiri-test", "credentials": [{"accessKey": "$access_key", "secretKey": "$secret_key"}],
   "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
 EOF
+    launch "$dir"
+}
+
+# Runs the server on DIR's data and ports; prints the endpoint once ready.
+launch() {
+    local dir=$1 weed s3 master volume filer deadline
+    weed=$(build)
+    read -r s3 master volume filer <"$dir/ports"
     setsid "$weed" server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
         -master.port="$master" -volume.port="$volume" -filer.port="$filer" \
         -master.volumeSizeLimitMB=64 -volume.max=200 \
-        -s3 -s3.port="$s3" -s3.config="$dir/identities.json" >"$dir/weed.log" 2>&1 &
+        -s3 -s3.port="$s3" -s3.config="$dir/identities.json" >>"$dir/weed.log" 2>&1 &
     echo $! >"$dir/pid"
     deadline=$((SECONDS + 120))
     # Ready once an object can be written: the gateway answering is not
@@ -89,7 +98,8 @@ EOF
     echo "http://127.0.0.1:$s3"
 }
 
-stop() {
+# Stops the server; its data stays.
+pause() {
     local dir=$1
     if [[ -f $dir/pid ]]; then
         local pid
@@ -97,17 +107,24 @@ stop() {
         kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 -- "-$pid" 2>/dev/null || true
+        rm -f "$dir/pid"
     fi
-    rm -rf "$dir"
+}
+
+stop() {
+    pause "$1"
+    rm -rf "$1"
 }
 
 case ${1:-} in
 build) build ;;
 start) start "${2:?data dir}" ;;
 stop) stop "${2:?data dir}" ;;
+pause) pause "${2:?data dir}" ;;
+resume) launch "$(cd "${2:?data dir}" && pwd)" ;;
 credentials) echo "$access_key $secret_key" ;;
 *)
-    echo "usage: $0 build | start DIR | stop DIR | credentials" >&2
+    echo "usage: $0 build | start DIR | stop DIR | pause DIR | resume DIR | credentials" >&2
     exit 2
     ;;
 esac

@@ -66,6 +66,12 @@ enum CaptureAction {
         /// Bytes kept per packet.
         #[arg(long)]
         snaplen: Option<u32>,
+        /// Start the next file (or object) once the current one holds this many bytes.
+        #[arg(long)]
+        rotate_bytes: Option<u64>,
+        /// Write to `s3://bucket[/prefix]` (the gateway's S3 store) instead of its capture directory.
+        #[arg(long)]
+        destination: Option<String>,
         /// Wait until it finishes, showing progress.
         #[arg(long)]
         wait: bool,
@@ -181,6 +187,8 @@ pub(crate) fn capture(args: CaptureArgs) -> anyhow::Result<ExitCode> {
             max_bytes,
             duration,
             snaplen,
+            rotate_bytes,
+            destination,
             wait,
         } => {
             let mut body = json!({ "format": format, "interface": interface, "name": name });
@@ -191,6 +199,8 @@ pub(crate) fn capture(args: CaptureArgs) -> anyhow::Result<ExitCode> {
                 ("max_bytes", max_bytes.map(|v| json!(v))),
                 ("duration_s", duration.map(|v| json!(v))),
                 ("snaplen", snaplen.map(|v| json!(v))),
+                ("rotate_bytes", rotate_bytes.map(|v| json!(v))),
+                ("destination", destination.map(|v| json!(v))),
             ] {
                 if let Some(v) = value {
                     body[key] = v;

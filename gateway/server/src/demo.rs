@@ -46,6 +46,7 @@ pub(crate) fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         capture_free_space_floor_mb: 256,
         max_captures: crate::capture::DEFAULT_MAX_CAPTURES,
         capture_memory_mb: crate::capture::DEFAULT_CAPTURE_MEMORY_MB,
+        capture_s3: crate::capture::S3Settings::default(),
         consumer_socket: None,
         consumer_token_file: None,
         consumer_max_connections: 256,

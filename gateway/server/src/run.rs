@@ -11,7 +11,7 @@ use clap::Args;
 use daqiri::Engine;
 use daqiri_config::{Strictness, ValidConfig};
 
-use crate::capture::{CaptureLimits, CaptureManager};
+use crate::capture::{CaptureLimits, CaptureManager, S3Settings};
 use crate::consumer::{self, ConsumerOptions};
 use crate::control::ControlSettings;
 use crate::live::LiveEngine;
@@ -76,6 +76,9 @@ pub(crate) struct RunArgs {
     /// past it is dropped and counted as a capture drop.
     #[arg(long, default_value_t = crate::capture::DEFAULT_CAPTURE_MEMORY_MB, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub capture_memory_mb: u64,
+    /// Where captures with an `s3://` destination go.
+    #[command(flatten)]
+    pub capture_s3: S3Settings,
     /// Unix socket where consumers in other processes subscribe to RX queues
     /// and read their bursts in place (the daqiri-consumer crate); none by default.
     #[arg(long)]
@@ -191,6 +194,7 @@ pub(crate) fn run_gateway(
         args.capture_dir.clone(),
         args.capture_free_space_floor_mb << 20,
         CaptureLimits { max_running: usize::from(args.max_captures), ring_memory: args.capture_memory_mb << 20 },
+        args.capture_s3.clone(),
     )?;
     let hub = Hub::new(
         read_token_file(args.consumer_token_file.as_deref(), "--consumer-token-file")?,

@@ -149,6 +149,8 @@ pub struct DataTypesSpec {
 #[derive(KubeSchema, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.rotateFiles) || has(self.rotateBytes)").message("rotateFiles needs rotateBytes"))]
+#[x_kube(validation = Rule::new("!has(self.destination) || self.destination.matches('^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$')").message("destination is s3://<bucket>[/<prefix>]"))]
+#[x_kube(validation = Rule::new("!has(self.destination) || !has(self.rotateFiles)").message("a capture to S3 keeps its objects: rotateFiles applies to files only (expire objects with the bucket's lifecycle rules)"))]
 pub struct CapturePolicy {
     /// `pcap` or `raw`.
     #[schemars(regex(pattern = "^(pcap|raw)$"))]
@@ -162,4 +164,9 @@ pub struct CapturePolicy {
     /// Keep this many files (oldest deleted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotate_files: Option<u32>,
+    /// `s3://bucket[/prefix]`: objects in the gateways' S3 store (the
+    /// chart's `gateway.captures.s3`) instead of their capture directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub destination: Option<String>,
 }

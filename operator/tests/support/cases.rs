@@ -118,6 +118,11 @@ pub fn flow_mistakes() -> Vec<Mistake> {
     empty_match["spec"]["match"] = json!({});
     let mut files_only = flow.clone();
     files_only["spec"]["capture"] = json!({"format": "pcap", "rotateFiles": 3});
+    let mut s3_files = flow.clone();
+    s3_files["spec"]["capture"] =
+        json!({"format": "pcap", "rotateBytes": 1000000, "rotateFiles": 3, "destination": "s3://captures/lab"});
+    let mut not_s3 = flow.clone();
+    not_s3["spec"]["capture"] = json!({"format": "pcap", "destination": "/var/lib/captures"});
     let mut reorder_both = flow.clone();
     reorder_both["spec"]["reorder"] = json!({
         "type": "cpu", "memoryRegion": "rx", "sequenceNumber": {"bitOffset": 0, "bitWidth": 32},
@@ -131,6 +136,8 @@ pub fn flow_mistakes() -> Vec<Mistake> {
         ("no target", without(&flow, "queue"), "give queue (one queue) or queues"),
         ("empty match", empty_match, "match at least one of"),
         ("rotation count without size", files_only, "rotateFiles needs rotateBytes"),
+        ("files kept in a bucket", s3_files, "rotateFiles applies to files only"),
+        ("a destination that is no bucket", not_s3, "destination is s3://<bucket>[/<prefix>]"),
         ("two batch definitions", reorder_both, "packetsPerBatch or batchNumber"),
     ]
 }

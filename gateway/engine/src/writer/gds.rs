@@ -102,7 +102,7 @@ impl GdsWriter {
         };
         let mut writer = Self { path, format, mode, device_side, host_side, end: 0 };
         if let GdsFormat::Pcap { snaplen } = format {
-            writer.write_host(&super::pcap::global_header(PcapResolution::Micros, snaplen))?;
+            writer.write_host(&super::pcap_global_header(PcapResolution::Micros, snaplen))?;
         }
         Ok(writer)
     }
@@ -199,7 +199,7 @@ impl GdsWriter {
         let mut left = len;
         if let GdsFormat::Pcap { snaplen } = self.format {
             left = len.min(snaplen as usize);
-            self.write_host(&super::pcap::record_header(PcapResolution::Micros, time, left as u32, len as u32))?;
+            self.write_host(&super::pcap_record_header(PcapResolution::Micros, time, left as u32, len as u32))?;
         }
         for segment in segments {
             match segment {

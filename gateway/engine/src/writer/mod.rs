@@ -34,10 +34,12 @@ mod s3;
 #[cfg(feature = "cuda")]
 pub use gds::{GdsFormat, GdsMode, GdsWriteHandle, GdsWriter};
 pub use handle::FileWriteHandle;
-pub use pcap::{DEFAULT_SNAPLEN, PcapResolution, PcapWriter};
+pub use pcap::{DEFAULT_SNAPLEN, PcapResolution, PcapWriter, pcap_global_header, pcap_record_header};
 pub use raw::RawWriter;
 #[cfg(feature = "s3")]
-pub use s3::{MAX_SINGLE_PUT_BYTES, S3Config, S3Upload, S3UploadStatus, S3Writer};
+pub use s3::{
+    MAX_SINGLE_PUT_BYTES, S3Bucket, S3Config, S3Download, S3ObjectStream, S3Upload, S3UploadStatus, S3Writer,
+};
 
 /// What one write did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -68,4 +70,15 @@ pub(crate) fn host_packets<'a>(burst: &'a crate::Burst, writer: &str) -> crate::
                 })
         })
         .collect()
+}
+
+/// A packet's pieces from `offset` bytes into its logical bytes on: the
+/// pieces that hold them, the first cut where the offset falls inside it.
+pub(crate) fn after_offset<'p>(pieces: &'p [Cow<'_, [u8]>], offset: usize) -> impl Iterator<Item = &'p [u8]> + 'p {
+    let mut skip = offset;
+    pieces.iter().map(move |piece| {
+        let cut = skip.min(piece.len());
+        skip -= cut;
+        &piece[cut..]
+    })
 }

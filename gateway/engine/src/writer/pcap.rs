@@ -99,7 +99,7 @@ impl PcapWriter {
         let len = file.metadata().map_err(fail)?.len();
         let snaplen = if len == 0 {
             let snaplen = snaplen.unwrap_or(DEFAULT_SNAPLEN);
-            file.write_all(&global_header(resolution, snaplen)).map_err(fail)?;
+            file.write_all(&pcap_global_header(resolution, snaplen)).map_err(fail)?;
             snaplen
         } else {
             let file_snaplen = check_header(&mut file, &path, resolution)?;
@@ -134,7 +134,7 @@ impl PcapWriter {
     ) -> Result<u64> {
         let orig_len: usize = pieces.clone().map(<[u8]>::len).sum();
         let incl_len = orig_len.min(self.snaplen as usize);
-        let header = record_header(self.resolution, time, incl_len as u32, orig_len as u32);
+        let header = pcap_record_header(self.resolution, time, incl_len as u32, orig_len as u32);
         let fail = |e| Error::io(Status::GenericFailure, format!("cannot write {}", self.path.display()), e);
         self.out.write_all(&header).map_err(fail)?;
         let mut left = incl_len;
@@ -250,8 +250,9 @@ impl Drop for PcapWriter {
     }
 }
 
-/// A record's header: when, bytes stored, bytes the packet had.
-pub(super) fn record_header(resolution: PcapResolution, time: SystemTime, incl_len: u32, orig_len: u32) -> [u8; 16] {
+/// A record's header: when, bytes stored, bytes the packet had (for pcap
+/// files written elsewhere than a local file, such as an S3 object).
+pub fn pcap_record_header(resolution: PcapResolution, time: SystemTime, incl_len: u32, orig_len: u32) -> [u8; 16] {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     let fraction = match resolution {
         PcapResolution::Micros => since.subsec_micros(),
@@ -265,7 +266,8 @@ pub(super) fn record_header(resolution: PcapResolution, time: SystemTime, incl_l
     header
 }
 
-pub(super) fn global_header(resolution: PcapResolution, snaplen: u32) -> [u8; GLOBAL_HEADER as usize] {
+/// A pcap file's 24-byte global header: Ethernet frames, `snaplen`, `resolution`.
+pub fn pcap_global_header(resolution: PcapResolution, snaplen: u32) -> [u8; GLOBAL_HEADER as usize] {
     let mut h = [0u8; GLOBAL_HEADER as usize];
     h[0..4].copy_from_slice(&resolution.magic().to_le_bytes());
     h[4..6].copy_from_slice(&2u16.to_le_bytes());

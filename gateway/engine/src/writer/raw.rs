@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{FileWriteHandle, WriteSummary, host_packets};
+use super::{FileWriteHandle, WriteSummary, after_offset, host_packets};
 use crate::burst::Burst;
 use crate::error::{Error, Result, Status};
 
@@ -42,11 +42,7 @@ impl RawWriter {
             let path = self.path(index);
             let fail = |e| Error::io(Status::GenericFailure, format!("cannot write {}", path.display()), e);
             let mut file = File::create(&path).map_err(fail)?;
-            let mut skip = self.packet_data_offset;
-            for piece in pieces {
-                let cut = skip.min(piece.len());
-                skip -= cut;
-                let piece = &piece[cut..];
+            for piece in after_offset(pieces, self.packet_data_offset) {
                 file.write_all(piece).map_err(fail)?;
                 summary.bytes += piece.len() as u64;
             }

@@ -132,6 +132,7 @@ impl From<CaptureError> for ApiError {
             CaptureError::NoSpace(message) => ApiError::new(StatusCode::INSUFFICIENT_STORAGE, message, None),
             CaptureError::Conflict(field, message) => ApiError::new(StatusCode::CONFLICT, message, Some(field)),
             CaptureError::TooMany(message) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, message, None),
+            CaptureError::Store(message) => ApiError::new(StatusCode::BAD_GATEWAY, message, Some("destination")),
             CaptureError::Failed(message) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message, None),
         }
     }

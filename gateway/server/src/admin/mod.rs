@@ -95,6 +95,7 @@ pub(crate) fn in_process(
         capture_dir,
         capture_free_space_floor,
         crate::capture::CaptureLimits::default(),
+        crate::capture::S3Settings::default(),
     )?;
     let hub = crate::subscriptions::Hub::new(None, crate::subscriptions::DEFAULT_BUDGET_PERCENT, false);
     let state = AdminState::new(live, config.to_owned(), None, (captures, hub), tokens)?;

@@ -15,6 +15,8 @@ pub(crate) enum CaptureError {
     Conflict(&'static str, String),
     /// As many captures run as the gateway allows (`--max-captures`).
     TooMany(String),
+    /// The S3 store refused a request or did not answer.
+    Store(String),
     /// Creating the capture failed.
     Failed(String),
 }

@@ -1,6 +1,7 @@
 //! REST-triggered captures: copies of the packets of one interface (and
 //! optionally one queue or flow) written to pcap or raw files, or through
-//! GPUDirect Storage (`gds`) where they live in GPU memory.
+//! GPUDirect Storage (`gds`) where they live in GPU memory; pcap and raw
+//! captures may go to an S3 bucket instead of the capture directory.
 //!
 //! The application loop hands each burst to [`CaptureManager::tap`]. A
 //! running capture copies matching packets into recycled slots of a bounded
@@ -13,6 +14,7 @@ mod error;
 // GPUDirect Storage captures; a build without CUDA has the same shape, refusing them.
 #[cfg_attr(not(feature = "cuda"), path = "gds_absent.rs")]
 mod gds;
+mod output;
 mod request;
 mod ring;
 mod session;
@@ -27,7 +29,10 @@ use daqiri::{Burst, Engine};
 
 pub(crate) use device_side::DeviceSide;
 pub(crate) use error::CaptureError;
+pub(crate) use output::S3Settings;
+use output::S3Stores;
 pub(crate) use request::CaptureRequest;
+use request::Destination;
 use ring::MemoryBudget;
 pub(crate) use session::{CaptureInfo, CaptureState};
 use session::{Owner, Session};
@@ -67,6 +72,14 @@ pub(crate) struct CaptureManager {
     next_id: AtomicU64,
     /// Per port: its name, and its local address for socket streams.
     ports: RwLock<Vec<PortInfo>>,
+    /// The S3 store captures with an `s3://` destination go to.
+    s3: S3Stores,
+}
+
+/// What a capture's download reads: its newest file, or its newest object.
+pub(crate) enum Download {
+    File(PathBuf),
+    S3 { name: String, object: daqiri::writer::S3Download },
 }
 
 /// What a capture request is checked against, per port.
@@ -181,6 +194,7 @@ impl CaptureManager {
         dir: PathBuf,
         free_space_floor: u64,
         limits: CaptureLimits,
+        s3: S3Settings,
     ) -> anyhow::Result<Arc<Self>> {
         let ports = RwLock::new(engine.map(port_infos).unwrap_or_default());
         Ok(Arc::new(Self {
@@ -192,6 +206,7 @@ impl CaptureManager {
             running: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             ports,
+            s3: S3Stores::new(s3),
         }))
     }
 
@@ -201,7 +216,9 @@ impl CaptureManager {
     }
 
     /// Starts a capture; `runtime_flows` are the interface's flows added
-    /// through the API, which a flow filter may name too.
+    /// through the API, which a flow filter may name too. It blocks (an S3
+    /// destination is asked whether the capture's objects exist): call it
+    /// from a plain thread.
     pub(crate) fn start(
         self: &Arc<Self>,
         request: CaptureRequest,
@@ -228,10 +245,17 @@ impl CaptureManager {
             }
             (None, _) => {}
         }
-        std::fs::create_dir_all(&self.dir).map_err(|e| {
-            CaptureError::Failed(format!("cannot create capture directory {}: {e}", self.dir.display()))
-        })?;
-        self.check_space()?;
+        let existing = match &plan.destination {
+            Destination::Directory => {
+                std::fs::create_dir_all(&self.dir).map_err(|e| {
+                    CaptureError::Failed(format!("cannot create capture directory {}: {e}", self.dir.display()))
+                })?;
+                self.check_space()?;
+                None
+            }
+            // Asked before the sessions' lock: the store may take its time.
+            Destination::S3 { bucket, prefix } => self.s3.existing_output(bucket, prefix, &plan.name)?,
+        };
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         let running = sessions.values().filter(|s| s.state() == CaptureState::Running).count();
         if running >= self.max_running {
@@ -240,8 +264,11 @@ impl CaptureManager {
                 self.max_running
             )));
         }
-        let running_names = sessions.values().filter(|s| s.state() == CaptureState::Running).map(|s| s.name());
-        if let Some(other) = running_names.into_iter().find(|other| session::names_collide(other, &plan.name)) {
+        let running_names = sessions
+            .values()
+            .filter(|s| s.state() == CaptureState::Running && s.destination() == &plan.destination)
+            .map(|s| s.name());
+        if let Some(other) = running_names.into_iter().find(|other| output::names_collide(other, &plan.name)) {
             let why = if other == plan.name {
                 format!("a running capture is already called \"{other}\"")
             } else {
@@ -249,12 +276,15 @@ impl CaptureManager {
             };
             return Err(CaptureError::Conflict("name", why));
         }
-        if let Some(existing) = session::existing_output(&self.dir, &plan.name) {
+        let existing = match plan.destination {
+            Destination::Directory => output::existing_output(&self.dir, &plan.name).map(|p| p.display().to_string()),
+            Destination::S3 { .. } => existing,
+        };
+        if let Some(existing) = existing {
             return Err(CaptureError::Conflict(
                 "name",
                 format!(
-                    "{} exists from an earlier capture; pick another name or remove its files (captures never append)",
-                    existing.display()
+                    "{existing} exists from an earlier capture; pick another name or remove its files (captures never append)"
                 ),
             ));
         }
@@ -294,13 +324,28 @@ impl CaptureManager {
         Ok(session.info())
     }
 
-    /// The file to download (the newest file of a rotating capture).
-    pub(crate) fn download_path(&self, id: u64) -> Result<PathBuf, CaptureError> {
-        self.session(id)?
+    /// What to download: the newest file of the capture (of a rotating
+    /// one, the file being written), or its newest object in S3, which
+    /// exists once complete. Blocks (asks the store): call it from a plain thread.
+    pub(crate) fn download(&self, id: u64) -> Result<Download, CaptureError> {
+        let session = self.session(id)?;
+        let newest = session
             .files()
             .last()
             .cloned()
-            .ok_or_else(|| CaptureError::Invalid("id", format!("capture {id} has written no file yet")))
+            .ok_or_else(|| CaptureError::Invalid("id", format!("capture {id} has written no file yet")))?;
+        let Destination::S3 { bucket, .. } = session.destination() else { return Ok(Download::File(newest)) };
+        let url = newest.display().to_string();
+        let key = url.strip_prefix(&format!("s3://{bucket}/")).unwrap_or(&url).to_owned();
+        let name = key.rsplit('/').next().unwrap_or(&key).to_owned();
+        let store = self.s3.bucket(bucket).map_err(|e| CaptureError::Invalid("destination", e.message))?;
+        let object = store.download(&key).map_err(|e| match e.status {
+            daqiri::Status::InvalidParameter => {
+                CaptureError::Invalid("id", format!("capture {id}'s {url} is not complete yet (or was removed)"))
+            }
+            _ => CaptureError::Store(e.message),
+        })?;
+        Ok(Download::S3 { name, object })
     }
 
     /// Stops every capture (gateway shutdown).
@@ -410,6 +455,10 @@ impl Owner for CaptureManager {
     fn ring_budget(&self) -> Arc<MemoryBudget> {
         Arc::clone(&self.ring_budget)
     }
+
+    fn s3_stores(&self) -> &S3Stores {
+        &self.s3
+    }
 }
 
 /// Ended captures kept listed (and in the metrics); their files stay on disk.
@@ -503,12 +552,12 @@ mod tests {
 
     #[test]
     fn names_collide_where_one_captures_numbered_files_are_the_others() {
-        assert!(session::names_collide("col", "col"));
-        assert!(session::names_collide("col", "col_0003"), "col's fourth rotated file is col_0003.pcap");
-        assert!(session::names_collide("col_7", "col"));
-        assert!(!session::names_collide("col", "col_x1"));
-        assert!(!session::names_collide("col", "cola"));
-        assert!(!session::names_collide("col", "col_"));
+        assert!(output::names_collide("col", "col"));
+        assert!(output::names_collide("col", "col_0003"), "col's fourth rotated file is col_0003.pcap");
+        assert!(output::names_collide("col_7", "col"));
+        assert!(!output::names_collide("col", "col_x1"));
+        assert!(!output::names_collide("col", "cola"));
+        assert!(!output::names_collide("col", "col_"));
     }
 
     #[test]
@@ -518,10 +567,10 @@ mod tests {
         for file in ["a_b.pcap", "ab.pcap", "a_x1"] {
             std::fs::write(dir.join(file), b"").unwrap();
         }
-        assert_eq!(session::existing_output(&dir, "a"), None, "other captures' files are not a's");
+        assert_eq!(output::existing_output(&dir, "a"), None, "other captures' files are not a's");
         for file in ["a.pcap", "a_0003.pcap", "a_17"] {
             std::fs::write(dir.join(file), b"").unwrap();
-            assert_eq!(session::existing_output(&dir, "a"), Some(dir.join(file)));
+            assert_eq!(output::existing_output(&dir, "a"), Some(dir.join(file)));
             std::fs::remove_file(dir.join(file)).unwrap();
         }
         let _ = std::fs::remove_dir_all(&dir);

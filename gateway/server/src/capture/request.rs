@@ -68,6 +68,62 @@ pub(crate) struct CaptureRequest {
     pub rotate_files: Option<u32>,
     /// File name (no directory): `<name>.pcap`, `<name>_<n>.pcap`, `<name>_<index>`.
     pub name: String,
+    /// Where the files go: the capture directory when absent, or
+    /// `s3://<bucket>[/<prefix>]`, objects `<prefix>/<file name>` in that
+    /// bucket of the gateway's S3 store (`--capture-s3-endpoint`).
+    #[serde(default)]
+    pub destination: Option<String>,
+}
+
+/// Where a capture's files go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Destination {
+    /// The gateway's capture directory.
+    Directory,
+    /// Objects `<prefix><file name>` in a bucket (`prefix` empty or ending in `/`).
+    S3 { bucket: String, prefix: String },
+}
+
+impl Destination {
+    /// `s3://bucket[/prefix]`, checked: a bucket name as S3 allows them, a
+    /// prefix of plain path segments.
+    fn parse(text: &str) -> Result<Self, CaptureError> {
+        let invalid = |why: String| Err(CaptureError::Invalid("destination", why));
+        let Some(rest) = text.strip_prefix("s3://") else {
+            return invalid(format!(
+                "\"{text}\" is no destination this gateway writes to: give s3://<bucket>[/<prefix>], or leave it out for the capture directory"
+            ));
+        };
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let bucket_ok = (3..=63).contains(&bucket.len())
+            && bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && bucket.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && bucket.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !bucket_ok {
+            return invalid(format!(
+                "\"{bucket}\" is no S3 bucket name: 3-63 of a-z 0-9 - ., beginning and ending with a letter or digit"
+            ));
+        }
+        let prefix = prefix.trim_end_matches('/');
+        let segment_ok = |s: &str| {
+            !s.is_empty() && s != "." && s != ".." && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.=".contains(c))
+        };
+        if !prefix.is_empty() && !prefix.split('/').all(segment_ok) {
+            return invalid(format!(
+                "\"{prefix}\" is no object prefix this gateway writes under: segments of A-Z a-z 0-9 - _ . = between single '/'"
+            ));
+        }
+        let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
+        Ok(Destination::S3 { bucket: bucket.to_owned(), prefix })
+    }
+
+    /// How the API shows it: `s3://bucket/prefix`, or none for the directory.
+    pub(crate) fn url(&self) -> Option<String> {
+        match self {
+            Destination::Directory => None,
+            Destination::S3 { bucket, prefix } => Some(format!("s3://{bucket}/{prefix}")),
+        }
+    }
 }
 
 /// A checked request.
@@ -85,6 +141,7 @@ pub(crate) struct Plan {
     pub rotate_bytes: Option<u64>,
     pub rotate_files: Option<u32>,
     pub name: String,
+    pub destination: Destination,
 }
 
 impl CaptureRequest {
@@ -141,6 +198,24 @@ impl CaptureRequest {
                 "rotate_files needs rotate_bytes (when to start the next file)".into(),
             ));
         }
+        let destination = match &self.destination {
+            None => Destination::Directory,
+            Some(text) => Destination::parse(text)?,
+        };
+        if destination != Destination::Directory {
+            if self.format == CaptureFormat::Gds {
+                return Err(CaptureError::Invalid(
+                    "destination",
+                    "format gds writes through GPUDirect Storage to a local file system; an S3 destination takes pcap or raw".into(),
+                ));
+            }
+            if self.rotate_files.is_some() {
+                return Err(CaptureError::Invalid(
+                    "rotate_files",
+                    "a capture to S3 keeps every object it wrote (expire old ones with the bucket's lifecycle rules); give rotate_bytes alone".into(),
+                ));
+            }
+        }
         let reorder = match &self.reorder {
             None => None,
             Some(_) if self.format == CaptureFormat::Pcap => {
@@ -178,6 +253,7 @@ impl CaptureRequest {
             rotate_bytes: self.rotate_bytes,
             rotate_files: self.rotate_files,
             name: name.to_owned(),
+            destination,
         })
     }
 }

@@ -72,6 +72,26 @@ impl MemoryBudget {
     }
 }
 
+/// Bytes taken from a [`MemoryBudget`] for as long as this lives.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    budget: Arc<MemoryBudget>,
+    bytes: u64,
+}
+
+impl Reservation {
+    /// `bytes` of the budget, if they fit.
+    pub(crate) fn take(budget: &Arc<MemoryBudget>, bytes: u64) -> Option<Self> {
+        budget.take(bytes).then(|| Self { budget: Arc::clone(budget), bytes })
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.give(self.bytes);
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Ring {
     /// The slots; gone once the capture ended, so a finished capture that

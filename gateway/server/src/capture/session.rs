@@ -8,13 +8,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwapOption;
-use daqiri::writer::{PcapResolution, PcapWriter};
 use daqiri::{Burst, MAX_SEGMENTS};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::device_side::DeviceSide;
 use super::gds;
+use super::output::{Output, Pending, S3Stores};
 use super::request::{CaptureFormat, Plan};
 use super::ring::{MemoryBudget, Record, Ring};
 
@@ -61,9 +61,23 @@ pub(crate) struct CaptureInfo {
     pub packets: u64,
     /// Bytes written to files (flushed).
     pub bytes: u64,
-    /// Copies dropped because the writer was behind (not RX drops).
+    /// Copies dropped, never RX drops: the sum of `capture_drops_by_reason`.
     pub capture_drops: u64,
-    /// Files written, oldest first: one per pcap file or raw record.
+    /// Capture drops by reason: `delivery_behind` (the RX ring past half
+    /// full: delivery first), `writer_behind` (the ring full: the disk or
+    /// the S3 store slower than the traffic), `memory_limit`
+    /// (`--capture-memory-mb` reached), `device_copy` (a gds capture's GPU
+    /// slots full or its copy failed).
+    pub capture_drops_by_reason: CaptureDrops,
+    /// `s3://bucket/prefix` for a capture to S3; absent for the capture directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    /// Bytes the S3 store has acknowledged, parts of an object still open
+    /// included (`bytes` counts completed objects only); absent for files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uploaded_bytes: Option<u64>,
+    /// Files written, oldest first: one per pcap file or raw record; for a
+    /// capture to S3, their objects as `s3://bucket/key`.
     #[schema(value_type = Vec<String>)]
     pub files: Vec<PathBuf>,
     /// A raw reorder capture's `<record>.missing.json` files, one beside
@@ -81,26 +95,62 @@ pub(crate) struct CaptureInfo {
     pub gds_mode: Option<&'static str>,
 }
 
+/// Capture drops, by why the copy was not made.
+#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
+pub(crate) struct CaptureDrops {
+    pub delivery_behind: u64,
+    pub writer_behind: u64,
+    pub memory_limit: u64,
+    pub device_copy: u64,
+}
+
+#[derive(Debug, Default)]
+struct DropCounters {
+    delivery_behind: AtomicU64,
+    writer_behind: AtomicU64,
+    memory_limit: AtomicU64,
+    device_copy: AtomicU64,
+}
+
+impl DropCounters {
+    fn snapshot(&self) -> CaptureDrops {
+        CaptureDrops {
+            delivery_behind: self.delivery_behind.load(Relaxed),
+            writer_behind: self.writer_behind.load(Relaxed),
+            memory_limit: self.memory_limit.load(Relaxed),
+            device_copy: self.device_copy.load(Relaxed),
+        }
+    }
+}
+
+impl CaptureDrops {
+    pub(crate) fn total(&self) -> u64 {
+        self.delivery_behind + self.writer_behind + self.memory_limit + self.device_copy
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Session {
     id: u64,
     port: u16,
     local: Option<SocketAddr>,
-    plan: Plan,
+    pub(super) plan: Plan,
     started: Instant,
     ring: Ring,
     stop: AtomicBool,
     packets: AtomicU64,
     bytes: AtomicU64,
-    drops: AtomicU64,
+    /// Bytes the S3 store acknowledged (a capture to S3).
+    uploaded: AtomicU64,
+    drops: DropCounters,
     end: Mutex<Option<(CaptureState, String)>>,
-    files: Mutex<Vec<PathBuf>>,
-    missing_slot_files: Mutex<Vec<PathBuf>>,
+    pub(super) files: Mutex<Vec<PathBuf>>,
+    pub(super) missing_slot_files: Mutex<Vec<PathBuf>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     /// A `gds` capture's device half of the ring, where it copies GPU bytes;
     /// emptied with the ring once the capture ended, which frees its GPU memory.
     device: Option<ArcSwapOption<gds::DeviceSlots>>,
-    gds_mode: Mutex<Option<&'static str>>,
+    pub(super) gds_mode: Mutex<Option<&'static str>>,
 }
 
 /// What a session needs of the captures it belongs to: where its files go,
@@ -114,8 +164,10 @@ pub(crate) trait Owner: Send + Sync + std::fmt::Debug {
     fn free_space_floor(&self) -> u64;
     /// Called once the session's writer has ended.
     fn session_ended(&self, session: &Session);
-    /// The memory every capture's ring shares.
+    /// The memory every capture's ring (and S3 parts) share.
     fn ring_budget(&self) -> Arc<MemoryBudget>;
+    /// The S3 buckets captures write to.
+    fn s3_stores(&self) -> &S3Stores;
 }
 
 impl Session {
@@ -145,7 +197,8 @@ impl Session {
             stop: AtomicBool::new(false),
             packets: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
-            drops: AtomicU64::new(0),
+            uploaded: AtomicU64::new(0),
+            drops: DropCounters::default(),
             end: Mutex::new(None),
             files: Mutex::new(Vec::new()),
             missing_slot_files: Mutex::new(Vec::new()),
@@ -184,6 +237,11 @@ impl Session {
         &self.plan.name
     }
 
+    /// Where its files go.
+    pub(crate) fn destination(&self) -> &super::request::Destination {
+        &self.plan.destination
+    }
+
     /// Port id of the captured interface.
     pub(crate) fn port(&self) -> u16 {
         self.port
@@ -200,6 +258,8 @@ impl Session {
     pub(crate) fn info(&self) -> CaptureInfo {
         let end = self.end.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let (packets, bytes) = (self.packets.load(Relaxed), self.bytes.load(Relaxed));
+        let drops = self.drops.snapshot();
+        let destination = self.plan.destination.url();
         let elapsed = self.started.elapsed();
         let progress = [
             self.plan.max_packets.map(|m| packets as f64 / m as f64),
@@ -222,7 +282,10 @@ impl Session {
             reason: end.map(|(_, r)| r),
             packets,
             bytes,
-            capture_drops: self.drops.load(Relaxed),
+            capture_drops: drops.total(),
+            capture_drops_by_reason: drops,
+            uploaded_bytes: destination.is_some().then(|| self.uploaded.load(Relaxed)),
+            destination,
             files: self.files(),
             missing_slot_files: self.missing_slot_files.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             elapsed_s: elapsed.as_secs_f64(),
@@ -259,7 +322,7 @@ impl Session {
     }
 
     /// A `gds` capture's device slots while it runs.
-    fn device_slots(&self) -> Option<Arc<gds::DeviceSlots>> {
+    pub(super) fn device_slots(&self) -> Option<Arc<gds::DeviceSlots>> {
         self.device.as_ref()?.load_full()
     }
 
@@ -275,7 +338,7 @@ impl Session {
         }
         if behind {
             let skipped = burst.packets().filter(|p| self.wants(p)).count();
-            self.drops.fetch_add(skipped as u64, Relaxed);
+            self.drops.delivery_behind.fetch_add(skipped as u64, Relaxed);
             return;
         }
         if let Some(device) = &self.device {
@@ -289,7 +352,7 @@ impl Session {
             let pieces = (0..MAX_SEGMENTS).filter_map(|s| packet.segment(s));
             let size = daqiri::headers::UDP_FRAME_HEADERS + pieces.clone().map(<[u8]>::len).sum::<usize>();
             if !self.ring.make_room(&mut record, size) {
-                self.drops.fetch_add(1, Relaxed);
+                self.drops.memory_limit.fetch_add(1, Relaxed);
                 self.ring.recycle(record);
                 continue;
             }
@@ -313,7 +376,7 @@ impl Session {
     fn tap_to_device(&self, device: &gds::DeviceSlots, burst: &Burst) {
         for (packet, record) in self.records_for(burst, SystemTime::now()) {
             if let Err(record) = device.stage(record, &packet, self.frame(&packet)) {
-                self.drops.fetch_add(1, Relaxed);
+                self.drops.device_copy.fetch_add(1, Relaxed);
                 self.ring.recycle(record);
             }
         }
@@ -321,7 +384,7 @@ impl Session {
             if copied {
                 self.ring.submit(record);
             } else {
-                self.drops.fetch_add(1, Relaxed);
+                self.drops.device_copy.fetch_add(1, Relaxed);
                 self.ring.recycle(record);
             }
         });
@@ -337,7 +400,7 @@ impl Session {
     ) -> impl Iterator<Item = (daqiri::Packet<'b>, Record)> + 'b {
         burst.packets().filter(|p| self.wants(p)).filter_map(move |packet| {
             let Some(mut record) = self.ring.slot() else {
-                self.drops.fetch_add(1, Relaxed);
+                self.drops.writer_behind.fetch_add(1, Relaxed);
                 return None;
             };
             record.time = time;
@@ -364,19 +427,33 @@ impl Session {
         }
     }
 
-    /// Writes until a limit, a stop request, the free-space floor or an error.
+    /// Writes until a limit, a stop request, the free-space floor or an
+    /// error; then completes what is open (an S3 object) and counts it.
     fn write_loop(&self, output: &mut Output, manager: &dyn Owner) -> anyhow::Result<String> {
         if let Some(device) = self.device_slots() {
             device.bind_writer_thread()?;
         }
         let mut pending = Pending::default();
+        let reason = self.write_until_end(output, manager, &mut pending)?;
+        self.commit(output, &mut pending)?;
+        output.close(self)?;
+        self.commit(output, &mut pending)?;
+        output.check_in_place()?;
+        Ok(reason)
+    }
+
+    fn write_until_end(
+        &self,
+        output: &mut Output,
+        manager: &dyn Owner,
+        pending: &mut Pending,
+    ) -> anyhow::Result<String> {
         // Bytes written since the free space was last looked at.
         let mut unchecked = 0;
         loop {
             let Some(record) = self.ring.next() else {
-                self.commit(output, &mut pending)?;
+                self.commit(output, pending)?;
                 if self.stop.load(Relaxed) {
-                    output.check_in_place()?;
                     return Ok("stop requested".into());
                 }
                 if self.plan.duration.is_some_and(|d| self.started.elapsed() >= d) {
@@ -392,10 +469,10 @@ impl Session {
             pending.packets += 1;
             pending.bytes += written;
             unchecked += written;
-            // A file per record is whole once written: counted at once, so a
-            // failure later leaves no file uncounted.
-            if !output.buffered() {
-                self.commit(output, &mut pending)?;
+            // What is durable is counted at once, so a failure later leaves
+            // nothing in storage uncounted.
+            if output.commit_due() {
+                self.commit(output, pending)?;
             }
             let packets = self.packets.load(Relaxed) + pending.packets;
             let bytes = self.bytes.load(Relaxed) + pending.bytes;
@@ -408,18 +485,17 @@ impl Session {
             };
             if let Some(reason) = limit {
                 self.stop.store(true, Relaxed);
-                self.commit(output, &mut pending)?;
-                output.check_in_place()?;
                 return Ok(reason);
             }
             if unchecked >= COMMIT_BYTES {
                 unchecked = 0;
-                self.commit(output, &mut pending)?;
+                self.commit(output, pending)?;
                 output.check_in_place()?;
                 // Stop before the next chunk (and one record over it) could take
                 // the filesystem below the floor.
                 let margin = COMMIT_BYTES + u64::from(self.plan.snaplen) + 16;
-                if manager.free_space().is_ok_and(|free| free < manager.free_space_floor().saturating_add(margin)) {
+                let floor = manager.free_space_floor().saturating_add(margin);
+                if output.on_capture_filesystem() && manager.free_space().is_ok_and(|free| free < floor) {
                     self.stop.store(true, Relaxed);
                     return Ok("free-space floor reached on the capture filesystem".into());
                 }
@@ -427,253 +503,19 @@ impl Session {
         }
     }
 
-    /// Flushes the records written since the last commit and counts them.
+    /// Flushes the records written since the last commit and counts those
+    /// now durable (an S3 pcap stream's only once their object is complete).
     fn commit(&self, output: &mut Output, pending: &mut Pending) -> anyhow::Result<()> {
-        if pending.packets == 0 {
-            return Ok(());
+        if pending.packets > 0 {
+            let durable = output.flush(*pending)?;
+            self.packets.fetch_add(durable.packets, Relaxed);
+            self.bytes.fetch_add(durable.bytes, Relaxed);
+            pending.packets -= durable.packets;
+            pending.bytes -= durable.bytes;
         }
-        output.flush()?;
-        self.packets.fetch_add(pending.packets, Relaxed);
-        self.bytes.fetch_add(pending.bytes, Relaxed);
-        *pending = Pending::default();
-        Ok(())
-    }
-}
-
-/// Records written but not flushed yet: not counted until they are.
-#[derive(Debug, Default)]
-struct Pending {
-    packets: u64,
-    bytes: u64,
-}
-
-/// The files a capture writes to.
-#[derive(Debug)]
-enum Output {
-    Pcap {
-        file: PcapFile,
-        dir: PathBuf,
-        file_bytes: u64,
-        index: u32,
-    },
-    Raw {
-        dir: PathBuf,
-        next: u64,
-    },
-    /// A `gds` capture of reorder aggregates: one raw file per aggregate.
-    GdsAggregates {
-        dir: PathBuf,
-    },
-}
-
-/// One pcap file, written by the CPU or through cuFile (`gds`).
-#[derive(Debug)]
-enum PcapFile {
-    Host(PcapWriter),
-    Gds(gds::GdsWriter),
-}
-
-impl PcapFile {
-    fn open(session: &Session, path: &Path) -> anyhow::Result<Self> {
-        if session.plan.format == CaptureFormat::Gds {
-            let (writer, mode) = gds::open_pcap(path, session.plan.snaplen)?;
-            *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode);
-            return Ok(PcapFile::Gds(writer));
-        }
-        Ok(PcapFile::Host(PcapWriter::create(path, PcapResolution::Micros, Some(session.plan.snaplen))?))
-    }
-
-    fn write(&mut self, session: &Session, record: &Record) -> anyhow::Result<u64> {
-        match self {
-            PcapFile::Host(writer) => Ok(writer.write_packet(std::iter::once(&record.bytes[..]), record.time)?),
-            PcapFile::Gds(writer) => gds::write_record(writer, session.device_slots().as_deref(), record),
-        }
-    }
-
-    fn flush(&mut self) -> anyhow::Result<()> {
-        match self {
-            PcapFile::Host(writer) => Ok(writer.flush()?),
-            // cuFile and positioned writes leave nothing buffered.
-            PcapFile::Gds(_) => Ok(()),
-        }
-    }
-
-    fn discard_unflushed(&mut self) -> anyhow::Result<()> {
-        match self {
-            PcapFile::Host(writer) => Ok(writer.discard_unflushed()?),
-            PcapFile::Gds(_) => Ok(()),
-        }
-    }
-
-    fn path_in_place(&self) -> std::io::Result<bool> {
-        match self {
-            PcapFile::Host(writer) => writer.still_at_path(),
-            PcapFile::Gds(_) => Ok(true),
-        }
-    }
-}
-
-impl Output {
-    fn open(session: &Session, manager: &dyn Owner) -> anyhow::Result<Self> {
-        let dir = manager.dir().to_path_buf();
-        Ok(match (session.plan.format, &session.plan.reorder) {
-            (CaptureFormat::Raw, _) => Output::Raw { dir, next: 0 },
-            (CaptureFormat::Gds, Some(_)) => Output::GdsAggregates { dir },
-            _ => {
-                let path = pcap_path(&session.plan, &dir, 1);
-                let file = PcapFile::open(session, &path)?;
-                session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
-                Output::Pcap { file, dir, file_bytes: 0, index: 1 }
-            }
-        })
-    }
-
-    /// Writes one record; returns the bytes it added to storage.
-    fn write(&mut self, session: &Session, record: &Record) -> anyhow::Result<u64> {
-        match self {
-            Output::Pcap { file, dir, file_bytes, index } => {
-                if session.plan.rotate_bytes.is_some_and(|limit| *file_bytes >= limit) {
-                    file.flush()?;
-                    *index += 1;
-                    let path = pcap_path(&session.plan, dir, *index);
-                    *file = PcapFile::open(session, &path)?;
-                    *file_bytes = 0;
-                    let mut files = session.files.lock().unwrap_or_else(|e| e.into_inner());
-                    files.push(path);
-                    if let Some(keep) = session.plan.rotate_files {
-                        while files.len() > keep as usize {
-                            let _ = std::fs::remove_file(files.remove(0));
-                        }
-                    }
-                }
-                let written = file.write(session, record)?;
-                *file_bytes += written;
-                Ok(written)
-            }
-            Output::Raw { dir, next } => {
-                // Aggregates are named by batch; packets by their order.
-                let path = match record.batch_id {
-                    Some(batch) => dir.join(format!("{}_{batch}", session.plan.name)),
-                    None => dir.join(format!("{}_{next}", session.plan.name)),
-                };
-                write_new(&path, &record.bytes)?;
-                *next += 1;
-                list_written(session, path, record)?;
-                Ok(record.bytes.len() as u64)
-            }
-            Output::GdsAggregates { dir } => {
-                let path = dir.join(format!("{}_{}", session.plan.name, record.batch_id.unwrap_or_default()));
-                let (written, mode) = gds::write_aggregate(&path, session.device_slots().as_deref(), record)?;
-                *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode);
-                list_written(session, path, record)?;
-                Ok(written)
-            }
-        }
-    }
-
-    /// Whether written records wait for a flush (a pcap file's buffer);
-    /// else each is a whole file once written.
-    fn buffered(&self) -> bool {
-        matches!(self, Output::Pcap { .. })
-    }
-
-    /// Pushes buffered records to disk (at each commit).
-    fn flush(&mut self) -> anyhow::Result<()> {
-        if let Output::Pcap { file, .. } = self {
-            file.flush()?;
+        if let Some(uploaded) = output.uploaded() {
+            self.uploaded.store(uploaded, Relaxed);
         }
         Ok(())
     }
-
-    /// Cuts the current file back to its last flush, after a failure.
-    fn discard_unflushed(&mut self) -> anyhow::Result<()> {
-        if let Output::Pcap { file, .. } = self {
-            file.discard_unflushed()?;
-        }
-        Ok(())
-    }
-
-    /// Fails when the file being written was removed (its directory deleted)
-    /// or replaced: what was written to it is gone.
-    fn check_in_place(&self) -> anyhow::Result<()> {
-        let (removed, dir) = match self {
-            // A pcap file unlinked with its directory still takes writes: ask the file.
-            Output::Pcap { file, dir, .. } => (!file.path_in_place().unwrap_or(true), dir),
-            Output::Raw { dir, .. } => (!dir.is_dir(), dir),
-            Output::GdsAggregates { dir } => (!dir.is_dir(), dir),
-        };
-        if removed {
-            anyhow::bail!(
-                "the capture's files in {} were removed or replaced while being written; what they held is gone",
-                dir.display()
-            );
-        }
-        Ok(())
-    }
-}
-
-/// `<name>.pcap`, or `<name>_<index>.pcap` when rotating.
-fn pcap_path(plan: &Plan, dir: &Path, index: u32) -> PathBuf {
-    if plan.rotate_bytes.is_some() {
-        dir.join(format!("{}_{index:04}.pcap", plan.name))
-    } else {
-        dir.join(format!("{}.pcap", plan.name))
-    }
-}
-
-/// Lists a record's file, written, among the capture's files; beside an
-/// incomplete aggregate's it first writes `<file>.missing.json`: its batch
-/// id, its slots and those no packet filled (zero-filled in the file),
-/// listed apart so `files` holds one entry per record.
-fn list_written(session: &Session, file: PathBuf, record: &Record) -> anyhow::Result<()> {
-    if let Some(batch_id) = record.batch_id.filter(|_| !record.missing.is_empty()) {
-        let path = PathBuf::from(format!("{}.missing.json", file.display()));
-        let info = serde_json::json!({ "batch_id": batch_id, "slots": record.slots, "missing_slots": record.missing });
-        write_new(&path, info.to_string().as_bytes())?;
-        session.missing_slot_files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
-    }
-    session.files.lock().unwrap_or_else(|e| e.into_inner()).push(file);
-    Ok(())
-}
-
-/// Writes a raw record file that must not exist yet; a partial one is removed.
-fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-    file.write_all(bytes).map_err(|e| {
-        let _ = std::fs::remove_file(path);
-        anyhow::anyhow!("cannot write {}: {e}", path.display())
-    })
-}
-
-/// A file a capture named `name` would write that exists already in `dir`:
-/// `<name>.pcap`, or `<name>_<digits>` with or without `.pcap` (rotated
-/// pcap files, raw records).
-pub(super) fn existing_output(dir: &Path, name: &str) -> Option<PathBuf> {
-    let ours = |file: &str| {
-        let Some(rest) = file.strip_prefix(name) else { return false };
-        rest == ".pcap" || numbered(rest.strip_suffix(".pcap").unwrap_or(rest))
-    };
-    std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.file_name().and_then(|f| f.to_str()).is_some_and(ours))
-}
-
-/// Whether captures named `a` and `b` could write the same file: the same
-/// name, or one is the other's numbered file name (`col` rotates into
-/// `col_0003.pcap`, which a capture named `col_0003` writes too).
-pub(super) fn names_collide(a: &str, b: &str) -> bool {
-    let numbered_from = |name: &str, base: &str| name.strip_prefix(base).is_some_and(numbered);
-    a == b || numbered_from(a, b) || numbered_from(b, a)
-}
-
-/// `_<digits>`: the suffix of a rotated or raw capture file.
-fn numbered(suffix: &str) -> bool {
-    suffix.strip_prefix('_').is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
 }

@@ -2,125 +2,47 @@
 //! `<prefix>_<index>`, its logical bytes (every segment in order, GPU ones
 //! copied to the host) from `packet_data_offset` on, one `PutObject` each.
 //! The bytes are staged in the writer's memory before the call returns, so
-//! the burst can go back at once; uploads run on the writer's own runtime,
-//! at most `max_inflight_uploads` at a time, and an [`S3Upload`] says how
+//! the burst can go back at once; uploads run on the bucket's threads, at
+//! most `max_inflight_uploads` at a time, and an [`S3Upload`] says how
 //! they went.
 //!
 //! Beyond DAQIRI: the staging is bounded across every upload in flight (not
-//! per call), so a writer never holds more than `max_staged_bytes`; each
-//! request is retried with backoff until `retry_deadline`, so a store that
-//! stops answering fails the upload (counted, with the store's reason)
-//! instead of hanging it. Credentials come from the environment as AWS's
-//! tools read it (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/
-//! `AWS_SESSION_TOKEN`, a web-identity token file with `AWS_ROLE_ARN` as
-//! Kubernetes service accounts get them, ECS and EC2 instance metadata).
+//! per call), so a writer never holds more than `max_staged_bytes`; a store
+//! that stops answering fails the upload by `retry_deadline` (counted, with
+//! the store's reason) instead of hanging it.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{ClientOptions, ObjectStore, RetryConfig};
 
-use super::host_packets;
+use super::{S3Bucket, S3Config, object_path};
+use crate::writer::{after_offset, host_packets};
 use crate::{Burst, Error, Result, Status};
 
 /// The largest object one `PutObject` may carry (S3's limit).
 pub const MAX_SINGLE_PUT_BYTES: u64 = 5 << 30;
 
-/// Where and how an [`S3Writer`] uploads (DAQIRI's `S3WriterConfig`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3Config {
-    /// The bucket objects go to.
-    pub bucket: String,
-    /// Its region (S3-compatible stores often take any, e.g. `us-east-1`).
-    pub region: String,
-    /// An S3-compatible store's URL (`http://host:port`); AWS's when empty.
-    pub endpoint: Option<String>,
-    /// Path-style requests (`endpoint/bucket/key`) instead of a bucket host name.
-    pub path_style: bool,
-    /// Most `PutObject` requests one upload has in flight.
-    pub max_inflight_uploads: u32,
-    /// Most bytes the writer holds staged, over every upload in flight.
-    pub max_staged_bytes: u64,
-    /// How long a request is retried before its object counts as failed.
-    pub retry_deadline: Duration,
-}
-
-impl S3Config {
-    /// DAQIRI's defaults for `bucket` in `region`: 8 uploads in flight, 1 GiB staged.
-    pub fn new(bucket: &str, region: &str) -> Self {
-        Self {
-            bucket: bucket.to_owned(),
-            region: region.to_owned(),
-            endpoint: None,
-            path_style: false,
-            max_inflight_uploads: 8,
-            max_staged_bytes: 1 << 30,
-            retry_deadline: Duration::from_secs(30),
-        }
-    }
-}
-
 /// Uploads bursts' packets as S3 objects (DAQIRI's `S3Writer`).
 #[derive(Debug, Clone)]
 pub struct S3Writer {
-    store: Arc<AmazonS3>,
-    runtime: Arc<tokio::runtime::Runtime>,
+    bucket: S3Bucket,
     staged: Arc<AtomicU64>,
-    config: Arc<S3Config>,
 }
 
 impl S3Writer {
     /// A writer for `config`; no request is made yet (wrong credentials or
     /// a missing bucket show as failed objects, with the store's reason).
     pub fn new(config: S3Config) -> Result<Self> {
-        let refuse = |what: &str| Err(Error::invalid(format!("S3 writer: {what}")));
-        if config.bucket.is_empty() {
-            return refuse("bucket is empty");
-        }
-        if config.region.is_empty() {
-            return refuse("region is empty");
-        }
-        if config.max_inflight_uploads == 0 {
-            return refuse("max_inflight_uploads is 0; at least one upload must run");
-        }
-        let mut builder = AmazonS3Builder::from_env()
-            .with_bucket_name(&config.bucket)
-            .with_region(&config.region)
-            .with_virtual_hosted_style_request(!config.path_style)
-            .with_retry(RetryConfig { retry_timeout: config.retry_deadline, ..RetryConfig::default() })
-            .with_client_options(
-                ClientOptions::new()
-                    .with_connect_timeout(Duration::from_secs(5))
-                    .with_timeout(config.retry_deadline)
-                    .with_allow_http(config.endpoint.as_deref().is_some_and(|e| e.starts_with("http://"))),
-            );
-        if let Some(endpoint) = &config.endpoint {
-            builder = builder.with_endpoint(endpoint);
-        }
-        let store =
-            builder.build().map_err(|e| Error::invalid(format!("S3 writer for bucket {}: {e}", config.bucket)))?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("s3-upload")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::io(Status::InternalError, "cannot start the S3 writer's threads", e))?;
-        Ok(Self {
-            store: Arc::new(store),
-            runtime: Arc::new(runtime),
-            staged: Arc::default(),
-            config: Arc::new(config),
-        })
+        Ok(Self { bucket: S3Bucket::connect(config)?, staged: Arc::default() })
     }
 
     /// The writer's config.
     pub fn config(&self) -> &S3Config {
-        &self.config
+        self.bucket.config()
     }
 
     /// Stages every packet of `burst` (from `packet_data_offset` on) and
@@ -138,9 +60,7 @@ impl S3Writer {
         let mut total = 0u64;
         for (index, pieces) in packets.iter().enumerate() {
             let key = format!("{prefix}_{index}");
-            let path = Path::parse(&key).map_err(|e| {
-                Error::invalid(format!("S3 object prefix \"{prefix}\" makes no valid key ({key}): {e}"))
-            })?;
+            let path = object_path(&key)?;
             let len = pieces.iter().map(|p| p.len() as u64).sum::<u64>().saturating_sub(packet_data_offset as u64);
             if len > MAX_SINGLE_PUT_BYTES {
                 return Err(Error::new(
@@ -149,19 +69,14 @@ impl S3Writer {
                 ));
             }
             total += len;
-            objects.push((path, index, pieces));
+            objects.push((path, len, pieces));
         }
         self.reserve(total)?;
         let staged: Vec<(Path, Bytes)> = objects
             .into_iter()
-            .map(|(path, _, pieces)| {
-                let mut bytes = Vec::with_capacity(pieces.iter().map(|p| p.len()).sum());
-                let mut skip = packet_data_offset;
-                for piece in pieces {
-                    let cut = skip.min(piece.len());
-                    skip -= cut;
-                    bytes.extend_from_slice(&piece[cut..]);
-                }
+            .map(|(path, len, pieces)| {
+                let mut bytes = Vec::with_capacity(len as usize);
+                after_offset(pieces, packet_data_offset).for_each(|piece| bytes.extend_from_slice(piece));
                 (path, Bytes::from(bytes))
             })
             .collect();
@@ -170,7 +85,7 @@ impl S3Writer {
 
     /// Counts `bytes` as staged, or refuses them when over the bound.
     fn reserve(&self, bytes: u64) -> Result<()> {
-        let limit = self.config.max_staged_bytes;
+        let limit = self.config().max_staged_bytes;
         self.staged
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
                 held.checked_add(bytes).filter(|&after| after <= limit)
@@ -189,9 +104,9 @@ impl S3Writer {
     fn upload(&self, objects: Vec<(Path, Bytes)>) -> S3Upload {
         let progress = Arc::new(Progress::default());
         let total = objects.len() as u32;
-        let (store, staged, task) = (Arc::clone(&self.store), Arc::clone(&self.staged), Arc::clone(&progress));
-        let inflight = self.config.max_inflight_uploads as usize;
-        self.runtime.spawn(async move {
+        let (store, staged, task) = (Arc::clone(&self.bucket.store), Arc::clone(&self.staged), Arc::clone(&progress));
+        let inflight = self.config().max_inflight_uploads as usize;
+        self.bucket.runtime.spawn(async move {
             futures::stream::iter(objects)
                 .map(|(path, bytes)| {
                     let store = Arc::clone(&store);
@@ -210,7 +125,7 @@ impl S3Writer {
                 .await;
             task.finish();
         });
-        S3Upload { progress, objects: total, _runtime: Arc::clone(&self.runtime) }
+        S3Upload { progress, objects: total, _runtime: Arc::clone(&self.bucket.runtime) }
     }
 }
 
