@@ -172,7 +172,7 @@ fn rotated_objects_each_read_whole_and_a_used_name_is_refused() {
 
 #[test]
 #[ignore = "needs DAQIRI_TEST_S3_ENDPOINT naming an S3 server; tests/run.sh starts one"]
-fn wrong_credentials_and_a_missing_bucket_refuse_the_capture_with_the_stores_reason() {
+fn wrong_credentials_a_missing_bucket_or_no_capture_memory_refuse_the_capture_by_reason() {
     let endpoint = endpoint();
     let bucket = bucket(&endpoint, "refused");
     let (gw, _) = gateway("wrong-secret", &endpoint, "not-the-secret", &["--capture-s3-retry-s", "3"]);
@@ -187,6 +187,13 @@ fn wrong_credentials_and_a_missing_bucket_refuse_the_capture_with_the_stores_rea
     assert_eq!((status, refused["field"].as_str()), (502, Some("destination")), "{refused}");
     assert!(refused["message"].as_str().unwrap().contains("NoSuchBucket"), "{refused}");
     assert_eq!(gw.json("GET", "/api/v1/captures", "").1, serde_json::json!([]), "nothing started");
+    drop(gw);
+    // Five parts of 5 MiB do not fit in 16 MiB of capture memory.
+    let (gw, _) = gateway("no-memory", &endpoint, SECRET_KEY, &["--capture-memory-mb", "16"]);
+    let body = format!(r#"{{"format": "pcap", "interface": "udp_rx", "name": "a", "destination": "s3://{bucket}"}}"#);
+    let (status, refused) = gw.json("POST", "/api/v1/captures", &body);
+    assert_eq!(status, 507, "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains("--capture-memory-mb"), "{refused}");
 }
 
 #[test]

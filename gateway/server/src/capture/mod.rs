@@ -290,11 +290,18 @@ impl CaptureManager {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let local = ports[port].local;
+        let s3 = matches!(plan.destination, Destination::S3 { .. });
         let session =
             Session::start(id, port as u16, local, plan, device.map(|d| d.1), Arc::clone(self) as Arc<dyn Owner>)
-                .map_err(|e| match out_of_space(&e) {
-                    true => CaptureError::NoSpace(format!("{e:#}")),
-                    false => CaptureError::Failed(format!("{e:#}")),
+                .map_err(|e| {
+                    let status = e.chain().find_map(|c| c.downcast_ref::<daqiri::Error>()).map(|d| d.status);
+                    match status {
+                        _ if out_of_space(&e) => CaptureError::NoSpace(format!("{e:#}")),
+                        Some(daqiri::Status::NoSpaceAvailable) => CaptureError::NoSpace(format!("{e:#}")),
+                        // The S3 store refused the object's upload or did not answer.
+                        Some(daqiri::Status::GenericFailure) if s3 => CaptureError::Store(format!("{e:#}")),
+                        _ => CaptureError::Failed(format!("{e:#}")),
+                    }
                 })?;
         self.running.fetch_add(1, Ordering::Relaxed);
         let info = session.info();

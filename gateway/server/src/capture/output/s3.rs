@@ -155,11 +155,14 @@ impl S3Output {
         let part_bytes = stores.settings().part_bytes();
         let bound = S3ObjectStream::memory_bound(part_bytes, store.config());
         let memory = Reservation::take(budget, bound).ok_or_else(|| {
-            anyhow::anyhow!(
-                "no room in the capture memory (--capture-memory-mb) for this capture's S3 parts: {} MiB ({} in flight and one filling, --capture-s3-part-mb {})",
-                bound >> 20,
-                store.config().max_inflight_uploads,
-                part_bytes >> 20
+            daqiri::Error::new(
+                daqiri::Status::NoSpaceAvailable,
+                format!(
+                    "no room in the capture memory (--capture-memory-mb) for this capture's S3 parts: {} MiB ({} in flight and one filling, --capture-s3-part-mb {})",
+                    bound >> 20,
+                    store.config().max_inflight_uploads,
+                    part_bytes >> 20
+                ),
             )
         })?;
         let mut output = S3Output::Pcap {
