@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 use super::device_side::DeviceSide;
 use super::gds;
-use super::output::{Output, Pending, S3Stores};
+use super::output::{Capture, Listing, Output, Pending, S3Stores};
 use super::request::{CaptureFormat, Plan};
 use super::ring::{MemoryBudget, Record, Ring};
 
@@ -134,7 +134,7 @@ pub(crate) struct Session {
     id: u64,
     port: u16,
     local: Option<SocketAddr>,
-    pub(super) plan: Plan,
+    plan: Plan,
     started: Instant,
     ring: Ring,
     stop: AtomicBool,
@@ -144,13 +144,11 @@ pub(crate) struct Session {
     uploaded: AtomicU64,
     drops: DropCounters,
     end: Mutex<Option<(CaptureState, String)>>,
-    pub(super) files: Mutex<Vec<PathBuf>>,
-    pub(super) missing_slot_files: Mutex<Vec<PathBuf>>,
+    listing: Listing,
     writer: Mutex<Option<JoinHandle<()>>>,
     /// A `gds` capture's device half of the ring, where it copies GPU bytes;
     /// emptied with the ring once the capture ended, which frees its GPU memory.
     device: Option<ArcSwapOption<gds::DeviceSlots>>,
-    pub(super) gds_mode: Mutex<Option<&'static str>>,
 }
 
 /// What a session needs of the captures it belongs to: where its files go,
@@ -200,13 +198,11 @@ impl Session {
             uploaded: AtomicU64::new(0),
             drops: DropCounters::default(),
             end: Mutex::new(None),
-            files: Mutex::new(Vec::new()),
-            missing_slot_files: Mutex::new(Vec::new()),
+            listing: Listing::default(),
             writer: Mutex::new(None),
             device,
-            gds_mode: Mutex::new(None),
         });
-        let mut output = Output::open(&session, &*manager)?;
+        let mut output = Output::open(&*session, manager.dir(), manager.s3_stores(), &manager.ring_budget())?;
         let writer = {
             let session = Arc::clone(&session);
             std::thread::Builder::new().name(format!("capture-{id}")).spawn(move || {
@@ -252,7 +248,7 @@ impl Session {
     }
 
     pub(crate) fn files(&self) -> Vec<PathBuf> {
-        self.files.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.listing.files.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub(crate) fn info(&self) -> CaptureInfo {
@@ -287,10 +283,10 @@ impl Session {
             uploaded_bytes: destination.is_some().then(|| self.uploaded.load(Relaxed)),
             destination,
             files: self.files(),
-            missing_slot_files: self.missing_slot_files.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            missing_slot_files: self.listing.missing_slot_files.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             elapsed_s: elapsed.as_secs_f64(),
             progress,
-            gds_mode: *self.gds_mode.lock().unwrap_or_else(|e| e.into_inner()),
+            gds_mode: *self.listing.gds_mode.lock().unwrap_or_else(|e| e.into_inner()),
         }
     }
 
@@ -322,7 +318,7 @@ impl Session {
     }
 
     /// A `gds` capture's device slots while it runs.
-    pub(super) fn device_slots(&self) -> Option<Arc<gds::DeviceSlots>> {
+    fn device_slots(&self) -> Option<Arc<gds::DeviceSlots>> {
         self.device.as_ref()?.load_full()
     }
 
@@ -517,5 +513,19 @@ impl Session {
             self.uploaded.store(uploaded, Relaxed);
         }
         Ok(())
+    }
+}
+
+impl Capture for Session {
+    fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    fn listing(&self) -> &Listing {
+        &self.listing
+    }
+
+    fn device_slots(&self) -> Option<Arc<gds::DeviceSlots>> {
+        Session::device_slots(self)
     }
 }

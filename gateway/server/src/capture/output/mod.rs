@@ -4,14 +4,35 @@
 mod s3;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use daqiri::writer::{PcapResolution, PcapWriter};
 
 use super::gds;
 use super::request::{CaptureFormat, Destination, Plan};
-use super::ring::Record;
-use super::session::{Owner, Session};
+use super::ring::{MemoryBudget, Record};
 pub(crate) use s3::{S3Settings, S3Stores};
+
+/// What an output needs of the capture it writes for.
+pub(super) trait Capture {
+    /// The checked request.
+    fn plan(&self) -> &Plan;
+    /// Where the output lists what it wrote.
+    fn listing(&self) -> &Listing;
+    /// A `gds` capture's device slots while it runs.
+    fn device_slots(&self) -> Option<Arc<gds::DeviceSlots>>;
+}
+
+/// What a capture's outputs wrote, as its status shows it.
+#[derive(Debug, Default)]
+pub(super) struct Listing {
+    /// Files (or `s3://` objects), oldest first.
+    pub files: Mutex<Vec<PathBuf>>,
+    /// Missing-slot descriptions beside incomplete aggregates.
+    pub missing_slot_files: Mutex<Vec<PathBuf>>,
+    /// How cuFile wrote a `gds` capture.
+    pub gds_mode: Mutex<Option<&'static str>>,
+}
 
 /// Records written but not yet durable: not counted until they are.
 #[derive(Debug, Default, Clone, Copy)]
@@ -56,16 +77,16 @@ pub(super) enum PcapFile {
 }
 
 impl PcapFile {
-    fn open(session: &Session, path: &Path) -> anyhow::Result<Self> {
-        if session.plan.format == CaptureFormat::Gds {
-            let (writer, mode) = gds::open_pcap(path, session.plan.snaplen)?;
-            *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode);
+    fn open(session: &dyn Capture, path: &Path) -> anyhow::Result<Self> {
+        if session.plan().format == CaptureFormat::Gds {
+            let (writer, mode) = gds::open_pcap(path, session.plan().snaplen)?;
+            *session.listing().gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode);
             return Ok(PcapFile::Gds(writer));
         }
-        Ok(PcapFile::Host(PcapWriter::create(path, PcapResolution::Micros, Some(session.plan.snaplen))?))
+        Ok(PcapFile::Host(PcapWriter::create(path, PcapResolution::Micros, Some(session.plan().snaplen))?))
     }
 
-    fn write(&mut self, session: &Session, record: &Record) -> anyhow::Result<u64> {
+    fn write(&mut self, session: &dyn Capture, record: &Record) -> anyhow::Result<u64> {
         match self {
             PcapFile::Host(writer) => Ok(writer.write_packet(std::iter::once(&record.bytes[..]), record.time)?),
             PcapFile::Gds(writer) => gds::write_record(writer, session.device_slots().as_deref(), record),
@@ -96,37 +117,43 @@ impl PcapFile {
 }
 
 impl Output {
-    pub(super) fn open(session: &Session, manager: &dyn Owner) -> anyhow::Result<Self> {
-        if let Destination::S3 { bucket, prefix } = &session.plan.destination {
-            let budget = manager.ring_budget();
-            return Ok(Output::S3(s3::S3Output::open(session, manager.s3_stores(), &budget, bucket, prefix)?));
+    /// Opens where `session`'s records go: files in `dir`, or objects of
+    /// `stores` (whose parts take capture memory from `budget`).
+    pub(super) fn open(
+        session: &dyn Capture,
+        dir: &Path,
+        stores: &S3Stores,
+        budget: &Arc<MemoryBudget>,
+    ) -> anyhow::Result<Self> {
+        if let Destination::S3 { bucket, prefix } = &session.plan().destination {
+            return Ok(Output::S3(s3::S3Output::open(session, stores, budget, bucket, prefix)?));
         }
-        let dir = manager.dir().to_path_buf();
-        Ok(match (session.plan.format, &session.plan.reorder) {
+        let dir = dir.to_path_buf();
+        Ok(match (session.plan().format, &session.plan().reorder) {
             (CaptureFormat::Raw, _) => Output::Raw { dir, next: 0 },
             (CaptureFormat::Gds, Some(_)) => Output::GdsAggregates { dir },
             _ => {
-                let path = dir.join(pcap_file_name(&session.plan, 1));
+                let path = dir.join(pcap_file_name(session.plan(), 1));
                 let file = PcapFile::open(session, &path)?;
-                session.files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+                session.listing().files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
                 Output::Pcap { file, dir, file_bytes: 0, index: 1 }
             }
         })
     }
 
     /// Writes one record; returns the bytes it added to storage.
-    pub(super) fn write(&mut self, session: &Session, record: &Record) -> anyhow::Result<u64> {
+    pub(super) fn write(&mut self, session: &dyn Capture, record: &Record) -> anyhow::Result<u64> {
         match self {
             Output::Pcap { file, dir, file_bytes, index } => {
-                if session.plan.rotate_bytes.is_some_and(|limit| *file_bytes >= limit) {
+                if session.plan().rotate_bytes.is_some_and(|limit| *file_bytes >= limit) {
                     file.flush()?;
                     *index += 1;
-                    let path = dir.join(pcap_file_name(&session.plan, *index));
+                    let path = dir.join(pcap_file_name(session.plan(), *index));
                     *file = PcapFile::open(session, &path)?;
                     *file_bytes = 0;
-                    let mut files = session.files.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut files = session.listing().files.lock().unwrap_or_else(|e| e.into_inner());
                     files.push(path);
-                    if let Some(keep) = session.plan.rotate_files {
+                    if let Some(keep) = session.plan().rotate_files {
                         while files.len() > keep as usize {
                             let _ = std::fs::remove_file(files.remove(0));
                         }
@@ -137,16 +164,16 @@ impl Output {
                 Ok(written)
             }
             Output::Raw { dir, next } => {
-                let path = dir.join(raw_file_name(&session.plan, record, *next));
+                let path = dir.join(raw_file_name(session.plan(), record, *next));
                 write_new(&path, &record.bytes)?;
                 *next += 1;
                 list_written(session, path, record)?;
                 Ok(record.bytes.len() as u64)
             }
             Output::GdsAggregates { dir } => {
-                let path = dir.join(format!("{}_{}", session.plan.name, record.batch_id.unwrap_or_default()));
+                let path = dir.join(format!("{}_{}", session.plan().name, record.batch_id.unwrap_or_default()));
                 let (written, mode) = gds::write_aggregate(&path, session.device_slots().as_deref(), record)?;
-                *session.gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode);
+                *session.listing().gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode);
                 list_written(session, path, record)?;
                 Ok(written)
             }
@@ -177,7 +204,7 @@ impl Output {
     }
 
     /// Completes what is open (an S3 object); at the capture's end.
-    pub(super) fn close(&mut self, session: &Session) -> anyhow::Result<()> {
+    pub(super) fn close(&mut self, session: &dyn Capture) -> anyhow::Result<()> {
         match self {
             Output::S3(output) => output.close(session),
             _ => Ok(()),
@@ -249,13 +276,13 @@ fn missing_slots_json(record: &Record) -> Option<String> {
 /// incomplete aggregate's it first writes `<file>.missing.json`: its batch
 /// id, its slots and those no packet filled (zero-filled in the file),
 /// listed apart so `files` holds one entry per record.
-fn list_written(session: &Session, file: PathBuf, record: &Record) -> anyhow::Result<()> {
+fn list_written(session: &dyn Capture, file: PathBuf, record: &Record) -> anyhow::Result<()> {
     if let Some(info) = missing_slots_json(record) {
         let path = PathBuf::from(format!("{}.missing.json", file.display()));
         write_new(&path, info.as_bytes())?;
-        session.missing_slot_files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+        session.listing().missing_slot_files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
     }
-    session.files.lock().unwrap_or_else(|e| e.into_inner()).push(file);
+    session.listing().files.lock().unwrap_or_else(|e| e.into_inner()).push(file);
     Ok(())
 }
 

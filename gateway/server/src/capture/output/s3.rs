@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use daqiri::writer::{PcapResolution, S3Bucket, S3Config, S3ObjectStream, pcap_global_header, pcap_record_header};
 
-use super::{Pending, missing_slots_json, output_of, pcap_file_name, raw_file_name};
+use super::{Capture, Pending, missing_slots_json, output_of, pcap_file_name, raw_file_name};
 use crate::capture::CaptureError;
 use crate::capture::ring::{MemoryBudget, Record, Reservation};
-use crate::capture::session::Session;
 
 /// The gateway's S3 store (`--capture-s3-*`), where captures with an
 /// `s3://bucket/prefix` destination go; credentials from the environment.
@@ -141,7 +140,7 @@ pub(crate) enum S3Output {
 
 impl S3Output {
     pub(super) fn open(
-        session: &Session,
+        session: &dyn Capture,
         stores: &S3Stores,
         budget: &Arc<MemoryBudget>,
         bucket: &str,
@@ -149,7 +148,7 @@ impl S3Output {
     ) -> anyhow::Result<Self> {
         let store = stores.bucket(bucket)?;
         let prefix = prefix.to_owned();
-        if session.plan.format == crate::capture::request::CaptureFormat::Raw {
+        if session.plan().format == crate::capture::request::CaptureFormat::Raw {
             return Ok(S3Output::Raw { bucket: store, prefix, next: 0, uploaded: 0 });
         }
         let part_bytes = stores.settings().part_bytes();
@@ -181,38 +180,39 @@ impl S3Output {
     }
 
     /// Starts the next pcap object, its global header written.
-    fn start_pcap_object(&mut self, session: &Session) -> anyhow::Result<()> {
+    fn start_pcap_object(&mut self, session: &dyn Capture) -> anyhow::Result<()> {
         let S3Output::Pcap { bucket, prefix, stream, index, part_bytes, .. } = self else { return Ok(()) };
-        let key = format!("{prefix}{}", pcap_file_name(&session.plan, *index));
+        let key = format!("{prefix}{}", pcap_file_name(session.plan(), *index));
         let mut object = bucket.stream(&key, *part_bytes)?;
-        object.write(&pcap_global_header(PcapResolution::Micros, session.plan.snaplen))?;
+        object.write(&pcap_global_header(PcapResolution::Micros, session.plan().snaplen))?;
         *stream = Some(Box::new(object));
         Ok(())
     }
 
     /// Completes the open pcap object: its records become durable, and it
     /// is listed among the capture's files (which exist in the bucket).
-    fn complete_pcap_object(&mut self, session: &Session) -> anyhow::Result<()> {
+    fn complete_pcap_object(&mut self, session: &dyn Capture) -> anyhow::Result<()> {
         let S3Output::Pcap { stream, open, sealed, completed_bytes, .. } = self else { return Ok(()) };
         if let Some(object) = stream.take() {
             let url = object.url();
             *completed_bytes += (*object).finish()?;
             sealed.add(std::mem::take(open));
-            session.files.lock().unwrap_or_else(|e| e.into_inner()).push(PathBuf::from(url));
+            session.listing().files.lock().unwrap_or_else(|e| e.into_inner()).push(PathBuf::from(url));
         }
         Ok(())
     }
 
-    pub(super) fn write(&mut self, session: &Session, record: &Record) -> anyhow::Result<u64> {
+    pub(super) fn write(&mut self, session: &dyn Capture, record: &Record) -> anyhow::Result<u64> {
         match self {
             S3Output::Raw { bucket, prefix, next, uploaded } => {
-                let key = format!("{prefix}{}", raw_file_name(&session.plan, record, *next));
+                let key = format!("{prefix}{}", raw_file_name(session.plan(), record, *next));
                 // The missing-slots object goes first, as beside a file: a
                 // listed aggregate always has its description.
                 if let Some(info) = missing_slots_json(record) {
                     let info_key = format!("{key}.missing.json");
                     bucket.put(&info_key, info.into_bytes())?;
                     session
+                        .listing()
                         .missing_slot_files
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -221,12 +221,12 @@ impl S3Output {
                 bucket.put(&key, record.bytes.clone())?;
                 *next += 1;
                 *uploaded += record.bytes.len() as u64;
-                session.files.lock().unwrap_or_else(|e| e.into_inner()).push(bucket.url(&key).into());
+                session.listing().files.lock().unwrap_or_else(|e| e.into_inner()).push(bucket.url(&key).into());
                 Ok(record.bytes.len() as u64)
             }
             S3Output::Pcap { open, index, .. } => {
                 // As a pcap file rotates: once its records reach rotate_bytes.
-                if session.plan.rotate_bytes.is_some_and(|limit| open.bytes >= limit) {
+                if session.plan().rotate_bytes.is_some_and(|limit| open.bytes >= limit) {
                     *index += 1;
                     self.complete_pcap_object(session)?;
                     self.start_pcap_object(session)?;
@@ -234,7 +234,7 @@ impl S3Output {
                 let S3Output::Pcap { stream: Some(object), open, .. } = self else {
                     anyhow::bail!("the capture's S3 object is closed");
                 };
-                let incl = record.bytes.len().min(session.plan.snaplen as usize);
+                let incl = record.bytes.len().min(session.plan().snaplen as usize);
                 let header =
                     pcap_record_header(PcapResolution::Micros, record.time, incl as u32, record.bytes.len() as u32);
                 object.write(&header)?;
@@ -264,7 +264,7 @@ impl S3Output {
         }
     }
 
-    pub(super) fn close(&mut self, session: &Session) -> anyhow::Result<()> {
+    pub(super) fn close(&mut self, session: &dyn Capture) -> anyhow::Result<()> {
         self.complete_pcap_object(session)
     }
 
