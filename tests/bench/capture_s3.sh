@@ -18,6 +18,7 @@
 #   INFLIGHT parts (4; aws s3 cp runs 10 requests at once, 8 MiB parts)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/bench/lib.sh
 DIR=${1:-/var/tmp/daqiri-capture-s3-bench}
 RUN=${SECONDS_PER_RUN:-10} RATE=${RATE:-20000} PAYLOAD=${PAYLOAD:-8000} PART_MB=${PART_MB:-8} INFLIGHT=${INFLIGHT:-4}
 [[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)" >&2; exit 1; }
@@ -38,10 +39,8 @@ cleanup() {
 trap cleanup EXIT
 cleanup
 mkdir -p "$DIR"
-ip netns add $TX; ip netns add $RX
-ip link add veth0 netns $TX type veth peer name veth1 netns $RX
-ip -n $TX addr add 10.214.10.1/24 dev veth0; ip -n $RX addr add $RX_IP/24 dev veth1
-ip -n $TX link set veth0 mtu 9000 up; ip -n $RX link set veth1 mtu 9000 up; ip -n $RX link set lo up
+# A wire-like sender (tests/bench/lib.sh), MTU 9000 for the 8000-byte datagrams.
+veth_bed $TX $RX 10.214.10.1 $RX_IP 1 9000
 # The store in the receiver's namespace, on its loopback.
 endpoint=$(ip netns exec $RX tests/s3/server.sh start "$DIR/s3")
 in_rx() { ip netns exec $RX "$@"; }
