@@ -5,11 +5,8 @@
 
 mod common;
 
-use std::process::Command;
-
-use daqiri_config::testing::{TestConfig, rx};
-
 use common::{GATEWAY, Gateway, free_udp_port, scratch_dir, wait_for_capture_end};
+use std::process::Command;
 
 const PACKETS_PER_BATCH: usize = 64;
 const BATCHES: usize = 40;
@@ -19,15 +16,7 @@ const PAYLOAD: usize = 200;
 fn shuffled_batches_reach_disk_reordered_one_file_per_batch() {
     let dir = scratch_dir("reorder");
     let (udp, source) = (free_udp_port(), free_udp_port());
-    let mut config = TestConfig::udp_server(udp)
-        .interface_named("udp_rx")
-        .region("m", 8192, 2048)
-        .region("batches", 64, (PACKETS_PER_BATCH * PAYLOAD) as u64)
-        .rx_queue(rx(0, "m").batch(64).timeout_us(20000))
-        .udp_src_flow(1, 0, source)
-        .cpu_reorder("by_batch", &[1], "batches", 0, PACKETS_PER_BATCH as u32);
-    config.model_mut().interfaces[0].rx.as_mut().unwrap().reorder_configs[0].payload_byte_offset = 0;
-    let config = config.yaml();
+    let config = common::by_batch_reorder(udp, source, PACKETS_PER_BATCH, PAYLOAD).yaml();
     let gw = Gateway::run(GATEWAY, dir, &config);
 
     // Requests the plan cannot serve name the field.

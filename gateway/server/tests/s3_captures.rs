@@ -204,15 +204,8 @@ fn a_reorder_plans_aggregates_land_one_object_each_with_the_missing_slots_beside
     let endpoint = endpoint();
     let bucket = bucket(&endpoint, "aggregates");
     let (udp, source) = (free_udp_port(), free_udp_port());
-    let mut config = TestConfig::udp_server(udp)
-        .interface_named("udp_rx")
-        .region("m", 8192, 2048)
-        .region("batches", 64, (SLOTS * PAYLOAD) as u64)
-        .rx_queue(rx(0, "m").batch(64).timeout_us(20000))
-        .udp_src_flow(1, 0, source)
-        .cpu_reorder("by_batch", &[1], "batches", 0, SLOTS as u32);
-    config.model_mut().interfaces[0].rx.as_mut().unwrap().reorder_configs[0].payload_byte_offset = 0;
-    let gw = gateway_on("aggregates", &config.yaml(), &endpoint, SECRET_KEY, &[]);
+    let config = common::by_batch_reorder(udp, source, SLOTS, PAYLOAD).yaml();
+    let gw = gateway_on("aggregates", &config, &endpoint, SECRET_KEY, &[]);
     let body = format!(
         r#"{{"format": "raw", "interface": "udp_rx", "name": "agg", "reorder": "by_batch", "max_packets": 3, "destination": "s3://{bucket}/plans"}}"#
     );
