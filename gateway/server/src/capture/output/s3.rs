@@ -122,14 +122,16 @@ pub(crate) enum S3Output {
     Pcap {
         bucket: S3Bucket,
         prefix: String,
-        /// The object being written, and the records in it.
+        /// The object being written (none between a completed one and the
+        /// next record), and the records in it.
         stream: Option<Box<S3ObjectStream>>,
         open: Pending,
         /// Records of objects completed since the last commit.
         sealed: Pending,
         /// Bytes of the completed objects.
         completed_bytes: u64,
-        index: u32,
+        /// The number of the next object to start.
+        next_index: u32,
         part_bytes: usize,
         /// The capture memory its parts take, given back when it ends.
         _memory: Reservation,
@@ -171,7 +173,7 @@ impl S3Output {
             open: Pending::default(),
             sealed: Pending::default(),
             completed_bytes: 0,
-            index: 1,
+            next_index: 1,
             part_bytes,
             _memory: memory,
         };
@@ -181,8 +183,9 @@ impl S3Output {
 
     /// Starts the next pcap object, its global header written.
     fn start_pcap_object(&mut self, session: &dyn Capture) -> anyhow::Result<()> {
-        let S3Output::Pcap { bucket, prefix, stream, index, part_bytes, .. } = self else { return Ok(()) };
-        let key = format!("{prefix}{}", pcap_file_name(session.plan(), *index));
+        let S3Output::Pcap { bucket, prefix, stream, next_index, part_bytes, .. } = self else { return Ok(()) };
+        let key = format!("{prefix}{}", pcap_file_name(session.plan(), *next_index));
+        *next_index += 1;
         let mut object = bucket.stream(&key, *part_bytes)?;
         object.write(&pcap_global_header(PcapResolution::Micros, session.plan().snaplen))?;
         *stream = Some(Box::new(object));
@@ -224,11 +227,10 @@ impl S3Output {
                 session.listing().files.lock().unwrap_or_else(|e| e.into_inner()).push(bucket.url(&key).into());
                 Ok(record.bytes.len() as u64)
             }
-            S3Output::Pcap { open, index, .. } => {
-                // As a pcap file rotates: once its records reach rotate_bytes.
-                if session.plan().rotate_bytes.is_some_and(|limit| open.bytes >= limit) {
-                    *index += 1;
-                    self.complete_pcap_object(session)?;
+            S3Output::Pcap { stream, .. } => {
+                // The next object starts with its first record, so a store
+                // that refuses it finds the objects before it counted.
+                if stream.is_none() {
                     self.start_pcap_object(session)?;
                 }
                 let S3Output::Pcap { stream: Some(object), open, .. } = self else {
@@ -241,6 +243,11 @@ impl S3Output {
                 object.write(&record.bytes[..incl])?;
                 let written = (header.len() + incl) as u64;
                 open.add(Pending { packets: 1, bytes: written });
+                // As a pcap file rotates: once its records reach rotate_bytes,
+                // completed at once so its records count before the next write.
+                if session.plan().rotate_bytes.is_some_and(|limit| open.bytes >= limit) {
+                    self.complete_pcap_object(session)?;
+                }
                 Ok(written)
             }
         }
