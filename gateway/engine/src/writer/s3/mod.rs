@@ -9,8 +9,11 @@
 //! from the environment as AWS's tools read it (`AWS_ACCESS_KEY_ID`/
 //! `AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`, a web-identity token file
 //! with `AWS_ROLE_ARN` as Kubernetes service accounts get them, ECS and EC2
-//! instance metadata).
+//! instance metadata), and a profile's static keys in `~/.aws/credentials`
+//! or `~/.aws/config` (`AWS_PROFILE`) between the first two, as AWS's tools
+//! order them.
 
+mod profile;
 mod stream;
 mod writer;
 
@@ -112,6 +115,12 @@ impl S3Bucket {
             );
         if let Some(endpoint) = &config.endpoint {
             builder = builder.with_endpoint(endpoint);
+        }
+        if let Some(keys) = profile::profile_credentials(|name| std::env::var(name).ok())? {
+            builder = builder.with_access_key_id(keys.access_key_id).with_secret_access_key(keys.secret_access_key);
+            if let Some(token) = keys.session_token {
+                builder = builder.with_token(token);
+            }
         }
         let store = builder.build().map_err(|e| Error::invalid(format!("S3 bucket {}: {e}", config.bucket)))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
