@@ -7,6 +7,12 @@ cd "$(dirname "$0")/.."
 step() { echo "run.sh: [$(date +%T) +${SECONDS}s] $*" >&2; }
 step setup
 ignored=$(tests/setup.sh)
+# Every compile goes through sccache, whose cache under the user cache keeps
+# what a clean clone would build again (the dependencies, from a release to
+# the next Cargo.lock) the way the control plane is kept. Incremental builds
+# cannot be cached, and a clean clone has nothing to be incremental on.
+export RUSTC_WRAPPER=sccache SCCACHE_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/daqiri-gateway/sccache
+export SCCACHE_CACHE_SIZE=${SCCACHE_CACHE_SIZE:-8G} CARGO_INCREMENTAL=0
 # The images' release builds and the fuzz targets' instrumented build take
 # many minutes of both cores: they start now at idle priority (SCHED_IDLE,
 # idle I/O), on the cycles the tests below leave while they wait, in a
@@ -24,6 +30,8 @@ s3_dir=""
 # What runs in the background goes with the suite, however it ends.
 cleanup() {
     stop_builds
+    sccache --show-stats 2>/dev/null | grep -E '^(Compile requests|Cache hits|Cache misses) ' >&2 || true
+    sccache --stop-server >/dev/null 2>&1 || true
     [[ -z $s3_dir ]] || tests/s3/server.sh stop "$s3_dir"
 }
 trap cleanup EXIT

@@ -83,6 +83,12 @@ if ! command -v cargo-nextest >/dev/null; then
     log "installing cargo-nextest"
     cargo install --locked cargo-nextest >&2
 fi
+# The suite's compiler cache (tests/run.sh): the crates a clean clone would
+# compile again, from disk. Only its local-disk cache is built.
+if ! command -v sccache >/dev/null; then
+    log "installing sccache"
+    cargo install --locked --no-default-features sccache >&2
+fi
 
 why_not=""
 if [[ $(id -u) -ne 0 ]]; then
