@@ -119,27 +119,32 @@ fn a_pcap_capture_streams_into_one_object_that_reads_whole_and_downloads_alike()
 
 #[test]
 #[ignore = "needs DAQIRI_TEST_S3_ENDPOINT naming an S3 server; tests/run.sh starts one"]
-fn a_raw_capture_puts_each_packet_as_an_object_of_its_own() {
+fn a_raw_capture_streams_its_records_back_to_back_into_rotated_objects() {
     let endpoint = endpoint();
     let bucket = bucket(&endpoint, "raw");
     let (gw, udp) = gateway("raw", &endpoint, SECRET_KEY, &[]);
+    // Records of 342 bytes in objects of at least 8 KiB: 24 records fill one.
     let body = format!(
-        r#"{{"format": "raw", "interface": "udp_rx", "name": "r", "max_packets": 40, "destination": "s3://{bucket}"}}"#
+        r#"{{"format": "raw", "interface": "udp_rx", "name": "r", "max_packets": 60, "rotate_bytes": 8192, "destination": "s3://{bucket}"}}"#
     );
     let id = start(&gw, &body)["id"].clone();
-    send(udp, 40, 300, 2000);
+    send(udp, 60, 300, 2000);
     let info = wait_for_capture_end(|| capture(&gw, &id));
-    assert_eq!((info["state"].as_str(), info["packets"].as_u64()), (Some("finished"), Some(40)), "{info}");
+    assert_eq!((info["state"].as_str(), info["packets"].as_u64()), (Some("finished"), Some(60)), "{info}");
+    assert_eq!(info["bytes"].as_u64(), Some(60 * 342));
     let urls = urls(&info);
-    assert_eq!(urls.len(), 40);
-    for (seq, url) in urls.iter().enumerate() {
-        assert_eq!(url, &format!("s3://{bucket}/r_{seq}"));
-        let bytes = object(&endpoint, url);
-        // A datagram as a capture frames it: Ethernet, IPv4 and UDP headers, then the payload.
-        assert_eq!(bytes.len(), 42 + 300, "{url}");
-        assert_eq!(&bytes[42..46], (seq as u32).to_be_bytes(), "{url} carries its sequence number");
+    assert_eq!(urls.len(), 3, "24 + 24 + 12 records: {urls:?}");
+    let mut stream = Vec::new();
+    for (index, url) in urls.iter().enumerate() {
+        assert_eq!(url, &format!("s3://{bucket}/r_{:04}.raw", index + 1));
+        stream.extend(object(&endpoint, url));
     }
-    assert_eq!(info["bytes"].as_u64(), Some(40 * 342));
+    assert_eq!(stream.len(), 60 * 342);
+    for (seq, record) in stream.chunks(342).enumerate() {
+        // A datagram as a capture frames it: Ethernet, IPv4 and UDP headers, then the payload.
+        assert_eq!(&record[42..46], (seq as u32).to_be_bytes(), "record {seq} carries its sequence number, in order");
+    }
+    assert_eq!(info["uploaded_bytes"].as_u64(), Some(60 * 342));
 }
 
 #[test]

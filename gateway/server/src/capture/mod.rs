@@ -571,11 +571,11 @@ mod tests {
     fn earlier_outputs_of_a_name_are_found_and_others_are_not() {
         let dir = std::env::temp_dir().join(format!("daqiri-existing-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for file in ["a_b.pcap", "ab.pcap", "a_x1"] {
+        for file in ["a_b.pcap", "ab.pcap", "a_x1", "ab.raw", "a.raw.x"] {
             std::fs::write(dir.join(file), b"").unwrap();
         }
         assert_eq!(output::existing_output(&dir, "a"), None, "other captures' files are not a's");
-        for file in ["a.pcap", "a_0003.pcap", "a_17"] {
+        for file in ["a.pcap", "a_0003.pcap", "a_17", "a.raw", "a_0002.raw"] {
             std::fs::write(dir.join(file), b"").unwrap();
             assert_eq!(output::existing_output(&dir, "a"), Some(dir.join(file)));
             std::fs::remove_file(dir.join(file)).unwrap();
@@ -599,5 +599,20 @@ mod tests {
         assert!(message.contains("per aggregate"), "{message}");
         assert!(refused(r#"{"format":"gds","interface":"p","name":"a","snaplen":64,"rotate_bytes":9}"#).is_none());
         assert!(refused(r#"{"format":"pcap","interface":"p","name":"a","reorder":"agg"}"#).is_some());
+        // A raw capture to S3 streams into objects, which rotate; it has no snap length.
+        assert!(
+            refused(r#"{"format":"raw","interface":"p","name":"a","rotate_bytes":9,"destination":"s3://bkt"}"#)
+                .is_none()
+        );
+        let (field, message) =
+            refused(r#"{"format":"raw","interface":"p","name":"a","snaplen":64,"destination":"s3://bkt"}"#).unwrap();
+        assert_eq!(field, "snaplen");
+        assert!(message.contains("back to back"), "{message}");
+        let (field, message) = refused(
+            r#"{"format":"raw","interface":"p","name":"a","reorder":"agg","rotate_bytes":9,"destination":"s3://bkt"}"#,
+        )
+        .unwrap();
+        assert_eq!(field, "rotate_bytes");
+        assert!(message.contains("per aggregate"), "{message}");
     }
 }

@@ -60,7 +60,7 @@ pub(crate) struct CaptureRequest {
     /// Bytes kept of each packet (pcap).
     #[serde(default)]
     pub snaplen: Option<u32>,
-    /// Start a new pcap file once the current one reaches this many bytes.
+    /// Start a new pcap file (or S3 object) once the current one reaches this many bytes.
     #[serde(default)]
     pub rotate_bytes: Option<u64>,
     /// Keep at most this many files when rotating (oldest deleted).
@@ -171,25 +171,41 @@ impl CaptureRequest {
         if let Some(Err(why)) = self.duration_s.map(|d| crate::seconds::check(d, 0.0)) {
             return Err(CaptureError::Invalid("duration_s", format!("duration_s: {why}")));
         }
-        // Rotation and snap length shape pcap files, which raw captures and
-        // aggregate captures do not write.
+        let destination = match &self.destination {
+            None => Destination::Directory,
+            Some(text) => Destination::parse(text)?,
+        };
+        // Snap length shapes pcap records, rotation the files or objects a
+        // capture streams into: pcap files, and a raw capture's S3 objects
+        // (raw files and aggregates are one per record).
         let pcap_file = match self.format {
             CaptureFormat::Pcap => true,
             CaptureFormat::Gds => self.reorder.is_none(),
             CaptureFormat::Raw => false,
         };
-        let pcap_only = [
-            ("rotate_bytes", self.rotate_bytes.is_some()),
-            ("rotate_files", self.rotate_files.is_some()),
-            ("snaplen", self.snaplen.is_some()),
+        let streamed = pcap_file
+            || (self.format == CaptureFormat::Raw && self.reorder.is_none() && destination != Destination::Directory);
+        let writes = if self.reorder.is_some() {
+            "one file or object per aggregate"
+        } else if streamed {
+            "its records' raw bytes back to back"
+        } else {
+            "one raw file per packet"
+        };
+        let shaping = [
+            ("rotate_bytes", self.rotate_bytes.is_some() && !streamed),
+            ("rotate_files", self.rotate_files.is_some() && !pcap_file),
+            ("snaplen", self.snaplen.is_some() && !pcap_file),
         ];
-        if let Some((field, _)) = pcap_only.iter().find(|(_, given)| *given && !pcap_file) {
+        if let Some((field, _)) = shaping.iter().find(|(_, refused)| *refused) {
+            let applies = if *field == "rotate_bytes" {
+                "pcap files and raw captures to S3"
+            } else {
+                "pcap files (format pcap, or gds without reorder)"
+            };
             return Err(CaptureError::Invalid(
                 field,
-                format!(
-                    "{field} applies to pcap files (format pcap, or gds without reorder); this capture writes one raw file per {}",
-                    if self.reorder.is_some() { "aggregate" } else { "packet" }
-                ),
+                format!("{field} applies to {applies}; this capture writes {writes}"),
             ));
         }
         if self.rotate_files.is_some() && self.rotate_bytes.is_none() {
@@ -198,10 +214,6 @@ impl CaptureRequest {
                 "rotate_files needs rotate_bytes (when to start the next file)".into(),
             ));
         }
-        let destination = match &self.destination {
-            None => Destination::Directory,
-            Some(text) => Destination::parse(text)?,
-        };
         if destination != Destination::Directory {
             if self.format == CaptureFormat::Gds {
                 return Err(CaptureError::Invalid(

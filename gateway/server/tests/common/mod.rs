@@ -145,13 +145,15 @@ impl Drop for Gateway {
 /// A UDP server interface `udp_rx` whose flow 1 (datagrams from `source`)
 /// feeds the CPU reorder plan `by_batch`: batches of `slots` payloads of
 /// `payload` bytes, each payload's first four bytes its sequence number.
+/// An incomplete batch is emitted 250 ms after its first packet: long past
+/// any pause a loaded machine puts between a sender's datagrams.
 pub fn by_batch_reorder(udp: u16, source: u16, slots: usize, payload: usize) -> daqiri_config::testing::TestConfig {
     use daqiri_config::testing::{TestConfig, rx};
     let mut config = TestConfig::udp_server(udp)
         .interface_named("udp_rx")
         .region("m", 8192, 2048)
         .region("batches", 64, (slots * payload) as u64)
-        .rx_queue(rx(0, "m").batch(64).timeout_us(20000))
+        .rx_queue(rx(0, "m").batch(64).timeout_us(250_000))
         .udp_src_flow(1, 0, source)
         .cpu_reorder("by_batch", &[1], "batches", 0, slots as u32);
     config.model_mut().interfaces[0].rx.as_mut().unwrap().reorder_configs[0].payload_byte_offset = 0;

@@ -258,6 +258,12 @@ fn pcap_file_name(plan: &Plan, index: u32) -> String {
     if plan.rotate_bytes.is_some() { format!("{}_{index:04}.pcap", plan.name) } else { format!("{}.pcap", plan.name) }
 }
 
+/// `<name>.raw`, or `<name>_<index>.raw` when rotating: a raw capture's
+/// records back to back in one S3 object.
+fn raw_stream_name(plan: &Plan, index: u32) -> String {
+    if plan.rotate_bytes.is_some() { format!("{}_{index:04}.raw", plan.name) } else { format!("{}.raw", plan.name) }
+}
+
 /// A raw record's file name: an aggregate's by its batch, a packet's by its order.
 fn raw_file_name(plan: &Plan, record: &Record, next: u64) -> String {
     format!("{}_{}", plan.name, record.batch_id.unwrap_or(next))
@@ -314,7 +320,8 @@ pub(in crate::capture) fn existing_output(dir: &Path, name: &str) -> Option<Path
 /// Whether `file` is one a capture named `name` writes.
 fn output_of(name: &str, file: &str) -> bool {
     let Some(rest) = file.strip_prefix(name) else { return false };
-    rest == ".pcap" || numbered(rest.strip_suffix(".pcap").unwrap_or(rest))
+    let numbered_file = rest.strip_suffix(".pcap").or_else(|| rest.strip_suffix(".raw")).unwrap_or(rest);
+    rest == ".pcap" || rest == ".raw" || numbered(numbered_file)
 }
 
 /// Whether captures named `a` and `b` could write the same file: the same

@@ -1,8 +1,9 @@
-//! Captures to S3: a pcap capture streamed into one object per pcap file
-//! (multipart, `--capture-s3-part-mb` parts), a raw capture as one object
-//! per record. A record counts once the store holds it as an object: a raw
-//! record when its `PutObject` is acknowledged, a pcap record when its
-//! object is completed (at rotation or at the end). An object a failure
+//! Captures to S3: a pcap or raw capture streamed into objects (multipart,
+//! `--capture-s3-part-mb` parts; one per pcap file, raw records back to
+//! back), a reorder plan's aggregates as one object each. A record counts
+//! once the store holds it as an object: an aggregate when its `PutObject`
+//! is acknowledged, a streamed record when its object is completed (at
+//! rotation or at the end). An object a failure
 //! leaves open is aborted; the objects completed before it stay whole.
 
 use std::collections::HashMap;
@@ -12,8 +13,9 @@ use std::time::Duration;
 
 use daqiri::writer::{PcapResolution, S3Bucket, S3Config, S3ObjectStream, pcap_global_header, pcap_record_header};
 
-use super::{Capture, Pending, missing_slots_json, output_of, pcap_file_name, raw_file_name};
+use super::{Capture, Pending, missing_slots_json, output_of, pcap_file_name, raw_file_name, raw_stream_name};
 use crate::capture::CaptureError;
+use crate::capture::request::CaptureFormat;
 use crate::capture::ring::{MemoryBudget, Record, Reservation};
 
 /// The gateway's S3 store (`--capture-s3-*`), where captures with an
@@ -118,8 +120,9 @@ impl S3Stores {
 /// A capture's objects.
 #[derive(Debug)]
 pub(crate) enum S3Output {
-    /// One streamed object per pcap file.
-    Pcap {
+    /// Its records streamed into objects: one per pcap file, or raw records
+    /// back to back (`<name>.raw`, numbered when rotating).
+    Stream {
         bucket: S3Bucket,
         prefix: String,
         /// The object being written (none between a completed one and the
@@ -136,8 +139,8 @@ pub(crate) enum S3Output {
         /// The capture memory its parts take, given back when it ends.
         _memory: Reservation,
     },
-    /// One object per record.
-    Raw { bucket: S3Bucket, prefix: String, next: u64, uploaded: u64 },
+    /// One object per record: a reorder plan's aggregates.
+    Objects { bucket: S3Bucket, prefix: String, next: u64, uploaded: u64 },
 }
 
 impl S3Output {
@@ -150,8 +153,8 @@ impl S3Output {
     ) -> anyhow::Result<Self> {
         let store = stores.bucket(bucket)?;
         let prefix = prefix.to_owned();
-        if session.plan().format == crate::capture::request::CaptureFormat::Raw {
-            return Ok(S3Output::Raw { bucket: store, prefix, next: 0, uploaded: 0 });
+        if session.plan().reorder.is_some() {
+            return Ok(S3Output::Objects { bucket: store, prefix, next: 0, uploaded: 0 });
         }
         let part_bytes = stores.settings().part_bytes();
         let bound = S3ObjectStream::memory_bound(part_bytes, store.config());
@@ -166,7 +169,7 @@ impl S3Output {
                 ),
             )
         })?;
-        let mut output = S3Output::Pcap {
+        let mut output = S3Output::Stream {
             bucket: store,
             prefix,
             stream: None,
@@ -177,25 +180,30 @@ impl S3Output {
             part_bytes,
             _memory: memory,
         };
-        output.start_pcap_object(session)?;
+        output.start_object(session)?;
         Ok(output)
     }
 
-    /// Starts the next pcap object, its global header written.
-    fn start_pcap_object(&mut self, session: &dyn Capture) -> anyhow::Result<()> {
-        let S3Output::Pcap { bucket, prefix, stream, next_index, part_bytes, .. } = self else { return Ok(()) };
-        let key = format!("{prefix}{}", pcap_file_name(session.plan(), *next_index));
+    /// Starts the next streamed object (a pcap one with its global header).
+    fn start_object(&mut self, session: &dyn Capture) -> anyhow::Result<()> {
+        let S3Output::Stream { bucket, prefix, stream, next_index, part_bytes, .. } = self else { return Ok(()) };
+        let plan = session.plan();
+        let pcap = plan.format == CaptureFormat::Pcap;
+        let name = if pcap { pcap_file_name(plan, *next_index) } else { raw_stream_name(plan, *next_index) };
+        let key = format!("{prefix}{name}");
         *next_index += 1;
         let mut object = bucket.stream(&key, *part_bytes)?;
-        object.write(&pcap_global_header(PcapResolution::Micros, session.plan().snaplen))?;
+        if pcap {
+            object.write(&pcap_global_header(PcapResolution::Micros, plan.snaplen))?;
+        }
         *stream = Some(Box::new(object));
         Ok(())
     }
 
-    /// Completes the open pcap object: its records become durable, and it
-    /// is listed among the capture's files (which exist in the bucket).
-    fn complete_pcap_object(&mut self, session: &dyn Capture) -> anyhow::Result<()> {
-        let S3Output::Pcap { stream, open, sealed, completed_bytes, .. } = self else { return Ok(()) };
+    /// Completes the open object: its records become durable, and it is
+    /// listed among the capture's files (which exist in the bucket).
+    fn complete_object(&mut self, session: &dyn Capture) -> anyhow::Result<()> {
+        let S3Output::Stream { stream, open, sealed, completed_bytes, .. } = self else { return Ok(()) };
         if let Some(object) = stream.take() {
             let url = object.url();
             *completed_bytes += (*object).finish()?;
@@ -207,7 +215,7 @@ impl S3Output {
 
     pub(super) fn write(&mut self, session: &dyn Capture, record: &Record) -> anyhow::Result<u64> {
         match self {
-            S3Output::Raw { bucket, prefix, next, uploaded } => {
+            S3Output::Objects { bucket, prefix, next, uploaded } => {
                 let key = format!("{prefix}{}", raw_file_name(session.plan(), record, *next));
                 // The missing-slots object goes first, as beside a file: a
                 // listed aggregate always has its description.
@@ -227,59 +235,65 @@ impl S3Output {
                 session.listing().files.lock().unwrap_or_else(|e| e.into_inner()).push(bucket.url(&key).into());
                 Ok(record.bytes.len() as u64)
             }
-            S3Output::Pcap { stream, .. } => {
+            S3Output::Stream { stream, .. } => {
                 // The next object starts with its first record, so a store
                 // that refuses it finds the objects before it counted.
                 if stream.is_none() {
-                    self.start_pcap_object(session)?;
+                    self.start_object(session)?;
                 }
-                let S3Output::Pcap { stream: Some(object), open, .. } = self else {
+                let S3Output::Stream { stream: Some(object), open, .. } = self else {
                     anyhow::bail!("the capture's S3 object is closed");
                 };
-                let incl = record.bytes.len().min(session.plan().snaplen as usize);
-                let header =
-                    pcap_record_header(PcapResolution::Micros, record.time, incl as u32, record.bytes.len() as u32);
-                object.write(&header)?;
-                object.write(&record.bytes[..incl])?;
-                let written = (header.len() + incl) as u64;
+                let plan = session.plan();
+                let written = if plan.format == CaptureFormat::Pcap {
+                    let incl = record.bytes.len().min(plan.snaplen as usize);
+                    let header =
+                        pcap_record_header(PcapResolution::Micros, record.time, incl as u32, record.bytes.len() as u32);
+                    object.write(&header)?;
+                    object.write(&record.bytes[..incl])?;
+                    header.len() + incl
+                } else {
+                    object.write(&record.bytes)?;
+                    record.bytes.len()
+                } as u64;
                 open.add(Pending { packets: 1, bytes: written });
                 // As a pcap file rotates: once its records reach rotate_bytes,
                 // completed at once so its records count before the next write.
-                if session.plan().rotate_bytes.is_some_and(|limit| open.bytes >= limit) {
-                    self.complete_pcap_object(session)?;
+                if plan.rotate_bytes.is_some_and(|limit| open.bytes >= limit) {
+                    self.complete_object(session)?;
                 }
                 Ok(written)
             }
         }
     }
 
-    /// Whether records are durable and wait to be counted: a raw record
-    /// at once, pcap records once their object completed.
+    /// Whether records are durable and wait to be counted: an aggregate's
+    /// at once, streamed records once their object completed.
     pub(super) fn commit_due(&self) -> bool {
         match self {
-            S3Output::Raw { .. } => true,
-            S3Output::Pcap { sealed, .. } => sealed.packets > 0,
+            S3Output::Objects { .. } => true,
+            S3Output::Stream { sealed, .. } => sealed.packets > 0,
         }
     }
 
-    /// What of `pending` is durable: a raw record as soon as written; a pcap
-    /// record once its object is complete.
+    /// What of `pending` is durable: an aggregate as soon as written; a
+    /// streamed record once its object is complete.
     pub(super) fn durable(&mut self, pending: Pending) -> Pending {
         match self {
-            S3Output::Raw { .. } => pending,
-            S3Output::Pcap { sealed, .. } => std::mem::take(sealed),
+            S3Output::Objects { .. } => pending,
+            S3Output::Stream { sealed, .. } => std::mem::take(sealed),
         }
     }
 
     pub(super) fn close(&mut self, session: &dyn Capture) -> anyhow::Result<()> {
-        self.complete_pcap_object(session)
+        self.complete_object(session)
     }
 
     /// Bytes the store acknowledged: completed objects, and the open one's parts.
     pub(super) fn uploaded(&self) -> u64 {
         match self {
-            S3Output::Raw { uploaded, .. } => *uploaded,
-            S3Output::Pcap { stream, completed_bytes, .. } => {
+            S3Output::Objects { uploaded, .. } => *uploaded,
+            S3Output::Stream { stream, completed_bytes, .. } => {
                 completed_bytes + stream.as_ref().map_or(0, |object| object.acknowledged())
             }
         }
