@@ -34,6 +34,18 @@ pub(super) struct Listing {
     pub gds_mode: Mutex<Option<&'static str>>,
 }
 
+impl Listing {
+    /// Lists a file (or object) written whole.
+    fn add_file(&self, file: PathBuf) {
+        self.files.lock().unwrap_or_else(|e| e.into_inner()).push(file);
+    }
+
+    /// Lists an incomplete aggregate's missing-slot description.
+    fn add_missing_slot_file(&self, file: PathBuf) {
+        self.missing_slot_files.lock().unwrap_or_else(|e| e.into_inner()).push(file);
+    }
+}
+
 /// Records written but not yet durable: not counted until they are.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Pending {
@@ -133,9 +145,9 @@ impl Output {
             (CaptureFormat::Raw, _) => Output::Raw { dir, next: 0 },
             (CaptureFormat::Gds, Some(_)) => Output::GdsAggregates { dir },
             _ => {
-                let path = dir.join(pcap_file_name(session.plan(), 1));
+                let path = dir.join(stream_file_name(session.plan(), 1));
                 let file = PcapFile::open(session, &path)?;
-                session.listing().files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+                session.listing().add_file(path);
                 Output::Pcap { file, dir, file_bytes: 0, index: 1 }
             }
         })
@@ -148,7 +160,7 @@ impl Output {
                 if session.plan().rotate_bytes.is_some_and(|limit| *file_bytes >= limit) {
                     file.flush()?;
                     *index += 1;
-                    let path = dir.join(pcap_file_name(session.plan(), *index));
+                    let path = dir.join(stream_file_name(session.plan(), *index));
                     *file = PcapFile::open(session, &path)?;
                     *file_bytes = 0;
                     let mut files = session.listing().files.lock().unwrap_or_else(|e| e.into_inner());
@@ -171,7 +183,7 @@ impl Output {
                 Ok(record.bytes.len() as u64)
             }
             Output::GdsAggregates { dir } => {
-                let path = dir.join(format!("{}_{}", session.plan().name, record.batch_id.unwrap_or_default()));
+                let path = dir.join(raw_file_name(session.plan(), record, 0));
                 let (written, mode) = gds::write_aggregate(&path, session.device_slots().as_deref(), record)?;
                 *session.listing().gds_mode.lock().unwrap_or_else(|e| e.into_inner()) = Some(mode);
                 list_written(session, path, record)?;
@@ -253,15 +265,16 @@ impl Output {
     }
 }
 
-/// `<name>.pcap`, or `<name>_<index>.pcap` when rotating.
-fn pcap_file_name(plan: &Plan, index: u32) -> String {
-    if plan.rotate_bytes.is_some() { format!("{}_{index:04}.pcap", plan.name) } else { format!("{}.pcap", plan.name) }
-}
-
-/// `<name>.raw`, or `<name>_<index>.raw` when rotating: a raw capture's
-/// records back to back in one S3 object.
-fn raw_stream_name(plan: &Plan, index: u32) -> String {
-    if plan.rotate_bytes.is_some() { format!("{}_{index:04}.raw", plan.name) } else { format!("{}.raw", plan.name) }
+/// A file or object a capture streams its records into: `<name>.pcap`, or
+/// `<name>.raw` for a raw capture's records back to back (S3); numbered
+/// `<name>_<index>.<ext>` when rotating.
+fn stream_file_name(plan: &Plan, index: u32) -> String {
+    let extension = if plan.format == CaptureFormat::Raw { "raw" } else { "pcap" };
+    if plan.rotate_bytes.is_some() {
+        format!("{}_{index:04}.{extension}", plan.name)
+    } else {
+        format!("{}.{extension}", plan.name)
+    }
 }
 
 /// A raw record's file name: an aggregate's by its batch, a packet's by its order.
@@ -286,9 +299,9 @@ fn list_written(session: &dyn Capture, file: PathBuf, record: &Record) -> anyhow
     if let Some(info) = missing_slots_json(record) {
         let path = PathBuf::from(format!("{}.missing.json", file.display()));
         write_new(&path, info.as_bytes())?;
-        session.listing().missing_slot_files.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+        session.listing().add_missing_slot_file(path);
     }
-    session.listing().files.lock().unwrap_or_else(|e| e.into_inner()).push(file);
+    session.listing().add_file(file);
     Ok(())
 }
 

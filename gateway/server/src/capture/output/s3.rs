@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use daqiri::writer::{PcapResolution, S3Bucket, S3Config, S3ObjectStream, pcap_global_header, pcap_record_header};
 
-use super::{Capture, Pending, missing_slots_json, output_of, pcap_file_name, raw_file_name, raw_stream_name};
+use super::{Capture, Pending, missing_slots_json, output_of, raw_file_name, stream_file_name};
 use crate::capture::CaptureError;
 use crate::capture::request::CaptureFormat;
 use crate::capture::ring::{MemoryBudget, Record, Reservation};
@@ -189,8 +189,7 @@ impl S3Output {
         let S3Output::Stream { bucket, prefix, stream, next_index, part_bytes, .. } = self else { return Ok(()) };
         let plan = session.plan();
         let pcap = plan.format == CaptureFormat::Pcap;
-        let name = if pcap { pcap_file_name(plan, *next_index) } else { raw_stream_name(plan, *next_index) };
-        let key = format!("{prefix}{name}");
+        let key = format!("{prefix}{}", stream_file_name(plan, *next_index));
         *next_index += 1;
         let mut object = bucket.stream(&key, *part_bytes)?;
         if pcap {
@@ -208,7 +207,7 @@ impl S3Output {
             let url = object.url();
             *completed_bytes += (*object).finish()?;
             sealed.add(std::mem::take(open));
-            session.listing().files.lock().unwrap_or_else(|e| e.into_inner()).push(PathBuf::from(url));
+            session.listing().add_file(PathBuf::from(url));
         }
         Ok(())
     }
@@ -222,17 +221,12 @@ impl S3Output {
                 if let Some(info) = missing_slots_json(record) {
                     let info_key = format!("{key}.missing.json");
                     bucket.put(&info_key, info.into_bytes())?;
-                    session
-                        .listing()
-                        .missing_slot_files
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(bucket.url(&info_key).into());
+                    session.listing().add_missing_slot_file(bucket.url(&info_key).into());
                 }
                 bucket.put(&key, record.bytes.clone())?;
                 *next += 1;
                 *uploaded += record.bytes.len() as u64;
-                session.listing().files.lock().unwrap_or_else(|e| e.into_inner()).push(bucket.url(&key).into());
+                session.listing().add_file(bucket.url(&key).into());
                 Ok(record.bytes.len() as u64)
             }
             S3Output::Stream { stream, .. } => {
