@@ -52,6 +52,43 @@ for target in "${on_gpu[@]}" daqiri_bench_raw_reorder_seq "${built_only[@]}"; do
 done
 echo "daqiri_programs: built unchanged against libdaqiri: daqiri_bench_socket ${on_gpu[*]} daqiri_bench_raw_reorder_seq ${built_only[*]}"
 
+# DAQIRI's example configs through parse_network_config into NetworkConfig
+# and back through what daqiri_init(NetworkConfig&) writes: each config
+# libdaqiri accepts must come back as the same config (tests/capi/config_test.cpp);
+# those a program below runs must be accepted. The others are templates
+# (<CPU_CORE> ...) or hold what a member of DAQIRI's cannot (a uint16_t
+# max_payload_size of 1048576), refused by name.
+if [[ -z $pack ]]; then
+    g++ -std=c++17 -Wall -Wextra -Werror -o "$work/config_test" tests/capi/config_test.cpp \
+        -I"$prefix/include" -L"$prefix/lib" -ldaqiri -Wl,-rpath,"$prefix/lib"
+    rm -rf "$work/configs" && mkdir -p "$work/configs"
+    "$work/config_test" "$work/configs" "$source"/examples/*.yaml > "$work/configs.log" 2>/dev/null || {
+        echo "daqiri_programs: config_test failed:" >&2
+        grep -v "^refused\|^error:\|^$" "$work/configs.log" >&2
+        exit 1
+    }
+    python3 - "$work/configs" <<'PY'
+import pathlib, sys, yaml
+out = pathlib.Path(sys.argv[1])
+def tree(path):
+    config = yaml.safe_load(path.read_text())
+    config.get("memory_regions", []).sort(key=lambda region: region["name"])  # NetworkConfig keeps them by name
+    return config
+accepted = []
+for path_file in sorted(out.glob("*.path")):
+    stem = str(path_file)[: -len(".path")]
+    name = pathlib.Path(path_file.read_text()).name
+    parsed, written = tree(pathlib.Path(stem + ".parsed.yaml")), tree(pathlib.Path(stem + ".written.yaml"))
+    assert parsed == written, f"{name}: NetworkConfig wrote back another config than it parsed"
+    accepted.append(name)
+run_here = {"daqiri_bench_socket_udp_tx_rx.yaml", "daqiri_bench_socket_tcp_tx_rx.yaml", "daqiri_bench_raw_sw_loopback.yaml",
+            "daqiri_bench_raw_sw_loopback_reorder_seq_1024.yaml", "daqiri_example_pcap_writer_sw_loopback.yaml",
+            "daqiri_example_gds_write_sw_loopback.yaml"}
+assert run_here <= set(accepted), f"refused: {sorted(run_here - set(accepted))}"
+print(f"daqiri_programs: {len(accepted)} of DAQIRI's example configs through NetworkConfig and back, unchanged")
+PY
+fi
+
 if [[ -n $pack ]]; then
     rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/configs"
     for target in "${on_gpu[@]}"; do

@@ -5,7 +5,8 @@
 # static, and run (tests/capi/api_test.cpp: UDP bursts both ways between a
 # server and a client interface, the writers, and the misuses DAQIRI leaves
 # undefined), and DAQIRI's dynamic RX flows on a software-loopback port
-# (tests/capi/flows_test.cpp), and its S3 writer against a real S3 server
+# (tests/capi/flows_test.cpp), NetworkConfig parsed, refused and built in
+# code (tests/capi/config_test.cpp), and its S3 writer against a real S3 server
 # (tests/capi/s3_test.cpp). The pcap it writes is read back by tshark, its
 # raw files by Python, its S3 objects by curl; package.sh checks the library
 # exports what its headers declare.
@@ -38,6 +39,9 @@ isolated() {
 g++ -std=c++17 -Wall -Wextra -Werror -o "$work/flows_test" tests/capi/flows_test.cpp \
     $(pkg-config --cflags --libs daqiri) -Wl,-rpath,"$prefix/lib"
 "$work/flows_test"
+g++ -std=c++17 -Wall -Wextra -Werror -o "$work/config_test" tests/capi/config_test.cpp \
+    $(pkg-config --cflags --libs daqiri) -Wl,-rpath,"$prefix/lib"
+isolated "$work/config_test" "$work" 2>/dev/null
 for test in "$work/api_test_pkgconfig" "$work/cmake/api_test_shared" "$work/cmake/api_test_static"; do
     out=$work/out/$(basename "$test")
     rm -rf "$out" && mkdir -p "$out"

@@ -19,6 +19,7 @@
 
 mod args;
 mod bursts;
+mod config_tree;
 mod connections;
 mod file_writes;
 mod flows;
@@ -38,6 +39,7 @@ mod writers;
 // The C ABI is callable from Rust as well: the Python module `daqiri`
 // (gateway/python-daqiri) is a second face of the same functions.
 pub use bursts::*;
+pub use config_tree::*;
 pub use connections::*;
 pub use flows::*;
 pub use free::*;
@@ -47,7 +49,7 @@ pub use handle::{BurstFields, BurstHeader, BurstParams};
 pub use lifecycle::*;
 pub use reorder_stream::*;
 pub use s3_writes::*;
-pub use status::{daqiri_gw_last_error, daqiri_gw_status_name};
+pub use status::{daqiri_gw_fail, daqiri_gw_last_error, daqiri_gw_status_name};
 pub use tx::*;
 pub use writers::*;
 

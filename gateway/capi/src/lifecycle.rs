@@ -36,12 +36,15 @@ pub(crate) fn with_engine<T>(f: impl FnOnce(&Engine) -> daqiri::Result<T>) -> da
 }
 
 /// Where a config comes from.
-enum Source<'a> {
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// A YAML file.
     File(&'a Path),
+    /// YAML text.
     Yaml(&'a str),
 }
 
-fn init(call: &str, source: Source<'_>) -> i32 {
+pub(crate) fn init(call: &str, source: Source<'_>) -> i32 {
     let _lifecycle = LIFECYCLE.lock().unwrap_or_else(|e| e.into_inner());
     if ENGINE.load().is_some() {
         return status::fail(
@@ -121,20 +124,21 @@ pub unsafe extern "C" fn daqiri_gw_init_from_yaml_string(yaml: *const c_char) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn daqiri_gw_init(yaml_or_path: *const c_char) -> i32 {
     const CALL: &str = "daqiri_init";
-    let argument = match text("the YAML text or path", yaml_or_path) {
-        Ok(argument) => argument,
-        Err(e) => return status::fail(CALL, e),
-    };
+    match text("the YAML text or path", yaml_or_path).and_then(source_of) {
+        Ok(source) => init(CALL, source),
+        Err(e) => status::fail(CALL, e),
+    }
+}
+
+/// A file when `argument` names one, else YAML text; neither: named.
+pub fn source_of(argument: &str) -> daqiri::Result<Source<'_>> {
     if Path::new(argument).is_file() {
-        return init(CALL, Source::File(Path::new(argument)));
+        return Ok(Source::File(Path::new(argument)));
     }
     if !argument.contains(['\n', ':']) {
-        return status::fail(
-            CALL,
-            Error::invalid(format!("no config file at \"{argument}\", and it is not YAML text")),
-        );
+        return Err(Error::invalid(format!("no config file at \"{argument}\", and it is not YAML text")));
     }
-    init(CALL, Source::Yaml(argument))
+    Ok(Source::Yaml(argument))
 }
 
 /// Stops the engine; bursts the program still holds stay readable and

@@ -73,6 +73,27 @@ pub extern "C" fn daqiri_gw_last_error() -> *const c_char {
     LAST_ERROR.with(|last| last.borrow().as_ptr())
 }
 
+/// Records a failure the C++ headers found themselves (a member they
+/// cannot write, a key they cannot read) as this thread's last, logged as
+/// the library's own are; returns `status`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn daqiri_gw_fail(status: i32, message: *const c_char) -> i32 {
+    let message = if message.is_null() {
+        std::borrow::Cow::Borrowed("(no message)")
+    } else {
+        // SAFETY: a non-null C string argument, NUL-terminated by the C contract.
+        unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy()
+    };
+    let status = match status {
+        1 => Status::NullPtr,
+        5 => Status::InvalidParameter,
+        7 => Status::NotSupported,
+        _ => Status::GenericFailure,
+    };
+    let (call, detail) = message.split_once(": ").unwrap_or(("daqiri", &message));
+    fail(call, Error::new(status, detail))
+}
+
 /// DAQIRI's name of a status code ("SUCCESS", "NOT_READY", ...).
 #[unsafe(no_mangle)]
 pub extern "C" fn daqiri_gw_status_name(status: i32) -> *const c_char {

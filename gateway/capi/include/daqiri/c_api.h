@@ -93,6 +93,31 @@ int32_t daqiri_gw_init(const char *yaml_or_path);
 int32_t daqiri_gw_init_from_yaml_file(const char *path);
 int32_t daqiri_gw_init_from_yaml_string(const char *yaml);
 void daqiri_gw_shutdown(void);
+
+/* A config as a tree of YAML keys, addressed by dotted paths of keys and
+ * list indices ("interfaces.0.rx.queues.1.cpu_core"); "(derived).*" holds
+ * what validation resolved (engine_type, protocol, dir). parse validates as
+ * init does; get marks a leaf read, and unread names the first leaf no get
+ * read. get answers the text's length (copied as snprintf does), -1 when
+ * the path holds no scalar, -2 for a null tree or path; count answers a
+ * list's or map's entries, 1 for a scalar, -1 where nothing is. set's kind: 0 text,
+ * 1 a decimal integer, 2 "true"/"false". */
+typedef struct ConfigTree daqiri_gw_config;
+int32_t daqiri_gw_config_parse(const char *yaml_or_path, daqiri_gw_config **out);
+daqiri_gw_config *daqiri_gw_config_new(void);
+void daqiri_gw_config_free(daqiri_gw_config *config);
+int64_t daqiri_gw_config_get(const daqiri_gw_config *config, const char *path, char *out, size_t capacity);
+int64_t daqiri_gw_config_count(const daqiri_gw_config *config, const char *path);
+int32_t daqiri_gw_config_set(daqiri_gw_config *config, const char *path, const char *value, int32_t kind);
+int64_t daqiri_gw_config_unread(const daqiri_gw_config *config, char *out, size_t capacity);
+char *daqiri_gw_config_yaml(const daqiri_gw_config *config);
+void daqiri_gw_config_free_text(char *text);
+int32_t daqiri_gw_init_config(const daqiri_gw_config *config);
+/* Records a failure found in the headers ("call: why") as the thread's last; returns status
+ * (1 NULL_PTR, 5 INVALID_PARAMETER, 7 NOT_SUPPORTED, else GENERIC_FAILURE). */
+int32_t daqiri_gw_fail(int32_t status, const char *message);
+/* DAQIRI's EngineType numbering: -1 none, 1 dpdk, 2 socket, 3 rdma, 4 ibverbs, 100 af_xdp. */
+int32_t daqiri_gw_engine_type(void);
 void daqiri_gw_print_stats(void);
 
 /* Receiving: port and queue -1 mean any. */

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "daqiri/config_io.h"
 #include "daqiri/types.h"
 #include "daqiri/version.h"
 
@@ -26,69 +27,9 @@ namespace daqiri {
 namespace detail {
 inline Status status(int32_t code) { return static_cast<Status>(code); }
 static_assert(sizeof(int) == sizeof(int32_t), "segment lengths pass as int32_t");
+/* A failure the headers found, recorded for last_error() as the library's are. */
+inline Status refuse(int32_t code, const std::string &message) { return status(daqiri_gw_fail(code, message.c_str())); }
 
-/* A flow crosses the C ABI as the YAML of its rx.flows entry. */
-inline const char *flow_type_name(FlowType type) {
-  switch (type) {
-    case FlowType::QUEUE: return "queue";
-    case FlowType::VLAN_PUSH: return "vlan_push";
-    case FlowType::VLAN_POP: return "vlan_pop";
-    case FlowType::TUNNEL_ENCAP: return "tunnel_encap";
-    case FlowType::TUNNEL_DECAP: return "tunnel_decap";
-  }
-  return "unknown";
-}
-
-inline std::string yaml_quoted(const std::string &text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') { out += '\\'; }
-    if (c == '\n') { out += "\\n"; continue; }
-    out += c;
-  }
-  return out + "\"";
-}
-
-inline std::string flow_action_yaml(const FlowAction &action) {
-  std::string out = std::string("{ type: ") + flow_type_name(action.type_);
-  if (action.type_ == FlowType::QUEUE) {
-    if (action.ids_.empty()) {
-      out += ", id: " + std::to_string(action.id_);
-    } else {
-      out += ", ids: [";
-      for (size_t i = 0; i < action.ids_.size(); ++i) { out += (i ? ", " : "") + std::to_string(action.ids_[i]); }
-      out += "]";
-    }
-  }
-  return out + " }";
-}
-
-inline std::string flow_yaml(const FlowRuleConfig &flow) {
-  std::string out = "name: " + yaml_quoted(flow.name_) + "\n";
-  if (flow.actions_.empty()) {
-    out += "action: " + flow_action_yaml(flow.action_) + "\n";
-  } else {
-    out += "actions: [";
-    for (size_t i = 0; i < flow.actions_.size(); ++i) { out += (i ? ", " : "") + flow_action_yaml(flow.actions_[i]); }
-    out += "]\n";
-  }
-  const FlowMatch &m = flow.match_;
-  std::string fields;
-  const auto field = [&fields](const char *name, uint64_t value) {
-    fields += (fields.empty() ? "" : ", ") + std::string(name) + ": " + std::to_string(value);
-  };
-  if (m.type_ == FlowMatchType::IPV4_UDP) {
-    if (m.udp_src_ != 0) { field("udp_src", m.udp_src_); }
-    if (m.udp_dst_ != 0) { field("udp_dst", m.udp_dst_); }
-    if (m.ipv4_len_ != 0) { field("ipv4_len", m.ipv4_len_); }
-  } else {
-    field("flex_item_id", m.flex_item_id_);
-    field("val", m.val_);
-    field("mask", m.mask_);
-  }
-  if (!fields.empty()) { out += "match: { " + fields + " }\n"; }
-  return out;
-}
 }  // namespace detail
 
 /* Why the calling thread's last call failed ("" when none did). */
@@ -104,6 +45,71 @@ inline Status daqiri_init_from_yaml_string(const std::string &yaml_string) {
 inline Status daqiri_init_from_yaml_file(const std::string &yaml_path) {
   return detail::status(daqiri_gw_init_from_yaml_file(yaml_path.c_str()));
 }
+
+/* A config parsed and validated as daqiri_init would, without starting it.
+ * A key NetworkConfig has no member for (one of our own, such as a queue's
+ * busy_poll_us) is NOT_SUPPORTED, named: init from the YAML to use it. */
+inline Status parse_network_config(const std::string &yaml_string_or_path, NetworkConfig &config) {
+  daqiri_gw_config *tree = nullptr;
+  const int32_t code = daqiri_gw_config_parse(yaml_string_or_path.c_str(), &tree);
+  if (code != DAQIRI_GW_SUCCESS) { return detail::status(code); }
+  NetworkConfig parsed;
+  detail::ConfigIo io(tree, false);
+  detail::bind(io, parsed);
+  std::string unread(256, '\0');
+  unread.resize(static_cast<size_t>(daqiri_gw_config_unread(tree, &unread[0], unread.size())));
+  daqiri_gw_config_free(tree);
+  if (!io.failure().empty()) {
+    return detail::refuse(DAQIRI_GW_NOT_SUPPORTED, "parse_network_config: " + io.failure());
+  }
+  if (!unread.empty()) {
+    return detail::refuse(DAQIRI_GW_NOT_SUPPORTED, "parse_network_config: " + unread +
+                                                       ": NetworkConfig has no member for this key; "
+                                                       "init from the YAML to use it");
+  }
+  config = std::move(parsed);
+  return Status::SUCCESS;
+}
+inline Status parse_network_config_from_yaml_string(const std::string &yaml_string, NetworkConfig &config) {
+  if (yaml_string.find_first_of(":\n") == std::string::npos) {
+    return detail::refuse(DAQIRI_GW_INVALID_PARAMETER, "parse_network_config_from_yaml_string: not YAML text");
+  }
+  return parse_network_config(yaml_string, config);
+}
+inline Status parse_network_config_from_yaml_file(const std::string &yaml_path, NetworkConfig &config) {
+  if (yaml_path.find('\n') != std::string::npos) {
+    return detail::refuse(DAQIRI_GW_INVALID_PARAMETER, "parse_network_config_from_yaml_file: not a path");
+  }
+  return parse_network_config(yaml_path, config);
+}
+
+/* Starts the engine from a config built in code or parsed: each member is
+ * written as its YAML key and the result checked as a YAML config is, so an
+ * error names the key (docs/coming-from-daqiri.md maps keys to members). */
+inline Status daqiri_init(NetworkConfig &config) {
+  daqiri_gw_config *tree = daqiri_gw_config_new();
+  detail::ConfigIo io(tree, true);
+  detail::bind(io, config);
+  int32_t code = DAQIRI_GW_SUCCESS;
+  if (io.failure().empty()) {
+    code = daqiri_gw_init_config(tree);
+  }
+  daqiri_gw_config_free(tree);
+  if (!io.failure().empty()) { return detail::refuse(DAQIRI_GW_INVALID_PARAMETER, "daqiri_init: " + io.failure()); }
+  return detail::status(code);
+}
+
+/* The running engine's type; UNKNOWN when none runs. */
+inline EngineType get_engine_type() { return static_cast<EngineType>(daqiri_gw_engine_type()); }
+/* The engine a config runs on: the parsed one, else what its keys select. */
+inline EngineType get_engine_type(const NetworkConfig &config) {
+  const CommonConfig &c = config.common_;
+  if (c.engine_type != EngineType::UNKNOWN) { return c.engine_type; }
+  if (c.engine != EngineType::DEFAULT) { return c.engine; }
+  if (c.stream_type == StreamType::SOCKET) { return c.protocol == SocketProtocol::ROCE ? EngineType::RDMA : EngineType::SOCKET; }
+  return c.stream_type == StreamType::RAW ? EngineType::DPDK : EngineType::UNKNOWN;
+}
+
 inline void shutdown() { daqiri_gw_shutdown(); }
 inline void print_stats() { daqiri_gw_print_stats(); }
 
@@ -218,7 +224,11 @@ inline Status add_rx_flows_async(int port, const std::vector<FlowRuleConfig> &fl
   std::vector<std::string> yamls;
   std::vector<const char *> texts;
   yamls.reserve(flows.size());
-  for (const auto &flow : flows) { yamls.push_back(detail::flow_yaml(flow)); }
+  for (const auto &flow : flows) {
+    std::string failure;
+    yamls.push_back(detail::flow_yaml(flow, &failure));
+    if (!failure.empty()) { return detail::refuse(DAQIRI_GW_INVALID_PARAMETER, "add_rx_flows_async: " + failure); }
+  }
   for (const auto &yaml : yamls) { texts.push_back(yaml.c_str()); }
   return detail::status(daqiri_gw_add_rx_flows(port, texts.data(), texts.size(), op_id));
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "daqiri/c_api.h"
+#include "daqiri/config.h"
 
 namespace daqiri {
 
@@ -42,9 +43,6 @@ using BurstParams = ::daqiri_gw_burst;
 using BurstHeader = ::daqiri_gw_burst_header;
 using BurstHeaderParams = ::daqiri_gw_burst_fields;
 
-/* The flow a packet matched; 0 when none did. */
-using FlowId = uint32_t;
-
 constexpr uint32_t DAQIRI_BURST_FLAG_REORDERED = DAQIRI_GW_BURST_FLAG_REORDERED;
 constexpr uint32_t DAQIRI_BURST_FLAG_REORDER_TIMEOUT = DAQIRI_GW_BURST_FLAG_REORDER_TIMEOUT;
 
@@ -69,39 +67,10 @@ struct S3WriterConfig {
   uint64_t max_staged_bytes = 1ULL << 30;
 };
 
-/* Dynamic RX flows (add_rx_flow_async ...). A flow's fields are those of an
- * rx.flows entry of the config; the library gives its FlowId. */
-enum class FlowType { QUEUE, VLAN_PUSH, VLAN_POP, TUNNEL_ENCAP, TUNNEL_DECAP };
-enum class FlowMatchType { IPV4_UDP, FLEX_ITEM };
+/* Dynamic RX flow operations (add_rx_flow_async ...); the flows are
+ * FlowRuleConfig (daqiri/config.h). */
 enum class FlowOpType { ADD_RX, ADD_RX_BATCH, DELETE };
 using FlowOpId = uint64_t;
-
-/* One action: QUEUE to queue id_, or to ids_ (two or more: RSS). VLAN and
- * tunnel parameters are not here yet: such an action is refused by name. */
-struct FlowAction {
-  FlowType type_ = FlowType::QUEUE;
-  uint16_t id_ = 0;
-  std::vector<uint16_t> ids_;
-};
-
-/* What a flow matches; a zero field matches anything. */
-struct FlowMatch {
-  FlowMatchType type_ = FlowMatchType::IPV4_UDP;
-  uint16_t udp_src_ = 0;
-  uint16_t udp_dst_ = 0;
-  uint16_t ipv4_len_ = 0;
-  uint32_t flex_item_id_ = 0;
-  uint32_t val_ = 0;
-  uint32_t mask_ = 0;
-};
-
-/* A dynamic RX flow: action_, or the ordered actions_ when not empty. */
-struct FlowRuleConfig {
-  std::string name_;
-  FlowAction action_;
-  std::vector<FlowAction> actions_;
-  FlowMatch match_;
-};
 
 /* A finished flow operation; a batch's flow ids in input order (0: not installed). */
 struct FlowOpResult {
