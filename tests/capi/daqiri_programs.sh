@@ -53,8 +53,9 @@ done
 echo "daqiri_programs: built unchanged against libdaqiri: daqiri_bench_socket ${on_gpu[*]} daqiri_bench_raw_reorder_seq ${built_only[*]}"
 
 # DAQIRI's example configs through parse_network_config into NetworkConfig
-# and back through what daqiri_init(NetworkConfig&) writes: each config
-# libdaqiri accepts must come back as the same config (tests/capi/config_test.cpp);
+# and back through what daqiri_init(NetworkConfig&) writes, in C++
+# (tests/capi/config_test.cpp) and in Python: each config libdaqiri accepts
+# must come back as the same config;
 # those a program below runs must be accepted. The others are templates
 # (<CPU_CORE> ...) or hold what a member of DAQIRI's cannot (a uint16_t
 # max_payload_size of 1048576), refused by name.
@@ -67,25 +68,32 @@ if [[ -z $pack ]]; then
         grep -v "^refused\|^error:\|^$" "$work/configs.log" >&2
         exit 1
     }
-    python3 - "$work/configs" <<'PY'
+    # Python's NetworkConfig (`import daqiri`) the same way, against the same trees.
+    "$(tests/python_daqiri/venv.sh)" - "$work/configs" <<'PY'
 import pathlib, sys, yaml
+import daqiri
 out = pathlib.Path(sys.argv[1])
-def tree(path):
-    config = yaml.safe_load(path.read_text())
+def tree(config):
+    config.pop("(derived)", None)
     config.get("memory_regions", []).sort(key=lambda region: region["name"])  # NetworkConfig keeps them by name
     return config
 accepted = []
 for path_file in sorted(out.glob("*.path")):
     stem = str(path_file)[: -len(".path")]
     name = pathlib.Path(path_file.read_text()).name
-    parsed, written = tree(pathlib.Path(stem + ".parsed.yaml")), tree(pathlib.Path(stem + ".written.yaml"))
-    assert parsed == written, f"{name}: NetworkConfig wrote back another config than it parsed"
+    parsed = tree(yaml.safe_load(pathlib.Path(stem + ".parsed.yaml").read_text()))
+    written = tree(yaml.safe_load(pathlib.Path(stem + ".written.yaml").read_text()))
+    assert parsed == written, f"{name}: C++'s NetworkConfig wrote back another config than it parsed"
+    status, config = daqiri.parse_network_config(path_file.read_text())
+    assert status == daqiri.Status.SUCCESS, f"{name}: Python's parse_network_config: {daqiri.last_error()}"
+    status, again = daqiri.parse_network_config(yaml.safe_dump({"daqiri": {"cfg": config.as_dict()}}))
+    assert status == daqiri.Status.SUCCESS and again == config, f"{name}: Python's NetworkConfig: {daqiri.last_error()}"
     accepted.append(name)
 run_here = {"daqiri_bench_socket_udp_tx_rx.yaml", "daqiri_bench_socket_tcp_tx_rx.yaml", "daqiri_bench_raw_sw_loopback.yaml",
             "daqiri_bench_raw_sw_loopback_reorder_seq_1024.yaml", "daqiri_example_pcap_writer_sw_loopback.yaml",
             "daqiri_example_gds_write_sw_loopback.yaml"}
 assert run_here <= set(accepted), f"refused: {sorted(run_here - set(accepted))}"
-print(f"daqiri_programs: {len(accepted)} of DAQIRI's example configs through NetworkConfig and back, unchanged")
+print(f"daqiri_programs: {len(accepted)} of DAQIRI's example configs through NetworkConfig (C++ and Python) and back, unchanged")
 PY
 fi
 

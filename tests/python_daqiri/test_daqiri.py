@@ -14,6 +14,7 @@ import time
 
 import daqiri
 import pytest
+import yaml
 
 SERVER_PORT, CLIENT_PORT = 47811, 47812
 CFG = {
@@ -225,6 +226,160 @@ def test_init_forms():
     assert "daqiri.cfg." in daqiri.last_error()
     with pytest.raises(TypeError):
         daqiri.daqiri_init(42)
+
+
+def test_network_config_parses_starts_and_round_trips(tmp_path):
+    path = tmp_path / "udp.yaml"
+    path.write_text(yaml.safe_dump({"daqiri": {"cfg": CFG}}))
+    status, config = daqiri.parse_network_config(str(path))
+    assert status == daqiri.Status.SUCCESS, daqiri.last_error()
+    assert config.common.engine_type == daqiri.EngineType.SOCKET
+    assert config.common.protocol == daqiri.SocketProtocol.UDP
+    assert config.common.direction == daqiri.Direction.TX_RX
+    assert sorted(config.memory_regions) == ["client_mem", "server_mem"]
+    assert config.memory_regions["server_mem"].kind == daqiri.MemoryKind.HOST
+    client = config.interfaces[1]
+    assert (client.port_id, client.socket.mode) == (1, daqiri.SocketMode.CLIENT)
+    assert client.socket.remote_addr == f"udp://127.0.0.1:{SERVER_PORT}"
+    assert client.rx.queues[0].common.memory_regions == ["client_mem"]
+    assert client.rx.queues[0].common.cpu_core == "1"
+    # What it writes parses back to the same config, and starts.
+    assert daqiri.parse_network_config(yaml.safe_dump({"daqiri": {"cfg": config.as_dict()}})) == (status, config)
+    assert daqiri.get_engine_type() == daqiri.EngineType.UNKNOWN
+    assert daqiri.daqiri_init(config) == daqiri.Status.SUCCESS, daqiri.last_error()
+    try:
+        assert daqiri.get_engine_type() == daqiri.EngineType.SOCKET
+    finally:
+        daqiri.shutdown()
+
+
+def test_network_config_built_in_code_starts_and_names_what_it_cannot_hold():
+    config = daqiri.NetworkConfig()
+    config.common.stream_type = daqiri.StreamType.SOCKET
+    config.memory_regions["rx"] = daqiri.MemoryRegionConfig(
+        name="rx", kind=daqiri.MemoryKind.HOST, num_bufs=64, buf_size=2048
+    )
+    server = daqiri.InterfaceConfig(name="server")
+    server.socket.mode = daqiri.SocketMode.SERVER
+    server.socket.local_addr = f"udp://127.0.0.1:{SERVER_PORT}"
+    queue = daqiri.RxQueueConfig(timeout_us=1000)
+    queue.common.name, queue.common.cpu_core, queue.common.batch_size = "q", "-1", 4
+    queue.common.memory_regions = ["rx"]
+    server.rx.queues.append(queue)
+    config.interfaces.append(server)
+    assert daqiri.daqiri_init(config) == daqiri.Status.SUCCESS, daqiri.last_error()
+    daqiri.shutdown()
+    queue.common.split_boundary = 64  # no key in this build
+    assert daqiri.daqiri_init(config) == daqiri.Status.INVALID_PARAMETER
+    assert "split_boundary" in daqiri.last_error()
+    ours = {**CFG, "interfaces": [{**CFG["interfaces"][0]}]}
+    ours["interfaces"][0]["rx"] = {"queues": [{**CFG["interfaces"][0]["rx"]["queues"][0], "busy_poll_us": 10}]}
+    status, empty = daqiri.parse_network_config(yaml.safe_dump({"daqiri": {"cfg": ours}}))
+    assert (status, empty) == (daqiri.Status.NOT_SUPPORTED, daqiri.NetworkConfig())
+    assert "interfaces.0.rx.queues.0.busy_poll_us" in daqiri.last_error()
+    assert daqiri.parse_network_config("/no/such/config.yaml")[0] == daqiri.Status.INVALID_PARAMETER
+    assert daqiri.parse_network_config_from_yaml_string("/no/such/config.yaml")[0] == daqiri.Status.INVALID_PARAMETER
+
+
+LOOPBACK = {
+    "version": 1,
+    "stream_type": "raw",
+    "loopback": "sw",
+    "memory_regions": [
+        {"name": "tx", "kind": "host", "num_bufs": 256, "buf_size": 2048},
+        {"name": "rx", "kind": "host", "num_bufs": 512, "buf_size": 2048},
+    ],
+    "interfaces": [
+        {
+            "name": "lo",
+            "address": "loopback",
+            "tx": {"queues": [{"name": "t", "id": 0, "cpu_core": 0, "batch_size": 8, "memory_regions": ["tx"]}]},
+            "rx": {
+                "dynamic_flow_capacity": 4,
+                "queues": [
+                    {"name": f"r{q}", "id": q, "cpu_core": 1, "batch_size": 8, "timeout_us": 1000, "memory_regions": ["rx"]}
+                    for q in (0, 1)
+                ],
+            },
+        }
+    ],
+}
+
+
+def test_dynamic_flows_steer_udp_frames_and_name_what_is_refused():
+    def send_to(dst):
+        burst = daqiri.create_tx_burst_params()
+        daqiri.set_header(burst, 0, 0, 4, 1)
+        while daqiri.get_tx_packet_burst(burst) != daqiri.Status.SUCCESS:
+            time.sleep(0.001)
+        for idx in range(4):
+            assert daqiri.set_eth_header(burst, idx, "02:00:0a:0b:0c:0d") == daqiri.Status.SUCCESS
+            assert daqiri.set_ipv4_header(burst, idx, 8 + 16, 17, 0x0A000001, 0x0A000002) == daqiri.Status.SUCCESS
+            assert daqiri.set_udp_header(burst, idx, 16, 4096, dst) == daqiri.Status.SUCCESS
+            assert daqiri.set_packet_lengths(burst, idx, [14 + 20 + 8 + 16]) == daqiri.Status.SUCCESS
+        assert daqiri.send_tx_burst(burst) == daqiri.Status.SUCCESS
+
+    def landed():
+        """(queue, flow id) of each of 8 frames, by UDP destination port."""
+        seen, deadline = {}, time.monotonic() + 10
+        while sum(len(v) for v in seen.values()) < 8 and time.monotonic() < deadline:
+            for queue in (0, 1):
+                status, burst = daqiri.get_rx_burst(0, queue)
+                if status != daqiri.Status.SUCCESS:
+                    continue
+                for idx in range(daqiri.get_num_packets(burst)):
+                    dst = struct.unpack("!H", daqiri.get_packet_bytes(burst, idx)[1][36:38])[0]
+                    seen.setdefault(dst, set()).add((queue, daqiri.get_packet_flow_id(burst, idx)))
+                daqiri.free_all_packets_and_burst_rx(burst)
+            time.sleep(0.0002)
+        return seen
+
+    def completion(op_id):
+        for _ in range(500):
+            status, result = daqiri.poll_flow_op()
+            if status == daqiri.Status.SUCCESS and result.op_id == op_id:
+                return result
+            assert status == daqiri.Status.NOT_READY and result is None
+            time.sleep(0.01)
+        raise AssertionError("the flow operation never completed")
+
+    assert daqiri.daqiri_init(LOOPBACK) == daqiri.Status.SUCCESS, daqiri.last_error()
+    try:
+        flow = daqiri.FlowRuleConfig(name="udp_5001")
+        flow.action.id, flow.match.udp_dst = 1, 5001
+        status, op_id = daqiri.add_rx_flow_async(0, flow)
+        assert status == daqiri.Status.SUCCESS, daqiri.last_error()
+        added = completion(op_id)
+        assert (added.type, added.status) == (daqiri.FlowOpType.ADD_RX, daqiri.Status.SUCCESS)
+        send_to(5000)
+        send_to(5001)
+        assert landed() == {5000: {(0, 0)}, 5001: {(1, added.flow_id)}}
+
+        status, op_id = daqiri.delete_flow_async(added.flow_id)
+        assert status == daqiri.Status.SUCCESS and completion(op_id).type == daqiri.FlowOpType.DELETE
+        send_to(5001)
+        send_to(5000)
+        assert landed() == {5000: {(0, 0)}, 5001: {(0, 0)}}
+
+        bad = daqiri.FlowRuleConfig(name="bad")
+        bad.action.id = 9
+        assert daqiri.add_rx_flow_async(0, bad)[0] == daqiri.Status.INVALID_PARAMETER
+        assert "queue 9" in daqiri.last_error()
+        with pytest.raises(TypeError):
+            daqiri.add_rx_flow_async(0, {"name": "not a flow"})
+    finally:
+        daqiri.shutdown()
+
+
+def test_enum_helpers_convert_as_the_yaml_spells_them():
+    assert daqiri.engine_type_from_string("socket") == daqiri.EngineType.SOCKET
+    assert daqiri.engine_type_to_string(daqiri.EngineType.DPDK) == "dpdk"
+    assert daqiri.stream_type_to_string(daqiri.stream_type_from_string("raw")) == "raw"
+    assert daqiri.reorder_data_type_from_string("bf16") == daqiri.ReorderDataType.BF16
+    assert daqiri.reorder_endianness_to_string(daqiri.ReorderEndianness.NETWORK) == "network"
+    assert daqiri.log_level_from_string("warn") == daqiri.LogLevel.WARN
+    with pytest.raises(ValueError, match="not a EngineType"):
+        daqiri.engine_type_from_string("nic")
 
 
 def test_threads_send_and_receive_at_once(engine):

@@ -9,7 +9,9 @@
 use pyo3::prelude::*;
 
 mod bursts;
+mod config;
 mod cstr;
+mod flows;
 mod lifecycle;
 mod ports;
 mod s3;
@@ -38,6 +40,8 @@ fn daqiri(m: &Bound<'_, PyModule>) -> PyResult<()> {
     constants(m)?;
     status::register(m)?;
     lifecycle::register(m)?;
+    config::register(m)?;
+    flows::register(m)?;
     bursts::register(m)?;
     transfer::register(m)?;
     ports::register(m)?;
