@@ -177,6 +177,7 @@ fn on_packet(
 }
 
 /// Reads `n` segment lengths from C, into a fixed array (no allocation per packet).
+#[inline(always)]
 fn lengths(lens: *const i32, n: usize) -> daqiri::Result<([usize; MAX_SEGMENTS], usize)> {
     let mut out = [0usize; MAX_SEGMENTS];
     if n > MAX_SEGMENTS {

@@ -329,6 +329,12 @@ impl Engine {
         if let Err(error) = q.copier.copy(&mut burst) {
             return Err(SendError { error, burst });
         }
+        if let Some(inline) = q.inline.get() {
+            match inline.send_now(q, burst) {
+                Ok(()) => return Ok(()),
+                Err(queued) => burst = queued,
+            }
+        }
         q.ring.push(burst).map_err(|burst| SendError {
             error: Error::new(
                 Status::NoSpaceAvailable,

@@ -48,6 +48,22 @@ pub(crate) struct Queue {
     /// TX: rung by `send_tx_burst`, so a sleeping worker wakes; made the
     /// first time a worker would sleep on it (`None` inside: no eventfd).
     doorbell: OnceLock<Option<Doorbell>>,
+    /// TX: sends a burst in the caller's thread when nothing is queued before
+    /// it (a backend that can, set when its tasks are made).
+    pub(crate) inline: OnceLock<Box<dyn InlineSend>>,
+}
+
+/// A TX queue's sender, callable from `send_tx_burst`'s thread: it sends a
+/// burst now, or hands it back to be queued for the worker. It must hand
+/// back any burst that could overtake one queued before it.
+pub(crate) trait InlineSend: Send + Sync {
+    fn send_now(&self, queue: &Queue, burst: Burst) -> std::result::Result<(), Burst>;
+}
+
+impl std::fmt::Debug for dyn InlineSend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InlineSend")
+    }
 }
 
 impl Queue {
@@ -104,6 +120,7 @@ impl Queue {
             worker: OnceLock::new(),
             copier: QueueCopier::new(),
             doorbell: OnceLock::new(),
+            inline: OnceLock::new(),
         })
     }
 

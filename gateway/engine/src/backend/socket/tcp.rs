@@ -15,7 +15,9 @@
 //!
 //! Nothing is ever dropped: when buffers, burst metadata or ring space run
 //! out, the receiver stops reading and TCP flow control slows the sender.
-//! On TX, each packet's segments are written in order. Neither side ever
+//! On TX, each packet's segments are written in order, the stream with
+//! TCP_NODELAY as DAQIRI's is (MSG_MORE until a burst's last byte, so the
+//! kernel still fills segments within a burst). Neither side ever
 //! blocks its worker: reads and writes do not wait, and a write the socket
 //! took only part of resumes at the next poll, so TCP queues can share a
 //! core with any other queue.
@@ -259,6 +261,10 @@ impl Connection {
         let socket = SockRef::from(&stream);
         let _ = socket.set_recv_buffer_size(SOCKET_BUFFER_BYTES);
         let _ = socket.set_send_buffer_size(SOCKET_BUFFER_BYTES);
+        // As DAQIRI's: a burst's end goes out at once, not after the peer's ACK
+        // (within a burst, MSG_MORE lets the kernel fill segments). The
+        // program's socket_setsockopt, applied next, may turn it back.
+        let _ = stream.set_nodelay(true);
         let stream = Arc::new(stream);
         shared.set(Some(Arc::clone(&stream)));
         shared.options.apply(name, stream.as_fd());
@@ -459,7 +465,10 @@ impl QueueTask for TcpSender {
                 (out.segment, out.offset) = (out.segment + 1, 0);
                 continue;
             }
-            match socket.send_with_flags(&piece[out.offset..], libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
+            let last = out.packet + 1 == total
+                && (out.segment + 1..MAX_SEGMENTS).all(|segment| packet.sendable_segment(segment).is_none());
+            let more = if last { 0 } else { libc::MSG_MORE };
+            match socket.send_with_flags(&piece[out.offset..], libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | more) {
                 Ok(n) => out.offset += n,
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
                     // The socket buffer is full: go on from here at the next poll.

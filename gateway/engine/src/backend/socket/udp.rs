@@ -4,7 +4,7 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use daqiri_config::SocketEndpoints;
@@ -256,13 +256,19 @@ impl PortDriver for UdpDriver {
             }
         }
         for (index, q) in p.tx.iter().enumerate() {
+            let batch = SendBatch::new(SYSCALL_BATCH, MAX_SEGMENTS, Some(self.shared.gso_max_segment));
             let sender = UdpSender {
                 queue: index,
                 shared: Arc::clone(&self.shared),
-                batch: SendBatch::new(SYSCALL_BATCH, MAX_SEGMENTS, Some(self.shared.gso_max_segment)),
+                batch: Arc::new(Mutex::new(batch)),
                 warned_no_peer: false,
                 pacer: Pacer::for_queue(q),
             };
+            // A paced queue keeps its pace on the worker.
+            if sender.pacer.is_none() {
+                let inline = InlineUdp { shared: Arc::clone(&self.shared), batch: Arc::clone(&sender.batch) };
+                let _ = q.inline.set(Box::new(inline));
+            }
             tasks.push(Task::sender(p, q, Box::new(sender)));
         }
         tasks
@@ -817,10 +823,13 @@ fn ipv4_octets(ip: IpAddr) -> [u8; 4] {
 }
 
 /// One TX queue's sender: a burst per poll, so a shared core stays fair.
+/// The batch is shared with the queue's [`InlineUdp`]: whoever holds it
+/// sends, and the worker takes a burst from the ring only while holding it,
+/// so a burst sent inline never overtakes one queued before it.
 struct UdpSender {
     queue: usize,
     shared: Arc<Shared>,
-    batch: SendBatch,
+    batch: Arc<Mutex<SendBatch>>,
     warned_no_peer: bool,
     pacer: Option<Pacer>,
 }
@@ -829,6 +838,10 @@ impl QueueTask for UdpSender {
     fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
         let p = port;
         let q = &p.tx[self.queue];
+        if q.ring.is_empty() {
+            return 0;
+        }
+        let mut batch = self.batch.lock().unwrap_or_else(|e| e.into_inner());
         let Some(burst) = pacing::next_burst(q, self.pacer.as_mut()) else { return 0 };
         let packets = burst.num_packets().max(1);
         let dest = match self.shared.mode {
@@ -846,11 +859,43 @@ impl QueueTask for UdpSender {
                 }
             },
         };
-        send_burst(&mut self.batch, &self.shared, q, &burst, dest.as_ref());
+        send_burst(&mut batch, &self.shared, q, &burst, dest.as_ref());
         packets
     }
     fn sleeps_on(&self, port: &Port, set: &mut SleepSet) -> bool {
         sender_sleeps_on(&port.tx[self.queue], self.pacer.is_some(), set)
+    }
+}
+
+/// Sends a TX burst in `send_tx_burst`'s thread, as DAQIRI's socket engine
+/// does, when the queue's ring is empty and its worker is not sending: one
+/// hand-off between threads fewer per burst. Else the burst is queued.
+struct InlineUdp {
+    shared: Arc<Shared>,
+    batch: Arc<Mutex<SendBatch>>,
+}
+
+impl crate::queue::InlineSend for InlineUdp {
+    fn send_now(&self, q: &Queue, burst: Burst) -> std::result::Result<(), Burst> {
+        if !q.ring.is_empty() {
+            return Err(burst);
+        }
+        let Ok(mut batch) = self.batch.try_lock() else { return Err(burst) };
+        // Checked again under the lock: the worker pops only while holding it.
+        if !q.ring.is_empty() {
+            return Err(burst);
+        }
+        let dest = match self.shared.mode {
+            SocketMode::Client => None,
+            // No peer yet: the worker counts the drop.
+            SocketMode::Server => match self.shared.last_peer.load_full() {
+                Some(peer) => Some(SockAddr::from(*peer)),
+                None => return Err(burst),
+            },
+        };
+        burst.wait_ready();
+        send_burst(&mut batch, &self.shared, q, &burst, dest.as_ref());
+        Ok(())
     }
 }
 
