@@ -12,6 +12,7 @@
 
 use std::collections::HashSet;
 use std::ffi::{CString, c_char};
+use std::path::Path;
 use std::sync::Mutex;
 
 use daqiri::{Error, Status};
@@ -254,20 +255,41 @@ fn tree<'a>(handle: *const ConfigTree) -> daqiri::Result<&'a ConfigTree> {
 /// `daqiri_gw_init`) into a new tree at `*out`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn daqiri_gw_config_parse(yaml_or_path: *const c_char, out: *mut *mut ConfigTree) -> i32 {
-    const CALL: &str = "parse_network_config";
+    let source = text("the YAML text or path", yaml_or_path).and_then(lifecycle::source_of);
+    // SAFETY: `out` as the C contract gives it.
+    unsafe { parse_into("parse_network_config", source, out) }
+}
+
+/// Parses and validates YAML text into a new tree at `*out`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn daqiri_gw_config_parse_yaml_string(yaml: *const c_char, out: *mut *mut ConfigTree) -> i32 {
+    let source = text("the YAML text", yaml).map(Source::Yaml);
+    // SAFETY: `out` as the C contract gives it.
+    unsafe { parse_into("parse_network_config_from_yaml_string", source, out) }
+}
+
+/// Parses and validates a YAML file into a new tree at `*out`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn daqiri_gw_config_parse_yaml_file(path: *const c_char, out: *mut *mut ConfigTree) -> i32 {
+    let source = text("the YAML path", path).map(|path| Source::File(Path::new(path)));
+    // SAFETY: `out` as the C contract gives it.
+    unsafe { parse_into("parse_network_config_from_yaml_file", source, out) }
+}
+
+/// The tree of `source` at `*out` (null when it fails), as `call`.
+unsafe fn parse_into(call: &str, source: daqiri::Result<Source<'_>>, out: *mut *mut ConfigTree) -> i32 {
     if out.is_null() {
-        return status::fail(CALL, Error::new(Status::NullPtr, "out is a null pointer"));
+        return status::fail(call, Error::new(Status::NullPtr, "out is a null pointer"));
     }
     // SAFETY: non-null and writable by the C contract.
     unsafe { *out = std::ptr::null_mut() };
-    let parsed = text("the YAML text or path", yaml_or_path).and_then(lifecycle::source_of).and_then(ConfigTree::parse);
-    match parsed {
+    match source.and_then(ConfigTree::parse) {
         Ok(tree) => {
             // SAFETY: as above.
             unsafe { *out = Box::into_raw(Box::new(tree)) };
             SUCCESS
         }
-        Err(e) => status::fail(CALL, e),
+        Err(e) => status::fail(call, e),
     }
 }
 

@@ -3,7 +3,7 @@
 //! is imported), `parse_network_config`, `get_engine_type`. `daqiri_init`
 //! takes a `NetworkConfig` through its `as_dict()`.
 
-use std::ffi::{CStr, CString};
+use std::ffi::{CStr, CString, c_char};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -23,13 +23,16 @@ pub(crate) fn classes(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
         .map(|module| module.bind(py))
 }
 
-/// The tree libdaqiri parsed `yaml_or_path` into, as Python data; or the failing status.
-fn parsed_tree<'py>(py: Python<'py>, yaml_or_path: &str) -> PyResult<Result<Bound<'py, PyAny>, i32>> {
-    let argument = c_string("the config", yaml_or_path)?;
+/// One of libdaqiri's `daqiri_gw_config_parse*` calls.
+type Parse = unsafe extern "C" fn(*const c_char, *mut *mut daqiri_capi::ConfigTree) -> i32;
+
+/// The tree `parse` made of `argument`, as Python data; or the failing status.
+fn parsed_tree<'py>(py: Python<'py>, parse: Parse, argument: &str) -> PyResult<Result<Bound<'py, PyAny>, i32>> {
+    let argument = c_string("the config", argument)?;
     let (code, text) = py.detach(|| {
         let mut tree = std::ptr::null_mut();
         // SAFETY: a live C string and a writable out-pointer, as the call takes them.
-        let code = unsafe { daqiri_capi::daqiri_gw_config_parse(argument.as_ptr(), &mut tree) };
+        let code = unsafe { parse(argument.as_ptr(), &mut tree) };
         if code != 0 {
             return (code, None);
         }
@@ -55,13 +58,12 @@ fn refuse(code: i32, message: &str) -> PyResult<Status> {
     Ok(Status::of(unsafe { daqiri_capi::daqiri_gw_fail(code, message.as_ptr()) }))
 }
 
-/// Parses and validates a config as `daqiri_init` would: `(Status, NetworkConfig)`.
-/// A key no attribute holds is `NOT_SUPPORTED`, named.
-#[pyfunction]
-fn parse_network_config<'py>(py: Python<'py>, yaml_string_or_path: &str) -> PyResult<(Status, Bound<'py, PyAny>)> {
+/// `(Status, NetworkConfig)` of what `parse` made of `argument`. A key no
+/// attribute holds is `NOT_SUPPORTED`, named.
+fn read_config<'py>(py: Python<'py>, parse: Parse, argument: &str) -> PyResult<(Status, Bound<'py, PyAny>)> {
     let classes = classes(py)?;
     let empty = classes.getattr("NetworkConfig")?.call0()?;
-    let tree = match parsed_tree(py, yaml_string_or_path)? {
+    let tree = match parsed_tree(py, parse, argument)? {
         Ok(tree) => tree,
         Err(code) => return Ok((Status::of(code), empty)),
     };
@@ -73,25 +75,23 @@ fn parse_network_config<'py>(py: Python<'py>, yaml_string_or_path: &str) -> PyRe
     }
 }
 
+/// Parses and validates a config file or YAML text as `daqiri_init` would.
+#[pyfunction]
+fn parse_network_config<'py>(py: Python<'py>, yaml_string_or_path: &str) -> PyResult<(Status, Bound<'py, PyAny>)> {
+    read_config(py, daqiri_capi::daqiri_gw_config_parse, yaml_string_or_path)
+}
+
 #[pyfunction]
 fn parse_network_config_from_yaml_string<'py>(
     py: Python<'py>,
     yaml_string: &str,
 ) -> PyResult<(Status, Bound<'py, PyAny>)> {
-    if !yaml_string.contains([':', '\n']) {
-        let empty = classes(py)?.getattr("NetworkConfig")?.call0()?;
-        return Ok((refuse(5, "parse_network_config_from_yaml_string: not YAML text")?, empty));
-    }
-    parse_network_config(py, yaml_string)
+    read_config(py, daqiri_capi::daqiri_gw_config_parse_yaml_string, yaml_string)
 }
 
 #[pyfunction]
 fn parse_network_config_from_yaml_file<'py>(py: Python<'py>, yaml_path: &str) -> PyResult<(Status, Bound<'py, PyAny>)> {
-    if yaml_path.contains('\n') {
-        let empty = classes(py)?.getattr("NetworkConfig")?.call0()?;
-        return Ok((refuse(5, "parse_network_config_from_yaml_file: not a path")?, empty));
-    }
-    parse_network_config(py, yaml_path)
+    read_config(py, daqiri_capi::daqiri_gw_config_parse_yaml_file, yaml_path)
 }
 
 /// The running engine's `EngineType`; `UNKNOWN` when none runs.

@@ -104,6 +104,8 @@ void daqiri_gw_shutdown(void);
  * 1 a decimal integer, 2 "true"/"false". */
 typedef struct ConfigTree daqiri_gw_config;
 int32_t daqiri_gw_config_parse(const char *yaml_or_path, daqiri_gw_config **out);
+int32_t daqiri_gw_config_parse_yaml_string(const char *yaml, daqiri_gw_config **out);
+int32_t daqiri_gw_config_parse_yaml_file(const char *path, daqiri_gw_config **out);
 daqiri_gw_config *daqiri_gw_config_new(void);
 void daqiri_gw_config_free(daqiri_gw_config *config);
 int64_t daqiri_gw_config_get(const daqiri_gw_config *config, const char *path, char *out, size_t capacity);

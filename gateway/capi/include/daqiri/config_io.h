@@ -30,6 +30,22 @@ using EnumNames = std::vector<std::pair<E, const char *>>;
 
 inline std::string key(const std::string &at, const std::string &name) { return at.empty() ? name : at + "." + name; }
 
+/* Text a call copies out as snprintf does (`call(out, capacity)` answers the
+ * whole length, negative for none), asked again when it did not fit. */
+template <class Call>
+bool copy_text(const Call &call, std::string *out) {
+  std::string buffer(64, '\0');
+  int64_t n = call(&buffer[0], buffer.size());
+  if (n < 0) { return false; }
+  if (static_cast<size_t>(n) >= buffer.size()) {
+    buffer.assign(static_cast<size_t>(n) + 1, '\0');
+    n = call(&buffer[0], buffer.size());
+  }
+  buffer.resize(static_cast<size_t>(n));
+  *out = buffer;
+  return true;
+}
+
 class ConfigIo {
  public:
   ConfigIo(daqiri_gw_config *tree, bool writing) : tree_(tree), writing_(writing) {}
@@ -124,16 +140,8 @@ class ConfigIo {
 
  private:
   bool get(const std::string &path, std::string *out) {
-    std::string buffer(64, '\0');
-    int64_t n = daqiri_gw_config_get(tree_, path.c_str(), &buffer[0], buffer.size());
-    if (n < 0) { return false; }
-    if (static_cast<size_t>(n) >= buffer.size()) {
-      buffer.assign(static_cast<size_t>(n) + 1, '\0');
-      n = daqiri_gw_config_get(tree_, path.c_str(), &buffer[0], buffer.size());
-    }
-    buffer.resize(static_cast<size_t>(n));
-    *out = buffer;
-    return true;
+    return copy_text([&](char *text, size_t capacity) { return daqiri_gw_config_get(tree_, path.c_str(), text, capacity); },
+                     out);
   }
   void set(const std::string &path, const std::string &value, int32_t kind) {
     if (daqiri_gw_config_set(tree_, path.c_str(), value.c_str(), kind) != DAQIRI_GW_SUCCESS) {

@@ -30,6 +30,28 @@ static_assert(sizeof(int) == sizeof(int32_t), "segment lengths pass as int32_t")
 /* A failure the headers found, recorded for last_error() as the library's are. */
 inline Status refuse(int32_t code, const std::string &message) { return status(daqiri_gw_fail(code, message.c_str())); }
 
+/* A config libdaqiri parses (`parse`: one of daqiri_gw_config_parse*) read
+ * into `config`, which is left as it was unless every key found a member. */
+inline Status read_config(int32_t (*parse)(const char *, daqiri_gw_config **), const std::string &argument,
+                          NetworkConfig &config) {
+  daqiri_gw_config *tree = nullptr;
+  const int32_t code = parse(argument.c_str(), &tree);
+  if (code != DAQIRI_GW_SUCCESS) { return status(code); }
+  NetworkConfig parsed;
+  ConfigIo io(tree, false);
+  bind(io, parsed);
+  std::string unread;
+  copy_text([tree](char *out, size_t capacity) { return daqiri_gw_config_unread(tree, out, capacity); }, &unread);
+  daqiri_gw_config_free(tree);
+  if (!io.failure().empty()) { return refuse(DAQIRI_GW_NOT_SUPPORTED, "parse_network_config: " + io.failure()); }
+  if (!unread.empty()) {
+    return refuse(DAQIRI_GW_NOT_SUPPORTED, "parse_network_config: " + unread +
+                                               ": NetworkConfig has no member for this key; init from the YAML to use it");
+  }
+  config = std::move(parsed);
+  return Status::SUCCESS;
+}
+
 }  // namespace detail
 
 /* Why the calling thread's last call failed ("" when none did). */
@@ -50,37 +72,13 @@ inline Status daqiri_init_from_yaml_file(const std::string &yaml_path) {
  * A key NetworkConfig has no member for (one of our own, such as a queue's
  * busy_poll_us) is NOT_SUPPORTED, named: init from the YAML to use it. */
 inline Status parse_network_config(const std::string &yaml_string_or_path, NetworkConfig &config) {
-  daqiri_gw_config *tree = nullptr;
-  const int32_t code = daqiri_gw_config_parse(yaml_string_or_path.c_str(), &tree);
-  if (code != DAQIRI_GW_SUCCESS) { return detail::status(code); }
-  NetworkConfig parsed;
-  detail::ConfigIo io(tree, false);
-  detail::bind(io, parsed);
-  std::string unread(256, '\0');
-  unread.resize(static_cast<size_t>(daqiri_gw_config_unread(tree, &unread[0], unread.size())));
-  daqiri_gw_config_free(tree);
-  if (!io.failure().empty()) {
-    return detail::refuse(DAQIRI_GW_NOT_SUPPORTED, "parse_network_config: " + io.failure());
-  }
-  if (!unread.empty()) {
-    return detail::refuse(DAQIRI_GW_NOT_SUPPORTED, "parse_network_config: " + unread +
-                                                       ": NetworkConfig has no member for this key; "
-                                                       "init from the YAML to use it");
-  }
-  config = std::move(parsed);
-  return Status::SUCCESS;
+  return detail::read_config(daqiri_gw_config_parse, yaml_string_or_path, config);
 }
 inline Status parse_network_config_from_yaml_string(const std::string &yaml_string, NetworkConfig &config) {
-  if (yaml_string.find_first_of(":\n") == std::string::npos) {
-    return detail::refuse(DAQIRI_GW_INVALID_PARAMETER, "parse_network_config_from_yaml_string: not YAML text");
-  }
-  return parse_network_config(yaml_string, config);
+  return detail::read_config(daqiri_gw_config_parse_yaml_string, yaml_string, config);
 }
 inline Status parse_network_config_from_yaml_file(const std::string &yaml_path, NetworkConfig &config) {
-  if (yaml_path.find('\n') != std::string::npos) {
-    return detail::refuse(DAQIRI_GW_INVALID_PARAMETER, "parse_network_config_from_yaml_file: not a path");
-  }
-  return parse_network_config(yaml_path, config);
+  return detail::read_config(daqiri_gw_config_parse_yaml_file, yaml_path, config);
 }
 
 /* Starts the engine from a config built in code or parsed: each member is
