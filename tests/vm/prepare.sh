@@ -3,12 +3,14 @@
 # cached it in: Debian's QEMU and busybox (virtme-ng's initramfs), the guest's
 # tools (rdma-core, perftest, pyverbs, iproute2, ethtool, pciutils; the guest
 # runs on this machine's own files), Debian's stock kernel unpacked with its
-# modules, and virtme-ng from PyPI. Changes nothing already in place.
+# modules, and virtme-ng from PyPI. Changes nothing already in place: the
+# kernel and virtme-ng are kept under the user cache, as the control plane
+# is, so a clean clone boots without fetching them again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 log() { echo "vm: $*" >&2; }
 
-cache=$PWD/target/vm
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/daqiri-gateway/vm
 mkdir -p "$cache"
 
 need_apt=()
