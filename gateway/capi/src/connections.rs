@@ -15,7 +15,7 @@ use daqiri_config::SocketEndpoints;
 use daqiri_config::model::SocketMode;
 
 use crate::args::port_id;
-use crate::lifecycle::{text, with_engine};
+use crate::lifecycle::{Running, text, with_engine};
 use crate::status::{self, SUCCESS, status_of};
 
 /// Connection ids carry this tag above the port, so a stray integer is not
@@ -28,7 +28,7 @@ pub(crate) fn conn_of(port: u16) -> usize {
 }
 
 /// The port a connection id names; with `server`, it must be that side's.
-pub(crate) fn port_of(engine: &Engine, conn_id: usize, server: Option<bool>) -> daqiri::Result<u16> {
+pub(crate) fn port_of(engine: &Running, conn_id: usize, server: Option<bool>) -> daqiri::Result<u16> {
     let not_ours = || {
         Error::invalid(format!(
             "connection id {conn_id:#x} is not one of this engine's: take it from socket_get_server_conn_id or socket_connect_to_server"
@@ -38,14 +38,13 @@ pub(crate) fn port_of(engine: &Engine, conn_id: usize, server: Option<bool>) -> 
         return Err(not_ours());
     }
     let port = (conn_id & 0xFFFF) as u16 - 1;
-    let endpoints = engine.config().endpoints(usize::from(port)).ok_or_else(not_ours)?;
+    let mode = engine.socket_mode(usize::from(port)).ok_or_else(not_ours)?;
     if let Some(server) = server
-        && server != (endpoints.mode == SocketMode::Server)
+        && server != (mode == SocketMode::Server)
     {
         let side = if server { "server" } else { "client" };
         return Err(Error::invalid(format!(
-            "connection {conn_id:#x} is interface {port}'s, a socket {:?}, not a {side}",
-            endpoints.mode
+            "connection {conn_id:#x} is interface {port}'s, a socket {mode:?}, not a {side}"
         )));
     }
     Ok(port)

@@ -6,22 +6,54 @@
 //! read the engine through an `ArcSwap`: no lock.
 
 use std::ffi::{CStr, c_char};
+use std::ops::Deref;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwapOption, Guard};
 use daqiri::{Engine, Error, Status};
+use daqiri_config::model::SocketMode;
 use daqiri_config::{InterfaceBackend, ValidConfig};
 
 use crate::logging;
 use crate::status::{self, SUCCESS};
 
-static ENGINE: ArcSwapOption<Engine> = ArcSwapOption::const_empty();
+static ENGINE: ArcSwapOption<Running> = ArcSwapOption::const_empty();
 /// Held by init and shutdown, so they run one at a time.
 static LIFECYCLE: Mutex<()> = Mutex::new(());
 
+/// The running engine, with what calls on the data path look up in its
+/// config, read once at init: the config itself is an `Arc` the engine
+/// hands out by cloning, a count every core would write on every call.
+pub(crate) struct Running {
+    engine: Engine,
+    /// Each port's socket mode; `None` for an interface that is not a socket.
+    socket_modes: Vec<Option<SocketMode>>,
+}
+
+impl Running {
+    fn new(engine: Engine) -> Self {
+        let config = engine.config();
+        let socket_modes = (0..engine.num_ports()).map(|port| config.endpoints(port).map(|e| e.mode)).collect();
+        Self { engine, socket_modes }
+    }
+
+    /// Port `port`'s socket mode; `None` when it is not a socket interface.
+    pub(crate) fn socket_mode(&self, port: usize) -> Option<SocketMode> {
+        self.socket_modes.get(port).copied().flatten()
+    }
+}
+
+impl Deref for Running {
+    type Target = Engine;
+
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
+}
+
 /// The running engine, or `NOT_READY` naming the missing init.
-pub(crate) fn engine() -> daqiri::Result<Guard<Option<Arc<Engine>>>> {
+pub(crate) fn engine() -> daqiri::Result<Guard<Option<Arc<Running>>>> {
     let guard = ENGINE.load();
     if guard.is_none() {
         return Err(Error::new(Status::NotReady, "no engine is running: call daqiri_init first"));
@@ -30,7 +62,7 @@ pub(crate) fn engine() -> daqiri::Result<Guard<Option<Arc<Engine>>>> {
 }
 
 /// Runs `f` on the running engine.
-pub(crate) fn with_engine<T>(f: impl FnOnce(&Engine) -> daqiri::Result<T>) -> daqiri::Result<T> {
+pub(crate) fn with_engine<T>(f: impl FnOnce(&Running) -> daqiri::Result<T>) -> daqiri::Result<T> {
     let guard = engine()?;
     f(guard.as_ref().expect("checked by engine()"))
 }
@@ -62,7 +94,7 @@ pub(crate) fn init(call: &str, source: Source<'_>) -> i32 {
             let config = engine.config();
             logging::follow(config.config());
             pin_to_master_core(&config);
-            ENGINE.store(Some(Arc::new(engine)));
+            ENGINE.store(Some(Arc::new(Running::new(engine))));
             SUCCESS
         }
         Err(e) => status::fail(call, e),

@@ -133,7 +133,7 @@ pub extern "C" fn daqiri_gw_get_connection_id(burst: *mut BurstParams) -> usize 
             return Ok(h.conn_id);
         }
         let port = h.hdr.hdr.port_id;
-        with_engine(|engine| Ok(engine.config().endpoints(usize::from(port)).map_or(0, |_| connections::conn_of(port))))
+        with_engine(|engine| Ok(engine.socket_mode(usize::from(port)).map_or(0, |_| connections::conn_of(port))))
     });
     found.unwrap_or_else(|e| {
         status::fail("get_connection_id", e);
