@@ -125,17 +125,46 @@ dpdk_build_env() {
         LD_LIBRARY_PATH="$dpdk_stage/opt/dpdk/lib"
 }
 
-# What the two binaries are made from: the toolchain, the features, the
-# lock file and every source file the members compile (not their tests,
-# benches or docs), by content, so a clean clone of the same commit finds them.
+# The folders of the workspace members PACKAGES compile: them and, by
+# cargo's resolve with every feature on (the bypass variant's DPDK bindings
+# among them), the members they depend on to build. A change to another
+# member (libdaqiri, the in-process Python module) rebuilds no image.
+member_dirs() { # package...
+    (cd "$root" && cargo metadata --format-version 1 --all-features --locked) | python3 -c '
+import json, sys
+meta = json.load(sys.stdin)
+members = set(meta["workspace_members"])
+packages = {p["id"]: p for p in meta["packages"]}
+deps = {n["id"]: n["deps"] for n in meta["resolve"]["nodes"]}
+todo = [i for i in members if packages[i]["name"] in sys.argv[1:]]
+assert len(todo) == len(sys.argv) - 1, "a package named is not a workspace member"
+seen = set()
+while todo:
+    member = todo.pop()
+    if member not in seen:
+        seen.add(member)
+        todo += [d["pkg"] for d in deps[member]
+                 if d["pkg"] in members and any(k["kind"] in (None, "build") for k in d["dep_kinds"])]
+root = meta["workspace_root"] + "/"
+print("\n".join(sorted(packages[m]["manifest_path"][len(root):].rsplit("/", 1)[0] for m in seen)))
+' "$@"
+}
+
+# What a variant's artifacts are made from: the toolchain, the features, the
+# lock file and every source file of the members they compile (not their
+# tests, benches or docs), by content, so a clean clone of the same commit
+# finds them.
 source_key() {
-    local variant=$1
+    local variant=$1 packages=(daqiri-gateway daqiri-operator) dirs
+    [[ $variant == consumer ]] && packages=(daqiri-gateway-python)
+    dirs=$(member_dirs "${packages[@]}")
     {
         rustc -vV
         echo "features: $(features "$variant")"
         [[ $variant == bypass ]] && echo "dpdk: $dpdk_stage"
         cd "$root"
-        git ls-files -co --exclude-standard -- Cargo.toml Cargo.lock configs/default.yaml gateway operator |
+        # shellcheck disable=SC2086 # one folder per line, no spaces
+        git ls-files -co --exclude-standard -- Cargo.toml Cargo.lock configs/default.yaml $dirs |
             grep -Ev '/(tests|benches|examples)/|\.md$' | sort | xargs -d '\n' sha256sum
     } | sha256sum | cut -c1-16
 }
