@@ -62,6 +62,12 @@ impl<'p> Steer<'p> {
         self.unread && !self.dropping
     }
 
+    /// Whether this poll reads a frame's headers to steer it.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn reads_headers(&self) -> bool {
+        !self.unread && !self.dropping
+    }
+
     /// The port it steers for.
     pub(crate) fn port(&self) -> &'p Port {
         self.port

@@ -2,12 +2,17 @@
 //! packets through an engine, `device` regions are allocated on the GPU
 //! their affinity names and reported so, a backend that writes with the CPU
 //! lands packets (or, under header-data split, their payloads) in a device
-//! region through pinned staging, and sends from one the same way. Run by
+//! region through pinned staging, and sends from one the same way; a
+//! loopback whose queues are all in device memory copies GPU to GPU. Run by
 //! `tests/gpu/run.sh`.
 #![cfg(feature = "cuda")]
 
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use daqiri::headers::UdpFrame;
 use daqiri::{Engine, SegmentMemory, Status};
-use daqiri_config::model::MemoryKind;
+use daqiri_config::model::{MemoryKind, TxOffload};
 use daqiri_config::testing::{QueueBuilder, TestConfig, rx, tx};
 
 /// A loopback engine's config with regions `tx` (host), `pinned`
@@ -56,17 +61,33 @@ fn next_packet_segments(engine: &Engine) -> Vec<(bool, Vec<u8>)> {
             break b;
         }
     };
-    assert!(rx.cuda_event().is_some(), "a burst with device segments carries its copy's event");
-    let packet = rx.packet(0);
+    assert!(rx.cuda_event().is_some(), "a burst the CPU landed in device memory carries its copy's event");
+    packet_segments(&rx, 0)
+}
+
+/// Packet `index` of `burst`: each segment where it lives, device segments
+/// copied back once the burst is ready.
+fn packet_segments(burst: &daqiri::Burst, index: usize) -> Vec<(bool, Vec<u8>)> {
+    let packet = burst.packet(index);
     (0..packet.num_segments())
         .map(|s| match packet.segment_memory(s).unwrap() {
             SegmentMemory::Host(bytes) => (false, bytes.to_vec()),
             SegmentMemory::Device(slice) => {
-                rx.wait_ready();
+                burst.wait_ready();
                 (true, daqiri::gpu::copy_to_host(0, slice).unwrap())
             }
         })
         .collect()
+}
+
+/// Sizes packet `index` of a TX burst to `bytes` and copies them into its
+/// device buffer, as an application's `cudaMemcpy` does.
+fn write_to_device(burst: &mut daqiri::Burst, index: usize, bytes: &[u8]) {
+    burst.packet_mut(index).set_lengths(&[bytes.len()]).unwrap();
+    let Some(SegmentMemory::Device(slice)) = burst.packet(index).segment_memory(0) else { panic!("a device segment") };
+    daqiri::gpu::bind_thread(0).unwrap();
+    // SAFETY: the packet's own device buffer, `bytes.len()` long; a synchronous copy.
+    unsafe { daqiri::gpu::cudarc::driver::result::memcpy_htod_sync(slice.ptr().address(), bytes) }.unwrap();
 }
 
 #[test]
@@ -95,11 +116,10 @@ fn gpu_header_data_split_puts_only_the_payload_in_device_memory() {
 
 #[test]
 fn gpu_a_cpu_backend_sends_from_device_memory_and_its_helpers_leave_it_to_cuda() {
-    let gpu_both_ways = TestConfig::loopback()
-        .region_of("gpu", MemoryKind::Device, 64, 65536)
-        .tx_queue(tx(0, "gpu"))
-        .rx_queue(rx(0, "gpu"));
-    let engine = engine(&gpu_both_ways).expect("a loopback sending from and landing in device memory");
+    let device_tx = config(rx(0, "pinned"));
+    let mut device_tx = device_tx;
+    device_tx.region_mut("tx").kind = MemoryKind::Device;
+    let engine = engine(&device_tx).expect("a loopback sending from device memory");
     let frame: Vec<u8> = (0..1400u32).map(|b| (b * 13) as u8).collect();
     let mut burst = engine.get_tx_packet_burst(0, 0, 1).unwrap();
     // The twin the loopback reads is the engine's: the CPU helpers write no device segment.
@@ -108,13 +128,86 @@ fn gpu_a_cpu_backend_sends_from_device_memory_and_its_helpers_leave_it_to_cuda()
     let err = packet.write(&frame).unwrap_err();
     assert_eq!(err.status, Status::InvalidParameter, "{err}");
     assert!(err.message.contains("no host segment 0"), "{err}");
-    packet.set_lengths(&[frame.len()]).unwrap();
-    let Some(SegmentMemory::Device(slice)) = burst.packet(0).segment_memory(0) else { panic!("a device segment") };
-    daqiri::gpu::bind_thread(0).unwrap();
-    // SAFETY: the packet's own device buffer, `frame.len()` long; a synchronous copy.
-    unsafe { daqiri::gpu::cudarc::driver::result::memcpy_htod_sync(slice.ptr().address(), &frame) }.unwrap();
+    write_to_device(&mut burst, 0, &frame);
     engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
-    assert_eq!(next_packet_segments(&engine), vec![(true, frame)]);
+    let rx = loop {
+        if let Some(b) = engine.get_rx_burst(0, 0).unwrap() {
+            break b;
+        }
+    };
+    assert_eq!(packet_segments(&rx, 0), vec![(false, frame)]);
+}
+
+/// A loopback whose queues are all in device memory: frames go GPU to GPU,
+/// steered by their headers (copied to the host for it) to two RX queues,
+/// one splitting header from payload into two device regions, with
+/// `tx_eth_src`'s MAC in each; one burst larger than the host copy's chunk.
+#[test]
+fn gpu_a_loopback_in_device_memory_copies_gpu_to_gpu_and_steers_by_headers() {
+    const FRAMES: usize = 600;
+    let config = TestConfig::loopback()
+        .region_of("tx", MemoryKind::Device, 1024, 9000)
+        .region_of("whole", MemoryKind::Device, 1024, 9000)
+        .region_of("headers", MemoryKind::Device, 1024, 42)
+        .region_of("payloads", MemoryKind::Device, 1024, 9000)
+        .tx_queue(tx(0, "tx").batch(FRAMES as u32).offloads(&[TxOffload::TxEthSrc]))
+        .rx_queue(rx(0, "whole").batch(64).timeout_us(1000))
+        .rx_queue(rx(1, "headers").split_into("payloads").batch(64).timeout_us(1000))
+        .udp_flow(7, 1, 5001);
+    let engine = engine(&config).expect("a loopback in device memory");
+    let frames: Vec<Vec<u8>> = (0..FRAMES)
+        .map(|i| {
+            let addresses = UdpFrame {
+                src_mac: [0xaa; 6],
+                dst_mac: [0xbb; 6],
+                src_ip: Ipv4Addr::new(10, 0, 0, 1),
+                dst_ip: Ipv4Addr::new(10, 0, 0, 2),
+                src_port: 4096,
+                dst_port: 5000 + (i % 2) as u16,
+            };
+            let payload: Vec<u8> = (0..(i * 97) % 8900).map(|b| (b ^ i) as u8).collect();
+            let mut frame = vec![0u8; 9000];
+            let len = addresses.write(&mut frame, &payload).unwrap();
+            frame.truncate(len);
+            frame
+        })
+        .collect();
+    assert!(frames.iter().map(Vec::len).sum::<usize>() > 4 << 20, "one burst is more than a chunk");
+    let mut burst = engine.get_tx_packet_burst(0, 0, FRAMES).unwrap();
+    for (i, frame) in frames.iter().enumerate() {
+        write_to_device(&mut burst, i, frame);
+    }
+    engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+    let mut got: [Vec<Vec<u8>>; 2] = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got[0].len() + got[1].len() < FRAMES {
+        assert!(Instant::now() < deadline, "only {} and {} frames came back", got[0].len(), got[1].len());
+        for queue in 0..2u16 {
+            let Some(rx) = engine.get_rx_burst(0, queue).unwrap() else { continue };
+            assert!(rx.cuda_event().is_none(), "copied on the GPU before delivery: no event to wait for");
+            for i in 0..rx.num_packets() {
+                let segments = packet_segments(&rx, i);
+                assert!(segments.iter().all(|(device, _)| *device), "every segment in device memory");
+                assert_eq!(segments.len(), 1 + queue as usize, "queue {queue}'s segments");
+                assert_eq!(rx.packet(i).flow_id(), (queue == 1).then_some(7), "queue {queue}'s flow");
+                got[queue as usize].push(segments.into_iter().flat_map(|(_, bytes)| bytes).collect());
+            }
+        }
+    }
+    let port_mac = engine.mac_address(0).unwrap();
+    for (queue, got) in got.iter().enumerate() {
+        let want: Vec<Vec<u8>> = frames
+            .iter()
+            .skip(queue)
+            .step_by(2)
+            .map(|frame| [&frame[..6], &port_mac[..], &frame[12..]].concat())
+            .collect();
+        assert_eq!(got.len(), want.len(), "queue {queue}'s frames");
+        assert!(got == &want, "queue {queue}'s frames arrive as sent, the port's MAC their source");
+    }
+    for region in engine.stats().regions {
+        assert_eq!(region.in_use, 0, "region {} has every buffer back", region.name);
+    }
 }
 
 #[test]

@@ -3,7 +3,12 @@
 //! "wire" is a copy from TX buffers into the RX queue's regions, split over
 //! the RX segments in order (header-data split by segment size). A TX queue
 //! with `offloads: [tx_eth_src]` gets the port's MAC ([`port_mac`]) written
-//! into each frame's source address, as a NIC would.
+//! into each frame's source address, as a NIC would. A port whose queues
+//! all use `device` memory of one GPU copies GPU to GPU instead
+//! ([`device_wire`]).
+
+#[cfg(feature = "cuda")]
+mod device_wire;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +18,7 @@ use crate::burst::{Burst, PacketSlot};
 use crate::delivery::{Assembler, FullRing, RuleTally, Steer, Steered};
 use crate::error::Result;
 use crate::inbox::Inboxes;
-use crate::memory::RegionTable;
+use crate::memory::{BufToken, Region, RegionTable};
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::queue::Queue;
@@ -27,11 +32,32 @@ const MAX_FRAME: usize = 16 * 1024;
 #[derive(Debug)]
 pub(super) struct LoopbackDriver {
     mac: [u8; 6],
+    /// Each TX queue's wire, handed to its carrier when the workers start.
+    wires: Vec<Wire>,
 }
 
 pub(super) fn open(port: &Port, regions: &RegionTable) -> Result<Box<dyn PortDriver>> {
+    let mac = port_mac(port.id);
+    #[cfg(feature = "cuda")]
+    if let Some(gpu) = device_wire::port_gpu(port, regions) {
+        let wires =
+            port.tx.iter().map(|q| Ok(Wire::Device(Box::new(device_wire::DeviceWire::new(gpu, mac, q.batch_size)?))));
+        return Ok(Box::new(LoopbackDriver { mac, wires: wires.collect::<Result<_>>()? }));
+    }
     super::driver::prepare_cpu_landing(port, regions)?;
-    Ok(Box::new(LoopbackDriver { mac: port_mac(port.id) }))
+    let wires = port.tx.iter().map(|_| Wire::Cpu { frame: vec![0u8; MAX_FRAME] }).collect();
+    Ok(Box::new(LoopbackDriver { mac, wires }))
+}
+
+/// How a carrier moves a frame's bytes.
+#[derive(Debug)]
+enum Wire {
+    /// Through one CPU core and a frame buffer of its own (staged `device`
+    /// memory included, through its pinned twin).
+    Cpu { frame: Vec<u8> },
+    /// GPU to GPU.
+    #[cfg(feature = "cuda")]
+    Device(Box<device_wire::DeviceWire>),
 }
 
 /// Packets an RX queue's inbox holds at least; and at least two of the
@@ -46,11 +72,12 @@ impl PortDriver for LoopbackDriver {
         let largest_burst = p.tx.iter().map(|q| q.batch_size).max().unwrap_or(0);
         let capacity = INBOX_PACKETS.max(2 * largest_burst);
         let inboxes = Arc::new(Inboxes::new(p.rx.len(), capacity, p.rx.len() + p.tx.len()));
-        let carriers = p.tx.iter().enumerate().map(|(queue, q)| {
+        let wires = std::mem::take(&mut self.wires);
+        let carriers = p.tx.iter().zip(wires).enumerate().map(|(queue, (q, wire))| {
             let carrier = Carrier {
                 queue,
                 inboxes: Arc::clone(&inboxes),
-                frame: vec![0u8; MAX_FRAME],
+                wire,
                 pacer: Pacer::for_queue(q),
                 tally: RuleTally::default(),
             };
@@ -73,7 +100,7 @@ impl PortDriver for LoopbackDriver {
 struct Carrier {
     queue: usize,
     inboxes: Arc<Inboxes>,
-    frame: Vec<u8>,
+    wire: Wire,
     pacer: Option<Pacer>,
     tally: RuleTally,
 }
@@ -86,7 +113,12 @@ impl QueueTask for Carrier {
         while let Some(burst) = pacing::next_burst(q, self.pacer.as_mut()) {
             moved += burst.num_packets().max(1);
             let steer = Steer::new(p, &mut self.tally);
-            self.inboxes.whole_burst(|| carry(steer, q, &burst, &self.inboxes, &mut self.frame));
+            let inboxes = &self.inboxes;
+            inboxes.whole_burst(|| match &mut self.wire {
+                Wire::Cpu { frame } => carry(steer, q, &burst, inboxes, frame),
+                #[cfg(feature = "cuda")]
+                Wire::Device(wire) => wire.carry(steer, q, &burst, inboxes),
+            });
         }
         moved
     }
@@ -175,13 +207,30 @@ fn carry(mut steer: Steer<'_>, tx: &Queue, burst: &Burst, inboxes: &Inboxes, fra
 
 /// Copies a frame into fresh buffers of an RX queue, segment by segment.
 fn land(rx: &Queue, regions: &RegionTable, frame: &[u8], flow_id: Option<u32>) -> Option<PacketSlot> {
+    land_with(rx, regions, frame.len(), flow_id, |region, token, from, take| {
+        region.bytes_mut(token)[..take].copy_from_slice(&frame[from..from + take]);
+    })
+}
+
+/// Takes fresh buffers of an RX queue for a frame of `len` bytes, split over
+/// its segments in order, and has `fill` write each: `fill(region, buffer,
+/// frame offset, bytes)`. `None`, counted as the queue's drop, when a
+/// region has no free buffer or the frame does not fit.
+fn land_with(
+    rx: &Queue,
+    regions: &RegionTable,
+    len: usize,
+    flow_id: Option<u32>,
+    mut fill: impl FnMut(&Region, &mut BufToken, usize, usize),
+) -> Option<PacketSlot> {
     let mut slot = PacketSlot::default();
     slot.set_flow_id(flow_id);
-    let mut rest = frame;
+    let mut from = 0;
     let last = rx.segment_regions.len() - 1;
     for (segment, &r) in rx.segment_regions.iter().enumerate() {
         let region = regions.get(r);
-        let take = if segment == last { rest.len() } else { rest.len().min(region.buf_size()) };
+        let rest = len - from;
+        let take = if segment == last { rest } else { rest.min(region.buf_size()) };
         if take > region.buf_size() {
             slot.release(regions, &rx.segment_regions);
             rx.stats.dropped(DropReason::Truncated, 1);
@@ -192,10 +241,10 @@ fn land(rx: &Queue, regions: &RegionTable, frame: &[u8], flow_id: Option<u32>) -
             rx.stats.dropped(DropReason::NoFreePacketBuffers, 1);
             return None;
         };
-        region.bytes_mut(&mut token)[..take].copy_from_slice(&rest[..take]);
+        fill(region, &mut token, from, take);
         slot.set_segment(segment, token, take as u32);
-        rest = &rest[take..];
-        if rest.is_empty() {
+        from += take;
+        if from == len {
             break;
         }
     }
