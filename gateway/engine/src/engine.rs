@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use daqiri_config::{Document, InterfaceBackend, ValidConfig};
 
 use crate::backend::{self, PortDriver};
-use crate::burst::{Burst, EngineId, PacketSlot};
+use crate::burst::{Burst, EngineId};
 use crate::direction::Direction;
 use crate::error::{Error, Result, Status};
 use crate::memory::{Region, RegionTable};
@@ -271,22 +271,12 @@ impl Engine {
                 format!("all {} tx_meta_buffers of queue \"{}\" are in flight", q.meta.capacity(), q.name),
             )
         })?;
-        for _ in 0..num_packets {
-            let mut slot = PacketSlot::default();
-            for (segment, &region) in q.segment_regions.iter().enumerate() {
-                let Some(token) = self.inner.regions.get(region).take() else {
-                    let name = self.inner.regions.get(region).name().to_owned();
-                    slot.release(&self.inner.regions, &q.segment_regions);
-                    return Err(Error::new(
-                        Status::NoFreePacketBuffers,
-                        format!(
-                            "memory region \"{name}\" has no free buffer; send or drop bursts sooner or raise num_bufs"
-                        ),
-                    ));
-                };
-                slot.set_segment(segment, token, 0);
-            }
-            burst.push(slot);
+        if let Err(region) = burst.push_fresh(num_packets) {
+            let name = self.inner.regions.get(region).name();
+            return Err(Error::new(
+                Status::NoFreePacketBuffers,
+                format!("memory region \"{name}\" has no free buffer; send or drop bursts sooner or raise num_bufs"),
+            ));
         }
         Ok(burst)
     }

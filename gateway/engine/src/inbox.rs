@@ -7,11 +7,14 @@
 //! software loop's TX side, the landing thread posts it here and the
 //! queue's worker takes it in arrival order, so a flow keeps its order.
 //! Posting never blocks: a full inbox drops the packet, counted on the
-//! target queue as `ring_full`, as a full burst ring does.
+//! target queue as `ring_full`, as a full burst ring does. A poster that
+//! lands many packets at once (the loop's GPU wire) posts them as one run,
+//! one queue operation for all of them; a poster uses runs or single
+//! packets, never both, so each poster's packets keep their order.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crossbeam_queue::ArrayQueue;
+use crossbeam_queue::{ArrayQueue, SegQueue};
 
 use crate::burst::PacketSlot;
 use crate::delivery::Assembler;
@@ -77,12 +80,55 @@ impl Inboxes {
 #[derive(Debug)]
 pub(crate) struct Inbox {
     slots: ArrayQueue<PacketSlot>,
+    /// Runs of packets posted at once, oldest first.
+    runs: SegQueue<Vec<PacketSlot>>,
+    /// Packets waiting in `runs`, counted against the capacity with `slots`.
+    in_runs: AtomicUsize,
+    /// Emptied runs, for posters to fill again without allocating.
+    spares: ArrayQueue<Vec<PacketSlot>>,
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    capacity: usize,
 }
+
+/// Emptied runs an inbox keeps for reuse.
+const SPARE_RUNS: usize = 8;
 
 impl Inbox {
     /// An inbox holding up to `capacity` packets.
     pub(crate) fn new(capacity: usize) -> Self {
-        Self { slots: ArrayQueue::new(capacity.max(1)) }
+        Self {
+            slots: ArrayQueue::new(capacity.max(1)),
+            runs: SegQueue::new(),
+            in_runs: AtomicUsize::new(0),
+            spares: ArrayQueue::new(SPARE_RUNS),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// An empty run to fill and [`post_run`](Self::post_run): one the
+    /// worker emptied, or a new one.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn spare_run(&self) -> Vec<PacketSlot> {
+        self.spares.pop().unwrap_or_default()
+    }
+
+    /// Posts packets landed for `queue` as one run, in order; what does
+    /// not fit the inbox goes back to its pool and is counted.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn post_run(&self, queue: &Queue, mut run: Vec<PacketSlot>, regions: &RegionTable) {
+        let waiting = self.slots.len() + self.in_runs.load(Ordering::Acquire);
+        let room = self.capacity.saturating_sub(waiting);
+        if run.len() > room {
+            let over = run.len() - room;
+            run.drain(room..).for_each(|slot| slot.release(regions, &queue.segment_regions));
+            queue.stats.dropped(DropReason::RingFull, over as u64);
+        }
+        if run.is_empty() {
+            let _ = self.spares.push(run);
+            return;
+        }
+        self.in_runs.fetch_add(run.len(), Ordering::AcqRel);
+        self.runs.push(run);
     }
 
     /// Posts a packet landed for `queue`; when the inbox is full its buffers
@@ -106,6 +152,12 @@ impl Inbox {
             assembler.push(queue, slot, regions);
             taken += 1;
         }
+        while let Some(mut run) = self.runs.pop() {
+            self.in_runs.fetch_sub(run.len(), Ordering::AcqRel);
+            taken += run.len();
+            run.drain(..).for_each(|slot| assembler.push(queue, slot, regions));
+            let _ = self.spares.push(run);
+        }
         taken
     }
 
@@ -116,6 +168,11 @@ impl Inbox {
         while let Some(slot) = self.slots.pop() {
             slot.release(regions, &queue.segment_regions);
             packets += 1;
+        }
+        while let Some(run) = self.runs.pop() {
+            self.in_runs.fetch_sub(run.len(), Ordering::AcqRel);
+            packets += run.len() as u64;
+            run.into_iter().for_each(|slot| slot.release(regions, &queue.segment_regions));
         }
         if packets > 0 {
             queue.stats.dropped(DropReason::Flushed, packets);

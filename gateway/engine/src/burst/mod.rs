@@ -652,6 +652,38 @@ impl Burst {
         }
     }
 
+    /// Appends `n` empty packets with a fresh buffer per segment, as
+    /// `get_tx_packet_burst` hands them out, taking each region's buffers
+    /// in bulk. On a shortage, the region that ran out; the burst then
+    /// holds some of them, which go back when it is dropped.
+    pub(crate) fn push_fresh(&mut self, n: usize) -> Result<(), u16> {
+        debug_assert!(self.num_packets() + n <= self.meta().capacity, "burst pushed past batch_size");
+        let regions = &self.home.regions;
+        let meta = self.meta.as_deref_mut().expect("present until drop");
+        for column in &mut meta.segments {
+            if regions.get(column.region).take_each(n, |token| column.buffers.push(token)) < n {
+                return Err(column.region);
+            }
+            column.offsets.resize(column.buffers.len(), 0);
+            column.lengths.resize(column.buffers.len(), 0);
+        }
+        let packets = meta.flow_ids.len() + n;
+        meta.flow_ids.resize(packets, NO_FLOW);
+        if let Some(index) = &mut meta.sender_index {
+            index.resize(packets, u16::MAX);
+        }
+        if let Some(stamps) = &mut meta.rx_timestamps {
+            stamps.resize(packets, NO_TIMESTAMP);
+        }
+        if let Some(immediates) = &mut meta.immediates {
+            immediates.resize(packets, None);
+        }
+        if let Some(remote) = &mut meta.remote {
+            remote.resize(packets, None);
+        }
+        Ok(())
+    }
+
     /// Packet `index`'s immediate, for a backend sending it.
     #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
     pub(crate) fn immediate(&self, index: usize) -> Option<u32> {

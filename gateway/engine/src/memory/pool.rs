@@ -14,8 +14,14 @@ pub(crate) trait BufferPool: Send + Sync + std::fmt::Debug {
     /// Moves up to `n` free indices onto `out`, the warmest last (so a stack
     /// popping from `out` reuses it first); returns how many it moved.
     fn take_bulk(&self, out: &mut Vec<u32>, n: usize) -> usize;
+    /// Fills `out` with free indices, the warmest first; how many it filled
+    /// (fewer than `out.len()` only when the pool ran out).
+    fn take_into(&self, out: &mut [u32]) -> usize;
     /// One free index (the warmest), or `None` when the pool is empty.
-    fn take_one(&self) -> Option<u32>;
+    fn take_one(&self) -> Option<u32> {
+        let mut one = [0u32];
+        (self.take_into(&mut one) == 1).then_some(one[0])
+    }
     /// Returns indices to the pool. Each must have been taken and not yet released.
     fn release_bulk(&self, indices: &[u32]);
     /// Indices free now (a snapshot), wherever they wait.
@@ -31,6 +37,9 @@ pub(crate) trait BufferPool: Send + Sync + std::fmt::Debug {
 impl<T: BufferPool> BufferPool for std::sync::Arc<T> {
     fn take_bulk(&self, out: &mut Vec<u32>, n: usize) -> usize {
         (**self).take_bulk(out, n)
+    }
+    fn take_into(&self, out: &mut [u32]) -> usize {
+        (**self).take_into(out)
     }
     fn take_one(&self) -> Option<u32> {
         (**self).take_one()
@@ -75,6 +84,17 @@ impl BufferPool for SharedStack {
         let take = n.min(free.len());
         let from = free.len() - take;
         out.extend(free.drain(from..));
+        self.len.store(free.len() as u32, Ordering::Relaxed);
+        take
+    }
+
+    fn take_into(&self, out: &mut [u32]) -> usize {
+        let mut free = self.lock();
+        let take = out.len().min(free.len());
+        let from = free.len() - take;
+        for (slot, index) in out.iter_mut().zip(free.drain(from..).rev()) {
+            *slot = index;
+        }
         self.len.store(free.len() as u32, Ordering::Relaxed);
         take
     }
@@ -142,6 +162,18 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    #[test]
+    fn take_into_fills_the_warmest_first_and_stops_short_when_empty() {
+        let pool = SharedStack::full(3);
+        let mut out = [9u32; 2];
+        assert_eq!(pool.take_into(&mut out), 2);
+        assert_eq!(out, [0, 1], "index 0 is on top");
+        let mut out = [9u32; 4];
+        assert_eq!(pool.take_into(&mut out), 1, "one left");
+        assert_eq!(out, [2, 9, 9, 9]);
+        assert_eq!((pool.available(), pool.take_one()), (0, None));
+    }
 
     #[test]
     fn last_released_is_first_taken() {

@@ -192,6 +192,23 @@ impl Region {
         self.pool.take_one().map(BufToken)
     }
 
+    /// Takes up to `n` free buffers, one pool operation per 64 rather than
+    /// per buffer, handing each to `each`; how many it took.
+    pub(crate) fn take_each(&self, n: usize, mut each: impl FnMut(BufToken)) -> usize {
+        let mut chunk = [0u32; 64];
+        let mut taken = 0;
+        while taken < n {
+            let want = (n - taken).min(chunk.len());
+            let got = self.pool.take_into(&mut chunk[..want]);
+            chunk[..got].iter().for_each(|&index| each(BufToken(index)));
+            taken += got;
+            if got < want {
+                break;
+            }
+        }
+        taken
+    }
+
     /// Takes a buffer through a worker's cache (one shared access per refill).
     pub(crate) fn take_cached(&self, cache: &mut PoolCache) -> Option<BufToken> {
         cache.take(&*self.pool).map(BufToken)

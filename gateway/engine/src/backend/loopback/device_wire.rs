@@ -13,7 +13,7 @@ use crate::delivery::{Steer, Steered};
 use crate::error::Result;
 use crate::gpu::{DeviceBuffer, GpuReorder, PinnedMemory};
 use crate::inbox::Inboxes;
-use crate::memory::{DevicePtr, RegionTable, SegmentMemory};
+use crate::memory::{DevicePtr, PoolCache, Region, RegionTable, SegmentMemory};
 use crate::port::Port;
 use crate::queue::Queue;
 use crate::stats::DropReason;
@@ -70,6 +70,13 @@ impl DeviceWire {
         })
     }
 
+    /// Gives the buffers its caches hold back to their regions.
+    pub(super) fn finish(&mut self, regions: &RegionTable) {
+        for (region, cache) in &mut self.landing.caches {
+            regions.get(*region).drain_cache(cache);
+        }
+    }
+
     /// Moves one TX burst onto the RX side, a chunk at a time; a chunk's
     /// packets are posted once their copies are done.
     pub(super) fn carry(&mut self, mut steer: Steer<'_>, tx: &Queue, burst: &Burst, inboxes: &Inboxes) {
@@ -90,6 +97,7 @@ impl DeviceWire {
                         continue;
                     }
                 };
+            self.landing.start(port, inboxes);
             let mut at = 0;
             for index in chunk.clone() {
                 let packet = burst.packet(index);
@@ -193,9 +201,15 @@ struct Landing {
     copies: Vec<Copy>,
     /// `tx_eth_src`'s MAC over them, launched after.
     patches: Vec<Copy>,
-    /// Each packet's RX queue and slot, posted once the copies are done.
-    slots: Vec<(usize, PacketSlot)>,
+    /// Each RX queue's packets, posted as one run once the copies are done.
+    runs: Vec<Vec<PacketSlot>>,
+    /// Free RX buffers taken in bulk, by region: one pool operation per
+    /// [`CACHE_REFILL`] packets instead of one each.
+    caches: Vec<(u16, PoolCache)>,
 }
+
+/// Buffers an RX region's cache takes at a time.
+const CACHE_REFILL: usize = 256;
 
 impl Landing {
     /// Takes buffers of RX queue `queue` for `packet` and plans its copies;
@@ -208,8 +222,22 @@ impl Landing {
             count += 1;
         }
         let sources = &sources[..count];
-        let (copies, patches) = (&mut self.copies, &mut self.patches);
-        let landed = land_with(&port.rx[queue], &port.regions, packet.len(), flow_id, |region, token, from, take| {
+        let (copies, patches, caches) = (&mut self.copies, &mut self.patches, &mut self.caches);
+        let take = |r: u16, region: &Region| {
+            let at = match caches.iter().position(|(cached, _)| *cached == r) {
+                Some(at) => at,
+                None => {
+                    caches.push((r, PoolCache::new(CACHE_REFILL)));
+                    caches.len() - 1
+                }
+            };
+            region.take_cached(&mut caches[at].1)
+        };
+        let run = &mut self.runs[queue];
+        run.push(PacketSlot::default());
+        let slot = run.last_mut().expect("pushed above");
+        let rx = &port.rx[queue];
+        let landed = land_with(slot, rx, &port.regions, packet.len(), flow_id, take, |region, token, from, take| {
             let dst = region.device_segment(token, 0, take).expect("a device wire's RX regions are on the GPU").ptr();
             copy_range(sources, from..from + take, dst, copies);
             if let Some(mac) = mac {
@@ -223,8 +251,18 @@ impl Landing {
                 }
             }
         });
-        if let Some(slot) = landed {
-            self.slots.push((queue, slot));
+        if !landed {
+            run.pop();
+        }
+    }
+
+    /// Readies a run per RX queue of `port` for the next chunk.
+    fn start(&mut self, port: &Port, inboxes: &Inboxes) {
+        self.runs.resize_with(port.rx.len(), Vec::new);
+        for (queue, run) in self.runs.iter_mut().enumerate() {
+            if run.capacity() == 0 {
+                *run = inboxes.of(queue).spare_run();
+            }
         }
     }
 
@@ -241,15 +279,13 @@ impl Landing {
         })();
         self.copies.clear();
         self.patches.clear();
-        for (queue, slot) in self.slots.drain(..) {
+        for (queue, run) in self.runs.iter_mut().enumerate().filter(|(_, run)| !run.is_empty()) {
             let rx = &port.rx[queue];
             match &copied {
-                Ok(()) => {
-                    inboxes.of(queue).post(rx, slot, &port.regions);
-                }
+                Ok(()) => inboxes.of(queue).post_run(rx, std::mem::take(run), &port.regions),
                 Err(_) => {
-                    slot.release(&port.regions, &rx.segment_regions);
-                    rx.stats.dropped(DropReason::DeviceError, 1);
+                    rx.stats.dropped(DropReason::DeviceError, run.len() as u64);
+                    run.drain(..).for_each(|slot| slot.release(&port.regions, &rx.segment_regions));
                 }
             }
         }

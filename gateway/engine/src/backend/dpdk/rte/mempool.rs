@@ -240,11 +240,19 @@ impl Mempool {
 
 impl BufferPool for Mempool {
     fn take_bulk(&self, out: &mut Vec<u32>, n: usize) -> usize {
+        let start = out.len();
+        out.resize(start + n, 0);
+        let taken = self.take_into(&mut out[start..]);
+        out.truncate(start + taken);
+        taken
+    }
+
+    fn take_into(&self, out: &mut [u32]) -> usize {
         let mut mbufs = [std::ptr::null_mut::<rte_mbuf>(); BULK];
         let mut taken = 0;
-        while taken < n {
+        while taken < out.len() {
             // rte_pktmbuf_alloc_bulk takes all or nothing: ask for less until it gives.
-            let mut want = (n - taken).min(BULK);
+            let mut want = (out.len() - taken).min(BULK);
             let mut alloc = |want: usize| {
                 // SAFETY: `mbufs` has room for `want` (at most BULK) pointers.
                 unsafe { dpdk_sys::daqiri_pktmbuf_alloc_bulk(self.pool.as_ptr(), mbufs.as_mut_ptr(), want as u32) == 0 }
@@ -255,17 +263,12 @@ impl BufferPool for Mempool {
             if want == 0 {
                 break;
             }
-            for &mbuf in &mbufs[..want] {
-                out.push(NonNull::new(mbuf).and_then(|m| self.index_of(m)).expect("an mbuf of this pool"));
+            for (slot, &mbuf) in out[taken..].iter_mut().zip(&mbufs[..want]) {
+                *slot = NonNull::new(mbuf).and_then(|m| self.index_of(m)).expect("an mbuf of this pool");
             }
             taken += want;
         }
         taken
-    }
-
-    fn take_one(&self) -> Option<u32> {
-        let mut out = Vec::with_capacity(1);
-        (self.take_bulk(&mut out, 1) == 1).then(|| out[0])
     }
 
     /// Puts the mbufs straight back into the mempool, unread: every buffer
