@@ -221,6 +221,21 @@ void misuse(daqiri::BurstParams *rx, uintptr_t server_conn) {
   CHECK(daqiri::socket_get_server_conn_id("not an address", 47801, &conn) == daqiri::Status::INVALID_PARAMETER);
   daqiri::BurstParams *burst = nullptr;
   CHECK_STATUS(daqiri::get_rx_burst(&burst, server_conn, false), INVALID_PARAMETER);  // the server's, asked as client
+  // RDMA calls on an engine without RoCE ports (tests/capi/daqiri_rdma_vm.sh
+  // runs them on soft-RoCE): each refused by name, nothing taken.
+  CHECK_STATUS(daqiri::rdma_get_server_conn_id("127.0.0.1", 47801, &conn), INVALID_PARAMETER);
+  CHECK(std::string(daqiri::last_error()).find("no RoCE server interface") != std::string::npos);
+  CHECK_STATUS(daqiri::rdma_connect_to_server("127.0.0.1", 47801, &conn), CONNECT_FAILURE);
+  CHECK_STATUS(daqiri::get_rx_burst(&burst, server_conn | (uintptr_t{0xDA92} << 48), true), INVALID_PARAMETER);
+  CHECK_STATUS(daqiri::rdma_get_port_queue(server_conn, &port, &queue), INVALID_PARAMETER);  // a socket's id
+  auto *request = daqiri::create_tx_burst_params();
+  CHECK_STATUS(daqiri::rdma_set_header(request, daqiri::RDMAOpCode::RDMA_WRITE, server_conn, true, 1, 7, "x"),
+               NOT_SUPPORTED);
+  CHECK(std::string(daqiri::last_error()).find("SEND and RECEIVE requests only") != std::string::npos);
+  CHECK_STATUS(daqiri::rdma_set_header(request, daqiri::RDMAOpCode::SEND, server_conn, true, 1, 7, "x"),
+               INVALID_PARAMETER);  // a socket's id
+  CHECK(daqiri::rdma_get_opcode(request) == daqiri::RDMAOpCode::INVALID);
+  CHECK_STATUS(daqiri::free_tx_metadata(request), SUCCESS);
 }
 
 }  // namespace

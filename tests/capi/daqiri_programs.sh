@@ -25,7 +25,9 @@ status=0
 tarball=$(tests/reference/build.sh tarball daqiri) || status=$?
 ((status == 0)) || exit "$status"
 cuda=$(tests/reference/build.sh cuda)
-prefix=$(gateway/capi/package.sh target/capi/prefix-cuda --features cuda)
+# With the RoCE backend too: the VM test bed runs daqiri_bench_rdma on it
+# (tests/capi/daqiri_rdma_vm.sh).
+prefix=$(gateway/capi/package.sh target/capi/prefix-cuda --features cuda,rdma)
 
 # DAQIRI's tree, as released (kept while the tarball is the same).
 source=$work/daqiri-$(sha256sum "$tarball" | cut -c1-16)
@@ -44,13 +46,15 @@ cmake --build "$work/build" --target daqiri_bench_socket >/dev/null
 bench=$work/build/examples/daqiri_bench_socket
 # These build unchanged too. The first three run on the GPU machine (their
 # software-loopback configs send from GPU memory: --pack below), the reorder
-# benchmark below; the others' configs need a NIC (docs/coming-from-daqiri.md).
+# benchmark below, the RDMA one in the VM test bed (soft-RoCE:
+# tests/capi/daqiri_rdma_vm.sh); the others' configs need a NIC
+# (docs/coming-from-daqiri.md).
 on_gpu=(daqiri_bench_raw_gpudirect daqiri_example_pcap_writer daqiri_example_gds_write)
 built_only=(daqiri_bench_raw_hds daqiri_example_dynamic_rx_flow daqiri_bench_raw_reorder_quantize)
-for target in "${on_gpu[@]}" daqiri_bench_raw_reorder_seq "${built_only[@]}"; do
+for target in "${on_gpu[@]}" daqiri_bench_raw_reorder_seq daqiri_bench_rdma "${built_only[@]}"; do
     cmake --build "$work/build" --target "$target" >/dev/null
 done
-echo "daqiri_programs: built unchanged against libdaqiri: daqiri_bench_socket ${on_gpu[*]} daqiri_bench_raw_reorder_seq ${built_only[*]}"
+echo "daqiri_programs: built unchanged against libdaqiri: daqiri_bench_socket ${on_gpu[*]} daqiri_bench_raw_reorder_seq daqiri_bench_rdma ${built_only[*]}"
 
 # DAQIRI's example configs through parse_network_config into NetworkConfig
 # and back through what daqiri_init(NetworkConfig&) writes, in C++
@@ -162,7 +166,7 @@ for transport in udp tcp; do
     }
     fields=()
     if [[ -s $pcap ]]; then
-        tshark -r "$pcap" -T fields -e udp.srcport -e udp.length -e tcp.srcport -e tcp.len 2>/dev/null > "$pcap.fields"
+        tshark -r "$pcap" -T fields -e udp.srcport -e udp.length -e tcp.srcport -e tcp.len -e tcp.seq 2>/dev/null > "$pcap.fields"
         fields=("$pcap.fields")
     fi
     python3 - "$log" "$transport" "${fields[@]}" <<'PY'
@@ -189,11 +193,13 @@ seen = ""
 if len(sys.argv) > 3:
     datagrams, stream = collections.Counter(), collections.Counter()
     for line in open(sys.argv[3]):
-        udp_port, udp_len, tcp_port, tcp_len = (line.rstrip("\n").split("\t") + [""] * 4)[:4]
+        udp_port, udp_len, tcp_port, tcp_len, tcp_seq = (line.rstrip("\n").split("\t") + [""] * 5)[:5]
         if udp_port and int(udp_len) == 8 + 1024:
             datagrams[udp_port] += 1
-        if tcp_port and tcp_len:
-            stream[tcp_port] += int(tcp_len)
+        if tcp_port and tcp_len and int(tcp_len) > 0:
+            # The stream's length by its highest byte (relative sequence
+            # numbers start at 1): a segment the kernel sent again counts once.
+            stream[tcp_port] = max(stream[tcp_port], int(tcp_seq) + int(tcp_len) - 1)
     if transport == "udp":
         assert sorted(datagrams.values()) == [1000, 1000], f"capture: datagrams of 1024 B by source port {dict(datagrams)}"
         seen = "; tshark saw 1000 datagrams of 1024 B each way"

@@ -213,6 +213,23 @@ def test_misuse_answers_a_status(engine):
     assert 'no interface is named or addressed "eth9"' in daqiri.last_error()
 
 
+def test_rdma_calls_name_what_a_socket_engine_lacks(engine):
+    # DAQIRI's RDMA bench runs them on soft-RoCE (tests/capi/daqiri_rdma_vm.sh);
+    # here, on an engine without RoCE ports, each answers a status and says why.
+    assert [int(op) for op in (daqiri.RDMAOpCode.SEND, daqiri.RDMAOpCode.RECEIVE, daqiri.RDMAOpCode.INVALID)] == [1, 2, 7]
+    assert daqiri.rdma_get_server_conn_id("127.0.0.1", SERVER_PORT) == (daqiri.Status.INVALID_PARAMETER, 0)
+    assert "no RoCE server interface" in daqiri.last_error()
+    assert daqiri.rdma_connect_to_server("127.0.0.1", SERVER_PORT, "127.0.0.1") == (daqiri.Status.CONNECT_FAILURE, 0)
+    status, server = daqiri.socket_get_server_conn_id("127.0.0.1", SERVER_PORT)
+    assert daqiri.rdma_get_port_queue(server)[0] == daqiri.Status.INVALID_PARAMETER  # a socket's id
+    request = daqiri.create_tx_burst_params()
+    assert daqiri.rdma_set_header(request, daqiri.RDMAOpCode.RDMA_READ, server, True, 1, 5, "x") == daqiri.Status.NOT_SUPPORTED
+    assert "SEND and RECEIVE requests only" in daqiri.last_error()
+    assert daqiri.rdma_get_opcode(request) == daqiri.RDMAOpCode.INVALID
+    assert request.rdma_wr_id == 0
+    assert daqiri.free_tx_metadata(request) == daqiri.Status.SUCCESS
+
+
 def test_init_forms():
     class Wrapped:
         def as_dict(self):

@@ -10,6 +10,7 @@ use crate::args::{packet_index, port_id, queue_id, segment_index};
 use crate::connections;
 use crate::handle::{self, BurstParams, Role};
 use crate::lifecycle::with_engine;
+use crate::rdma;
 use crate::status::{self, SUCCESS};
 
 /// `get_rx_burst`'s "any" for a port or queue.
@@ -20,32 +21,12 @@ fn hand_over(burst: Burst, out: *mut *mut BurstParams) -> i32 {
     let Some(handle) = handle::acquire(Role::Rx) else {
         return status::fail("get_rx_burst", handle::exhausted());
     };
-    let segments = (0..burst.num_packets()).map(|i| burst.packet(i).num_segments()).max().unwrap_or(0);
-    let reordered = burst.reorder_plan().is_some();
-    handle.hdr.hdr = crate::handle::BurstFields {
-        port_id: burst.port_id(),
-        q_id: burst.queue_id(),
-        num_pkts: burst.num_packets() as u32,
-        num_segs: segments as u32,
-        max_pkt: if reordered { burst.source_packets() } else { burst.capacity() as u32 },
-        burst_flags: burst.flags(),
-    };
-    handle.event = cuda_event(&burst);
+    handle.describe(&burst);
     handle.burst = Some(burst);
     // SAFETY: `out` is checked non-null by every caller; a writable
     // `BurstParams**` by the C contract.
     unsafe { *out = handle };
     SUCCESS
-}
-
-#[cfg(feature = "cuda")]
-fn cuda_event(burst: &Burst) -> *mut c_void {
-    burst.cuda_event().map_or(std::ptr::null_mut(), |event| event.cu_event().cast())
-}
-
-#[cfg(not(feature = "cuda"))]
-fn cuda_event(_burst: &Burst) -> *mut c_void {
-    std::ptr::null_mut()
 }
 
 /// Sets `*out` to null and checks it can be written.
@@ -84,9 +65,24 @@ pub unsafe extern "C" fn daqiri_gw_get_rx_burst(out: *mut *mut BurstParams, port
 }
 
 /// The next burst of a socket connection (`socket_get_server_conn_id`,
-/// `socket_connect_to_server`); `server` says which side the program is.
+/// `socket_connect_to_server`), or the next completion of an RDMA one
+/// (`rdma_get_server_conn_id`, `rdma_connect_to_server`; rdma.rs);
+/// `server` says which side the program is.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn daqiri_gw_get_rx_burst_conn(out: *mut *mut BurstParams, conn_id: usize, server: bool) -> i32 {
+    if rdma::is_rdma_id(conn_id) {
+        if let Err(e) = clear_out(out) {
+            return status::fail("get_rx_burst", e);
+        }
+        return match rdma::next_completion(conn_id, server) {
+            Ok(completion) => {
+                // SAFETY: checked non-null by clear_out; a writable `BurstParams**` by the C contract.
+                unsafe { *out = completion };
+                SUCCESS
+            }
+            Err(e) => status::fail("get_rx_burst", e),
+        };
+    }
     deliver("get_rx_burst", out, || {
         with_engine(|engine| {
             let port = connections::port_of(engine, conn_id, Some(server))?;

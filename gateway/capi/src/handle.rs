@@ -53,6 +53,9 @@ pub(crate) enum Role {
 
 const FREE: u8 = 0;
 const LIVE: u8 = 1;
+/// An RDMA request posted to its connection: the library holds it until
+/// `get_rx_burst` hands it back as its completion (rdma.rs).
+const POSTED: u8 = 2;
 
 /// One burst handle. C sees `hdr` and `event` (c_api.h ends the struct
 /// there); the rest is ours.
@@ -67,6 +70,8 @@ pub struct BurstParams {
     pub(crate) role: Role,
     /// The connection a TX burst is for (`set_connection_id`); 0 when unset.
     pub(crate) conn_id: usize,
+    /// What `rdma_set_header` made of the burst: an RDMA request.
+    pub(crate) rdma: Option<crate::rdma_request::Request>,
     /// The engine's burst: an RX burst's packets, or a TX burst's once
     /// `get_tx_packet_burst` filled it.
     pub(crate) burst: Option<Burst>,
@@ -90,9 +95,25 @@ impl BurstParams {
             state: AtomicU8::new(FREE),
             role: Role::Tx,
             conn_id: 0,
+            rdma: None,
             burst: None,
             lent_to: 0,
         }
+    }
+
+    /// Writes what C reads of `burst` here: its header and CUDA event.
+    pub(crate) fn describe(&mut self, burst: &Burst) {
+        let segments = (0..burst.num_packets()).map(|i| burst.packet(i).num_segments()).max().unwrap_or(0);
+        let reordered = burst.reorder_plan().is_some();
+        self.hdr.hdr = BurstFields {
+            port_id: burst.port_id(),
+            q_id: burst.queue_id(),
+            num_pkts: burst.num_packets() as u32,
+            num_segs: segments as u32,
+            max_pkt: if reordered { burst.source_packets() } else { burst.capacity() as u32 },
+            burst_flags: burst.flags(),
+        };
+        self.event = cuda_event(burst);
     }
 
     /// The burst, or why there is none yet.
@@ -105,6 +126,16 @@ impl BurstParams {
         let (role, lent_to) = (self.role, self.lent_to);
         self.burst.as_mut().ok_or_else(|| no_packets(role, lent_to))
     }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_event(burst: &Burst) -> *mut c_void {
+    burst.cuda_event().map_or(std::ptr::null_mut(), |event| event.cu_event().cast())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_event(_burst: &Burst) -> *mut c_void {
+    std::ptr::null_mut()
 }
 
 fn no_packets(role: Role, lent_to: u64) -> Error {
@@ -168,6 +199,7 @@ pub(crate) fn release(handle: &mut BurstParams) -> bool {
     handle.hdr = BurstHeader::default();
     handle.event = std::ptr::null_mut();
     handle.conn_id = 0;
+    handle.rdma = None;
     SPARE.push(std::ptr::from_mut(handle) as usize);
     true
 }
@@ -191,12 +223,35 @@ pub(crate) fn resolve(pointer: *mut BurstParams) -> daqiri::Result<&'static mut 
         )));
     }
     let handle = at(address);
-    if handle.state.load(Ordering::Acquire) != LIVE {
-        return Err(Error::invalid(
+    match handle.state.load(Ordering::Acquire) {
+        LIVE => Ok(handle),
+        POSTED => Err(Error::invalid(
+            "this RDMA request is posted: it comes back from get_rx_burst(conn_id) once the device completes it",
+        )),
+        _ => Err(Error::invalid(
             "this burst was already freed (or handed to send_tx_burst, which frees it): it must not be used again",
-        ));
+        )),
     }
-    Ok(handle)
+}
+
+/// Takes a live handle from the program's hands until [`complete`]: its address.
+pub(crate) fn post(handle: &mut BurstParams) -> usize {
+    handle.state.store(POSTED, Ordering::Release);
+    std::ptr::from_mut(handle) as usize
+}
+
+/// Gives the program back the posted handle at `address`, as a completion.
+pub(crate) fn complete(address: usize) -> &'static mut BurstParams {
+    let handle = at(address);
+    let was = handle.state.swap(LIVE, Ordering::AcqRel);
+    debug_assert_eq!(was, POSTED, "only a posted handle completes");
+    handle
+}
+
+/// Frees a posted handle whose completion will never come (its connection
+/// was replaced, or the engine stopped), with whatever it holds.
+pub(crate) fn discard(address: usize) {
+    release(complete(address));
 }
 
 /// Lends the handle's burst to an asynchronous write: takes it out and

@@ -29,6 +29,8 @@ mod gpu_kernels;
 mod handle;
 mod lifecycle;
 mod logging;
+mod rdma;
+mod rdma_request;
 mod reorder_stream;
 mod s3_writes;
 mod stats_text;
@@ -47,6 +49,10 @@ pub use free::*;
 pub use gpu_kernels::*;
 pub use handle::{BurstFields, BurstHeader, BurstParams};
 pub use lifecycle::*;
+pub use rdma::{
+    OpCode as RdmaOpCode, daqiri_gw_rdma_connect_to_server, daqiri_gw_rdma_get_opcode, daqiri_gw_rdma_get_port_queue,
+    daqiri_gw_rdma_get_server_conn_id, daqiri_gw_rdma_get_wr_id, daqiri_gw_rdma_set_header,
+};
 pub use reorder_stream::*;
 pub use s3_writes::*;
 pub use status::{daqiri_gw_fail, daqiri_gw_last_error, daqiri_gw_status_name};

@@ -16,6 +16,7 @@ use crate::args::{packet_index, port_id};
 use crate::connections;
 use crate::handle::{self, BurstParams, Role};
 use crate::lifecycle::with_engine;
+use crate::rdma;
 use crate::status::{self, status_of};
 
 /// A TX burst handle with no packets yet: `set_header`, then
@@ -76,6 +77,9 @@ fn count(what: &str, value: i32) -> daqiri::Result<u32> {
 #[unsafe(no_mangle)]
 pub extern "C" fn daqiri_gw_is_tx_burst_available(burst: *mut BurstParams) -> bool {
     let available = handle::resolve(burst).and_then(|h| {
+        if h.rdma.is_some_and(|r| r.is_receive()) {
+            return Ok(true);
+        }
         let f = h.hdr.hdr;
         with_engine(|engine| engine.tx_burst_available(f.port_id, f.q_id, f.num_pkts as usize))
     });
@@ -91,6 +95,9 @@ pub extern "C" fn daqiri_gw_get_tx_packet_burst(burst: *mut BurstParams) -> i32 
     on_tx("get_tx_packet_burst", burst, |h| {
         if h.burst.is_some() {
             return Err(Error::invalid("this burst already holds packets: send or free it first"));
+        }
+        if h.rdma.is_some_and(|r| r.is_receive()) {
+            return rdma::arm_receive(h);
         }
         let f = h.hdr.hdr;
         let filled = with_engine(|engine| engine.get_tx_packet_burst(f.port_id, f.q_id, f.num_pkts as usize))?;
@@ -152,6 +159,9 @@ pub extern "C" fn daqiri_gw_send_tx_burst(burst: *mut BurstParams) -> i32 {
         Ok(h) => h,
         Err(e) => return status::fail(CALL, e),
     };
+    if h.rdma.is_some() {
+        return status_of(CALL, rdma::post(h));
+    }
     let sent = match (h.role, h.burst.take()) {
         (Role::Rx, _) => Err(Error::invalid("this burst came from get_rx_burst: only TX bursts can be sent")),
         (Role::Tx, None) => Err(Error::invalid("this TX burst has no packets: call get_tx_packet_burst first")),
@@ -209,7 +219,14 @@ pub unsafe extern "C" fn daqiri_gw_set_packet_lengths(
         Ok(lens) => lens,
         Err(e) => return status::fail("set_packet_lengths", e),
     };
-    on_packet("set_packet_lengths", burst, idx, |mut packet| packet.set_lengths(&lens[..n]))
+    on_tx("set_packet_lengths", burst, |h| {
+        if h.rdma.is_some_and(|r| r.is_receive()) {
+            return rdma::receive_length(h, idx);
+        }
+        let b = h.burst_mut()?;
+        let index = packet_index(b, idx)?;
+        b.packet_mut(index).set_lengths(&lens[..n])
+    })
 }
 
 /// Sets the same segment lengths on every packet.
@@ -220,6 +237,9 @@ pub unsafe extern "C" fn daqiri_gw_set_all_packet_lengths(burst: *mut BurstParam
         Err(e) => return status::fail("set_all_packet_lengths", e),
     };
     on_tx("set_all_packet_lengths", burst, |h| {
+        if h.rdma.is_some_and(|r| r.is_receive()) {
+            return Ok(());
+        }
         let b = h.burst_mut()?;
         (0..b.num_packets()).try_for_each(|i| b.packet_mut(i).set_lengths(&lens[..n]))
     })

@@ -184,6 +184,27 @@ impl Engine {
         read.map_err(|e| on_port(e, port, p))
     }
 
+    /// Connection `index` (its RX queue's position; TX queue `index` sends
+    /// on it) of RoCE port `port`, for a program that waits on its own
+    /// requests' completions (DAQIRI's `rdma_*` calls). Other ports:
+    /// `NOT_SUPPORTED`; a position with no RX queue: `INVALID_PARAMETER`.
+    pub fn rdma_connection(&self, port: u16, index: usize) -> Result<crate::backend::RdmaConnection> {
+        let p = self.port(port)?;
+        if p.backend != InterfaceBackend::Roce {
+            return Err(Error::new(
+                Status::NotSupported,
+                format!("port {port} (\"{}\") is a {} port, not a RoCE one", p.name, p.backend.as_str()),
+            ));
+        }
+        self.drivers[port as usize].rdma_connection(index).ok_or_else(|| {
+            Error::invalid(format!(
+                "port {port} (\"{}\") has {} connections (one per RX queue); {index} is none of them",
+                p.name,
+                p.rx.len()
+            ))
+        })
+    }
+
     fn port(&self, port: u16) -> Result<&Port> {
         self.inner.ports.get(port as usize).ok_or_else(|| {
             Error::invalid(format!(

@@ -87,7 +87,7 @@ mod task;
 mod worker;
 pub mod writer;
 
-pub use backend::{AfXdpLink, AfXdpSocket, IngestRing, LinkStats, QueueConnection, RoceLink};
+pub use backend::{AfXdpLink, AfXdpSocket, IngestRing, LinkStats, QueueConnection, RdmaConnection, RoceLink};
 pub use burst::{Burst, Completion, EngineId, MAX_SEGMENTS, Packet, PacketMut, flags};
 pub use direction::Direction;
 pub use engine::{Engine, SendError};

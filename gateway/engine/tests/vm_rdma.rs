@@ -455,6 +455,18 @@ fn vm_rdma_a_write_the_peer_refuses_is_counted_and_the_client_connects_again() {
     });
     assert_messages(&seen, count, immediate_of);
     assert_eq!(failed(), 1, "nothing else failed: {:?}", engine.stats().ports[1]);
+    // What a program waiting on its requests reads (libdaqiri's rdma_*
+    // calls): every work request finished, the one refused among them
+    // failed, on a second connection.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let connection = || engine.rdma_connection(1, 0).unwrap();
+    while connection().finished < u64::from(count) + 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let now = connection();
+    assert_eq!((now.finished, now.failed), (u64::from(count) + 1, 1), "{now:?}");
+    assert!(now.connected && now.established >= 2, "connected again: {now:?}");
+    assert_eq!(engine.rdma_connection(1, 1).unwrap_err().status, Status::InvalidParameter);
 }
 
 /// The client (port 1) sends `count` messages to the server (port 0),

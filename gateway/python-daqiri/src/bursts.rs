@@ -62,6 +62,12 @@ impl BurstParams {
         })
     }
 
+    /// The work request id of an RDMA request or completion (0: none).
+    #[getter]
+    fn rdma_wr_id(&self) -> u64 {
+        daqiri_capi::daqiri_gw_rdma_get_wr_id(self.handle())
+    }
+
     /// The connection the burst came on or is for (0: none).
     #[getter]
     fn connection_id(&self) -> usize {

@@ -14,6 +14,7 @@ mod cstr;
 mod flows;
 mod lifecycle;
 mod ports;
+mod rdma;
 mod s3;
 mod status;
 mod transfer;
@@ -45,6 +46,7 @@ fn daqiri(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bursts::register(m)?;
     transfer::register(m)?;
     ports::register(m)?;
+    rdma::register(m)?;
     s3::register(m)?;
     Ok(())
 }

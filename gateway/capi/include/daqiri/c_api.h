@@ -208,6 +208,21 @@ int32_t daqiri_gw_socket_get_port_queue(uintptr_t conn_id, uint16_t *port, uint1
 int32_t daqiri_gw_socket_setsockopt(uintptr_t conn_id, int32_t level, int32_t optname, const void *optval,
                                     size_t optlen);
 
+/* RDMA connections of RoCE ports. A request is a TX burst made one by
+ * rdma_set_header (op_code: DAQIRI's RDMAOpCode numbers, 1 SEND, 2 RECEIVE);
+ * after send_tx_burst answers SUCCESS the library holds it until
+ * daqiri_gw_get_rx_burst_conn hands it back as its completion, which the
+ * program then frees as a TX burst. A RECEIVE takes no buffer of its own: its
+ * completion holds the messages in its RX queue's buffers. */
+int32_t daqiri_gw_rdma_get_server_conn_id(const char *server_addr, uint16_t server_port, uintptr_t *conn_id);
+int32_t daqiri_gw_rdma_connect_to_server(const char *server_addr, uint16_t server_port, const char *client_addr,
+                                         uintptr_t *conn_id);
+int32_t daqiri_gw_rdma_get_port_queue(uintptr_t conn_id, uint16_t *port, uint16_t *queue);
+int32_t daqiri_gw_rdma_set_header(daqiri_gw_burst *burst, int32_t op_code, uintptr_t conn_id, bool is_server,
+                                  int32_t num_pkts, uint64_t wr_id, const char *local_mr_name);
+int32_t daqiri_gw_rdma_get_opcode(daqiri_gw_burst *burst);
+uint64_t daqiri_gw_rdma_get_wr_id(daqiri_gw_burst *burst);
+
 /* Writers */
 int32_t daqiri_gw_write_raw_to_file(daqiri_gw_burst *burst, const char *absolute_path, const char *file_prefix,
                                     size_t packet_data_offset);

@@ -286,6 +286,30 @@ inline Status socket_setsockopt(uintptr_t conn_id, int level, int optname, const
   return detail::status(daqiri_gw_socket_setsockopt(conn_id, level, optname, optval, optlen));
 }
 
+/* RDMA: connections of RoCE ports, requests and their completions (get_rx_burst(&b, conn_id, server)) */
+inline Status rdma_connect_to_server(const std::string &server_addr, uint16_t server_port, uintptr_t *conn_id) {
+  return detail::status(daqiri_gw_rdma_connect_to_server(server_addr.c_str(), server_port, nullptr, conn_id));
+}
+inline Status rdma_connect_to_server(const std::string &server_addr, uint16_t server_port,
+                                     const std::string &src_addr, uintptr_t *conn_id) {
+  return detail::status(
+      daqiri_gw_rdma_connect_to_server(server_addr.c_str(), server_port, src_addr.c_str(), conn_id));
+}
+inline Status rdma_get_port_queue(uintptr_t conn_id, uint16_t *port, uint16_t *queue) {
+  return detail::status(daqiri_gw_rdma_get_port_queue(conn_id, port, queue));
+}
+inline Status rdma_get_server_conn_id(const std::string &server_addr, uint16_t server_port, uintptr_t *conn_id) {
+  return detail::status(daqiri_gw_rdma_get_server_conn_id(server_addr.c_str(), server_port, conn_id));
+}
+inline Status rdma_set_header(BurstParams *burst, RDMAOpCode op_code, uintptr_t conn_id, bool is_server, int num_pkts,
+                              uint64_t wr_id, const std::string &local_mr_name) {
+  return detail::status(daqiri_gw_rdma_set_header(burst, static_cast<int32_t>(op_code), conn_id, is_server, num_pkts,
+                                                  wr_id, local_mr_name.c_str()));
+}
+inline RDMAOpCode rdma_get_opcode(BurstParams *burst) {
+  return static_cast<RDMAOpCode>(daqiri_gw_rdma_get_opcode(burst));
+}
+
 /* Writers */
 inline Status daqiri_write_raw_to_file(BurstParams *burst, const std::string &absolute_path,
                                        const std::string &file_prefix, size_t packet_data_offset) {

@@ -67,6 +67,9 @@ struct S3WriterConfig {
   uint64_t max_staged_bytes = 1ULL << 30;
 };
 
+/* An RDMA request, or what a completion was (rdma_set_header, rdma_get_opcode). */
+enum class RDMAOpCode { CONNECT, SEND, RECEIVE, RDMA_WRITE, RDMA_WRITE_IMM, RDMA_READ, RDMA_READ_IMM, INVALID };
+
 /* Dynamic RX flow operations (add_rx_flow_async ...); the flows are
  * FlowRuleConfig (daqiri/config.h). */
 enum class FlowOpType { ADD_RX, ADD_RX_BATCH, DELETE };

@@ -11,7 +11,7 @@ use crate::port::Port;
 use crate::queue::Queue;
 use crate::task::Task;
 
-use super::link::LinkStats;
+use super::link::{LinkStats, RdmaConnection};
 
 /// A port's live driver: opened at init, kept for the engine's whole life.
 /// It hands its queues' work to the workers once, applies flow tables on
@@ -54,6 +54,13 @@ pub(crate) trait PortDriver: Send + Sync + std::fmt::Debug {
     /// Counters and state below the queues.
     fn link_stats(&self) -> LinkStats {
         LinkStats::default()
+    }
+
+    /// Connection `index` (an RX queue's position) of a RoCE port; `None`
+    /// for other ports and positions.
+    fn rdma_connection(&self, index: usize) -> Option<RdmaConnection> {
+        let _ = index;
+        None
     }
 
     /// Closes the port's connections and devices; called after every worker stopped.

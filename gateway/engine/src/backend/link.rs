@@ -47,6 +47,26 @@ pub struct QueueConnection {
     pub connected: bool,
 }
 
+/// One RoCE connection, as a program that drives it request by request
+/// (DAQIRI's `rdma_*` calls) reads it: cheap to read on every poll, unlike
+/// [`LinkStats`], which reads the device's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RdmaConnection {
+    /// Whether it is up.
+    pub connected: bool,
+    /// Its peer, while connected.
+    pub peer: Option<SocketAddr>,
+    /// Connections established at this position so far: a new one (after
+    /// a reconnect, or the next peer of a server) counts up.
+    pub established: u64,
+    /// Work requests of the TX queue of this position (one per packet: a
+    /// SEND, WRITE or READ) that are done, posted or not: completed by the
+    /// device, flushed, or dropped before they were posted.
+    pub finished: u64,
+    /// Of those, the ones that failed.
+    pub failed: u64,
+}
+
 /// How an AF_XDP port moves frames.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AfXdpLink {

@@ -19,7 +19,7 @@ pub(crate) use af_xdp::{
     MAX_RSS_QUEUES as AF_XDP_MAX_RSS_QUEUES, MAX_RULES as AF_XDP_MAX_RULES, MAX_SOCKETS as AF_XDP_MAX_SOCKETS,
 };
 pub(crate) use driver::PortDriver;
-pub use link::{AfXdpLink, AfXdpSocket, IngestRing, LinkStats, QueueConnection, RoceLink};
+pub use link::{AfXdpLink, AfXdpSocket, IngestRing, LinkStats, QueueConnection, RdmaConnection, RoceLink};
 pub(crate) use socket::reuseport_group as udp_reuseport_group;
 
 use daqiri_config::{InterfaceBackend, Link, ValidConfig};

@@ -41,9 +41,6 @@ impl<T: BufferPool> BufferPool for std::sync::Arc<T> {
     fn take_into(&self, out: &mut [u32]) -> usize {
         (**self).take_into(out)
     }
-    fn take_one(&self) -> Option<u32> {
-        (**self).take_one()
-    }
     fn release_bulk(&self, indices: &[u32]) {
         (**self).release_bulk(indices)
     }
@@ -97,13 +94,6 @@ impl BufferPool for SharedStack {
         }
         self.len.store(free.len() as u32, Ordering::Relaxed);
         take
-    }
-
-    fn take_one(&self) -> Option<u32> {
-        let mut free = self.lock();
-        let index = free.pop();
-        self.len.store(free.len() as u32, Ordering::Relaxed);
-        index
     }
 
     fn release_bulk(&self, indices: &[u32]) {

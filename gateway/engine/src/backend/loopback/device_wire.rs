@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use super::{MAX_FRAME, land_with};
+use super::{MAX_FRAME, SRC_MAC, land_with};
 use crate::burst::{Burst, MAX_SEGMENTS, Packet, PacketSlot};
 use crate::delivery::{Steer, Steered};
 use crate::error::Result;
@@ -21,9 +21,6 @@ use crate::stats::DropReason;
 /// Frame bytes per chunk when steering reads headers: the pinned memory
 /// the CPU reads them from.
 const HEADER_CHUNK: usize = 4 << 20;
-
-/// Where `tx_eth_src` writes the port's MAC in a frame.
-const SRC_MAC: Range<usize> = 6..12;
 
 /// A copy for the gather kernel: source, destination, bytes.
 type Copy = (DevicePtr, DevicePtr, usize);
@@ -223,7 +220,7 @@ impl Landing {
         }
         let sources = &sources[..count];
         let (copies, patches, caches) = (&mut self.copies, &mut self.patches, &mut self.caches);
-        let take = |r: u16, region: &Region| {
+        let take_buffer = |r: u16, region: &Region| {
             let at = match caches.iter().position(|(cached, _)| *cached == r) {
                 Some(at) => at,
                 None => {
@@ -237,20 +234,22 @@ impl Landing {
         run.push(PacketSlot::default());
         let slot = run.last_mut().expect("pushed above");
         let rx = &port.rx[queue];
-        let landed = land_with(slot, rx, &port.regions, packet.len(), flow_id, take, |region, token, from, take| {
-            let dst = region.device_segment(token, 0, take).expect("a device wire's RX regions are on the GPU").ptr();
-            copy_range(sources, from..from + take, dst, copies);
-            if let Some(mac) = mac {
-                let overlap = from.max(SRC_MAC.start)..(from + take).min(SRC_MAC.end);
-                if !overlap.is_empty() {
-                    patches.push((
-                        mac.offset(overlap.start - SRC_MAC.start),
-                        dst.offset(overlap.start - from),
-                        overlap.len(),
-                    ));
+        let landed =
+            land_with(slot, rx, &port.regions, packet.len(), flow_id, take_buffer, |region, token, from, take| {
+                let dst =
+                    region.device_segment(token, 0, take).expect("a device wire's RX regions are on the GPU").ptr();
+                copy_range(sources, from..from + take, dst, copies);
+                if let Some(mac) = mac {
+                    let overlap = from.max(SRC_MAC.start)..(from + take).min(SRC_MAC.end);
+                    if !overlap.is_empty() {
+                        patches.push((
+                            mac.offset(overlap.start - SRC_MAC.start),
+                            dst.offset(overlap.start - from),
+                            overlap.len(),
+                        ));
+                    }
                 }
-            }
-        });
+            });
         if !landed {
             run.pop();
         }

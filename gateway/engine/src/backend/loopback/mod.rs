@@ -29,6 +29,9 @@ use crate::task::{QueueTask, Task, sender_sleeps_on};
 /// Largest frame the loop carries (jumbo).
 const MAX_FRAME: usize = 16 * 1024;
 
+/// Where `tx_eth_src` writes the port's MAC in a frame (both wires).
+const SRC_MAC: std::ops::Range<usize> = 6..12;
+
 #[derive(Debug)]
 pub(super) struct LoopbackDriver {
     mac: [u8; 6],
@@ -192,8 +195,8 @@ fn carry(mut steer: Steer<'_>, tx: &Queue, burst: &Burst, inboxes: &Inboxes, fra
             frame[at..at + piece.len()].copy_from_slice(piece);
             at += piece.len();
         }
-        if tx.fill_eth_src && len >= 12 {
-            frame[6..12].copy_from_slice(&port_mac(p.id));
+        if tx.fill_eth_src && len >= SRC_MAC.end {
+            frame[SRC_MAC].copy_from_slice(&port_mac(p.id));
         }
         sent += 1;
         bytes += len as u64;
@@ -211,9 +214,9 @@ fn carry(mut steer: Steer<'_>, tx: &Queue, burst: &Burst, inboxes: &Inboxes, fra
 
 /// Copies a frame into fresh buffers of an RX queue, segment by segment.
 fn land(rx: &Queue, regions: &RegionTable, frame: &[u8], flow_id: Option<u32>) -> Option<PacketSlot> {
-    let take = |_, region: &Region| region.take();
+    let take_buffer = |_, region: &Region| region.take();
     let mut slot = PacketSlot::default();
-    let landed = land_with(&mut slot, rx, regions, frame.len(), flow_id, take, |region, token, from, take| {
+    let landed = land_with(&mut slot, rx, regions, frame.len(), flow_id, take_buffer, |region, token, from, take| {
         region.bytes_mut(token)[..take].copy_from_slice(&frame[from..from + take]);
     });
     landed.then_some(slot)

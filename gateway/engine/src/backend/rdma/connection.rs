@@ -8,7 +8,7 @@
 //! registrations and the domain, and its id before the channel.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use arc_swap::ArcSwapOption;
 
 use super::sysfs;
 use super::verbs::{self, CmId, CompletionQueue, EventChannel, MemoryRegistration, ProtectionDomain};
-use crate::backend::link::{LinkStats, RoceLink};
+use crate::backend::link::{LinkStats, RdmaConnection, RoceLink};
 use crate::burst::RemoteMemory;
 use crate::memory::{BufToken, LentBuffers};
 use crate::port::Port;
@@ -117,6 +117,30 @@ pub(super) struct Link {
     pub(super) removal: Arc<Removal>,
     /// What the TX task's RDMA READs brought, for the RX task to deliver.
     pub(super) reads: ReadResults,
+    /// Connections established so far.
+    established: AtomicU64,
+    /// The TX task's work requests that are done, and of them the failed.
+    pub(super) finished: Finished,
+}
+
+/// Work requests done, counted as they finish, for a program that waits
+/// on its own requests' completions ([`RdmaConnection`]).
+#[derive(Debug, Default)]
+pub(super) struct Finished {
+    all: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Finished {
+    pub(super) fn ok(&self) {
+        self.all.fetch_add(1, Relaxed);
+    }
+
+    pub(super) fn failed(&self, n: u64) {
+        // Failed first: a reader that sees the total sees the failures in it.
+        self.failed.fetch_add(n, Relaxed);
+        self.all.fetch_add(n, Relaxed);
+    }
 }
 
 /// An RDMA READ the TX task completed: its buffer (of its RX queue's
@@ -171,6 +195,7 @@ impl Link {
         let peer = connection.id.peer();
         self.current.store(Some(connection));
         *self.state.lock().unwrap_or_else(|e| e.into_inner()) = ConnectionState { peer, connected: true };
+        self.established.fetch_add(1, Relaxed);
     }
 
     pub(super) fn closed(&self) {
@@ -180,6 +205,20 @@ impl Link {
 
     pub(super) fn state(&self) -> ConnectionState {
         *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The connection as a program driving it request by request reads it.
+    pub(super) fn rdma_connection(&self) -> RdmaConnection {
+        let ConnectionState { peer, connected } = self.state();
+        // The total before the failures: never more failures than finished.
+        let finished = self.finished.all.load(Relaxed);
+        RdmaConnection {
+            connected,
+            peer,
+            established: self.established.load(Relaxed),
+            finished,
+            failed: self.finished.failed.load(Relaxed).min(finished),
+        }
     }
 }
 

@@ -35,7 +35,7 @@ use daqiri_config::SocketEndpoints;
 use daqiri_config::model::{MemoryAccess, RoceConfig, SocketMode, TransportMode};
 
 use super::driver::PortDriver;
-use super::link::{LinkStats, QueueConnection, RoceLink};
+use super::link::{LinkStats, QueueConnection, RdmaConnection, RoceLink};
 use crate::delivery::FullRing;
 use crate::error::Result;
 use crate::memory::RegionTable;
@@ -243,6 +243,10 @@ impl PortDriver for RdmaDriver {
             tasks.push(Task::sender(port, tx, Box::new(sender)));
         }
         tasks
+    }
+
+    fn rdma_connection(&self, index: usize) -> Option<RdmaConnection> {
+        self.links.get(index).map(|link| link.rdma_connection())
     }
 
     fn link_stats(&self) -> LinkStats {

@@ -76,8 +76,11 @@ impl Sender {
             let buffer = wc.wr_id as u32;
             let Some(token) = self.lent.reclaim(buffer) else { continue };
             let read = self.reading[buffer as usize].take();
-            if wc.status != verbs::IBV_WC_SUCCESS {
+            if wc.status == verbs::IBV_WC_SUCCESS {
+                self.link.finished.ok();
+            } else {
                 port.tx[self.queue].stats.dropped(DropReason::SendFailed, 1);
+                self.link.finished.failed(1);
             }
             if !matches!(wc.status, verbs::IBV_WC_SUCCESS | verbs::IBV_WC_WR_FLUSH_ERR) {
                 refused.get_or_insert(wc.status);
@@ -113,7 +116,11 @@ impl Sender {
             let index = *next;
             *next += 1;
             let (immediate, remote) = (burst.immediate(index), burst.remote(index));
-            let Some((_, token, offset, len)) = burst.take_segment(0, index) else { continue };
+            let Some((_, token, offset, len)) = burst.take_segment(0, index) else {
+                // A packet the program freed before sending: nothing to post.
+                self.link.finished.failed(1);
+                continue;
+            };
             let at = verbs::buffer_address(region, &token) + u64::from(offset);
             let buffer = token.index();
             let local = (at, len, self.lkey);
@@ -130,6 +137,7 @@ impl Sender {
                 tracing::warn!(port = port.name, "ibv_post_send: {e}");
                 region.release(token);
                 q.stats.dropped(DropReason::SendFailed, 1);
+                self.link.finished.failed(1);
                 continue;
             }
             if let Err(token) = self.lent.lend_as(buffer, token) {
@@ -158,6 +166,7 @@ impl Sender {
         let stuck = self.flush(port, &old, region(port, self.queue).num_bufs());
         if stuck > 0 {
             port.tx[self.queue].stats.dropped(DropReason::SendFailed, stuck as u64);
+            self.link.finished.failed(stuck as u64);
         }
     }
 }
@@ -213,7 +222,9 @@ impl QueueTask for Sender {
         }
         self.retire(port);
         if let Some((burst, next)) = self.current.take() {
-            port.tx[self.queue].stats.dropped(DropReason::SendFailed, (burst.num_packets() - next) as u64);
+            let unsent = (burst.num_packets() - next) as u64;
+            port.tx[self.queue].stats.dropped(DropReason::SendFailed, unsent);
+            self.link.finished.failed(unsent);
         }
     }
 }
