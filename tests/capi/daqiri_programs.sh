@@ -66,6 +66,9 @@ echo "daqiri_programs: built unchanged against libdaqiri: daqiri_bench_socket ${
 if [[ -z $pack ]]; then
     g++ -std=c++17 -Wall -Wextra -Werror -o "$work/config_test" tests/capi/config_test.cpp \
         -I"$prefix/include" -L"$prefix/lib" -ldaqiri -Wl,-rpath,"$prefix/lib"
+    # The RDMA calls' own test, for the VM test bed (tests/capi/daqiri_rdma_vm.sh).
+    g++ -std=c++17 -Wall -Wextra -Werror -pthread -o "$work/rdma_test" tests/capi/rdma_test.cpp \
+        -I"$prefix/include" -L"$prefix/lib" -ldaqiri -Wl,-rpath,"$prefix/lib"
     rm -rf "$work/configs" && mkdir -p "$work/configs"
     "$work/config_test" "$work/configs" "$source"/examples/*.yaml > "$work/configs.log" 2>/dev/null || {
         echo "daqiri_programs: config_test failed:" >&2

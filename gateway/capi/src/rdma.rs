@@ -18,8 +18,8 @@
 //!   device wrote them. While no RECEIVE request is pending, bursts wait in
 //!   the queue's ring, which holds an RC sender back once it is full.
 //!
-//! A connection's calls take its table's lock: one per request or
-//! completion, not per packet.
+//! The calls on connections take one lock (the table of connections
+//! taken): once per request or completion, not per packet.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_char;
