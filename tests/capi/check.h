@@ -9,9 +9,11 @@
 namespace {
 
 int failures = 0;
+int checks = 0;
 
 #define CHECK(cond)                                                                                 \
   do {                                                                                              \
+    ++checks;                                                                                       \
     if (!(cond)) {                                                                                  \
       ++failures;                                                                                   \
       std::printf("FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond, daqiri::last_error()); \

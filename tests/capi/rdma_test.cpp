@@ -17,17 +17,6 @@
 
 namespace {
 
-int checks = 0;
-
-#undef CHECK
-#define CHECK(cond)                                                                                 \
-  do {                                                                                              \
-    ++checks;                                                                                       \
-    if (!(cond)) {                                                                                  \
-      ++failures;                                                                                   \
-      std::printf("FAIL %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond, daqiri::last_error()); \
-    }                                                                                               \
-  } while (0)
 #define CHECK_STATUS(expr, want) CHECK((expr) == daqiri::Status::want)
 
 // Its bench's shape: a client and a server interface of one device, the

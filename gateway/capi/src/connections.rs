@@ -50,7 +50,7 @@ pub(crate) fn port_of(engine: &Running, conn_id: usize, server: Option<bool>) ->
     Ok(port)
 }
 
-fn ip(what: &str, pointer: *const c_char) -> daqiri::Result<IpAddr> {
+pub(crate) fn ip(what: &str, pointer: *const c_char) -> daqiri::Result<IpAddr> {
     let text = text(what, pointer)?;
     text.parse().map_err(|_| Error::invalid(format!("{what} \"{text}\" is not an IP address")))
 }
@@ -147,13 +147,18 @@ pub unsafe extern "C" fn daqiri_gw_socket_get_port_queue(conn_id: usize, port: *
             .unwrap_or(0);
         Ok((p, q))
     });
+    write_port_queue(CALL, found, port, queue)
+}
+
+/// Writes what a `*_get_port_queue` call found, or fails it.
+pub(crate) fn write_port_queue(call: &str, found: daqiri::Result<(u16, u16)>, port: *mut u16, queue: *mut u16) -> i32 {
     match found {
         Ok((p, q)) => {
-            // SAFETY: both non-null, writable uint16_t* by the C contract.
+            // SAFETY: both checked non-null by the caller, writable uint16_t* by the C contract.
             unsafe { (*port, *queue) = (p, q) };
             SUCCESS
         }
-        Err(e) => status::fail(CALL, e),
+        Err(e) => status::fail(call, e),
     }
 }
 

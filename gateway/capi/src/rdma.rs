@@ -23,15 +23,15 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_char;
-use std::net::IpAddr;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use daqiri::{Burst, Engine, EngineId, Error, RdmaConnection, Status};
+use daqiri::{Burst, Direction, Engine, EngineId, Error, RdmaConnection, Status};
 use daqiri_config::InterfaceBackend;
 use daqiri_config::model::SocketMode;
 
+use crate::connections::{self, ip};
 use crate::handle::{self, BurstParams, Role};
 use crate::lifecycle::{Running, text, with_engine};
 pub use crate::rdma_request::OpCode;
@@ -180,11 +180,6 @@ fn positions(engine: &Engine, port: u16) -> usize {
     engine.config().config().interfaces[usize::from(port)].rx.as_ref().map_or(0, |rx| rx.queues.len())
 }
 
-fn ip(what: &str, pointer: *const c_char) -> daqiri::Result<IpAddr> {
-    let text = text(what, pointer)?;
-    text.parse().map_err(|_| Error::invalid(format!("{what} \"{text}\" is not an IP address")))
-}
-
 fn write_id(call: &str, found: daqiri::Result<usize>, conn_id: *mut usize) -> i32 {
     match found {
         Ok(_) if conn_id.is_null() => status::fail(call, Error::new(Status::NullPtr, "conn_id is a null pointer")),
@@ -317,26 +312,21 @@ fn resolve(engine: &Running, id: usize, server: Option<bool>) -> daqiri::Result<
     Ok(conn)
 }
 
-/// The ids of connection `conn`'s queues: (RX queue, TX queue if any).
-fn queues(engine: &Engine, conn: ConnId) -> (u16, Option<u16>) {
+/// Connection `conn`'s queue of `direction` (its position's).
+fn queue_of(engine: &Engine, conn: ConnId, direction: Direction) -> Option<(u16, Option<String>)> {
     let config = engine.config();
     let interface = &config.config().interfaces[usize::from(conn.port)];
-    let nth = |queues: Option<&Vec<daqiri_config::model::Queue>>| {
-        queues.and_then(|q| q.get(usize::from(conn.index))).map(|q| (q.id, q.memory_regions.first().cloned()))
+    let queues = match direction {
+        Direction::Tx => interface.tx.as_ref().map(|t| &t.queues),
+        Direction::Rx => interface.rx.as_ref().map(|r| &r.queues),
     };
-    let rx = nth(interface.rx.as_ref().map(|r| &r.queues)).map_or(0, |(id, _)| id);
-    (rx, nth(interface.tx.as_ref().map(|t| &t.queues)).map(|(id, _)| id))
+    queues.and_then(|q| q.get(usize::from(conn.index))).map(|q| (q.id, q.memory_regions.first().cloned()))
 }
 
-/// The region a request of `op` on `conn` uses: its TX or RX queue's.
-fn region_of(engine: &Engine, conn: ConnId, op: OpCode) -> Option<String> {
-    let config = engine.config();
-    let interface = &config.config().interfaces[usize::from(conn.port)];
-    let queues = match op {
-        OpCode::Send => interface.tx.as_ref().map(|t| &t.queues),
-        _ => interface.rx.as_ref().map(|r| &r.queues),
-    };
-    queues.and_then(|q| q.get(usize::from(conn.index))).and_then(|q| q.memory_regions.first().cloned())
+/// The ids of connection `conn`'s queues: (RX queue, TX queue if any).
+fn queues(engine: &Engine, conn: ConnId) -> (u16, Option<u16>) {
+    let id = |direction| queue_of(engine, conn, direction).map(|(id, _)| id);
+    (id(Direction::Rx).unwrap_or(0), id(Direction::Tx))
 }
 
 /// The port and the TX queue (an RX queue where there is none) of a connection.
@@ -351,14 +341,7 @@ pub unsafe extern "C" fn daqiri_gw_rdma_get_port_queue(conn_id: usize, port: *mu
         let (rx, tx) = queues(engine, conn);
         Ok((conn.port, tx.unwrap_or(rx)))
     });
-    match found {
-        Ok((p, q)) => {
-            // SAFETY: both non-null, writable uint16_t* by the C contract.
-            unsafe { (*port, *queue) = (p, q) };
-            SUCCESS
-        }
-        Err(e) => status::fail(CALL, e),
-    }
+    connections::write_port_queue(CALL, found, port, queue)
 }
 
 /// Makes a TX burst handle not yet filled an RDMA request of `num_pkts`
@@ -394,7 +377,8 @@ pub unsafe extern "C" fn daqiri_gw_rdma_set_header(
                 })?,
                 _ => rx,
             };
-            let region = region_of(engine, conn, op).unwrap_or_default();
+            let direction = if op == OpCode::Send { Direction::Tx } else { Direction::Rx };
+            let region = queue_of(engine, conn, direction).and_then(|(_, region)| region).unwrap_or_default();
             if !mr.is_empty() && mr != region {
                 let (what, direction) = if op == OpCode::Send { ("SEND", "tx") } else { ("RECEIVE", "rx") };
                 return Err(Error::invalid(format!(
