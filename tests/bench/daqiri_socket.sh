@@ -28,7 +28,9 @@
 # Usage (root): tests/bench/daqiri_socket.sh [--quick]
 #   PROTOS ("udp tcp"), SIZES ("64 1024 8192"), RATES (offered pps, "100000 200000 400000"),
 #   STEP_SECONDS (4), STEPS (7), ROUNDS (2), SENDER_CPUS (0), QUEUE_CPU (1),
-#   APP_CPU (the queue's); GW and DAQIRI_BENCH run prebuilt binaries.
+#   APP_CPU (the queue's), RPS_CPU (the core the receiver's kernel receive
+#   path runs on: the queue's, so that core decides; another core takes that
+#   work off it); GW and DAQIRI_BENCH run prebuilt binaries.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/bench/lib.sh
@@ -45,6 +47,7 @@ if [[ ${1:-} == --quick ]]; then STEP_SECONDS=2 STEPS=4 ROUNDS=1; fi
 SENDER_CPUS=${SENDER_CPUS:-0}
 QUEUE_CPU=${QUEUE_CPU:-1}
 APP_CPU=${APP_CPU:-$QUEUE_CPU}
+RPS_CPU=${RPS_CPU:-$QUEUE_CPU}
 
 [[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)" >&2; exit 1; }
 command -v ethtool >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ethtool >&2
@@ -73,7 +76,7 @@ cleanup 2>/dev/null || true
 WORK=$(mktemp -d)
 # Both engines leave the socket buffer at the system default: the same for both.
 sysctl -q -w net.core.rmem_max=67108864 net.core.rmem_default=67108864
-veth_bed $TX $RX 10.214.0.1 $RX_IP "$QUEUE_CPU" 9000
+veth_bed $TX $RX 10.214.0.1 $RX_IP "$RPS_CPU" 9000
 SENDER="ip netns exec $TX taskset -c $SENDER_CPUS"
 RECEIVER="ip netns exec $RX taskset -c $QUEUE_CPU,$APP_CPU"
 

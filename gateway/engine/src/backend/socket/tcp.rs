@@ -133,6 +133,7 @@ impl PortDriver for TcpDriver {
                 connection: Connection::new(&self.shared),
                 assembler: Assembler::new(p, 0, FullRing::HoldBack),
                 window: (Instant::now(), 0),
+                drained: false,
             };
             tasks.push(Task::port_receiver(p, Box::new(receiver)));
         }
@@ -294,6 +295,10 @@ struct TcpReceiver {
     assembler: Assembler,
     /// The current [`YIELD_WINDOW`]: when it began, and the bytes it saw.
     window: (Instant, u64),
+    /// The last read emptied the socket, so a worker that may block waits
+    /// for readiness before reading again: one `ppoll` and one `recv` per
+    /// arrival, not a `recv` that finds nothing on each side of the wait.
+    drained: bool,
 }
 
 impl TcpReceiver {
@@ -332,6 +337,7 @@ impl QueueTask for TcpReceiver {
             None => {
                 let Some(stream) = self.connection.establish(&p.name, wait) else { return 0 };
                 self.window = (Instant::now(), 0);
+                self.drained = false;
                 stream
             }
         };
@@ -341,6 +347,14 @@ impl QueueTask for TcpReceiver {
             self.assembler.flush(queue);
             return 0;
         }
+        if self.drained
+            && let Some(wait) = wait
+            && !sys::wait_readable(stream.as_fd(), wait).unwrap_or(true)
+        {
+            self.assembler.flush_if_due(queue, Instant::now(), &port.regions);
+            return 0;
+        }
+        self.drained = false;
         let landing = port.regions.get(queue.segment_regions[0]);
         let read_size = self.connection.shared.max_read.unwrap_or(usize::MAX).min(landing.buf_size());
         let mut reads = 0;
@@ -372,14 +386,19 @@ impl QueueTask for TcpReceiver {
                     } else {
                         self.assembler.push(queue, PacketSlot::single(token, n as u32, None), &port.regions);
                     }
-                }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
-                    landing.release(token);
-                    if reads == 0
-                        && let Some(wait) = wait
-                    {
-                        let _ = sys::wait_readable(stream.as_fd(), wait);
+                    // A read the stream could not fill took all the socket held.
+                    if n < read_size {
+                        self.drained = true;
+                        break;
                     }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    landing.release(token);
+                    self.drained = true;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    landing.release(token);
                     break;
                 }
                 Err(e) => {
