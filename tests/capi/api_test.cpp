@@ -16,6 +16,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -144,6 +145,10 @@ daqiri::BurstParams *receive_packets(uintptr_t conn, bool server, int count, uin
     CHECK(burst->hdr.hdr.num_pkts == daqiri::get_num_packets(burst));
     CHECK(burst->hdr.hdr.num_segs == 1);
     CHECK(burst->event == nullptr);
+    // transport_hdr: hdr.hdr's fields, and no RDMA request (version 0).
+    static_assert(std::is_same<decltype(burst->transport_hdr.status), daqiri::Status>::value, "DAQIRI's type");
+    static_assert(std::is_same<decltype(burst->transport_hdr.opcode), daqiri::RDMAOpCode>::value, "DAQIRI's type");
+    CHECK(burst->transport_hdr.num_pkts == burst->hdr.hdr.num_pkts && burst->transport_hdr.version == 0);
     for (int i = 0; i < daqiri::get_num_packets(burst); ++i) {
       uint32_t seq = 0;
       const auto *payload = static_cast<const uint8_t *>(daqiri::get_packet_ptr(burst, i));

@@ -2,8 +2,15 @@
  * comes back as a status with a message naming the YAML path at fault. */
 #include <daqiri/c_api.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+
+/* The layout the library writes (gateway/capi/src/handle.rs asserts its side). */
+_Static_assert(offsetof(daqiri_gw_burst, transport_hdr.num_pkts) == offsetof(daqiri_gw_burst, hdr.hdr.num_pkts),
+               "transport_hdr starts with hdr.hdr's fields");
+_Static_assert(offsetof(daqiri_gw_burst, transport_hdr.version) == 24, "transport fields after hdr.hdr");
+_Static_assert(offsetof(daqiri_gw_burst, event) == 152, "event after transport_hdr");
 
 static int failures = 0;
 

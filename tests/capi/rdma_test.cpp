@@ -66,6 +66,15 @@ daqiri::BurstParams *request(daqiri::RDMAOpCode op, uintptr_t conn, bool server,
   return burst;
 }
 
+// A completion's transport_hdr, as DAQIRI's programs read it.
+bool transport_reads(const daqiri::BurstParams *done, daqiri::RDMAOpCode op, uint64_t wr_id, uintptr_t conn,
+                     bool server, const std::string &region) {
+  const auto &t = done->transport_hdr;
+  return t.version == 1 && t.opcode == op && t.status == daqiri::Status::SUCCESS && t.wr_id == wr_id &&
+         t.conn_id == conn && t.server == server && t.tx == (op == daqiri::RDMAOpCode::SEND) &&
+         t.local_mr_name == region && t.num_pkts == done->hdr.hdr.num_pkts && t.num_pkts == 1;
+}
+
 // The next completion of `conn`, waiting up to 30 s.
 daqiri::BurstParams *completion(uintptr_t conn, bool server) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -103,6 +112,7 @@ void client(uintptr_t conn) {
     CHECK(daqiri::rdma_get_opcode(done) == daqiri::RDMAOpCode::SEND);
     CHECK(daqiri_gw_rdma_get_wr_id(done) == static_cast<uint64_t>(1000 + completed));
     CHECK(daqiri::get_connection_id(done) == conn);
+    CHECK(transport_reads(done, daqiri::RDMAOpCode::SEND, 1000 + completed, conn, false, "DATA_TX_GPU_CLIENT"));
     CHECK_STATUS(daqiri::free_tx_burst(done), SUCCESS);
     ++completed;
   }
@@ -127,6 +137,7 @@ void server(uintptr_t conn) {
     CHECK(daqiri::rdma_get_opcode(done) == daqiri::RDMAOpCode::RECEIVE);
     CHECK(daqiri_gw_rdma_get_wr_id(done) == static_cast<uint64_t>(5000 + received));
     CHECK(daqiri::get_num_packets(done) == 1);
+    CHECK(transport_reads(done, daqiri::RDMAOpCode::RECEIVE, 5000 + received, conn, true, "DATA_RX_GPU_SERVER"));
     const auto length = daqiri::get_packet_length(done, 0);
     const auto *bytes = static_cast<const uint8_t *>(daqiri::get_segment_packet_ptr(done, 0, 0));
     bool exact = length == length_of(received) && bytes != nullptr;

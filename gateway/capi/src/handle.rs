@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_queue::SegQueue;
 use daqiri::{Burst, Error, Status};
 
+use crate::rdma_request::TransportFields;
+
 /// The fields DAQIRI's programs read (`burst->hdr.hdr.num_pkts`, ...);
 /// c_api.h declares the same layout.
 #[repr(C)]
@@ -57,13 +59,16 @@ const LIVE: u8 = 1;
 /// `get_rx_burst` hands it back as its completion (rdma.rs).
 const POSTED: u8 = 2;
 
-/// One burst handle. C sees `hdr` and `event` (c_api.h ends the struct
-/// there); the rest is ours.
+/// One burst handle. C sees `hdr`, `transport` and `event` (c_api.h ends
+/// the struct there); the rest is ours.
 #[repr(C)]
 #[derive(Debug)]
 pub struct BurstParams {
     /// What the program reads.
     pub hdr: BurstHeader,
+    /// What the program reads of an RDMA request or completion (the rest
+    /// of `transport_hdr`, whose first fields are `hdr.hdr`'s).
+    pub transport: TransportFields,
     /// The CUDA event a GPU reorder aggregate completes with; null otherwise.
     pub event: *mut c_void,
     state: AtomicU8,
@@ -81,6 +86,11 @@ pub struct BurstParams {
     pub(crate) lent_to: u64,
 }
 
+// c_api.h's daqiri_gw_burst: `transport_hdr` starts with `hdr.hdr`'s fields
+// and 4 reserved bytes, then [`TransportFields`]; `event` follows it.
+const _: () = assert!(std::mem::offset_of!(BurstParams, transport) == 24);
+const _: () = assert!(std::mem::offset_of!(BurstParams, event) == 152);
+
 // SAFETY: the raw pointer is a CUDA event handle, usable from any thread;
 // everything else is Send already.
 unsafe impl Send for BurstParams {}
@@ -91,6 +101,7 @@ impl BurstParams {
             hdr: BurstHeader {
                 hdr: BurstFields { port_id: 0, q_id: 0, num_pkts: 0, num_segs: 0, max_pkt: 0, burst_flags: 0 },
             },
+            transport: TransportFields::NONE,
             event: std::ptr::null_mut(),
             state: AtomicU8::new(FREE),
             role: Role::Tx,
@@ -197,6 +208,7 @@ pub(crate) fn release(handle: &mut BurstParams) -> bool {
     handle.burst = None;
     handle.lent_to = 0;
     handle.hdr = BurstHeader::default();
+    handle.transport = TransportFields::NONE;
     handle.event = std::ptr::null_mut();
     handle.conn_id = 0;
     handle.rdma = None;

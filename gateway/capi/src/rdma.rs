@@ -35,7 +35,7 @@ use crate::connections::{self, ip};
 use crate::handle::{self, BurstParams, Role};
 use crate::lifecycle::{Running, text, with_engine};
 pub use crate::rdma_request::OpCode;
-use crate::rdma_request::Request;
+use crate::rdma_request::{Request, TransportFields};
 use crate::status::{self, SUCCESS, status_of};
 
 /// Connection ids carry this tag in their top 16 bits (socket ids have another).
@@ -390,7 +390,9 @@ pub unsafe extern "C" fn daqiri_gw_rdma_set_header(
             h.hdr.hdr.num_pkts = packets;
             h.hdr.hdr.num_segs = 1;
             h.conn_id = conn_id;
-            h.rdma = Some(Request { op, wr_id, armed: false });
+            let request = Request { op, wr_id, armed: false };
+            h.transport = TransportFields::of(&request, conn_id, is_server, &region);
+            h.rdma = Some(request);
             Ok(())
         })
     });
@@ -496,10 +498,12 @@ pub(crate) fn next_completion(conn_id: usize, server: bool) -> daqiri::Result<&'
             claimed.finished_seen += packets;
             let failed = (now.failed - claimed.failed_seen).min(packets);
             claimed.failed_seen += failed;
+            let h = handle::complete(address);
             if failed > 0 {
                 tracing::warn!(conn_id, failed, "an RDMA SEND request completed with failed work requests");
+                h.transport.status = status::code(Status::GenericFailure);
             }
-            return Ok(handle::complete(address));
+            return Ok(h);
         }
         if claimed.receives.is_empty() {
             return Err(nothing_yet());

@@ -184,6 +184,61 @@ fn an_idle_worker_sharing_a_core_sleeps_in_the_kernel_and_wakes_for_a_burst() {
     assert_eq!(burst.packet(0).data(), b"after the sleep");
 }
 
+#[test]
+fn tcp_sends_every_segment_of_long_bursts_in_order() {
+    // Bursts of 200 two-segment packets (header and payload regions), some
+    // payloads empty: more segments than one sendmsg takes, so each burst
+    // goes out in several writes, and the stream is every byte in order.
+    const PACKETS: usize = 200;
+    let port = free_tcp_port();
+    let yaml = TestConfig::tcp_server(port)
+        .region("rx_mem", 1024, 8192)
+        .region("tx_hdr", 1024, 256)
+        .region("tx_data", 1024, 4096)
+        .rx_queue(rx(0, "rx_mem").core(0).batch(64).timeout_us(1000))
+        .and(
+            TestConfig::tcp_client(([127, 0, 0, 1], port).into())
+                .tx_queue(tx(0, "tx_hdr").split_into("tx_data").core(1).batch(PACKETS as u32)),
+        )
+        .yaml();
+    let engine = Engine::from_yaml(&yaml).unwrap();
+    let mut sent = Vec::new();
+    for round in 0..4 {
+        let mut burst = loop {
+            match engine.get_tx_packet_burst(1, 0, PACKETS) {
+                Ok(burst) => break burst,
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        };
+        for i in 0..PACKETS {
+            let k = round * PACKETS + i;
+            let lengths = [1 + k % 97, if k.is_multiple_of(5) { 0 } else { (k * 37) % 4096 }];
+            let mut packet = burst.packet_mut(i);
+            for (segment, &len) in lengths.iter().enumerate() {
+                let bytes = &mut packet.segment_buffer(segment).expect("a host segment")[..len];
+                for (j, byte) in bytes.iter_mut().enumerate() {
+                    *byte = (k * 31 + j * 7 + segment) as u8;
+                }
+                sent.extend_from_slice(bytes);
+            }
+            packet.set_lengths(&lengths).unwrap();
+        }
+        engine.send_tx_burst(burst).map_err(|e| e.error).unwrap();
+    }
+    let mut received = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while received.len() < sent.len() {
+        assert!(Instant::now() < deadline, "only {} of {} bytes arrived", received.len(), sent.len());
+        match engine.get_rx_burst(0, 0).unwrap() {
+            Some(burst) => burst.packets().for_each(|p| received.extend_from_slice(p.data())),
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    assert!(received == sent, "the stream differs from the segments sent ({} bytes)", sent.len());
+    let tx = &engine.stats().ports[1].tx_queues[0].stats;
+    assert_eq!((tx.packets, tx.bytes), (4 * PACKETS as u64, sent.len() as u64), "every packet counted as sent");
+}
+
 /// Streams `total` bytes from a TCP client's TX queue (on `tx_core`) to a
 /// server's RX queue (on `rx_core`) and checks every byte arrived in order.
 fn stream_tcp(total: u64, rx_core: u32, tx_core: u32) -> Engine {

@@ -60,12 +60,55 @@ typedef struct daqiri_gw_burst_header {
   daqiri_gw_burst_fields hdr;
 } daqiri_gw_burst_header;
 
+/* An RDMA request's fields (rdma_set_header), and its completion's
+ * (get_rx_burst(conn_id)): burst->transport_hdr.status, .opcode, .wr_id ...
+ * Its first six fields are hdr.hdr's, over the same bytes. In C++ opcode
+ * and status are daqiri::RDMAOpCode and daqiri::Status (types.h). */
+#ifdef __cplusplus
+}
+namespace daqiri {
+enum class Status : int32_t;
+enum class RDMAOpCode : int32_t;
+}
+extern "C" {
+#define DAQIRI_GW_ENUM(cxx) daqiri::cxx
+#else
+#define DAQIRI_GW_ENUM(cxx) int32_t
+#endif
+typedef struct daqiri_gw_burst_transport_header {
+  uint16_t port_id;
+  uint16_t q_id;
+  uint32_t num_pkts;
+  uint32_t num_segs;
+  uint32_t max_pkt;
+  uint32_t burst_flags;
+  uint32_t reserved;
+  uint8_t version; /* 1 for an RDMA request or completion, 0 for any other burst */
+  bool server;
+  bool tx; /* a SEND */
+  DAQIRI_GW_ENUM(RDMAOpCode) opcode;
+  DAQIRI_GW_ENUM(Status) status; /* a completion's: GENERIC_FAILURE if a work request failed */
+  uint64_t wr_id;
+  uintptr_t conn_id;
+  char local_mr_name[32];
+  char remote_mr_name[32]; /* RDMA WRITE and READ (refused): empty */
+  void *raddr;
+  uint64_t dst_key;
+  uint32_t imm;
+  uint32_t server_addr;
+  uint16_t server_port;
+} daqiri_gw_burst_transport_header;
+#undef DAQIRI_GW_ENUM
+
 struct CUevent_st;
 
 /* A burst handle. Only ever used through pointers the library hands out:
  * the library's part of the handle follows these fields. */
 typedef struct daqiri_gw_burst {
-  daqiri_gw_burst_header hdr;
+  union {
+    daqiri_gw_burst_header hdr;
+    daqiri_gw_burst_transport_header transport_hdr;
+  };
   /* The CUDA event a GPU reorder aggregate completes with; null otherwise. */
   struct CUevent_st *event;
 } daqiri_gw_burst;

@@ -42,6 +42,7 @@ inline const char *status_to_string(Status status) {
 using BurstParams = ::daqiri_gw_burst;
 using BurstHeader = ::daqiri_gw_burst_header;
 using BurstHeaderParams = ::daqiri_gw_burst_fields;
+using BurstTransportHeader = ::daqiri_gw_burst_transport_header;
 
 constexpr uint32_t DAQIRI_BURST_FLAG_REORDERED = DAQIRI_GW_BURST_FLAG_REORDERED;
 constexpr uint32_t DAQIRI_BURST_FLAG_REORDER_TIMEOUT = DAQIRI_GW_BURST_FLAG_REORDER_TIMEOUT;
@@ -68,7 +69,7 @@ struct S3WriterConfig {
 };
 
 /* An RDMA request, or what a completion was (rdma_set_header, rdma_get_opcode). */
-enum class RDMAOpCode { CONNECT, SEND, RECEIVE, RDMA_WRITE, RDMA_WRITE_IMM, RDMA_READ, RDMA_READ_IMM, INVALID };
+enum class RDMAOpCode : int32_t { CONNECT, SEND, RECEIVE, RDMA_WRITE, RDMA_WRITE_IMM, RDMA_READ, RDMA_READ_IMM, INVALID };
 
 /* Dynamic RX flow operations (add_rx_flow_async ...); the flows are
  * FlowRuleConfig (daqiri/config.h). */

@@ -15,14 +15,14 @@
 //!
 //! Nothing is ever dropped: when buffers, burst metadata or ring space run
 //! out, the receiver stops reading and TCP flow control slows the sender.
-//! On TX, each packet's segments are written in order, the stream with
-//! TCP_NODELAY as DAQIRI's is (MSG_MORE until a burst's last byte, so the
-//! kernel still fills segments within a burst). Neither side ever
+//! On TX, a burst's segments are written in order by one `sendmsg` (up to
+//! [`PIECES_PER_WRITE`] segments each, MSG_MORE until the burst's last
+//! byte), the stream with TCP_NODELAY as DAQIRI's is. Neither side ever
 //! blocks its worker: reads and writes do not wait, and a write the socket
 //! took only part of resumes at the next poll, so TCP queues can share a
 //! core with any other queue.
 
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::{Arc, Mutex};
@@ -48,6 +48,8 @@ use crate::task::{QueueTask, Task, sender_sleeps_on};
 
 /// Reads per receive poll, so a busy stream leaves its core's other queues a turn.
 const READS_PER_POLL: usize = 64;
+/// Segments one `sendmsg` writes (the kernel takes up to 1024).
+const PIECES_PER_WRITE: usize = 128;
 /// A client's connect attempt holds its worker at most this long.
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
 /// A client retries a failed connect after this long.
@@ -453,6 +455,58 @@ struct Outgoing {
     sent_bytes: u64,
 }
 
+impl Outgoing {
+    /// The bytes still to write, from here, as up to `pieces.len()` slices;
+    /// how many it filled, and whether bytes remain past them.
+    fn gather<'a>(&'a self, pieces: &mut [IoSlice<'a>]) -> (usize, bool) {
+        let (mut packet, mut segment, mut offset) = (self.packet, self.segment, self.offset);
+        let mut filled = 0;
+        while packet < self.burst.num_packets() {
+            match piece(&self.burst, packet, segment) {
+                None => (packet, segment, offset) = (packet + 1, 0, 0),
+                Some(bytes) => {
+                    if offset < bytes.len() {
+                        if filled == pieces.len() {
+                            return (filled, true);
+                        }
+                        pieces[filled] = IoSlice::new(&bytes[offset..]);
+                        filled += 1;
+                    }
+                    (segment, offset) = (segment + 1, 0);
+                }
+            }
+        }
+        (filled, false)
+    }
+
+    /// Moves past `written` bytes, and past every packet they finished
+    /// (counting its bytes as sent).
+    fn advance(&mut self, mut written: usize) {
+        while self.packet < self.burst.num_packets() {
+            let Some(bytes) = piece(&self.burst, self.packet, self.segment) else {
+                self.sent_bytes += self.burst.packet(self.packet).len() as u64;
+                (self.packet, self.segment, self.offset) = (self.packet + 1, 0, 0);
+                continue;
+            };
+            let left = bytes.len() - self.offset;
+            if left == 0 {
+                (self.segment, self.offset) = (self.segment + 1, 0);
+            } else if written == 0 {
+                return;
+            } else {
+                let taken = written.min(left);
+                self.offset += taken;
+                written -= taken;
+            }
+        }
+    }
+}
+
+/// Segment `segment` of packet `packet`, where it is host memory TCP can send.
+fn piece(burst: &Burst, packet: usize, segment: usize) -> Option<&[u8]> {
+    (segment < MAX_SEGMENTS).then(|| burst.packet(packet).sendable_segment(segment)).flatten()
+}
+
 impl QueueTask for TcpSender {
     fn poll(&mut self, port: &Port, _wait: Option<Duration>) -> usize {
         let p = port;
@@ -470,37 +524,31 @@ impl QueueTask for TcpSender {
         // No connection yet: the burst waits for one.
         let Some(stream) = stream else { return 0 };
         let socket = SockRef::from(&*stream);
-        let total = out.burst.num_packets();
         let first = out.packet;
-        while out.packet < total {
-            let packet = out.burst.packet(out.packet);
-            let Some(piece) = (out.segment < MAX_SEGMENTS).then(|| packet.sendable_segment(out.segment)).flatten()
-            else {
-                out.sent_bytes += packet.len() as u64;
-                (out.packet, out.segment, out.offset) = (out.packet + 1, 0, 0);
-                continue;
-            };
-            if out.offset == piece.len() {
-                (out.segment, out.offset) = (out.segment + 1, 0);
-                continue;
+        while out.packet < out.burst.num_packets() {
+            let mut pieces = [IoSlice::new(&[]); PIECES_PER_WRITE];
+            let (gathered, rest) = out.gather(&mut pieces);
+            if gathered == 0 {
+                // Only empty or absent segments were left: the burst is done.
+                out.advance(0);
+                break;
             }
-            let last = out.packet + 1 == total
-                && (out.segment + 1..MAX_SEGMENTS).all(|segment| packet.sendable_segment(segment).is_none());
-            let more = if last { 0 } else { libc::MSG_MORE };
-            match socket.send_with_flags(&piece[out.offset..], libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | more) {
-                Ok(n) => out.offset += n,
+            let more = if rest { libc::MSG_MORE } else { 0 };
+            match socket.send_vectored_with_flags(&pieces[..gathered], libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | more) {
+                Ok(n) => out.advance(n),
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
                     // The socket buffer is full: go on from here at the next poll.
                     return (out.packet - first).max(1);
                 }
                 Err(e) => {
                     tracing::warn!(interface = %p.name, "TCP send failed, dropping the connection: {e}");
-                    q.stats.dropped(DropReason::SendFailed, (total - out.packet) as u64);
+                    q.stats.dropped(DropReason::SendFailed, (out.burst.num_packets() - out.packet) as u64);
                     self.connection.lose();
                     break;
                 }
             }
         }
+        let total = out.burst.num_packets();
         let done = self.outgoing.take().expect("matched above");
         if done.packet > 0 {
             q.stats.delivered(done.packet.min(total) as u64, done.sent_bytes);
