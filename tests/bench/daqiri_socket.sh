@@ -24,6 +24,8 @@
 # slows to what the receiver takes, so each receiver's figure is the goodput
 # of `gen --proto tcp` unpaced (chunks of each size), ROUNDS rounds
 # alternating; a receiver that delivered fewer bytes than were sent is named.
+# Each round also runs the sender into a plain reader (Python, 1 MiB per
+# recv): when it gets no more than the two, the sender is what limits.
 #
 # Usage (root): tests/bench/daqiri_socket.sh [--quick]
 #   PROTOS ("udp tcp"), SIZES ("64 1024 8192"), RATES (offered pps, "100000 200000 400000"),
@@ -159,6 +161,21 @@ step_gateway() { receive_gateway udp "$2" gen "$1" "$2"; }
 step_daqiri() { receive_daqiri udp "$2" gen "$1" "$2"; }
 tcp_gateway() { receive_gateway tcp "$1" gen_tcp "$1"; }
 tcp_daqiri() { receive_daqiri tcp "$1" gen_tcp "$1"; }
+# The ceiling: the same sender into a reader that does nothing but read,
+# 1 MiB per recv, on the queue's core.
+tcp_plain_reader() { # size -> bytes sent
+    ip netns exec $RX taskset -c "$QUEUE_CPU" python3 -c "
+import socket
+listener = socket.create_server(('$RX_IP', $PORT))
+connection, _ = listener.accept()
+buffer = memoryview(bytearray(1 << 20))
+while connection.recv_into(buffer):
+    pass" &
+    local reader=$!
+    wait_udp_bound $RX $PORT t
+    gen_tcp "$1"
+    wait "$reader"
+}
 
 sender_max() { # size -> pps gen reaches unpaced, into a sink that reads nothing
     ip netns exec $RX python3 -c "import socket,time;s=socket.socket(2,2);s.bind(('$RX_IP',$PORT));time.sleep($STEP_SECONDS+1)" &
@@ -185,8 +202,8 @@ echo "| payload | gateway loss-free (pps) | DAQIRI loss-free (pps) | gateway / D
 echo "|---|---|---|---|---|" >>"$lossless"
 echo "| payload | offered (pps) | round | gateway delivered | DAQIRI delivered |" >"$fixed"
 echo "|---|---|---|---|---|" >>"$fixed"
-echo "| chunk | round | gateway (Gb/s) | DAQIRI (Gb/s) | gateway / DAQIRI |" >"$tcp"
-echo "|---|---|---|---|---|" >>"$tcp"
+echo "| chunk | round | gateway (Gb/s) | DAQIRI (Gb/s) | gateway / DAQIRI | plain reader (Gb/s) |" >"$tcp"
+echo "|---|---|---|---|---|---|" >>"$tcp"
 for size in $SIZES; do
     [[ " $PROTOS " == *" udp "* ]] || continue
     max=$(sender_max "$size")
@@ -209,7 +226,8 @@ for size in $SIZES; do
         read -r ds dd < <(tcp_daqiri "$size")
         ((gd < gs)) && echo "  gateway delivered $gd of $gs bytes ($size B chunks)" >&2
         ((dd < ds)) && echo "  DAQIRI delivered $dd of $ds bytes ($size B chunks)" >&2
-        echo "| $size B | $round | $(gbps "$gs") | $(gbps "$ds") | $(ratio "$gs" "$ds") |" | tee -a "$tcp" >&2
+        ps=$(tcp_plain_reader "$size")
+        echo "| $size B | $round | $(gbps "$gs") | $(gbps "$ds") | $(ratio "$gs" "$ds") | $(gbps "$ps") |" | tee -a "$tcp" >&2
     done
 done
 echo
