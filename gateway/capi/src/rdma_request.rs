@@ -68,7 +68,7 @@ impl Request {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct TransportFields {
-    /// Always 1: this layout.
+    /// 1 for an RDMA request or completion (this layout), 0 for any other burst.
     pub version: u8,
     /// The request is on a server's connection.
     pub server: bool,
