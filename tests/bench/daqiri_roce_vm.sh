@@ -12,7 +12,7 @@
 # is the difference of the bytes received over the difference of the
 # times, so its connection set-up (inside its timing) cancels out. Ours:
 # roce_bw send (a client and a server port of one engine), MESSAGES (40000)
-# from first to last received. Alternating, ROUNDS (2) times.
+# from first to last received. Alternating, ROUNDS (3) times.
 # DAQIRI 2026.7 connects RC with retry_count 0, and on soft-RoCE in the VM the
 # first SEND's ACK misses the local-ACK timeout, which then ends the
 # connection (docs/benchmarks.md). So DAQIRI runs with rdma_retry_shim.c
@@ -26,7 +26,7 @@ tests/vm/soft_roce.sh >/dev/null
 SIZE=${SIZE:-65536}
 MESSAGES=${MESSAGES:-40000}
 SHORT=${SHORT:-5} LONG=${LONG:-15}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 DEPTH=${DEPTH:-128}
 ours=${ROCE_BW:-$(ls -t target/release/deps/roce_bw-* | grep -v '\.d$' | head -1)}
 daqiri=${DAQIRI:-$(tests/reference/build.sh daqiri)}

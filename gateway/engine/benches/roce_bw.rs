@@ -11,7 +11,10 @@
 //! `target BASE RKEY` once we asked to connect, at BASE + (k % SLOTS) x
 //! SIZE under RKEY). Prints one JSON line: messages, bytes, seconds (send: first
 //! to last message received; write: first posted to last completed), MB/s
-//! (10^6 bytes a second, as perftest counts).
+//! (10^6 bytes a second, as perftest counts). The application's threads
+//! sleep `IDLE` whenever they find nothing to do, as DAQIRI's
+//! `daqiri_bench_rdma` does: soft-RoCE's work is the kernel's, on the same
+//! CPUs, and an application spinning on an empty queue takes them from it.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -21,6 +24,19 @@ use daqiri_config::testing::{TestConfig, rx, tx};
 
 /// Messages a TX burst carries.
 const BURST: usize = 32;
+
+/// The cores of each side, its queues and its application thread, as
+/// DAQIRI's `daqiri_bench_rdma` example places them (client 1, server 0).
+const CLIENT_CORE: u32 = 1;
+const SERVER_CORE: u32 = 0;
+
+/// Pins the calling thread to `core`, where this machine has it.
+fn pin(core: u32) {
+    core_affinity::set_for_current(core_affinity::CoreId { id: core as usize });
+}
+
+/// How long an application thread that found nothing to do waits.
+const IDLE: Duration = Duration::from_micros(100);
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
@@ -50,8 +66,8 @@ fn client(ip: IpAddr, peer: SocketAddr, size: usize) -> TestConfig {
         .master_core(0)
         .region("client_rx", 8, size as u64)
         .region("client_tx", 512, size as u64)
-        .rx_queue(rx(0, "client_rx").core(1))
-        .tx_queue(tx(0, "client_tx").core(0).batch(BURST as u32))
+        .rx_queue(rx(0, "client_rx").core(CLIENT_CORE))
+        .tx_queue(tx(0, "client_tx").core(CLIENT_CORE).batch(BURST as u32))
 }
 
 /// Sends `messages` messages of `size` bytes from TX queue 0 of `port`, each
@@ -62,7 +78,7 @@ fn stream(engine: &Engine, port: u16, (messages, size): (u64, usize), remote: im
     while sent < messages {
         let n = (messages - sent).min(BURST as u64) as usize;
         let Ok(mut burst) = engine.get_tx_packet_burst(port, 0, n) else {
-            std::thread::yield_now();
+            std::thread::sleep(IDLE);
             continue;
         };
         for i in 0..n {
@@ -75,7 +91,7 @@ fn stream(engine: &Engine, port: u16, (messages, size): (u64, usize), remote: im
         let mut pending = burst;
         while let Err(refused) = engine.send_tx_burst(pending) {
             pending = refused.burst;
-            std::thread::yield_now();
+            std::thread::sleep(IDLE);
         }
         sent += n as u64;
     }
@@ -86,11 +102,15 @@ fn send(ip: IpAddr, server: SocketAddr, messages: u64, size: usize) -> (u64, f64
     let config = TestConfig::roce_server(server)
         .master_core(0)
         .region("server_rx", 512, size as u64)
-        .rx_queue(rx(0, "server_rx").core(1).batch(32).timeout_us(1000))
+        .rx_queue(rx(0, "server_rx").core(SERVER_CORE).batch(32).timeout_us(1000))
         .and(client(ip, server, size));
     let engine = Engine::new(config.validate().expect("a valid config")).expect("the engine starts");
     std::thread::scope(|scope| {
-        scope.spawn(|| stream(&engine, 1, (messages, size), |_| None));
+        scope.spawn(|| {
+            pin(CLIENT_CORE);
+            stream(&engine, 1, (messages, size), |_| None)
+        });
+        pin(SERVER_CORE);
         let (mut received, mut bytes, mut first) = (0u64, 0u64, None);
         let deadline = Instant::now() + Duration::from_secs(600);
         while received < messages && Instant::now() < deadline {
@@ -100,7 +120,7 @@ fn send(ip: IpAddr, server: SocketAddr, messages: u64, size: usize) -> (u64, f64
                     received += burst.num_packets() as u64;
                     bytes += burst.total_bytes();
                 }
-                None => std::hint::spin_loop(),
+                None => std::thread::sleep(IDLE),
             }
         }
         (bytes, first.map_or(0.0, |f| f.elapsed().as_secs_f64()))
