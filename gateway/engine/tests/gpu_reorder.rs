@@ -76,7 +76,9 @@ fn gpu_every_pair_matches_the_cpu_oracle_bit_for_bit() {
                 check(Some(types.clone()), 64, 1024, (0, 1024), 7);
                 // Payload offsets and lengths that are not: the per-sample path.
                 let in_len = if input == InputType::Int32 { 1020 } else { 1022 };
-                check(Some(types), 37, in_len, (44, 1090), 5);
+                check(Some(types.clone()), 37, in_len, (44, 1090), 5);
+                // More slots than a launch passes by value: the pinned table.
+                check(Some(types), 1100, 64, (0, 64), 13);
             }
         }
     }
@@ -86,6 +88,10 @@ fn gpu_every_pair_matches_the_cpu_oracle_bit_for_bit() {
 fn gpu_copy_places_payloads_unchanged() {
     check(None, 128, 8192, (0, 8192), 9);
     check(None, 33, 1001, (3, 1500), 4);
+    // The slot addresses by value up to 1,024 slots, from the pinned table past it.
+    check(None, 1024, 64, (0, 64), 10);
+    check(None, 1025, 64, (0, 64), 10);
+    check(None, 3000, 40, (8, 72), 17);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 // the aggregate and converts their samples, as the CPU plans do
 // (gateway/engine/src/reorder/convert.rs is the bit-exact oracle).
 //
-// sources[s] is the device address of slot s's payload (in_len bytes), or 0
+// Slot s's source (SLOT_SOURCE) is the device address of its payload (in_len bytes), or 0
 // for a slot whose packet never came: its output is zeroed. Slot s is
 // written at out + s * out_len. Integers become float with round to nearest
 // even ((float)v); fp16 and bf16 then round to nearest even, as
@@ -190,13 +190,28 @@ __device__ void place(const u8* src, u32 in_len, u8* dst, bool network, u32 firs
     }
 }
 
+// A batch of up to SLOTS_BY_VALUE slots passes its slot addresses in the
+// launch itself, as a kernel parameter (up to 32 KB of them from CUDA 12.1 on
+// compute capability 7.0): a block then starts without first reading its
+// slot's address from pinned host memory across PCIe, which took the first
+// microseconds of a small batch. A larger batch passes `sources`, that table
+// in pinned memory, where the work hides the wait.
+#ifndef SLOTS_BY_VALUE
+#define SLOTS_BY_VALUE 1
+#endif
+struct SlotsByValue {
+    u64 at[SLOTS_BY_VALUE];
+};
+#define SLOT_SOURCE(s) ((const u8*)(slots <= SLOTS_BY_VALUE ? by_value.at[s] : sources[s]))
+#define REORDER_PARAMS const SlotsByValue by_value, const u64 *sources, u32 slots, u32 in_len, u8 *out, u32 out_len
+
 // The grid's y dimension walks slots, x the work within a slot.
-#define REORDER(name, In, Out, network)                                                              \
-    extern "C" __global__ void name(const u64* sources, u32 slots, u32 in_len, u8* out, u32 out_len) { \
-        for (u32 s = blockIdx.y; s < slots; s += gridDim.y) {                                         \
-            place<In, Out>((const u8*)sources[s], in_len, out + (u64)s * out_len, network,             \
-                           blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);           \
-        }                                                                                              \
+#define REORDER(name, In, Out, network)                                                    \
+    extern "C" __global__ void name(REORDER_PARAMS) {                                      \
+        for (u32 s = blockIdx.y; s < slots; s += gridDim.y) {                               \
+            place<In, Out>(SLOT_SOURCE(s), in_len, out + (u64)s * out_len, network,          \
+                           blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x); \
+        }                                                                                    \
     }
 
 #define FOR_OUTPUTS(in, In, network, order)        \
@@ -216,9 +231,9 @@ FOR_ORDERS(int16, Int16)
 FOR_ORDERS(int32, Int32)
 
 // No data_types: the payload as it is, 16 bytes per thread where aligned.
-extern "C" __global__ void reorder_copy(const u64* sources, u32 slots, u32 in_len, u8* out, u32 out_len) {
+extern "C" __global__ void reorder_copy(REORDER_PARAMS) {
     for (u32 s = blockIdx.y; s < slots; s += gridDim.y) {
-        const u8* src = (const u8*)sources[s];
+        const u8* src = SLOT_SOURCE(s);
         u8* dst = out + (u64)s * out_len;
         const u32 first = blockIdx.x * blockDim.x + threadIdx.x, step = gridDim.x * blockDim.x;
         if (src != 0 && (u64)src % 16 == 0 && (u64)dst % 16 == 0 && in_len % 16 == 0) {
