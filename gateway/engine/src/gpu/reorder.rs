@@ -26,9 +26,11 @@ const THREADS: u32 = 256;
 fn block_threads(types: Option<&DataTypes>) -> u32 {
     if types.is_none() { 128 } else { THREADS }
 }
-/// Work units (16-byte words or samples) per thread: a block of a batch
-/// larger than [`SLOTS_BY_VALUE`] first waits for its slot's address across
-/// PCIe, so each block does enough to hide it.
+/// Work units (16-byte words or samples) per thread where the slot
+/// addresses come from the pinned table: each block first waits for its
+/// slot's address across PCIe, so each does enough to hide it. A launch
+/// with its addresses by value gives each thread one unit: a batch that
+/// small fills the GPU only with more threads.
 const UNITS_PER_THREAD: u32 = 4;
 /// Input bytes a kernel thread converts at once on the aligned path
 /// (`WordConvert::IN_BYTES` in reorder.cu).
@@ -169,8 +171,9 @@ impl GpuReorder {
             types.map_or(slots.in_len, |t| slots.in_len * 8 / t.input_type.bits() as usize)
         };
         let threads = block_threads(types);
+        let per_thread = if table.is_some() { UNITS_PER_THREAD } else { 1 };
         let config = LaunchConfig {
-            grid_dim: ((units as u32).div_ceil(threads * UNITS_PER_THREAD).max(1), (count as u32).clamp(1, 65_535), 1),
+            grid_dim: ((units as u32).div_ceil(threads * per_thread).max(1), (count as u32).clamp(1, 65_535), 1),
             block_dim: (threads, 1, 1),
             shared_mem_bytes: 0,
         };
