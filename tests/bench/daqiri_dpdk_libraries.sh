@@ -80,17 +80,9 @@ cd "$here"
 rounds=${ROUNDS:-3} seconds=${SECONDS_EACH:-5} size=${SIZE:-64} queues=${QUEUES:-"1 2 4"}
 devices=${DEVICES:-"net_null af_packet"}
 [[ $EUID == 0 ]] || { echo "daqiri_dpdk_libraries: needs root (hugepages)" >&2; exit 1; }
-cuda_dirs=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
-for wheel in cublas cufft cuda_runtime; do
-    dir=$(python3 -c "import nvidia.$wheel as m; print(m.__path__[0] + '/lib')" 2>/dev/null) && cuda_dirs+=:$dir
-done
 # Both engines' regions are hugepage memory (16384 buffers of 2 KiB a queue).
-if (($(awk '/HugePages_Free/ {print $2}' /proc/meminfo) < 2048)); then
-    echo 3072 > /proc/sys/vm/nr_hugepages || true
-fi
-mountpoint -q /dev/hugepages || { mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages; } || true
-pmds=$(cat daqiri/pmds-path)
-[[ -e $pmds ]] || { mkdir -p "$(dirname "$pmds")" && ln -s "$PWD/daqiri/pmds" "$pmds"; }
+source ./daqiri_host_env.sh
+daqiri_host_env 2048 3072
 logs=${LOGS:-$(mktemp -d)}
 mkdir -p "$logs"
 

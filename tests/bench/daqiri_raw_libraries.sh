@@ -43,6 +43,7 @@ if [[ ${1:-} == --pack ]]; then
     done
     echo "$pmds" > "$out/daqiri/pmds-path"
     cp "$0" "$out/run.sh"
+    cp tests/bench/daqiri_host_env.sh "$out/"
     echo "daqiri_raw_libraries: packed in $out ($(du -sh "$out" | cut -f1))" >&2
     exit 0
 fi
@@ -51,17 +52,9 @@ cd "$here"
 rounds=${ROUNDS:-3} seconds=${SECONDS_EACH:-5} workload=${WORKLOAD:-none}
 [[ $EUID == 0 ]] || { echo "daqiri_raw_libraries: needs root (hugepages for DAQIRI's DPDK engine)" >&2; exit 1; }
 nvidia-smi -L >/dev/null 2>&1 || { echo "daqiri_raw_libraries: no GPU" >&2; exit 3; }
-cuda_dirs=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib
-for wheel in cublas cufft cuda_runtime; do
-    dir=$(python3 -c "import nvidia.$wheel as m; print(m.__path__[0] + '/lib')" 2>/dev/null) && cuda_dirs+=:$dir
-done
 # Hugepages for EAL (DAQIRI's preflight asks for about 200 MiB with this config).
-if (($(awk '/HugePages_Free/ {print $2}' /proc/meminfo) < 512)); then
-    echo 1024 > /proc/sys/vm/nr_hugepages || true
-fi
-mountpoint -q /dev/hugepages || { mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages; } || true
-pmds=$(cat daqiri/pmds-path)
-[[ -e $pmds ]] || { mkdir -p "$(dirname "$pmds")" && ln -s "$PWD/daqiri/pmds" "$pmds"; }
+source ./daqiri_host_env.sh
+daqiri_host_env 512 1024
 config=ours/configs/daqiri_bench_raw_sw_loopback.yaml
 # Each run's output, kept (LOGS=folder; a temporary one by default).
 logs=${LOGS:-$(mktemp -d)}
