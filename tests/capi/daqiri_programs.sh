@@ -45,8 +45,10 @@ cmake -S tests/capi/daqiri_programs -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE
 cmake --build "$work/build" --target daqiri_bench_socket >/dev/null
 bench=$work/build/examples/daqiri_bench_socket
 # These build unchanged too. The first three run on the GPU machine (their
-# software-loopback configs send from GPU memory: --pack below), the reorder
-# benchmark below, the RDMA one in the VM test bed (soft-RoCE:
+# software-loopback configs send from GPU memory: --pack below), the first and
+# the reorder benchmark here too, on DPDK's virtual devices
+# (daqiri_programs_dpdk.sh), the reorder benchmark on the software loopback
+# below, the RDMA one in the VM test bed (soft-RoCE:
 # tests/capi/daqiri_rdma_vm.sh); the others' configs need a NIC
 # (docs/coming-from-daqiri.md).
 on_gpu=(daqiri_bench_raw_gpudirect daqiri_example_pcap_writer daqiri_example_gds_write)
@@ -307,3 +309,13 @@ tests/capi/fold_cores.py "$source/examples/daqiri_example_gds_write_sw_loopback.
 nvidia-smi -L >/dev/null 2>&1 || sed -i 's/kind: "device"/kind: "host"/' "$config"
 rm -rf "$work/gds" && mkdir -p "$work/gds"
 tests/capi/gds_write_check.py "$work/build/examples/daqiri_example_gds_write" "$config" "$work/gds"
+
+# DAQIRI's raw benchmarks on our DPDK backend over DPDK's virtual devices
+# (daqiri_programs_dpdk.sh says what runs and what is checked).
+dpdk_programs=0
+tests/capi/daqiri_programs_dpdk.sh "$work" "$source" || dpdk_programs=$?
+case $dpdk_programs in
+    0) ;;
+    3) echo "daqiri_programs: DAQIRI's raw benchmarks on our DPDK backend are SKIPPED: no DPDK 25.11 sources (../shared/reference)" >&2 ;;
+    *) exit "$dpdk_programs" ;;
+esac

@@ -9,6 +9,14 @@ use crate::port::Port;
 use crate::queue::Queue;
 use crate::sleep::SleepSet;
 
+/// The packets a sender takes from its ring in one poll (whole bursts, so
+/// one burst larger than this goes at once) before it gives its core's other
+/// tasks their turn. A sender whose wire always takes what it is given (a PMD
+/// that sends at once, like `net_af_packet`, or the software loopback) would
+/// otherwise keep its worker as long as the application keeps up, and a
+/// receiver on that core would neither receive nor count its NIC's drops.
+pub(crate) const SENDER_POLL_BUDGET: usize = 1024;
+
 /// One queue's share of a worker: an RX poll (receive, steer, assemble) or a
 /// TX send (drain the ring onto the wire). Tasks never block longer than the
 /// `wait` they are given, so queues that share a core share a thread.

@@ -13,7 +13,7 @@ use crate::memory::{LentBuffers, Region};
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::stats::DropReason;
-use crate::task::QueueTask;
+use crate::task::{QueueTask, SENDER_POLL_BUDGET};
 
 /// Most descriptors written to the TX ring per poll.
 const TX_BATCH: u32 = 64;
@@ -98,6 +98,7 @@ impl QueueTask for Sender {
         self.reap(region);
         let mut moved = self.put(port, region);
         while self.current.is_none()
+            && moved < SENDER_POLL_BUDGET
             && let Some(burst) = pacing::next_burst(q, self.pacer.as_mut())
         {
             self.current = Some((burst, 0));

@@ -12,7 +12,7 @@ use crate::burst::MAX_SEGMENTS;
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::stats::DropReason;
-use crate::task::QueueTask;
+use crate::task::{QueueTask, SENDER_POLL_BUDGET};
 
 /// Packets given to one `rte_eth_tx_burst`.
 const TX_BURST: usize = 64;
@@ -81,6 +81,7 @@ impl QueueTask for Sender {
         let q = &port.tx[self.queue];
         let mut moved = 0;
         while self.pending.len() == 0
+            && moved < SENDER_POLL_BUDGET
             && let Some(mut burst) = pacing::next_burst(q, self.pacer.as_mut())
         {
             let segments = burst.segments_per_packet().min(MAX_SEGMENTS);

@@ -24,7 +24,7 @@ use crate::port::Port;
 use crate::queue::Queue;
 use crate::sleep::SleepSet;
 use crate::stats::DropReason;
-use crate::task::{QueueTask, Task, sender_sleeps_on};
+use crate::task::{QueueTask, SENDER_POLL_BUDGET, Task, sender_sleeps_on};
 
 /// Largest frame the loop carries (jumbo).
 const MAX_FRAME: usize = 16 * 1024;
@@ -113,7 +113,9 @@ impl QueueTask for Carrier {
         let p = port;
         let q = &p.tx[self.queue];
         let mut moved = 0;
-        while let Some(burst) = pacing::next_burst(q, self.pacer.as_mut()) {
+        while moved < SENDER_POLL_BUDGET
+            && let Some(burst) = pacing::next_burst(q, self.pacer.as_mut())
+        {
             moved += burst.num_packets().max(1);
             let steer = Steer::new(p, &mut self.tally);
             let inboxes = &self.inboxes;

@@ -21,7 +21,7 @@ use crate::memory::{LentBuffers, Region};
 use crate::pacing::{self, Pacer};
 use crate::port::Port;
 use crate::stats::DropReason;
-use crate::task::QueueTask;
+use crate::task::{QueueTask, SENDER_POLL_BUDGET};
 
 /// Completions taken per poll.
 const TX_BATCH: usize = 64;
@@ -202,6 +202,7 @@ impl QueueTask for Sender {
         }
         moved += self.post(port, &connection);
         while self.current.is_none()
+            && moved < SENDER_POLL_BUDGET
             && let Some(burst) = pacing::next_burst(&port.tx[self.queue], self.pacer.as_mut())
         {
             self.current = Some((burst, 0));
