@@ -138,6 +138,48 @@ assert packets > 0
 print(f"daqiri_programs (GPU): pcap-writer example: {packets} frames of {length} B sent from GPU memory, captured from it, each as written")
 PY
 
+# DAQIRI's dynamic-flow example, its two ports one software loopback
+# (tests/capi/two_ports_as_loopback.py; its regions stay GPU memory): an
+# isolated RX port receives nothing until the example adds a flow to queue 0,
+# then one to queue 1, then one spreading over both, each deleted in turn;
+# the example itself checks that each phase reached its queues alone, with
+# that flow's id, and that the spread is even within its tolerance. Here:
+# that it did, and the engine's counts: what the drop window and the drains
+# sent was dropped and counted unmatched, and each frame the loop carried
+# landed, was counted dropped, or was in flight.
+config=configs/daqiri_example_dynamic_rx_flow_sw_loopback.yaml
+log=$out/dynamic_rx_flow.log
+timeout 60 bin/daqiri_example_dynamic_rx_flow "$config" > "$log" 2>&1 || {
+    echo "daqiri_programs (GPU): the dynamic-flow example failed:" >&2
+    tail -20 "$log" >&2
+    exit 1
+}
+python3 - "$log" "$config" <<'PY'
+import re, sys
+log, config = sys.argv[1:]
+text = open(log).read()
+spread = re.search(r"^RSS queue packets: q0=(\d+) q1=(\d+)", text, re.M)
+assert spread, f"no RSS line in {log}"
+queues = {int(q): (int(p), int(u)) for q, p, u in
+          re.findall(r"^RX complete: interface=\S+ queue=(\d) packets=(\d+) .* unexpected_flow_ids=(\d+)", text, re.M)}
+assert set(queues) == {0, 1} and all(u == 0 and p > 0 for p, u in queues.values()), queues
+sent = int(re.search(r"^TX complete: .* packets=(\d+)", text, re.M)[1])
+carried = int(re.search(r'tx queue 0 "[^"]*": (\d+) packets', text)[1])
+landed = [tuple(map(int, m)) for m in re.findall(r'rx queue \d "[^"]*": (\d+) packets, .* (\d+) dropped', text)]
+unmatched = re.search(r"rx dropped before a queue: (\d+) \(.*unmatched_flow=(\d+)", text)
+assert unmatched and int(unmatched[2]) > 0, "the drop window's frames were not counted unmatched"
+dropped = int(unmatched[1]) + sum(d for _, d in landed)
+buffers = [int(n) for n in re.findall(r"num_bufs: (\d+)", open(config).read())]
+in_flight = carried - sum(p for p, _ in landed) - dropped
+assert 0 <= sent - carried <= buffers[0] and 0 <= in_flight <= sum(buffers[1:]), (sent, carried, landed, dropped)
+# The program counts what it took; the engine, what landed in each queue's
+# ring (the example's last drain leaves it time to take it all).
+assert all(0 <= p - queues[q][0] <= buffers[1 + q] for q, (p, _) in enumerate(landed)), (queues, landed)
+print(f"daqiri_programs (GPU): dynamic-flow example: {sent} frames sent from GPU memory; queue 0 took "
+      f"{queues[0][0]}, queue 1 {queues[1][0]} (spread q0={spread[1]} q1={spread[2]}), each with its flow's id; "
+      f"{unmatched[2]} counted unmatched while no flow took them")
+PY
+
 # The GDS-write example with its software-loopback config, GPU memory both
 # ways (gds_write_check.py says what is checked). Our writers copy GPU
 # segments to the host: no GDS needed.
