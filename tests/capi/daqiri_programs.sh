@@ -44,20 +44,19 @@ cmake -S tests/capi/daqiri_programs -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE
     -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath,$prefix/lib:$cuda/lib" >/dev/null
 cmake --build "$work/build" --target daqiri_bench_socket >/dev/null
 bench=$work/build/examples/daqiri_bench_socket
-# These build unchanged too. The first four run on the GPU machine (their
-# software-loopback configs send from GPU memory: --pack below; the
-# dynamic-flow example's two ports become one software loopback), the first and
-# the reorder benchmark here too, on DPDK's virtual devices
-# (daqiri_programs_dpdk.sh), the reorder benchmark on the software loopback
-# below, the RDMA one in the VM test bed (soft-RoCE:
-# tests/capi/daqiri_rdma_vm.sh); the others' configs need a NIC
-# (docs/coming-from-daqiri.md).
-on_gpu=(daqiri_bench_raw_gpudirect daqiri_example_pcap_writer daqiri_example_gds_write daqiri_example_dynamic_rx_flow)
-built_only=(daqiri_bench_raw_hds daqiri_bench_raw_reorder_quantize)
-for target in "${on_gpu[@]}" daqiri_bench_raw_reorder_seq daqiri_bench_rdma "${built_only[@]}"; do
+# These build unchanged too. The first six run on the GPU machine (their
+# software-loopback configs send from GPU memory: --pack below; the last
+# three's configs, written for two ports and a wire, become one software
+# loopback), the first and the reorder benchmark here too, on DPDK's virtual
+# devices (daqiri_programs_dpdk.sh), the reorder benchmark on the software
+# loopback below, the RDMA one in the VM test bed (soft-RoCE:
+# tests/capi/daqiri_rdma_vm.sh).
+on_gpu=(daqiri_bench_raw_gpudirect daqiri_example_pcap_writer daqiri_example_gds_write daqiri_example_dynamic_rx_flow
+    daqiri_bench_raw_hds daqiri_bench_raw_reorder_quantize)
+for target in "${on_gpu[@]}" daqiri_bench_raw_reorder_seq daqiri_bench_rdma; do
     cmake --build "$work/build" --target "$target" >/dev/null
 done
-echo "daqiri_programs: built unchanged against libdaqiri: daqiri_bench_socket ${on_gpu[*]} daqiri_bench_raw_reorder_seq daqiri_bench_rdma ${built_only[*]}"
+echo "daqiri_programs: built unchanged against libdaqiri: daqiri_bench_socket ${on_gpu[*]} daqiri_bench_raw_reorder_seq daqiri_bench_rdma"
 
 # DAQIRI's example configs through parse_network_config into NetworkConfig
 # and back through what daqiri_init(NetworkConfig&) writes, in C++
@@ -122,9 +121,13 @@ if [[ -n $pack ]]; then
     copy_linked_libraries "$pack/lib" '/(libstdc\+\+|libgcc_s)\.so|/libcu|/libdaqiri' "$work/build/examples/${on_gpu[0]}"
     cp "$source/examples/daqiri_bench_raw_sw_loopback.yaml" "$source/examples/daqiri_example_pcap_writer_sw_loopback.yaml" \
         "$source/examples/daqiri_example_gds_write_sw_loopback.yaml" "$pack/configs/"
-    # DAQIRI ships the dynamic-flow example's config for two ports and a wire.
-    tests/capi/two_ports_as_loopback.py "$source/examples/daqiri_example_dynamic_rx_flow.yaml" \
-        "$pack/configs/daqiri_example_dynamic_rx_flow_sw_loopback.yaml"
+    # DAQIRI ships these examples' configs for two ports and a wire.
+    for config in daqiri_example_dynamic_rx_flow daqiri_bench_raw_tx_rx_hds daqiri_bench_raw_tx_rx_reorder_quantize_seq_batch; do
+        tests/capi/two_ports_as_loopback.py "$source/examples/$config.yaml" "$pack/configs/${config}_sw_loopback.yaml"
+    done
+    # A GPU reorder plan reads packets where they land: on the loopback, the CPU lands them.
+    sed -i '/- name: Data_RX_GPU$/{n;s/kind: device/kind: host_pinned/}' \
+        "$pack/configs/daqiri_bench_raw_tx_rx_reorder_quantize_seq_batch_sw_loopback.yaml"
     cp tests/capi/daqiri_programs_gpu.sh "$pack/run.sh"
     cp tests/capi/gds_write_check.py "$pack/"
     echo "daqiri_programs: packed ${on_gpu[*]} for the GPU machine in $pack ($(du -sh "$pack" | cut -f1))"

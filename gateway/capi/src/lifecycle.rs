@@ -97,7 +97,7 @@ pub(crate) fn init(call: &str, source: Source<'_>) -> i32 {
             ENGINE.store(Some(Arc::new(Running::new(engine))));
             SUCCESS
         }
-        Err(e) => status::fail(call, e),
+        Err(e) => status::fail_loudly(call, e),
     }
 }
 

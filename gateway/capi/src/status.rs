@@ -45,7 +45,18 @@ pub(crate) fn fail(call: &str, error: Error) -> i32 {
             | Status::NoFreeBurstBuffers
             | Status::NoFreePacketBuffers
     );
-    if !quiet {
+    report(call, error, !quiet)
+}
+
+/// As [`fail`], and logged whatever the status: for calls no loop polls
+/// (starting the engine), where a shortage (of hugepages, of buffers) is the
+/// reason a program stops, not a moment to wait through.
+pub(crate) fn fail_loudly(call: &str, error: Error) -> i32 {
+    report(call, error, true)
+}
+
+fn report(call: &str, error: Error, log: bool) -> i32 {
+    if log {
         crate::logging::install();
         tracing::warn!("{call}: {} ({})", error.detail(), error.status);
     }
