@@ -130,7 +130,7 @@ if [ -f python/daqiri_gateway.abi3.so ]; then
     fi
 fi
 # DAQIRI's programs that send from GPU memory, on libdaqiri (build.sh packs them).
-name="daqiri_programs (DAQIRI's raw GPUDirect bench and pcap-writer example, unchanged)"
+name="daqiri_programs (DAQIRI's raw GPUDirect, HDS and quantize benches and its pcap-writer, GDS-write and dynamic-flow examples, unchanged)"
 if [ ! -x daqiri-programs/run.sh ]; then
     result "$name" "skipped: not packed (no DAQIRI reference sources where build.sh ran)"
 elif [ -z "$gpu" ]; then
