@@ -139,11 +139,7 @@ pub const KEYS: &[KeyRow] = &[
     row("interfaces[].rx.flows[].actions", Partly, "as `action`, in order"),
     row("interfaces[].rx.flows[].match.udp_src", Honoured, "a port, or a `\"first-last\"` range (our extension)"),
     row("interfaces[].rx.flows[].match.udp_dst", Honoured, "as `udp_src`"),
-    row(
-        "interfaces[].rx.flows[].match.ipv4_len",
-        Honoured,
-        "the IPv4 header's total-length field as written: software steering, like a NIC's flow engine and the XDP program, reads a frame's headers without checking that field against the frame (DAQIRI's quantize benchmark writes its sequence numbers over it), so such a frame matches its UDP and address keys on every backend",
-    ),
+    row("interfaces[].rx.flows[].match.ipv4_len", Honoured, ""),
     row(
         "interfaces[].rx.flows[].match.ipv4_src",
         Honoured,
