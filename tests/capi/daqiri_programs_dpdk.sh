@@ -154,11 +154,14 @@ dropped = queue_dropped + (int(port_dropped[1]) if port_dropped else 0)
 assert (sent_bytes, wire_bytes) == (1064 * sent, 1064 * wire), (sent, sent_bytes, wire, wire_bytes)
 assert 0 <= wire - sent <= tx_buffers, f"the veth carried {wire} frames, the engine says it sent {sent}"
 # RX: each frame the wire carried delivered or counted dropped, but for
-# half a second's worth in flight.
+# half a second's worth in flight. The engine counts an aggregate delivered
+# when it reaches the queue's ring; the program, when it takes it (those it
+# left there at its stop, at most the reorder region's 128).
 unaccounted = wire - delivered - dropped
 assert delivered > 0 and 0 <= unaccounted <= wire / seconds / 2, (wire, delivered, dropped)
 batches = rx["aggregated_batches"]
-assert batches > 0 and rx["passthrough_packets"] == 0 and rx["aggregated_packets"] == rx["packets"] == delivered, rx
+assert batches > 0 and rx["passthrough_packets"] == 0 and rx["aggregated_packets"] == rx["packets"], rx
+assert 0 <= delivered - rx["packets"] <= 128 * 1024, (delivered, rx)
 assert rx["reorder_info_success"] == batches and rx["reorder_info_errors"] == rx["reorder_info_not_ready"] == 0, rx
 assert rx["last_batch_id"] - rx["first_batch_id"] + 1 >= batches, rx
 print(f"daqiri_programs: daqiri_bench_raw_reorder_seq on net_af_packet over veth: {sent} frames sent "
